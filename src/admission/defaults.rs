@@ -1,0 +1,60 @@
+//! The mutating (defaulting) webhook of spec §7: adds, never overwrites, never touches the
+//! overrides. Returns no patch when there is nothing to add, so it is idempotent under
+//! `reinvocationPolicy: IfNeeded`.
+
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{AddOperation, Patch, PatchOperation};
+use serde_json::{Value, json};
+
+use super::rules::{RuleInput, decode};
+use super::{Decision, Operation};
+use crate::model::{DEFAULT_MANAGED_BY, TRAINJOB_GROUP, TrainJobView};
+
+pub const DEFAULT_RUNTIME_KIND: &str = "ClusterTrainingRuntime";
+
+/// Mutating webhook entry point. Only CREATE is defaulted.
+pub fn mutate(input: &RuleInput<'_>) -> Decision {
+    if input.operation != Operation::Create {
+        return Decision::allow("allow-not-create");
+    }
+    match decode(input.object, "object") {
+        Ok(object) => {
+            let patch = default_patch(&object);
+            let mut decision = Decision::allow(if patch.0.is_empty() { "defaults-present" } else { "defaulted" });
+            if !patch.0.is_empty() {
+                decision.patch = Some(patch);
+            }
+            decision
+        }
+        Err(bad) => bad,
+    }
+}
+
+/// The JSONPatch that adds each missing default.
+pub fn default_patch(object: &TrainJobView<'_>) -> Patch {
+    let mut ops = Vec::new();
+    let add = |ops: &mut Vec<PatchOperation>, tokens: &[&str], value: Value| {
+        ops.push(PatchOperation::Add(AddOperation { path: PointerBuf::from_tokens(tokens.iter().copied()), value }));
+    };
+    let Some(spec) = object.spec() else {
+        add(&mut ops, &["spec"], json!({ "suspend": false, "managedBy": DEFAULT_MANAGED_BY }));
+        return Patch(ops);
+    };
+    if spec.suspend.is_none() {
+        add(&mut ops, &["spec", "suspend"], json!(false));
+    }
+    if spec.managed_by.is_none() {
+        add(&mut ops, &["spec", "managedBy"], json!(DEFAULT_MANAGED_BY));
+    }
+    // runtimeRef without a name is invalid anyway (Trainer says so); defaults go only into a
+    // runtimeRef the user wrote.
+    if let Some(runtime_ref) = &spec.runtime_ref {
+        if runtime_ref.api_group.is_none() {
+            add(&mut ops, &["spec", "runtimeRef", "apiGroup"], json!(TRAINJOB_GROUP));
+        }
+        if runtime_ref.kind.is_none() {
+            add(&mut ops, &["spec", "runtimeRef", "kind"], json!(DEFAULT_RUNTIME_KIND));
+        }
+    }
+    Patch(ops)
+}

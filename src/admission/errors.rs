@@ -1,0 +1,141 @@
+//! Field errors, rendered like Kubernetes `field.Error` / `field.ErrorList.ToAggregate()`.
+
+use std::fmt::{self, Write as _};
+
+/// Kubernetes `field.ErrorType`, restricted to the ones trainguard emits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorType {
+    /// A state-dependent denial: the value is fine, but not now.
+    Forbidden,
+    /// The value itself is wrong.
+    Invalid,
+    /// A value that must be present is missing or empty.
+    Required,
+    /// trainguard could not decide (cluster state unknown, deadline missed). Retryable.
+    Internal,
+}
+
+impl ErrorType {
+    /// `field.ErrorType.String()`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorType::Forbidden => "Forbidden",
+            ErrorType::Invalid => "Invalid value",
+            ErrorType::Required => "Required value",
+            ErrorType::Internal => "Internal error",
+        }
+    }
+
+    /// `metav1.CauseType` of a `StatusCause`.
+    pub fn cause_reason(self) -> &'static str {
+        match self {
+            ErrorType::Forbidden => "FieldValueForbidden",
+            ErrorType::Invalid => "FieldValueInvalid",
+            ErrorType::Required => "FieldValueRequired",
+            ErrorType::Internal => "InternalError",
+        }
+    }
+}
+
+/// One reason to deny, tied to the field it is about and the rule that found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    pub path: String,
+    pub kind: ErrorType,
+    /// The offending value, already rendered (`"quoted"` for strings); only for `Invalid`.
+    pub value: Option<String>,
+    pub detail: String,
+    /// Spec rule id (`U2`, `G1`, `M1`, …), for the audit annotation and metrics.
+    pub rule: &'static str,
+}
+
+impl FieldError {
+    pub fn new(rule: &'static str, kind: ErrorType, path: impl Into<String>, detail: impl Into<String>) -> Self {
+        FieldError { path: path.into(), kind, value: None, detail: detail.into(), rule }
+    }
+
+    pub fn invalid(rule: &'static str, path: impl Into<String>, value: String, detail: impl Into<String>) -> Self {
+        FieldError { value: Some(value), ..FieldError::new(rule, ErrorType::Invalid, path, detail) }
+    }
+
+    /// The part after the path: `Invalid value: "x": detail`.
+    pub fn body(&self) -> String {
+        let mut s = String::from(self.kind.as_str());
+        if let Some(v) = &self.value {
+            let _ = write!(s, ": {v}");
+        }
+        if !self.detail.is_empty() {
+            let _ = write!(s, ": {}", self.detail);
+        }
+        s
+    }
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.body())
+    }
+}
+
+/// Renders a string value the way Go's `%q` does for plain text, capped so that a huge value
+/// cannot fill the message.
+pub fn quote(value: &str) -> String {
+    const MAX_CHARS: usize = 100;
+    let mut shown: String = value.chars().take(MAX_CHARS).collect();
+    if shown.len() < value.len() {
+        shown.push('…');
+    }
+    serde_json::to_string(&shown).unwrap_or_else(|_| format!("\"{shown}\""))
+}
+
+/// Upper bound of the aggregated message, so a denial stays readable in `kubectl` and small in
+/// audit logs.
+pub const MAX_MESSAGE_BYTES: usize = 1024;
+
+/// `[e1, e2]` for several errors, the error itself for one; cut as `… and N more errors` so the
+/// result stays under [`MAX_MESSAGE_BYTES`].
+pub fn aggregate(errors: &[FieldError]) -> String {
+    match errors {
+        [] => String::new(),
+        [one] => truncate_to(one.to_string(), MAX_MESSAGE_BYTES),
+        many => {
+            let rendered: Vec<String> = many.iter().map(ToString::to_string).collect();
+            // Room kept for ", … and N more errors]".
+            const TAIL_RESERVE: usize = 32;
+            let mut out = String::from("[");
+            let mut shown = 0;
+            for r in &rendered {
+                let sep = if shown == 0 { "" } else { ", " };
+                if out.len() + sep.len() + r.len() + TAIL_RESERVE > MAX_MESSAGE_BYTES {
+                    break;
+                }
+                out.push_str(sep);
+                out.push_str(r);
+                shown += 1;
+            }
+            if shown == 0 {
+                out.push_str(&truncate_to(rendered[0].clone(), MAX_MESSAGE_BYTES - TAIL_RESERVE));
+                shown = 1;
+            }
+            let rest = rendered.len() - shown;
+            if rest > 0 {
+                let _ = write!(out, ", … and {rest} more errors");
+            }
+            out.push(']');
+            out
+        }
+    }
+}
+
+fn truncate_to(mut s: String, max: usize) -> String {
+    if s.len() < max {
+        return s;
+    }
+    let mut cut = max.saturating_sub(4);
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    s.truncate(cut);
+    s.push('…');
+    s
+}

@@ -1,0 +1,272 @@
+//! The admission core: AdmissionReview bytes in, AdmissionReview bytes out. Pure: the cluster is
+//! reached only through a [`ClusterView`] that answers from memory. `serve` and `review` both
+//! call [`review`], so the CLI and the server cannot disagree.
+
+pub mod defaults;
+pub mod errors;
+pub mod overrides;
+pub mod response;
+pub mod rules;
+
+use std::fmt;
+
+pub use errors::{ErrorType, FieldError};
+pub use rules::{RuleInput, RulesConfig, SuspendRule};
+
+use crate::cluster::ClusterView;
+use crate::model::{ReviewEnvelope, TRAINJOB_GROUP, TRAINJOB_KIND, TRAINJOB_VERSION};
+
+/// `admission.k8s.io/v1` `request.operation`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    Create,
+    Update,
+    Delete,
+    Connect,
+}
+
+impl Operation {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "CREATE" => Some(Operation::Create),
+            "UPDATE" => Some(Operation::Update),
+            "DELETE" => Some(Operation::Delete),
+            "CONNECT" => Some(Operation::Connect),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::Create => "CREATE",
+            Operation::Update => "UPDATE",
+            Operation::Delete => "DELETE",
+            Operation::Connect => "CONNECT",
+        }
+    }
+}
+
+/// Which webhook a review is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Endpoint {
+    Validate,
+    Mutate,
+}
+
+impl Endpoint {
+    /// The HTTP path, as in Trainer's own webhooks (spec §1).
+    pub fn path(self) -> &'static str {
+        match self {
+            Endpoint::Validate => "/validate-trainer-kubeflow-org-v1alpha1-trainjob",
+            Endpoint::Mutate => "/mutate-trainer-kubeflow-org-v1alpha1-trainjob",
+        }
+    }
+
+    /// Label value for `controller_runtime_webhook_*{webhook=…}` (controller-runtime uses the path).
+    pub fn label(self) -> &'static str {
+        self.path()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Allowed { rule: &'static str },
+    Denied { errors: Vec<FieldError> },
+    /// The review is well-formed but its object is not a TrainJob we can read: HTTP 200, code 400.
+    BadRequest { message: String, rule: &'static str },
+}
+
+/// A verdict with everything the response needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub outcome: Outcome,
+    pub warnings: Vec<String>,
+    pub patch: Option<json_patch::Patch>,
+}
+
+impl Decision {
+    pub fn allow(rule: &'static str) -> Self {
+        Decision { outcome: Outcome::Allowed { rule }, warnings: Vec::new(), patch: None }
+    }
+
+    pub fn bad_request(message: String) -> Self {
+        Self::bad_request_by("bad-object", message)
+    }
+
+    pub fn bad_request_by(rule: &'static str, message: String) -> Self {
+        Decision { outcome: Outcome::BadRequest { message, rule }, warnings: Vec::new(), patch: None }
+    }
+
+    /// Denied with `errors`, or allowed by `allow_rule` when there are none.
+    pub fn from_errors(errors: Vec<FieldError>, allow_rule: &'static str) -> Self {
+        if errors.is_empty() {
+            Self::allow(allow_rule)
+        } else {
+            Decision { outcome: Outcome::Denied { errors }, warnings: Vec::new(), patch: None }
+        }
+    }
+
+    pub fn allowed(&self) -> bool {
+        matches!(self.outcome, Outcome::Allowed { .. })
+    }
+
+    /// The rule that decided: the allowing rule, or the first error's (a low-cardinality label).
+    pub fn rule(&self) -> &'static str {
+        match &self.outcome {
+            Outcome::Allowed { rule } | Outcome::BadRequest { rule, .. } => rule,
+            Outcome::Denied { errors } => errors.first().map_or("denied", |e| e.rule),
+        }
+    }
+
+    /// Every rule that contributed, comma-separated, for the audit annotation.
+    pub fn audit_rules(&self) -> String {
+        match &self.outcome {
+            Outcome::Denied { errors } => {
+                let mut rules: Vec<&str> = Vec::new();
+                for e in errors {
+                    if !rules.contains(&e.rule) {
+                        rules.push(e.rule);
+                    }
+                }
+                rules.join(",")
+            }
+            _ => self.rule().to_string(),
+        }
+    }
+
+    pub fn errors(&self) -> &[FieldError] {
+        match &self.outcome {
+            Outcome::Denied { errors } => errors,
+            _ => &[],
+        }
+    }
+
+    /// The message a user sees (`kubectl` prefixes it with the webhook name).
+    pub fn message(&self) -> String {
+        match &self.outcome {
+            Outcome::Allowed { .. } => String::new(),
+            Outcome::BadRequest { message, .. } => message.clone(),
+            Outcome::Denied { errors } => errors::aggregate(errors),
+        }
+    }
+}
+
+/// A body that is not an AdmissionReview we can answer: HTTP 400, no review in the response.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProtocolError {
+    #[error("request body is not valid JSON: {0}")]
+    NotJson(String),
+    #[error("expected an admission.k8s.io/v1 AdmissionReview, got {0}")]
+    NotAdmissionReview(String),
+    #[error("AdmissionReview has no request")]
+    MissingRequest,
+    #[error("AdmissionReview request has no uid")]
+    MissingUid,
+}
+
+/// The answer to one review, with what metrics and logs need.
+#[derive(Debug, Clone)]
+pub struct Reviewed {
+    /// The serialised response AdmissionReview.
+    pub body: Vec<u8>,
+    pub uid: String,
+    pub operation: &'static str,
+    pub decision: Decision,
+    pub namespace: String,
+    pub name: String,
+    pub dry_run: bool,
+}
+
+impl fmt::Display for Reviewed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}/{}: ", self.operation, self.namespace, self.name)?;
+        if self.decision.allowed() {
+            write!(f, "allowed ({})", self.decision.rule())
+        } else {
+            write!(f, "denied ({}): {}", self.decision.audit_rules(), self.decision.message())
+        }
+    }
+}
+
+/// Answers one AdmissionReview body for `endpoint`.
+pub fn review(
+    endpoint: Endpoint,
+    body: &[u8],
+    config: &RulesConfig,
+    cluster: &dyn ClusterView,
+) -> Result<Reviewed, ProtocolError> {
+    let envelope: ReviewEnvelope<'_> =
+        serde_json::from_slice(body).map_err(|e| ProtocolError::NotJson(e.to_string()))?;
+    let api_version = envelope.api_version.as_deref().unwrap_or("");
+    let kind = envelope.kind.as_deref().unwrap_or("");
+    if api_version != "admission.k8s.io/v1" || kind != "AdmissionReview" {
+        let got = if api_version.is_empty() && kind.is_empty() {
+            "an object without apiVersion and kind".to_string()
+        } else {
+            format!("{api_version} {kind}")
+        };
+        return Err(ProtocolError::NotAdmissionReview(got));
+    }
+    let request = envelope.request.ok_or(ProtocolError::MissingRequest)?;
+    let uid = request.uid.as_deref().filter(|u| !u.is_empty()).ok_or(ProtocolError::MissingUid)?;
+
+    let operation = request.operation.as_deref().and_then(Operation::parse);
+    let decision = match (kind_mismatch(&request), operation) {
+        (Some(message), _) => Decision::bad_request_by("wrong-kind", message),
+        (None, None) => Decision::bad_request_by(
+            "bad-operation",
+            format!(
+                "unknown request.operation {}: expected CREATE, UPDATE, DELETE or CONNECT",
+                errors::quote(request.operation.as_deref().unwrap_or(""))
+            ),
+        ),
+        (None, Some(operation)) => {
+            let input = RuleInput {
+                operation,
+                sub_resource: request.sub_resource(),
+                namespace: request.namespace.as_deref().unwrap_or(""),
+                name: request.name.as_deref().unwrap_or(""),
+                object: request.object,
+                old_object: request.old_object,
+            };
+            match endpoint {
+                Endpoint::Validate => rules::validate(&input, config, cluster),
+                Endpoint::Mutate => defaults::mutate(&input),
+            }
+        }
+    };
+    let name = request.name.as_deref().unwrap_or("");
+    let review = response::review_response(uid, &decision, name);
+    // Serialising kube's response types into a Vec cannot fail.
+    let body = serde_json::to_vec(&review).unwrap_or_default();
+    Ok(Reviewed {
+        body,
+        uid: uid.to_string(),
+        operation: operation.map_or("UNKNOWN", Operation::as_str),
+        decision,
+        namespace: request.namespace.as_deref().unwrap_or("").to_string(),
+        name: name.to_string(),
+        dry_run: request.dry_run.unwrap_or(false),
+    })
+}
+
+/// Spec §8: a review for another kind gets a 400 denial naming what was expected and what came.
+fn kind_mismatch(request: &crate::model::RequestView<'_>) -> Option<String> {
+    let gvk = request.kind.as_ref();
+    let (group, version, kind) =
+        gvk.map_or(("", "", ""), |k| (k.group.as_ref(), k.version.as_ref(), k.kind.as_ref()));
+    if group == TRAINJOB_GROUP && version == TRAINJOB_VERSION && kind == TRAINJOB_KIND {
+        return None;
+    }
+    let got = if kind.is_empty() {
+        "no request.kind".to_string()
+    } else if group.is_empty() {
+        format!("{version} {kind}")
+    } else {
+        format!("{group}/{version} {kind}")
+    };
+    Some(format!(
+        "this webhook admits {TRAINJOB_GROUP}/{TRAINJOB_VERSION} {TRAINJOB_KIND} only, got {got}: check the \
+         rules of the webhook configuration"
+    ))
+}

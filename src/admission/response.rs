@@ -1,0 +1,72 @@
+//! Turns a [`Decision`] into the AdmissionReview response, using `kube::core::admission` types.
+//! The one place where field errors become a Kubernetes `Status`.
+
+use std::collections::HashMap;
+
+use kube::core::admission::{AdmissionResponse, AdmissionReview};
+use kube::core::response::{StatusCause, StatusDetails};
+use kube::core::{DynamicObject, Status};
+
+use super::errors::{ErrorType, aggregate};
+use super::{Decision, Outcome};
+use crate::model::{TRAINJOB_GROUP, TRAINJOB_RESOURCE};
+
+/// Audit annotation key; the API server prefixes it with the webhook name.
+pub const AUDIT_RULE_KEY: &str = "trainguard.io/rule";
+
+/// The `status` of a denial: code and reason from the most definite error present (spec §6).
+pub fn status(decision: &Decision, object_name: &str) -> Option<Status> {
+    match &decision.outcome {
+        Outcome::Allowed { .. } => None,
+        Outcome::BadRequest { message, .. } => Some(Status::failure(message, "BadRequest").with_code(400)),
+        Outcome::Denied { errors } => {
+            let has = |k: &[ErrorType]| errors.iter().any(|e| k.contains(&e.kind));
+            let (code, reason) = if has(&[ErrorType::Invalid, ErrorType::Required]) {
+                (422, "Invalid")
+            } else if has(&[ErrorType::Forbidden]) {
+                (403, "Forbidden")
+            } else {
+                (500, "InternalError")
+            };
+            let causes = errors
+                .iter()
+                .map(|e| StatusCause {
+                    reason: e.kind.cause_reason().to_string(),
+                    message: e.body(),
+                    field: e.path.clone(),
+                })
+                .collect();
+            let details = StatusDetails {
+                name: object_name.to_string(),
+                group: TRAINJOB_GROUP.to_string(),
+                kind: TRAINJOB_RESOURCE.to_string(),
+                uid: String::new(),
+                causes,
+                retry_after_seconds: if code == 500 { 1 } else { 0 },
+            };
+            Some(Status::failure(&aggregate(errors), reason).with_code(code).with_details(details))
+        }
+    }
+}
+
+/// The full response review for `uid`.
+pub fn review_response(uid: &str, decision: &Decision, object_name: &str) -> AdmissionReview<DynamicObject> {
+    let mut response = AdmissionResponse::invalid("");
+    response.uid = uid.to_string();
+    response.allowed = decision.allowed();
+    response.result = status(decision, object_name).unwrap_or_default();
+    response.audit_annotations = HashMap::from([(AUDIT_RULE_KEY.to_string(), decision.audit_rules())]);
+    if !decision.warnings.is_empty() {
+        response.warnings = Some(decision.warnings.clone());
+    }
+    if let Some(patch) = &decision.patch {
+        // Serialising a Patch of plain JSON values cannot fail.
+        response = response.with_patch(patch.clone()).unwrap_or_else(|_| unreachable_patch());
+    }
+    response.into_review()
+}
+
+#[cold]
+fn unreachable_patch() -> AdmissionResponse {
+    AdmissionResponse::invalid("could not serialise the defaulting patch")
+}

@@ -1,0 +1,374 @@
+//! The validating rules of spec §3–§5, as a pure function of the request, the configuration and
+//! a [`ClusterView`]. No I/O: the view answers from memory.
+
+use serde_json::value::RawValue;
+
+use super::errors::{ErrorType, FieldError, quote};
+use super::overrides;
+use super::{Decision, Operation};
+use crate::cluster::{ClusterView, GateFacts, JobSetFacts};
+use crate::model::{DEFAULT_MANAGED_BY, MULTIKUEUE_MANAGED_BY, OverridesField, TrainJobView};
+
+/// When a change of the overrides may come with `suspend: false` (spec §3, U4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum SuspendRule {
+    /// Either old or new suspended is enough (Trainer ≥ v2.2.1 semantics); U4 goes through the gate.
+    #[default]
+    Either,
+    /// The new object must be suspended (Trainer v2.0 parity); U4 is denied.
+    New,
+}
+
+/// Everything that changes a verdict besides the request and the cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RulesConfig {
+    pub suspend_rule: SuspendRule,
+    /// Values `spec.managedBy` may take on CREATE (M2).
+    pub allowed_managed_by: Vec<String>,
+}
+
+impl Default for RulesConfig {
+    fn default() -> Self {
+        RulesConfig {
+            suspend_rule: SuspendRule::Either,
+            allowed_managed_by: vec![DEFAULT_MANAGED_BY.to_string(), MULTIKUEUE_MANAGED_BY.to_string()],
+        }
+    }
+}
+
+/// The parts of an admission request the rules read.
+#[derive(Debug, Clone, Copy)]
+pub struct RuleInput<'a> {
+    pub operation: Operation,
+    pub sub_resource: Option<&'a str>,
+    /// Request namespace and name (fall back to the object's metadata when empty).
+    pub namespace: &'a str,
+    pub name: &'a str,
+    pub object: Option<&'a RawValue>,
+    pub old_object: Option<&'a RawValue>,
+}
+
+/// Validating webhook entry point.
+pub fn validate(input: &RuleInput<'_>, config: &RulesConfig, cluster: &dyn ClusterView) -> Decision {
+    match input.operation {
+        Operation::Delete => Decision::allow("allow-delete"),
+        Operation::Connect => Decision::allow("allow-connect"),
+        Operation::Create => match decode(input.object, "object") {
+            Ok(new) => validate_create(&new, config),
+            Err(d) => d,
+        },
+        Operation::Update => {
+            if input.sub_resource.is_some() {
+                return Decision::allow("U0");
+            }
+            let old = match decode(input.old_object, "oldObject") {
+                Ok(o) => o,
+                Err(d) => return d,
+            };
+            let new = match decode(input.object, "object") {
+                Ok(n) => n,
+                Err(d) => return d,
+            };
+            validate_update(input, &old, &new, config, cluster)
+        }
+    }
+}
+
+pub(crate) fn decode<'a>(raw: Option<&'a RawValue>, field: &str) -> Result<TrainJobView<'a>, Decision> {
+    let raw = raw
+        .filter(|r| r.get() != "null")
+        .ok_or_else(|| Decision::bad_request(format!("request.{field} is missing")))?;
+    TrainJobView::decode(raw).map_err(|e| {
+        let at = if e.path.is_empty() { String::new() } else { format!(" at {}", e.path) };
+        Decision::bad_request(format!("request.{field} is not a valid TrainJob{at}: {}", e.message))
+    })
+}
+
+fn validate_create(new: &TrainJobView<'_>, config: &RulesConfig) -> Decision {
+    let mut errors = Vec::new();
+    if let Some(managed_by) = new.managed_by_raw()
+        && !config.allowed_managed_by.iter().any(|a| a == managed_by)
+    {
+        let allowed: Vec<String> = config.allowed_managed_by.iter().map(|a| quote(a)).collect();
+        errors.push(FieldError::invalid(
+            "M2",
+            "spec.managedBy",
+            quote(managed_by),
+            format!("must be one of {}; leave it unset for Trainer's own controller", allowed.join(", ")),
+        ));
+    }
+    check_name(new, &mut errors);
+    for field in OverridesField::ALL {
+        if let Some(raw) = new.overrides(field) {
+            errors.extend(overrides::shape_errors(field, &overrides::parse(Some(raw))));
+        }
+    }
+    Decision::from_errors(errors, "allow-create")
+}
+
+/// `metadata.name` must be a DNS-1035 label (the JobSet and its Services are named after it).
+fn check_name(new: &TrainJobView<'_>, errors: &mut Vec<FieldError>) {
+    let name = new.name();
+    if name.is_empty() {
+        if new.generate_name().is_empty() {
+            errors.push(FieldError::new("name", ErrorType::Required, "metadata.name", "name or generateName is required"));
+        }
+        return;
+    }
+    if name.len() > 63 {
+        errors.push(FieldError::invalid("name", "metadata.name", quote(name), "must be no more than 63 characters"));
+    }
+    if !is_dns1035_label(name) {
+        errors.push(FieldError::invalid(
+            "name",
+            "metadata.name",
+            quote(name),
+            "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an \
+             alphabetic character, and end with an alphanumeric character (e.g. 'my-name', or 'abc-123', \
+             regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
+        ));
+    }
+}
+
+fn is_dns1035_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b[0].is_ascii_lowercase()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+}
+
+/// The suspend transition of an UPDATE that changes the overrides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Transition {
+    /// U2: running before and after.
+    Running,
+    /// U3: suspended before and after.
+    StaysSuspended,
+    /// U4: change + unsuspend in one request.
+    Resumes,
+    /// U5: suspend + change in one request.
+    Suspends,
+}
+
+fn validate_update(
+    input: &RuleInput<'_>,
+    old: &TrainJobView<'_>,
+    new: &TrainJobView<'_>,
+    config: &RulesConfig,
+    cluster: &dyn ClusterView,
+) -> Decision {
+    let mut errors = Vec::new();
+    if old.managed_by() != new.managed_by() {
+        let value = new.managed_by_raw().map_or_else(|| "null".to_string(), quote);
+        errors.push(FieldError::invalid(
+            "M1",
+            "spec.managedBy",
+            value,
+            format!(
+                "field is immutable: a TrainJob cannot move to another controller; keep {} and create a \
+                 new TrainJob with the other value instead",
+                quote(old.managed_by())
+            ),
+        ));
+    }
+
+    let mut changed: Vec<OverridesField> = Vec::new();
+    for field in OverridesField::ALL {
+        let (o, n) = (old.overrides(field), new.overrides(field));
+        if overrides::changed(field, o, n) {
+            errors.extend(overrides::shape_errors(field, &overrides::parse(n)));
+            changed.push(field);
+        }
+    }
+    if changed.is_empty() {
+        return Decision::from_errors(errors, "U1");
+    }
+
+    let subject = Subject::of(input, old);
+    let transition = match (old.suspended(), new.suspended()) {
+        (false, false) => Transition::Running,
+        (true, true) => Transition::StaysSuspended,
+        (true, false) => Transition::Resumes,
+        (false, true) => Transition::Suspends,
+    };
+
+    if transition == Transition::Running {
+        for field in &changed {
+            errors.push(FieldError::new(
+                "U2",
+                ErrorType::Forbidden,
+                field.path(),
+                format!("can only be changed while the TrainJob is suspended: {}", subject.suspend_advice()),
+            ));
+        }
+        return Decision::from_errors(errors, "U2");
+    }
+    if transition == Transition::Resumes && config.suspend_rule == SuspendRule::New {
+        for field in &changed {
+            errors.push(FieldError::new(
+                "U2",
+                ErrorType::Forbidden,
+                field.path(),
+                "can only be changed while the TrainJob stays suspended (--suspend-rule=new): keep \
+                 spec.suspend true for this change, then set it to false in a separate update",
+            ));
+        }
+        return Decision::from_errors(errors, "U2");
+    }
+
+    let mut warnings = Vec::new();
+    let gate = evaluate_gate(&subject, old, transition, &cluster.gate_facts(subject.namespace, subject.name));
+    if gate.offline {
+        warnings.push(format!(
+            "trainguard: JobSet {} was not consulted (no cluster state); only the TrainJob's own status was checked",
+            subject.jobset()
+        ));
+    }
+    for field in &changed {
+        for (i, finding) in gate.findings.iter().enumerate() {
+            let detail = if i == 0 && finding.kind != ErrorType::Internal {
+                format!("{}: {}", finding.text, subject.gate_advice(transition))
+            } else {
+                finding.text.clone()
+            };
+            errors.push(FieldError::new(finding.rule, finding.kind, field.path(), detail));
+        }
+    }
+    let mut decision = Decision::from_errors(errors, "allow-gate");
+    decision.warnings = warnings;
+    decision
+}
+
+/// The TrainJob under review, for messages.
+struct Subject<'a> {
+    namespace: &'a str,
+    name: &'a str,
+    kueue_queue: Option<&'a str>,
+}
+
+impl<'a> Subject<'a> {
+    fn of(input: &RuleInput<'a>, old: &'a TrainJobView<'a>) -> Self {
+        let pick = |req: &'a str, obj: Option<&'a str>| if req.is_empty() { obj.unwrap_or("") } else { req };
+        Subject {
+            namespace: pick(input.namespace, old.namespace()),
+            name: pick(input.name, Some(old.name())),
+            kueue_queue: old.kueue_queue(),
+        }
+    }
+
+    fn jobset(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// How to reach a state in which the overrides may change.
+    fn suspend_advice(&self) -> String {
+        match self.kueue_queue {
+            Some(queue) => format!(
+                "the job is queued by Kueue (queue {}), which resumes a suspended job whose Workload is still \
+                 admitted, so set spec.active to false on its Workload (kubectl -n {} get workloads), wait \
+                 until JobSet {} has no active jobs, then edit",
+                quote(queue),
+                self.namespace,
+                self.jobset()
+            ),
+            None => format!(
+                "set spec.suspend to true, wait until JobSet {} has no active jobs, then edit",
+                self.jobset()
+            ),
+        }
+    }
+
+    fn gate_advice(&self, transition: Transition) -> String {
+        match transition {
+            Transition::Suspends => format!(
+                "suspending and changing in one update is not enough while the job runs; {}",
+                self.suspend_advice()
+            ),
+            Transition::Resumes => format!(
+                "the old run has not stopped yet; keep spec.suspend true for this change, wait until JobSet {} \
+                 has no active or terminating pods, then resume",
+                self.jobset()
+            ),
+            _ => format!(
+                "the old run has not stopped yet; wait until JobSet {} has no active jobs, then edit",
+                self.jobset()
+            ),
+        }
+    }
+}
+
+struct Finding {
+    rule: &'static str,
+    kind: ErrorType,
+    text: String,
+}
+
+struct GateResult {
+    findings: Vec<Finding>,
+    offline: bool,
+}
+
+/// Spec §4: evidence that the old run is still there. G2 and G5 apply to U4 only.
+fn evaluate_gate(subject: &Subject<'_>, old: &TrainJobView<'_>, transition: Transition, facts: &GateFacts) -> GateResult {
+    let strict = transition == Transition::Resumes;
+    let forbidden = |rule, text| Finding { rule, kind: ErrorType::Forbidden, text };
+    let mut findings = Vec::new();
+
+    if let GateFacts::Known(JobSetFacts { jobset, jobs }) = facts {
+        if let Some(js) = jobset {
+            for (rj, active) in js.replicated_jobs.iter().filter(|(_, a)| *a > 0) {
+                findings.push(forbidden(
+                    "G1",
+                    format!("replicated job {} of JobSet {} has {}", quote(rj), subject.jobset(), count(*active, "active job")),
+                ));
+            }
+            if strict && js.deleting {
+                findings.push(forbidden("G2", format!("JobSet {} is still being deleted", subject.jobset())));
+            }
+        }
+        for job in jobs.iter().filter(|j| j.active > 0) {
+            findings.push(forbidden(
+                "G3",
+                format!("job {}/{} still has {}", subject.namespace, job.name, count(job.active, "active pod")),
+            ));
+        }
+    }
+    for (rj, active) in old.active_jobs() {
+        findings.push(forbidden(
+            "G4",
+            format!(
+                "replicated job {} of TrainJob {} has {} (status.jobsStatus)",
+                quote(rj),
+                subject.jobset(),
+                count(active, "active job")
+            ),
+        ));
+    }
+    if strict && let GateFacts::Known(JobSetFacts { jobs, .. }) = facts {
+        for job in jobs {
+            let text = match (job.terminating, job.deleting) {
+                (Some(n), _) if n > 0 => format!("job {}/{} still has {}", subject.namespace, job.name, count(n, "terminating pod")),
+                (_, true) => format!("job {}/{} is still being deleted", subject.namespace, job.name),
+                _ => continue,
+            };
+            findings.push(forbidden("G5", text));
+        }
+    }
+    if let GateFacts::Unknown { why } = facts {
+        findings.push(Finding {
+            rule: "cluster-unknown",
+            kind: ErrorType::Internal,
+            text: format!(
+                "the cluster state is unknown ({why}), so trainguard cannot tell whether JobSet {} still runs; \
+                 retry the request",
+                subject.jobset()
+            ),
+        });
+    }
+    GateResult { findings, offline: matches!(facts, GateFacts::Offline) }
+}
+
+fn count(n: i32, noun: &str) -> String {
+    if n == 1 { format!("1 {noun}") } else { format!("{n} {noun}s") }
+}
