@@ -70,10 +70,17 @@ impl Endpoint {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
-    Allowed { rule: &'static str },
-    Denied { errors: Vec<FieldError> },
+    Allowed {
+        rule: &'static str,
+    },
+    Denied {
+        errors: Vec<FieldError>,
+    },
     /// The review is well-formed but its object is not a TrainJob we can read: HTTP 200, code 400.
-    BadRequest { message: String, rule: &'static str },
+    BadRequest {
+        message: String,
+        rule: &'static str,
+    },
 }
 
 /// A verdict with everything the response needs.
@@ -253,8 +260,7 @@ pub fn review(
 /// Spec §8: a review for another kind gets a 400 denial naming what was expected and what came.
 fn kind_mismatch(request: &crate::model::RequestView<'_>) -> Option<String> {
     let gvk = request.kind.as_ref();
-    let (group, version, kind) =
-        gvk.map_or(("", "", ""), |k| (k.group.as_ref(), k.version.as_ref(), k.kind.as_ref()));
+    let (group, version, kind) = gvk.map_or(("", "", ""), |k| (k.group.as_ref(), k.version.as_ref(), k.kind.as_ref()));
     if group == TRAINJOB_GROUP && version == TRAINJOB_VERSION && kind == TRAINJOB_KIND {
         return None;
     }

@@ -67,9 +67,7 @@ fn sem_eq(a: &Value, b: &Value, skip_key: Option<&str>) -> bool {
     }
     match (a, b) {
         (Value::Object(x), Value::Object(y)) => objects_equal(x, y, skip_key),
-        (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| sem_eq(p, q, None))
-        }
+        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| sem_eq(p, q, None)),
         (Value::Number(x), Value::Number(y)) => numbers_equal(x, y),
         _ => a == b,
     }
@@ -77,13 +75,8 @@ fn sem_eq(a: &Value, b: &Value, skip_key: Option<&str>) -> bool {
 
 fn objects_equal(x: &Map<String, Value>, y: &Map<String, Value>, skip_key: Option<&str>) -> bool {
     let keep = |k: &String| Some(k.as_str()) != skip_key;
-    x.iter()
-        .filter(|(k, _)| keep(k))
-        .all(|(k, v)| sem_eq(v, y.get(k).unwrap_or(&Value::Null), None))
-        && y
-            .iter()
-            .filter(|(k, _)| keep(k) && !x.contains_key(*k))
-            .all(|(_, v)| is_empty(v))
+    x.iter().filter(|(k, _)| keep(k)).all(|(k, v)| sem_eq(v, y.get(k).unwrap_or(&Value::Null), None))
+        && y.iter().filter(|(k, _)| keep(k) && !x.contains_key(*k)).all(|(_, v)| is_empty(v))
 }
 
 fn numbers_equal(x: &Number, y: &Number) -> bool {
@@ -107,24 +100,14 @@ pub fn shape_errors(field: OverridesField, value: &Value) -> Vec<FieldError> {
         Value::Null => return Vec::new(),
         Value::Array(items) => items,
         other => {
-            return vec![FieldError::invalid(
-                "shape",
-                path,
-                type_name_quoted(other),
-                "must be a list",
-            )];
+            return vec![FieldError::invalid("shape", path, type_name_quoted(other), "must be a list")];
         }
     };
     let mut errors = Vec::new();
     for (i, item) in items.iter().enumerate() {
         let item_path = format!("{path}[{i}]");
         let Value::Object(item) = item else {
-            errors.push(FieldError::invalid(
-                "shape",
-                item_path,
-                type_name_quoted(item),
-                "must be an object",
-            ));
+            errors.push(FieldError::invalid("shape", item_path, type_name_quoted(item), "must be an object"));
             continue;
         };
         match field {
@@ -177,12 +160,9 @@ fn check_target_jobs(item: &Map<String, Value>, item_path: &str, errors: &mut Ve
                 name_path,
                 "name a replicated job of the runtime, e.g. \"node\"",
             )),
-            Some(other) => errors.push(FieldError::invalid(
-                "shape",
-                name_path,
-                type_name_quoted(other),
-                "must be a string",
-            )),
+            Some(other) => {
+                errors.push(FieldError::invalid("shape", name_path, type_name_quoted(other), "must be a string"))
+            }
         }
     }
 }
@@ -198,7 +178,6 @@ fn type_name(v: &Value) -> &'static str {
         Value::Object(_) => "object",
     }
 }
-
 
 /// Kubernetes' schema errors quote the JSON type as the value (`Invalid value: "string"`).
 fn type_name_quoted(v: &Value) -> String {

@@ -111,7 +111,12 @@ fn check_name(new: &TrainJobView<'_>, errors: &mut Vec<FieldError>) {
     let name = new.name();
     if name.is_empty() {
         if new.generate_name().is_empty() {
-            errors.push(FieldError::new("name", ErrorType::Required, "metadata.name", "name or generateName is required"));
+            errors.push(FieldError::new(
+                "name",
+                ErrorType::Required,
+                "metadata.name",
+                "name or generateName is required",
+            ));
         }
         return;
     }
@@ -272,10 +277,9 @@ impl<'a> Subject<'a> {
                 self.namespace,
                 self.jobset()
             ),
-            None => format!(
-                "set spec.suspend to true, wait until JobSet {} has no active jobs, then edit",
-                self.jobset()
-            ),
+            None => {
+                format!("set spec.suspend to true, wait until JobSet {} has no active jobs, then edit", self.jobset())
+            }
         }
     }
 
@@ -310,7 +314,12 @@ struct GateResult {
 }
 
 /// Spec §4: evidence that the old run is still there. G2 and G5 apply to U4 only.
-fn evaluate_gate(subject: &Subject<'_>, old: &TrainJobView<'_>, transition: Transition, facts: &GateFacts) -> GateResult {
+fn evaluate_gate(
+    subject: &Subject<'_>,
+    old: &TrainJobView<'_>,
+    transition: Transition,
+    facts: &GateFacts,
+) -> GateResult {
     let strict = transition == Transition::Resumes;
     let forbidden = |rule, text| Finding { rule, kind: ErrorType::Forbidden, text };
     let mut findings = Vec::new();
@@ -320,7 +329,12 @@ fn evaluate_gate(subject: &Subject<'_>, old: &TrainJobView<'_>, transition: Tran
             for (rj, active) in js.replicated_jobs.iter().filter(|(_, a)| *a > 0) {
                 findings.push(forbidden(
                     "G1",
-                    format!("replicated job {} of JobSet {} has {}", quote(rj), subject.jobset(), count(*active, "active job")),
+                    format!(
+                        "replicated job {} of JobSet {} has {}",
+                        quote(rj),
+                        subject.jobset(),
+                        count(*active, "active job")
+                    ),
                 ));
             }
             if strict && js.deleting {
@@ -348,7 +362,9 @@ fn evaluate_gate(subject: &Subject<'_>, old: &TrainJobView<'_>, transition: Tran
     if strict && let GateFacts::Known(JobSetFacts { jobs, .. }) = facts {
         for job in jobs {
             let text = match (job.terminating, job.deleting) {
-                (Some(n), _) if n > 0 => format!("job {}/{} still has {}", subject.namespace, job.name, count(n, "terminating pod")),
+                (Some(n), _) if n > 0 => {
+                    format!("job {}/{} still has {}", subject.namespace, job.name, count(n, "terminating pod"))
+                }
                 (_, true) => format!("job {}/{} is still being deleted", subject.namespace, job.name),
                 _ => continue,
             };

@@ -99,3 +99,59 @@ impl ClusterView for StaticView {
         })
     }
 }
+
+impl StaticView {
+    /// Builds a view from objects as `kubectl get -o yaml` prints them: JobSets and child Jobs
+    /// are kept, every other kind is ignored. Returns how many objects were used.
+    pub fn add_objects<'v>(
+        &mut self,
+        objects: impl IntoIterator<Item = &'v serde_json::Value>,
+    ) -> Result<usize, StateError> {
+        use crate::model::jobset::{BatchJobView, JOBSET_GROUP, JobSetView};
+        let mut used = 0;
+        for object in objects {
+            let api_version = object.get("apiVersion").and_then(|v| v.as_str()).unwrap_or("");
+            let kind = object.get("kind").and_then(|v| v.as_str()).unwrap_or("");
+            let group = api_version.split_once('/').map_or("", |(g, _)| g);
+            match (group, kind) {
+                (JOBSET_GROUP, "JobSet") => {
+                    let js: JobSetView =
+                        serde_json::from_value(object.clone()).map_err(|e| StateError::decode("JobSet", object, e))?;
+                    let ns = js.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+                    let name = js.metadata.name.clone().unwrap_or_default();
+                    self.insert_jobset(&ns, &name, js.state());
+                    used += 1;
+                }
+                ("batch", "Job") => {
+                    let job: BatchJobView =
+                        serde_json::from_value(object.clone()).map_err(|e| StateError::decode("Job", object, e))?;
+                    if let Some(jobset) = job.jobset_name() {
+                        let ns = job.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+                        self.insert_job(&ns, jobset, job.state());
+                        used += 1;
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(used)
+    }
+}
+
+/// A `--state` object that does not decode.
+#[derive(Debug, thiserror::Error)]
+#[error("{kind} {name} does not decode: {source}")]
+pub struct StateError {
+    pub kind: &'static str,
+    pub name: String,
+    #[source]
+    pub source: serde_json::Error,
+}
+
+impl StateError {
+    fn decode(kind: &'static str, object: &serde_json::Value, source: serde_json::Error) -> Self {
+        let meta = object.get("metadata");
+        let field = |k: &str| meta.and_then(|m| m.get(k)).and_then(|v| v.as_str()).unwrap_or("");
+        StateError { kind, name: format!("{}/{}", field("namespace"), field("name")), source }
+    }
+}

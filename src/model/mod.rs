@@ -2,6 +2,7 @@
 //! reads and skips the rest without building it; unknown fields are always tolerated.
 //! `tests/differential.rs` pins these views to the full `kube` / `k8s-openapi` types.
 
+pub mod jobset;
 pub mod review;
 pub mod trainjob;
 

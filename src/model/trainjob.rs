@@ -120,11 +120,8 @@ pub enum OverridesField {
 }
 
 impl OverridesField {
-    pub const ALL: [OverridesField; 3] = [
-        OverridesField::PodSpecOverrides,
-        OverridesField::PodTemplateOverrides,
-        OverridesField::RuntimePatches,
-    ];
+    pub const ALL: [OverridesField; 3] =
+        [OverridesField::PodSpecOverrides, OverridesField::PodTemplateOverrides, OverridesField::RuntimePatches];
 
     pub fn path(self) -> &'static str {
         match self {
@@ -177,10 +174,7 @@ impl<'a> TrainJobView<'a> {
     }
 
     pub fn generate_name(&self) -> &str {
-        self.metadata
-            .as_ref()
-            .and_then(|m| m.generate_name.as_deref())
-            .unwrap_or("")
+        self.metadata.as_ref().and_then(|m| m.generate_name.as_deref()).unwrap_or("")
     }
 
     pub fn namespace(&self) -> Option<&str> {
@@ -188,31 +182,22 @@ impl<'a> TrainJobView<'a> {
     }
 
     pub fn kueue_queue(&self) -> Option<&str> {
-        self.metadata
-            .as_ref()
-            .and_then(|m| m.labels.as_ref())
-            .and_then(|l| l.0.as_deref())
+        self.metadata.as_ref().and_then(|m| m.labels.as_ref()).and_then(|l| l.0.as_deref())
     }
 
     /// `status.jobsStatus[i]` entries with `active > 0`, in status order (rule G4).
     pub fn active_jobs(&self) -> impl Iterator<Item = (&str, i32)> {
-        self.status
-            .iter()
-            .flat_map(|s| s.jobs_status.iter().flatten())
-            .filter_map(|j| match j.active {
-                Some(n) if n > 0 => Some((j.name.as_deref().unwrap_or(""), n)),
-                _ => None,
-            })
+        self.status.iter().flat_map(|s| s.jobs_status.iter().flatten()).filter_map(|j| match j.active {
+            Some(n) if n > 0 => Some((j.name.as_deref().unwrap_or(""), n)),
+            _ => None,
+        })
     }
 
     /// Decodes a TrainJob, reporting the JSON path of the first problem when it does not.
     pub fn decode(raw: &'a RawValue) -> Result<Self, DecodeError> {
         let text = raw.get();
         if !text.starts_with('{') {
-            return Err(DecodeError {
-                path: String::new(),
-                message: "expected a JSON object".to_string(),
-            });
+            return Err(DecodeError { path: String::new(), message: "expected a JSON object".to_string() });
         }
         serde_json::from_str(text).map_err(|_| DecodeError::locate::<TrainJobView<'_>>(text))
     }
@@ -231,10 +216,7 @@ impl DecodeError {
     pub fn locate<'de, T: Deserialize<'de>>(text: &'de str) -> DecodeError {
         let mut de = serde_json::Deserializer::from_str(text);
         match serde_path_to_error::deserialize::<_, T>(&mut de) {
-            Ok(_) => DecodeError {
-                path: String::new(),
-                message: "does not decode".to_string(),
-            },
+            Ok(_) => DecodeError { path: String::new(), message: "does not decode".to_string() },
             Err(e) => {
                 let path = e.path().to_string();
                 let inner = e.into_inner();

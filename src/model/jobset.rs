@@ -1,0 +1,144 @@
+//! Slim views of a `jobset.x-k8s.io/v1alpha2` JobSet and a child `batch/v1` Job: only what the
+//! admission gate reads. Used by the watch-fed caches and by `--state` files alike.
+
+use std::borrow::Cow;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::core::{ApiResource, DynamicResourceScope, Resource};
+use serde::{Deserialize, Serialize};
+
+use crate::cluster::{ChildJobState, JobSetState};
+
+pub const JOBSET_GROUP: &str = "jobset.x-k8s.io";
+pub const JOBSET_VERSION: &str = "v1alpha2";
+pub const JOBSET_KIND: &str = "JobSet";
+pub const JOBSET_PLURAL: &str = "jobsets";
+/// Label JobSet puts on its child Jobs and their pods.
+pub const JOBSET_NAME_LABEL: &str = "jobset.sigs.k8s.io/jobset-name";
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobSetView {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub status: Option<JobSetStatusView>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobSetStatusView {
+    #[serde(default)]
+    pub replicated_jobs_status: Option<Vec<ReplicatedJobStatusView>>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplicatedJobStatusView {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub active: Option<i32>,
+}
+
+impl JobSetView {
+    pub fn state(&self) -> JobSetState {
+        JobSetState {
+            deleting: self.metadata.deletion_timestamp.is_some(),
+            replicated_jobs: self
+                .status
+                .iter()
+                .flat_map(|s| s.replicated_jobs_status.iter().flatten())
+                .map(|r| (r.name.clone(), r.active.unwrap_or(0)))
+                .collect(),
+        }
+    }
+}
+
+impl Resource for JobSetView {
+    type DynamicType = ();
+    type Scope = DynamicResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        JOBSET_KIND.into()
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        JOBSET_GROUP.into()
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        JOBSET_VERSION.into()
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        JOBSET_PLURAL.into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+pub fn jobset_api_resource() -> ApiResource {
+    ApiResource::erase::<JobSetView>(&())
+}
+
+/// A child `batch/v1` Job, reduced to what G3 and G5 read.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BatchJobView {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub status: Option<BatchJobStatusView>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BatchJobStatusView {
+    #[serde(default)]
+    pub active: Option<i32>,
+    #[serde(default)]
+    pub terminating: Option<i32>,
+}
+
+impl BatchJobView {
+    /// The JobSet this Job belongs to, from its `jobset.sigs.k8s.io/jobset-name` label.
+    pub fn jobset_name(&self) -> Option<&str> {
+        self.metadata.labels.as_ref()?.get(JOBSET_NAME_LABEL).map(String::as_str)
+    }
+
+    pub fn state(&self) -> ChildJobState {
+        let status = self.status.as_ref();
+        ChildJobState {
+            name: self.metadata.name.clone().unwrap_or_default(),
+            active: status.and_then(|s| s.active).unwrap_or(0),
+            terminating: status.and_then(|s| s.terminating),
+            deleting: self.metadata.deletion_timestamp.is_some(),
+        }
+    }
+}
+
+impl Resource for BatchJobView {
+    type DynamicType = ();
+    type Scope = DynamicResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        "Job".into()
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        "batch".into()
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        "v1".into()
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        "jobs".into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
