@@ -6,3 +6,4 @@ pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod model;
+pub mod rbac;

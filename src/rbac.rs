@@ -1,0 +1,133 @@
+//! Every Kubernetes API call the binary makes, in one table (controller spec §6). The executor's
+//! mock-API tests check each call they see against it, and the deploy test checks that the
+//! ClusterRole and the Lease Role grant exactly this.
+
+/// One group/resource and the verbs trainguard uses on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApiCall {
+    /// API group; `""` is the core group.
+    pub group: &'static str,
+    /// Resource (plural), with `/subresource` where one is used.
+    pub resource: &'static str,
+    pub verbs: &'static [&'static str],
+    /// Cluster-wide (ClusterRole) or only in the Lease namespace (Role).
+    pub scope: Scope,
+    /// Which feature needs it.
+    pub purpose: &'static str,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    Cluster,
+    LeaseNamespace,
+}
+
+const TRAINING_OPERATOR_VERBS: &[&str] = &["get", "list", "watch", "delete", "patch"];
+const READ: &[&str] = &["get", "list", "watch"];
+
+pub const API_CALLS: &[ApiCall] = &[
+    ApiCall {
+        group: "kubeflow.org",
+        resource: "tfjobs",
+        verbs: TRAINING_OPERATOR_VERBS,
+        scope: Scope::Cluster,
+        purpose: "controller: TTL, suspend report, node failure (patch: stash remedy only)",
+    },
+    ApiCall {
+        group: "kubeflow.org",
+        resource: "pytorchjobs",
+        verbs: TRAINING_OPERATOR_VERBS,
+        scope: Scope::Cluster,
+        purpose: "controller: TTL, suspend report, node failure (patch: stash remedy only)",
+    },
+    ApiCall {
+        group: "kubeflow.org",
+        resource: "mpijobs",
+        verbs: TRAINING_OPERATOR_VERBS,
+        scope: Scope::Cluster,
+        purpose: "controller: TTL, suspend report, node failure (patch: stash remedy only)",
+    },
+    ApiCall {
+        group: "kubeflow.org",
+        resource: "xgboostjobs",
+        verbs: TRAINING_OPERATOR_VERBS,
+        scope: Scope::Cluster,
+        purpose: "controller: TTL, suspend report, node failure (patch: stash remedy only)",
+    },
+    ApiCall {
+        group: "kubeflow.org",
+        resource: "paddlejobs",
+        verbs: TRAINING_OPERATOR_VERBS,
+        scope: Scope::Cluster,
+        purpose: "controller: TTL, suspend report, node failure (patch: stash remedy only)",
+    },
+    ApiCall {
+        group: "kubeflow.org",
+        resource: "jaxjobs",
+        verbs: TRAINING_OPERATOR_VERBS,
+        scope: Scope::Cluster,
+        purpose: "controller: TTL, suspend report, node failure (patch: stash remedy only)",
+    },
+    ApiCall {
+        group: "trainer.kubeflow.org",
+        resource: "trainjobs",
+        verbs: READ,
+        scope: Scope::Cluster,
+        purpose: "controller: TrainJob suspend report",
+    },
+    ApiCall {
+        group: "jobset.x-k8s.io",
+        resource: "jobsets",
+        verbs: READ,
+        scope: Scope::Cluster,
+        purpose: "webhook gate (G1, G2); controller: TrainJob pods",
+    },
+    ApiCall {
+        group: "batch",
+        resource: "jobs",
+        verbs: &["list", "watch"],
+        scope: Scope::Cluster,
+        purpose: "webhook gate (G3, G5)",
+    },
+    ApiCall {
+        group: "",
+        resource: "pods",
+        verbs: &["get", "list", "watch", "delete"],
+        scope: Scope::Cluster,
+        purpose: "controller: node failure",
+    },
+    ApiCall {
+        group: "",
+        resource: "pods/status",
+        verbs: &["patch"],
+        scope: Scope::Cluster,
+        purpose: "controller: node failure (phase Failed before force delete)",
+    },
+    ApiCall { group: "", resource: "nodes", verbs: READ, scope: Scope::Cluster, purpose: "controller: node failure" },
+    ApiCall {
+        group: "kueue.x-k8s.io",
+        resource: "workloads",
+        verbs: READ,
+        scope: Scope::Cluster,
+        purpose: "controller: Kueue guards",
+    },
+    ApiCall {
+        group: "events.k8s.io",
+        resource: "events",
+        verbs: &["create", "patch"],
+        scope: Scope::Cluster,
+        purpose: "controller: events",
+    },
+    ApiCall {
+        group: "coordination.k8s.io",
+        resource: "leases",
+        verbs: &["get", "create", "patch"],
+        scope: Scope::LeaseNamespace,
+        purpose: "leader election (kube-lease-manager patches, never updates)",
+    },
+];
+
+/// Whether `verb` on `group`/`resource` is in the table.
+pub fn allowed(group: &str, resource: &str, verb: &str) -> bool {
+    API_CALLS.iter().any(|c| c.group == group && c.resource == resource && c.verbs.contains(&verb))
+}
