@@ -113,8 +113,11 @@ pub enum CertsError {
 }
 
 pub fn run(args: CertsArgs) -> anyhow::Result<ExitCode> {
-    let target =
-        Target { service: args.service.clone(), namespace: args.namespace.clone(), secret_name: args.secret_name.clone() };
+    let target = Target {
+        service: args.service.clone(),
+        namespace: args.namespace.clone(),
+        secret_name: args.secret_name.clone(),
+    };
     validate_target(&target)?;
     // Read what to keep trusting before anything in the directory is replaced.
     let mut extra_trust = Vec::new();
@@ -126,7 +129,9 @@ pub fn run(args: CertsArgs) -> anyhow::Result<ExitCode> {
     let files_names = [CA_CERT, CA_KEY, TLS_CERT, TLS_KEY, SECRET_MANIFEST, CA_BUNDLE_PATCH, KUSTOMIZATION];
     let existing: Vec<&str> = files_names.iter().copied().filter(|f| args.out.join(f).exists()).collect();
     if !existing.is_empty() && !args.force {
-        return Err(CertsError::WouldOverwrite { dir: args.out.display().to_string(), files: existing.join(", ") }.into());
+        return Err(
+            CertsError::WouldOverwrite { dir: args.out.display().to_string(), files: existing.join(", ") }.into()
+        );
     }
 
     let valid_for = Duration::from_secs(u64::from(args.days) * 24 * 3600);
@@ -197,7 +202,11 @@ fn ca_bundle_patch(bundle_pem: &[u8]) -> String {
     };
     let validating = patch("ValidatingWebhookConfiguration", VALIDATING_CONFIGURATION, VALIDATING_WEBHOOK);
     let mutating = patch("MutatingWebhookConfiguration", MUTATING_CONFIGURATION, MUTATING_WEBHOOK);
-    format!("{GENERATED} The CA(s) the API server trusts for the webhook.\n{}---\n{}", to_yaml(&validating), to_yaml(&mutating))
+    format!(
+        "{GENERATED} The CA(s) the API server trusts for the webhook.\n{}---\n{}",
+        to_yaml(&validating),
+        to_yaml(&mutating)
+    )
 }
 
 fn kustomization() -> String {
