@@ -243,9 +243,7 @@ pub fn review(
         }
     };
     let name = request.name.as_deref().unwrap_or("");
-    let review = response::review_response(uid, &decision, name);
-    // Serialising kube's response types into a Vec cannot fail.
-    let body = serde_json::to_vec(&review).unwrap_or_default();
+    let body = response::review_bytes(uid, &decision, name);
     Ok(Reviewed {
         body,
         uid: uid.to_string(),

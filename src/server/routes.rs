@@ -178,8 +178,7 @@ fn deadline_missed(endpoint: Endpoint, timeout: Duration, inner: &Inner) -> Resp
             rule: "deadline",
         })
         .inc();
-    let review = admission::response::review_response("", &decision, "");
-    json_response(StatusCode::OK, serde_json::to_vec(&review).unwrap_or_default())
+    json_response(StatusCode::OK, admission::response::review_bytes("", &decision, ""))
 }
 
 fn protocol_error(endpoint: Endpoint, error: ProtocolError) -> Response {
