@@ -70,6 +70,7 @@ pub struct Options {
     pub shutdown_grace: Duration,
     pub rules: RulesConfig,
     pub cluster: Arc<dyn ClusterView>,
+    pub caches: Option<Arc<dyn trainguard::admin::CacheStatus>>,
 }
 
 impl Default for Options {
@@ -84,6 +85,7 @@ impl Default for Options {
             shutdown_grace: Duration::from_secs(10),
             rules: RulesConfig::default(),
             cluster: Arc::new(Offline),
+            caches: None,
         }
     }
 }
@@ -112,10 +114,15 @@ pub async fn start(opts: Options) -> TestServer {
     write_secret_volume(dir.path(), &chain, 1);
     let mut registry = Registry::default();
     let metrics = WebhookMetrics::register(&mut registry);
-    let running =
-        server::start(settings_for(dir.path(), &opts), opts.cluster.clone(), None, metrics, Arc::new(registry))
-            .await
-            .expect("server starts");
+    let running = server::start(
+        settings_for(dir.path(), &opts),
+        opts.cluster.clone(),
+        opts.caches.clone(),
+        metrics,
+        Arc::new(registry),
+    )
+    .await
+    .expect("server starts");
     TestServer {
         addr: running.webhook_addr,
         admin: running.admin_addr,
