@@ -1,9 +1,13 @@
 //! trainguard: an admission webhook and companion controller for Kubeflow training workloads.
 
+pub mod admin;
 pub mod admission;
 pub mod certgen;
 pub mod cli;
 pub mod cluster;
 pub mod config;
+pub mod metrics;
 pub mod model;
 pub mod rbac;
+pub mod server;
+pub mod telemetry;

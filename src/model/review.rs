@@ -1,5 +1,6 @@
-//! The AdmissionReview request envelope, borrowed from the request body. `object` and
-//! `oldObject` stay raw until a rule needs them.
+//! The AdmissionReview request envelope, borrowed from the request body. Generic over how
+//! `object` / `oldObject` are read: decoded as TrainJob views in the same pass (the fast path),
+//! or kept raw (`&RawValue`, the default) when that pass failed and an error must be located.
 
 use std::borrow::Cow;
 
@@ -7,19 +8,19 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 #[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ReviewEnvelope<'a> {
+#[serde(rename_all = "camelCase", bound(deserialize = "O: Deserialize<'de>"))]
+pub struct ReviewEnvelope<'a, O = &'a RawValue> {
     #[serde(borrow, default)]
     pub api_version: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     pub kind: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
-    pub request: Option<RequestView<'a>>,
+    pub request: Option<RequestView<'a, O>>,
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RequestView<'a> {
+#[serde(rename_all = "camelCase", bound(deserialize = "O: Deserialize<'de>"))]
+pub struct RequestView<'a, O = &'a RawValue> {
     #[serde(borrow, default)]
     pub uid: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
@@ -34,10 +35,10 @@ pub struct RequestView<'a> {
     pub namespace: Option<Cow<'a, str>>,
     #[serde(default)]
     pub dry_run: Option<bool>,
-    #[serde(borrow, default)]
-    pub object: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    pub old_object: Option<&'a RawValue>,
+    #[serde(default)]
+    pub object: Option<O>,
+    #[serde(default)]
+    pub old_object: Option<O>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -50,7 +51,7 @@ pub struct GroupVersionKindView<'a> {
     pub kind: Cow<'a, str>,
 }
 
-impl RequestView<'_> {
+impl<O> RequestView<'_, O> {
     /// The sub-resource, with `""` read as none (the API server sends either).
     pub fn sub_resource(&self) -> Option<&str> {
         self.sub_resource.as_deref().filter(|s| !s.is_empty())
