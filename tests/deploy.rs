@@ -8,7 +8,16 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use clap::{Parser as _, ValueEnum as _};
+use prometheus_client::registry::Registry;
+use tower::ServiceExt as _;
+use trainguard::admin::Readiness;
+use trainguard::cli::serve::ServeArgs;
+use trainguard::cli::{Cli, Command as Subcommand};
+use trainguard::config::LogFormat;
 
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, RuleWithOperations, ValidatingWebhookConfiguration, WebhookClientConfig,
@@ -30,7 +39,7 @@ use trainguard::cli::certs::{
 use trainguard::rbac::{API_CALLS, Scope};
 
 const NAMESPACE: &str = DEFAULT_NAMESPACE;
-/// Admin paths of webhook spec §1, served on `--admin-bind`.
+/// Admin paths of webhook spec §1, served on `--admin-bind` (checked against the admin router).
 const HEALTHZ: &str = "/healthz";
 const READYZ: &str = "/readyz";
 const BREAK_GLASS_LABEL: &str = "trainguard.io/webhook";
@@ -165,22 +174,18 @@ fn container(d: &Deployment) -> Container {
     containers[0].clone()
 }
 
-/// The value of `--flag=value` in the container's args.
-fn arg(c: &Container, flag: &str) -> String {
-    let prefix = format!("--{flag}=");
+/// The container's command line as `trainguard` itself parses it.
+fn serve_args(c: &Container) -> ServeArgs {
     let args = c.args.clone().unwrap_or_default();
-    args.iter()
-        .find_map(|a| a.strip_prefix(&prefix).map(str::to_string))
-        .unwrap_or_else(|| panic!("container args {args:?} have no {prefix}"))
+    let argv = std::iter::once("trainguard".to_string()).chain(args.iter().cloned());
+    match Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("container args {args:?} do not parse: {e}")) {
+        Cli { command: Subcommand::Serve(serve), .. } => serve,
+        other => panic!("container runs {:?}, not serve", other.command),
+    }
 }
 
-fn port_of_bind(bind: &str) -> i32 {
-    bind.rsplit_once(':').and_then(|(_, p)| p.parse().ok()).unwrap_or_else(|| panic!("bad bind address {bind}"))
-}
-
-/// A Go-style duration of whole seconds (`5s`), as the Deployment writes them.
-fn seconds(duration: &str) -> i64 {
-    duration.strip_suffix('s').and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("duration {duration:?}"))
+fn port_of(addr: Option<std::net::SocketAddr>, flag: &str) -> i32 {
+    i32::from(addr.unwrap_or_else(|| panic!("the Deployment sets --{flag} explicitly")).port())
 }
 
 fn container_port(c: &Container, name: &str) -> i32 {
@@ -468,8 +473,9 @@ fn assert_tls_volume(d: &Deployment, secret: &str) {
         .expect("the TLS volume is mounted");
     assert_eq!(mount.sub_path, None, "whole Secret, so updates reach the pod");
     assert_eq!(mount.read_only, Some(true));
-    for (flag, file) in [("tls-cert", "tls.crt"), ("tls-key", "tls.key")] {
-        assert_eq!(arg(&c, flag), format!("{}/{file}", mount.mount_path), "--{flag}");
+    let serve = serve_args(&c);
+    for (flag, path, file) in [("tls-cert", serve.tls_cert, "tls.crt"), ("tls-key", serve.tls_key, "tls.key")] {
+        assert_eq!(path, Path::new(&mount.mount_path).join(file), "--{flag}");
     }
 }
 
@@ -553,14 +559,32 @@ fn rbac_grants_exactly_the_api_call_table() {
 // ---------------------------------------------------------------------------------------------
 // Deployment, Service, PDB
 
+/// The status the real admin router answers for GET `path` (before readiness: /readyz is 503).
+fn admin_status(path: &str) -> http::StatusCode {
+    let router = trainguard::admin::router(Arc::new(Readiness::new(None)), Arc::new(Registry::default()));
+    let request = http::Request::get(path).body(axum::body::Body::empty()).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    runtime.block_on(router.oneshot(request)).unwrap().status()
+}
+
+#[test]
+fn probe_paths_are_served_by_the_admin_port() {
+    let cases = [(HEALTHZ, http::StatusCode::OK), (READYZ, http::StatusCode::SERVICE_UNAVAILABLE)];
+    for (path, status) in cases {
+        assert_eq!(admin_status(path), status, "{path}");
+    }
+    assert_eq!(admin_status("/nope"), http::StatusCode::NOT_FOUND, "the router does answer 404 for unknown paths");
+}
+
 #[test]
 fn service_and_probes_reach_the_server_ports_and_paths() {
     let r = render_cert_manager();
     let d = r.deployment();
     let c = container(&d);
     let labels = pod_labels(&d);
-    let webhook_port = port_of_bind(&arg(&c, "bind"));
-    let admin_port = port_of_bind(&arg(&c, "admin-bind"));
+    let serve = serve_args(&c);
+    let webhook_port = port_of(serve.bind, "bind");
+    let admin_port = port_of(serve.admin_bind, "admin-bind");
     assert_eq!(webhook_port, 9443, "webhook port of the issue: Service 443 -> 9443");
 
     // (Service, port, container port it must reach)
@@ -611,19 +635,22 @@ fn deployment_is_highly_available_and_drains_in_time() {
     assert!(selects(&match_labels(pdb.selector.as_ref().unwrap()), &labels));
 
     // SIGTERM: readiness off, keep serving for --drain-delay, then drain for --shutdown-grace.
-    let drain = seconds(&arg(&c, "drain-delay")) + seconds(&arg(&c, "shutdown-grace"));
-    let grace = pod.termination_grace_period_seconds.unwrap();
-    assert!(seconds(&arg(&c, "drain-delay")) > 0, "endpoints need time to drop the pod");
-    assert!(grace > drain, "terminationGracePeriodSeconds {grace} must exceed the drain time {drain}s");
-
     let env = c.env.clone().unwrap_or_default();
+    let serve = serve_args(&c);
+    let drain = serve.drain_delay + serve.shutdown_grace;
+    let grace = Duration::from_secs(u64::try_from(pod.termination_grace_period_seconds.unwrap()).unwrap());
+    assert!(serve.drain_delay > Duration::ZERO, "endpoints need time to drop the pod");
+    assert!(grace > drain, "terminationGracePeriodSeconds {grace:?} must exceed the drain time {drain:?}");
+    // The Deployment turns on JSON logs through the environment.
+    let log_format = env.iter().find(|e| e.name == "TRAINGUARD_LOG_FORMAT").and_then(|e| e.value.clone());
+    assert_eq!(log_format.and_then(|v| LogFormat::from_str(&v, false).ok()), Some(LogFormat::Json));
+
     let pod_ns = env.iter().find(|e| e.name == "POD_NAMESPACE").expect("POD_NAMESPACE");
     let field = pod_ns.value_from.as_ref().and_then(|v| v.field_ref.as_ref()).expect("downward API");
     assert_eq!(field.field_path, "metadata.namespace");
 
     let image = c.image.clone().unwrap();
     assert_eq!(image, format!("trainguard:{}", env!("CARGO_PKG_VERSION")), "image tag follows the crate version");
-    assert_eq!(c.args.clone().unwrap()[0], "serve");
 }
 
 #[test]
