@@ -12,38 +12,15 @@ use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::{Duration, Instant};
 
-use kube::core::DynamicObject;
-use kube::core::admission::AdmissionReview;
 use proptest::prelude::*;
 use proptest::strategy::ValueTree as _;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde_json::{Value, json};
-use trainguard::admission::{Endpoint, RulesConfig, SuspendRule, review};
+use trainguard::admission::{Endpoint, RulesConfig, SuspendRule};
 use trainguard::cluster::{ChildJobState, JobSetState, StaticView};
 
-const MAX_MESSAGE_BYTES: usize = 1024;
-
-/// Known deviation, reported to the lead: serde's derived `Deserialize` also reads a struct from
-/// a JSON array (fields by position), so `"request": ["uid", …]` is answered as if it were an
-/// object instead of being rejected with HTTP 400 (webhook spec §1). The API server never sends
-/// that shape. Set to false once `src/model` rejects sequences; the check then enforces it.
-const TOLERATE_ARRAY_AS_REQUEST: bool = true;
-
-/// Known deviation, reported to the lead: the message of a 400 denial (an object that does not
-/// decode, a wrong kind, an unknown operation) quotes the input and is not cut to 1 KiB as field
-/// errors are (`Decision::bad_request_by` does not truncate). Set to false once it does.
-const TOLERATE_LONG_BAD_REQUEST_MESSAGE: bool = true;
-
-/// `request.uid` as sent, read on its own (owned strings, no borrowing), to compare with the answer.
-#[derive(serde::Deserialize)]
-struct Sent {
-    request: SentRequest,
-}
-
-#[derive(serde::Deserialize)]
-struct SentRequest {
-    uid: String,
-}
+#[path = "fuzz_support/review_check.rs"]
+mod review_check;
 
 // ---------------------------------------------------------------------------------------------
 // Realistic inputs
@@ -513,60 +490,15 @@ fn case(shape: Shape) -> BoxedStrategy<Case> {
         .boxed()
 }
 
-/// What was wrong with the answer to `case`, if anything; else the rule that decided, when it was
-/// answered with a review (rather than a protocol error).
+/// What was wrong with the answer to `case`, if anything (a panic included); else the rule that
+/// decided, when it was answered with a review.
 fn check(case: &Case) -> Result<Option<&'static str>, String> {
-    let result = catch_unwind(AssertUnwindSafe(|| review(case.endpoint, &case.body, &case.config, &case.cluster)))
+    catch_unwind(AssertUnwindSafe(|| review_check::check(case.endpoint, &case.body, &case.config, &case.cluster)))
         .map_err(|panic| {
             let what =
                 panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()));
             format!("review panicked: {}", what.unwrap_or_default())
-        })?;
-    let Ok(reviewed) = result else {
-        return Ok(None); // A protocol error (HTTP 400) is a fine answer to a broken body.
-    };
-    // An Ok answer means the body was a review with a uid; it must come back unchanged.
-    let answer: AdmissionReview<DynamicObject> =
-        serde_json::from_slice(&reviewed.body).map_err(|e| format!("response is not an AdmissionReview: {e}"))?;
-    let response = answer.response.ok_or("response AdmissionReview has no response")?;
-    if request_is_array(&case.body) {
-        if !TOLERATE_ARRAY_AS_REQUEST {
-            return Err("Ok for a review whose request is an array".into());
-        }
-        if response.uid != reviewed.uid {
-            return Err(format!("uid {:?} came back as {:?}", reviewed.uid, response.uid));
-        }
-    } else {
-        let sent: Sent =
-            serde_json::from_slice(&case.body).map_err(|e| format!("Ok for a review without a uid: {e}"))?;
-        if response.uid != sent.request.uid || reviewed.uid != sent.request.uid {
-            return Err(format!("uid {:?} came back as {:?} / {:?}", sent.request.uid, response.uid, reviewed.uid));
-        }
-    }
-    if response.allowed != reviewed.decision.allowed() {
-        return Err("response.allowed disagrees with the decision".into());
-    }
-    if !response.allowed {
-        let message = &response.result.message;
-        let tolerated = TOLERATE_LONG_BAD_REQUEST_MESSAGE && response.result.code == 400;
-        if message.is_empty() || (message.len() >= MAX_MESSAGE_BYTES && !tolerated) {
-            return Err(format!("denial message of {} bytes: {:.200}", message.len(), message));
-        }
-        if response.patch.is_some() {
-            return Err("a denial carries a patch".into());
-        }
-    }
-    Ok(Some(reviewed.decision.rule()))
-}
-
-/// Whether the body's `request` is a JSON array (see [`TOLERATE_ARRAY_AS_REQUEST`]).
-fn request_is_array(body: &[u8]) -> bool {
-    #[derive(serde::Deserialize)]
-    struct Envelope<'a> {
-        #[serde(borrow)]
-        request: &'a serde_json::value::RawValue,
-    }
-    serde_json::from_slice::<Envelope<'_>>(body).is_ok_and(|e| e.request.get().starts_with('['))
+        })?
 }
 
 fn budget() -> Duration {
