@@ -26,11 +26,12 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Container, PodSpec, Secret, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::{ByteString, Resource};
 use serde::de::DeserializeOwned;
-use serde_json::Value;
+use serde_json::{Value, json};
 use trainguard::admission::Endpoint;
 use trainguard::cli::certs::{
     DEFAULT_NAMESPACE, DEFAULT_SECRET, DEFAULT_SERVICE, MUTATING_CONFIGURATION, MUTATING_WEBHOOK, Target,
@@ -690,6 +691,202 @@ fn deployment_is_hardened() {
         let list = list.unwrap_or_else(|| panic!("{what}"));
         for key in ["cpu", "memory"] {
             assert!(list.contains_key(key), "{what}.{key}");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helm chart (deploy/helm/trainguard): the same objects as the cert-manager overlay.
+//
+// `helm` cannot be installed here, so the chart keeps to the one part of Go templates whose
+// output is plain text substitution — `{{ .Values.a.b }}` and `{{ .Release.Namespace }}` with
+// string, integer or boolean values, no functions, pipelines, control flow or whitespace
+// trimming — and this test renders exactly that, refusing anything else.
+
+const CHART: &str = "deploy/helm/trainguard";
+
+/// Renders every template of the chart with `values` (merged over values.yaml) in `namespace`.
+fn render_chart(namespace: &str, overrides: Value) -> Rendered {
+    let dir = repo().join(CHART);
+    let mut values: Value = serde_saphyr::from_str(&std::fs::read_to_string(dir.join("values.yaml")).unwrap()).unwrap();
+    merge(&mut values, overrides);
+    let mut objects = Vec::new();
+    let mut templates: Vec<PathBuf> =
+        std::fs::read_dir(dir.join("templates")).unwrap().map(|e| e.unwrap().path()).collect();
+    templates.sort();
+    for path in templates {
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        assert!(name.ends_with(".yaml"), "{name}: only .yaml templates (no helpers, no NOTES.txt)");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let rendered = substitute(&text, namespace, &values).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let docs: Vec<Value> =
+            serde_saphyr::from_multiple(&rendered).unwrap_or_else(|e| panic!("{name} renders to bad YAML: {e}"));
+        objects.extend(docs.into_iter().filter(|d| !d.is_null()));
+    }
+    Rendered { what: format!("{CHART} in {namespace}"), objects }
+}
+
+fn merge(base: &mut Value, overrides: Value) {
+    match (base, overrides) {
+        (Value::Object(base), Value::Object(overrides)) => {
+            for (k, v) in overrides {
+                merge(base.entry(k).or_insert(Value::Null), v);
+            }
+        }
+        (base, overrides) => *base = overrides,
+    }
+}
+
+/// Go-template substitution for the subset the chart may use.
+fn substitute(text: &str, namespace: &str, values: &Value) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        let end = rest[start..].find("}}").ok_or("an unclosed {{")? + start;
+        let action = &rest[start + 2..end];
+        if action.starts_with('-') || action.ends_with('-') {
+            return Err(format!("{{{{{action}}}}}: whitespace trimming is not in the supported subset"));
+        }
+        let action = action.trim();
+        let value = if action == ".Release.Namespace" {
+            Value::String(namespace.to_string())
+        } else if let Some(path) = action.strip_prefix(".Values.") {
+            if !path.split('.').all(|k| !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric())) {
+                return Err(format!("{{{{ {action} }}}}: only plain .Values paths are supported"));
+            }
+            path.split('.').try_fold(values, |v, k| v.get(k)).cloned().ok_or(format!("{action} is not in values"))?
+        } else {
+            return Err(format!("{{{{ {action} }}}}: only .Values.x and .Release.Namespace are supported"));
+        };
+        match value {
+            Value::String(s) => out.push_str(&s),
+            Value::Bool(b) => out.push_str(&b.to_string()),
+            // Helm reads numbers as float64, printed without an exponent only below 1e21; keep to
+            // small integers, which print the same in both.
+            Value::Number(n) if n.as_i64().is_some_and(|i| i.abs() < 1_000_000) => out.push_str(&n.to_string()),
+            other => return Err(format!("{action} = {other}: only strings, booleans and small integers")),
+        }
+        rest = &rest[end + 2..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+fn by_kind_and_name(r: &Rendered) -> BTreeMap<String, Value> {
+    r.objects
+        .iter()
+        .map(|o| (format!("{} {}", o["kind"].as_str().unwrap(), o["metadata"]["name"]), o.clone()))
+        .collect()
+}
+
+#[test]
+fn chart_renders_the_cert_manager_overlay() {
+    let chart = by_kind_and_name(&render_chart(NAMESPACE, json!({})));
+    let mut kustomize = by_kind_and_name(&render_cert_manager());
+    // Helm installs into an existing namespace (`--create-namespace`); the chart has no Namespace.
+    assert!(kustomize.remove("Namespace \"trainguard-system\"").is_some());
+    assert_eq!(chart.keys().collect::<Vec<_>>(), kustomize.keys().collect::<Vec<_>>());
+    for (key, object) in &kustomize {
+        assert_eq!(&chart[key], object, "{key}: chart and kustomize differ");
+    }
+}
+
+#[test]
+fn chart_values_and_namespace_reach_every_object() {
+    let values = json!({
+        "image": {"repository": "registry.example.com/ml/trainguard", "tag": "9.9.9", "pullPolicy": "Always"},
+        "replicaCount": 3,
+        "logFormat": "text",
+        "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "2", "memory": "1Gi"}},
+    });
+    let r = render_chart("ml-guard", values);
+    let text = serde_json::to_string(&r.objects).unwrap();
+    assert!(!text.contains("trainguard-system"), "no hard-coded namespace left");
+
+    let d = r.deployment();
+    let c = container(&d);
+    assert_eq!(d.spec.as_ref().unwrap().replicas, Some(3));
+    assert_eq!(c.image.as_deref(), Some("registry.example.com/ml/trainguard:9.9.9"));
+    assert_eq!(c.image_pull_policy.as_deref(), Some("Always"));
+    let env = c.env.clone().unwrap();
+    assert_eq!(env.iter().find(|e| e.name == "TRAINGUARD_LOG_FORMAT").and_then(|e| e.value.as_deref()), Some("text"));
+    let resources = c.resources.clone().unwrap();
+    let quantity = |list: &Option<BTreeMap<String, Quantity>>, key: &str| list.as_ref().unwrap()[key].0.clone();
+    assert_eq!(
+        [
+            quantity(&resources.requests, "cpu"),
+            quantity(&resources.requests, "memory"),
+            quantity(&resources.limits, "cpu"),
+            quantity(&resources.limits, "memory")
+        ],
+        ["250m", "256Mi", "2", "1Gi"]
+    );
+
+    let cluster_scoped =
+        ["ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"];
+    for o in &r.objects {
+        let kind = o["kind"].as_str().unwrap();
+        let want = if cluster_scoped.contains(&kind) { None } else { Some("ml-guard") };
+        assert_eq!(o["metadata"]["namespace"].as_str(), want, "{kind} {}", o["metadata"]["name"]);
+    }
+    let serving = r.raw("Certificate", "trainguard-serving");
+    let target =
+        Target { service: DEFAULT_SERVICE.into(), namespace: "ml-guard".into(), secret_name: DEFAULT_SECRET.into() };
+    let dns: Vec<String> = serde_json::from_value(serving["spec"]["dnsNames"].clone()).unwrap();
+    assert_eq!(dns, target.dns_names());
+    for w in webhooks(&r) {
+        assert_eq!(w.client_config.service.as_ref().unwrap().namespace, "ml-guard", "{}", w.configuration);
+        assert_eq!(
+            w.annotations.get("cert-manager.io/inject-ca-from").map(String::as_str),
+            Some("ml-guard/trainguard-serving")
+        );
+    }
+    for binding in r
+        .all::<ClusterRoleBinding>()
+        .iter()
+        .map(|b| b.subjects.clone())
+        .chain(r.all::<RoleBinding>().iter().map(|b| b.subjects.clone()))
+    {
+        assert_eq!(binding.unwrap()[0].namespace.as_deref(), Some("ml-guard"));
+    }
+}
+
+#[test]
+fn chart_version_follows_the_crate() {
+    let chart: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(repo().join(CHART).join("Chart.yaml")).unwrap()).unwrap();
+    let values: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(repo().join(CHART).join("values.yaml")).unwrap()).unwrap();
+    let version = env!("CARGO_PKG_VERSION");
+    assert_eq!(chart["apiVersion"], "v2");
+    assert_eq!(chart["version"], version);
+    assert_eq!(chart["appVersion"], version);
+    assert_eq!(values["image"]["tag"], version);
+}
+
+#[test]
+fn chart_subset_renderer_refuses_what_it_cannot_render() {
+    let values = json!({"a": {"b": "x", "n": 2, "big": 1e7, "list": [1]}});
+    let cases: &[(&str, Result<&str, &str>)] = &[
+        ("v: {{ .Values.a.b }}", Ok("v: x")),
+        ("v: {{.Values.a.n}}", Ok("v: 2")),
+        ("ns: {{ .Release.Namespace }}", Ok("ns: ns1")),
+        ("{{- .Values.a.b }}", Err("whitespace trimming")),
+        ("{{ .Values.a.b | quote }}", Err("only plain .Values paths")),
+        ("{{ if .Values.a.b }}", Err("only .Values.x and .Release.Namespace")),
+        ("{{ include \"x\" . }}", Err("only .Values.x and .Release.Namespace")),
+        ("{{ .Values.a.missing }}", Err("is not in values")),
+        ("{{ .Values.a.big }}", Err("only strings, booleans and small integers")),
+        ("{{ .Values.a.list }}", Err("only strings, booleans and small integers")),
+        ("{{ .Values.a.b ", Err("an unclosed {{")),
+    ];
+    for (template, want) in cases {
+        let got = substitute(template, "ns1", &values);
+        match (&got, want) {
+            (Ok(text), Ok(expected)) => assert_eq!(text, expected, "{template}"),
+            (Err(e), Err(msg)) => assert!(e.contains(msg), "{template}: {e}"),
+            _ => panic!("{template}: got {got:?}"),
         }
     }
 }
