@@ -101,6 +101,8 @@ impl Decision {
     }
 
     pub fn bad_request_by(rule: &'static str, message: String) -> Self {
+        // serde's decode errors quote the offending value, whatever its size.
+        let message = errors::truncate_to(message, errors::MAX_MESSAGE_BYTES);
         Decision { outcome: Outcome::BadRequest { message, rule }, warnings: Vec::new(), patch: None }
     }
 
@@ -202,8 +204,10 @@ pub fn review(
     config: &RulesConfig,
     cluster: &dyn ClusterView,
 ) -> Result<Reviewed, ProtocolError> {
-    let envelope: ReviewEnvelope<'_> =
-        serde_json::from_slice(body).map_err(|e| ProtocolError::NotJson(e.to_string()))?;
+    let envelope: ReviewEnvelope<'_> = serde_json::from_slice(body).map_err(|e| {
+        // A data error quotes the offending value, whatever its size.
+        ProtocolError::NotJson(errors::truncate_to(e.to_string(), errors::MAX_MESSAGE_BYTES))
+    })?;
     let api_version = envelope.api_version.as_deref().unwrap_or("");
     let kind = envelope.kind.as_deref().unwrap_or("");
     if api_version != "admission.k8s.io/v1" || kind != "AdmissionReview" {
