@@ -204,6 +204,10 @@ pub fn review(
     config: &RulesConfig,
     cluster: &dyn ClusterView,
 ) -> Result<Reviewed, ProtocolError> {
+    // serde's derived structs would also read a JSON array, field by field.
+    if body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+        return Err(ProtocolError::NotAdmissionReview("a JSON list".to_string()));
+    }
     let envelope: ReviewEnvelope<'_> = serde_json::from_slice(body).map_err(|e| {
         // A data error quotes the offending value, whatever its size.
         ProtocolError::NotJson(errors::truncate_to(e.to_string(), errors::MAX_MESSAGE_BYTES))

@@ -6,6 +6,8 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::object_only::object;
+
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ReviewEnvelope<'a> {
@@ -13,7 +15,7 @@ pub struct ReviewEnvelope<'a> {
     pub api_version: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     pub kind: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "object")]
     pub request: Option<RequestView<'a>>,
 }
 
@@ -22,7 +24,7 @@ pub struct ReviewEnvelope<'a> {
 pub struct RequestView<'a> {
     #[serde(borrow, default)]
     pub uid: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "object")]
     pub kind: Option<GroupVersionKindView<'a>>,
     #[serde(borrow, default)]
     pub sub_resource: Option<Cow<'a, str>>,
