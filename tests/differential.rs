@@ -550,7 +550,10 @@ proptest! {
 
     /// Same for child Jobs: whatever our slim view rejects, k8s-openapi's `Job` rejects too.
     #[test]
-    fn batch_job_view_rejects_only_what_the_full_job_rejects(at in any::<prop::sample::Index>(), value in arb_replacement()) {
+    fn batch_job_view_rejects_only_what_the_full_job_rejects(
+        at in any::<prop::sample::Index>(),
+        value in arb_replacement(),
+    ) {
         let (base, all) = base_job();
         let pointer = &all[at.index(all.len())];
         let object = replaced(base, pointer, value);

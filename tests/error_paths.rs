@@ -233,7 +233,8 @@ fn arb_garbage() -> impl Strategy<Value = Garbage> {
     prop_oneof![
         4 => (idx(), idx(), arb_value()).prop_map(|(review, at, value)| Garbage::Replace { review, at, value }),
         1 => (idx(), idx()).prop_map(|(review, at)| Garbage::Truncate { review, at }),
-        2 => (idx(), prop::collection::vec((idx(), any::<u8>()), 1..4)).prop_map(|(review, at)| Garbage::Flip { review, at }),
+        2 => (idx(), prop::collection::vec((idx(), any::<u8>()), 1..4))
+            .prop_map(|(review, at)| Garbage::Flip { review, at }),
         1 => prop::collection::vec(any::<u8>(), 0..256).prop_map(Garbage::Bytes),
     ]
 }

@@ -171,7 +171,9 @@ fn trainjob_status(field: Option<Field>, run: Run) -> Value {
 pub fn trainjob(field: Option<Field>, suspended: bool, run: Run) -> Value {
     let mut spec = json!({
         "managedBy": DEFAULT_MANAGED_BY,
-        "runtimeRef": {"apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime", "name": "torch-distributed"},
+        "runtimeRef": {
+            "apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime", "name": "torch-distributed"
+        },
         "suspend": suspended,
         "trainer": {
             "args": ["--model", "meta-llama/Llama-3.1-8B", "--epochs", "3"],

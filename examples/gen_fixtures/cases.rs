@@ -571,8 +571,10 @@ fn general_cases() -> Vec<Case> {
             403,
             "G1",
             &[
-                "[spec.podTemplateOverrides: Forbidden: replicated job \"launcher\" of JobSet ml-team/llama has 1 active job: ",
-                ", spec.podTemplateOverrides: Forbidden: replicated job \"node\" of JobSet ml-team/llama has 1 active job]",
+                "[spec.podTemplateOverrides: Forbidden: replicated job \"launcher\" of JobSet ml-team/llama has 1 \
+                 active job: ",
+                ", spec.podTemplateOverrides: Forbidden: replicated job \"node\" of JobSet ml-team/llama has 1 active \
+                 job]",
             ],
         ),
     );
@@ -611,7 +613,9 @@ fn general_cases() -> Vec<Case> {
             "metadata": {"name": "llama-serving", "namespace": NAMESPACE},
             "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "llama-serving"}},
                      "template": {"metadata": {"labels": {"app": "llama-serving"}},
-                                  "spec": {"containers": [{"image": "ghcr.io/example/llm-serve:1.2.0", "name": "serve"}]}}}
+                                  "spec": {"containers": [
+                                      {"image": "ghcr.io/example/llm-serve:1.2.0", "name": "serve"}
+                                  ]}}}
         }),
     );
     deployment.kind = ("apps", "v1", "Deployment");
