@@ -118,8 +118,8 @@ fn review(old: Value, new: Value) -> Vec<u8> {
 }
 
 /// (env entries, managedFields entries) giving ~5 KB and ~150 KB reviews.
-const SMALL: (usize, usize) = (6, 1);
-const LARGE: (usize, usize) = (700, 180);
+const SMALL: (usize, usize) = (2, 1);
+const LARGE: (usize, usize) = (560, 140);
 
 fn unchanged((env, fields): (usize, usize)) -> Vec<u8> {
     review(trainjob(env, fields, false, "nvidia-h100-80gb", "4811"), trainjob(env, fields, false, "nvidia-h100-80gb", "4812"))
