@@ -188,8 +188,8 @@ fn sigterm_drains_and_exits_zero() {
         let (addr, admin) = loop {
             let line =
                 tokio::time::timeout(Duration::from_secs(10), lines.next_line()).await.unwrap().unwrap().unwrap();
-            let log: serde_json::Value =
-                serde_json::from_str(&line).unwrap_or_else(|e| panic!("--log-format json wrote a non-JSON line ({e}): {line}"));
+            let log: serde_json::Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("--log-format json wrote a non-JSON line ({e}): {line}"));
             if log["message"] == "trainguard webhook serving" {
                 let parse = |k: &str| log[k].as_str().unwrap().parse::<std::net::SocketAddr>().unwrap();
                 break (parse("webhook_addr"), parse("admin_addr"));
