@@ -14,7 +14,7 @@ fn decision_path(c: &mut Criterion) {
     // A cluster view that knows the JobSet (stopped), so gated cases do a real lookup.
     let view = StaticView::new().with_jobset(
         "ml-team",
-        "llama-finetune",
+        "llama",
         JobSetState { deleting: false, replicated_jobs: vec![("node".into(), 0)] },
     );
     let cases = [
@@ -30,6 +30,24 @@ fn decision_path(c: &mut Criterion) {
         group.throughput(Throughput::Bytes(body.len() as u64));
         group.bench_function(format!("{name}_{}B", body.len()), |b| {
             b.iter(|| review(Endpoint::Validate, black_box(body), &rules, &view).unwrap().body.len())
+        });
+    }
+    group.finish();
+
+    // Breakdown: the one-pass decode alone, to see what the rules and the encoding add.
+    let mut group = c.benchmark_group("decode_only");
+    for (name, body) in &cases[..1] {
+        group.bench_function(format!("{name}_{}B", body.len()), |b| {
+            b.iter(|| {
+                let env: trainguard::model::ReviewEnvelope<
+                    '_,
+                    trainguard::model::object_only::ObjectOnly<trainguard::model::TrainJobView<'_>>,
+                > = serde_json::from_slice(black_box(body)).unwrap();
+                env.request.is_some()
+            })
+        });
+        group.bench_function(format!("ignored_any_{}B", body.len()), |b| {
+            b.iter(|| serde_json::from_slice::<serde::de::IgnoredAny>(black_box(body)).is_ok())
         });
     }
     group.finish();

@@ -94,7 +94,8 @@ async fn protocol_failures_get_status_bodies() {
     let review = update_review(UID, trainjob(false, "a"), trainjob(false, "a"));
     let big = vec![b' '; 65 * 1024];
     // (method, path, content type, body, status, reason, message fragment)
-    let cases: Vec<(&str, &str, &str, Vec<u8>, u16, &str, &str)> = vec![
+    type Case<'a> = (&'a str, &'a str, &'a str, Vec<u8>, u16, &'a str, &'a str);
+    let cases: Vec<Case> = vec![
         ("POST", VALIDATE, "application/json", b"{not json".to_vec(), 400, "BadRequest", "not valid JSON"),
         (
             "POST",

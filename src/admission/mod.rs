@@ -14,6 +14,7 @@ pub use errors::{ErrorType, FieldError};
 pub use rules::{RuleInput, RulesConfig, SuspendRule};
 
 use crate::cluster::ClusterView;
+use crate::model::object_only::ObjectOnly;
 use crate::model::{RequestView, ReviewEnvelope, TRAINJOB_GROUP, TRAINJOB_KIND, TRAINJOB_VERSION, TrainJobView};
 
 /// `admission.k8s.io/v1` `request.operation`.
@@ -101,6 +102,8 @@ impl Decision {
     }
 
     pub fn bad_request_by(rule: &'static str, message: String) -> Self {
+        // serde's decode errors quote the offending value, whatever its size.
+        let message = errors::truncate_to(message, errors::MAX_MESSAGE_BYTES);
         Decision { outcome: Outcome::BadRequest { message, rule }, warnings: Vec::new(), patch: None }
     }
 
@@ -206,15 +209,19 @@ pub fn review(
     config: &RulesConfig,
     cluster: &dyn ClusterView,
 ) -> Result<Reviewed, ProtocolError> {
-    if let Ok(envelope) = serde_json::from_slice::<ReviewEnvelope<'_, TrainJobView<'_>>>(body) {
+    // serde's derived structs would also read a JSON array, field by field.
+    if body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+        return Err(ProtocolError::NotAdmissionReview("a JSON list".to_string()));
+    }
+    if let Ok(envelope) = serde_json::from_slice::<ReviewEnvelope<'_, ObjectOnly<TrainJobView<'_>>>>(body) {
         return respond(envelope, |request, operation| {
             let input = rules::DecodedInput {
                 operation,
                 sub_resource: request.sub_resource(),
                 namespace: request.namespace.as_deref().unwrap_or(""),
                 name: request.name.as_deref().unwrap_or(""),
-                object: request.object.as_ref(),
-                old_object: request.old_object.as_ref(),
+                object: request.object.as_ref().map(|o| &o.0),
+                old_object: request.old_object.as_ref().map(|o| &o.0),
             };
             match endpoint {
                 Endpoint::Validate => rules::validate_decoded(&input, config, cluster),
@@ -222,8 +229,10 @@ pub fn review(
             }
         });
     }
-    let envelope: ReviewEnvelope<'_> =
-        serde_json::from_slice(body).map_err(|e| ProtocolError::NotJson(e.to_string()))?;
+    let envelope: ReviewEnvelope<'_> = serde_json::from_slice(body).map_err(|e| {
+        // A data error quotes the offending value, whatever its size.
+        ProtocolError::NotJson(errors::truncate_to(e.to_string(), errors::MAX_MESSAGE_BYTES))
+    })?;
     respond(envelope, |request, operation| {
         let input = RuleInput {
             operation,

@@ -141,7 +141,7 @@ fn validate_create(new: &TrainJobView<'_>, config: &RulesConfig) -> Decision {
     check_name(new, &mut errors);
     for field in OverridesField::ALL {
         if let Some(raw) = new.overrides(field) {
-            errors.extend(overrides::shape_errors(field, &overrides::parse(Some(raw))));
+            errors.extend(overrides::shape_errors_raw(field, Some(raw)));
         }
     }
     Decision::from_errors(errors, "allow-create")
@@ -223,7 +223,7 @@ fn validate_update(
     for field in OverridesField::ALL {
         let (o, n) = (old.overrides(field), new.overrides(field));
         if overrides::changed(field, o, n) {
-            errors.extend(overrides::shape_errors(field, &overrides::parse(n)));
+            errors.extend(overrides::shape_errors_raw(field, n));
             changed.push(field);
         }
     }

@@ -3,6 +3,7 @@
 //! `tests/differential.rs` pins these views to the full `kube` / `k8s-openapi` types.
 
 pub mod jobset;
+pub mod object_only;
 pub mod review;
 pub mod trainjob;
 

@@ -7,6 +7,8 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::object_only::object;
+
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", bound(deserialize = "O: Deserialize<'de>"))]
 pub struct ReviewEnvelope<'a, O = &'a RawValue> {
@@ -14,7 +16,7 @@ pub struct ReviewEnvelope<'a, O = &'a RawValue> {
     pub api_version: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     pub kind: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "object")]
     pub request: Option<RequestView<'a, O>>,
 }
 
@@ -23,7 +25,7 @@ pub struct ReviewEnvelope<'a, O = &'a RawValue> {
 pub struct RequestView<'a, O = &'a RawValue> {
     #[serde(borrow, default)]
     pub uid: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "object")]
     pub kind: Option<GroupVersionKindView<'a>>,
     #[serde(borrow, default)]
     pub sub_resource: Option<Cow<'a, str>>,
