@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
+use prometheus_client::registry::Registry;
 use rustls::client::danger::ServerCertVerifier as _;
 use rustls::crypto::ring;
 use rustls::pki_types::pem::PemObject as _;
@@ -18,6 +19,10 @@ use rustls::{ClientConfig, RootCertStore, ServerConfig};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
+use trainguard::admission::{Endpoint, RulesConfig};
+use trainguard::cluster::Offline;
+use trainguard::metrics::WebhookMetrics;
+use trainguard::server::ServerSettings;
 use x509_parser::extensions::GeneralName;
 
 const SERVICE: &str = "guard";
@@ -302,4 +307,75 @@ fn bad_input_gets_a_clear_error() {
         assert!(stderr.contains(want), "{args:?}: {stderr}");
         assert!(!Path::new(out).join("tls.key").exists(), "{args:?} wrote nothing");
     }
+}
+
+/// The real server, started on the files `trainguard certs` wrote, answers a review over TLS to a
+/// client that trusts only the generated CA and asks for the Service name.
+#[tokio::test]
+async fn server_starts_with_the_generated_files_and_answers_the_service_name() {
+    let (_tmp, dir) = fresh();
+    trainguard::server::tls::install_default_provider();
+    let mut registry = Registry::default();
+    let metrics = WebhookMetrics::register(&mut registry);
+    let settings = ServerSettings {
+        bind: "127.0.0.1:0".parse().unwrap(),
+        admin_bind: "127.0.0.1:0".parse().unwrap(),
+        tls_cert: dir.join("tls.crt"),
+        tls_key: dir.join("tls.key"),
+        http2: false,
+        rules: RulesConfig::default(),
+        max_body_bytes: 1 << 20,
+        tls_handshake_timeout: Duration::from_secs(5),
+        header_read_timeout: Duration::from_secs(5),
+        cert_reload_interval: Duration::from_secs(10),
+        drain_delay: Duration::ZERO,
+        shutdown_grace: Duration::from_secs(5),
+    };
+    let running = trainguard::server::start(settings, Arc::new(Offline), None, metrics, Arc::new(registry))
+        .await
+        .expect("the server starts with the generated certificate and key");
+
+    let review = serde_json::json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "c0ffee00-0000-4000-8000-000000000001",
+            "kind": {"group": "trainer.kubeflow.org", "version": "v1alpha1", "kind": "TrainJob"},
+            "operation": "CREATE",
+            "namespace": "ml-team",
+            "name": "llama",
+            "object": {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+                       "metadata": {"name": "llama", "namespace": "ml-team"},
+                       "spec": {"runtimeRef": {"name": "torch-distributed"}}},
+        },
+    })
+    .to_string();
+    let request = format!(
+        "POST {} HTTP/1.1\r\nHost: {SERVICE}.{NAMESPACE}.svc:443\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{review}",
+        Endpoint::Validate.path(),
+        review.len()
+    );
+    let client = ClientConfig::builder_with_provider(Arc::new(ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots(&read(&dir, "ca.crt")))
+        .with_no_client_auth();
+    let exchange = async {
+        let tcp = TcpStream::connect(running.webhook_addr).await.unwrap();
+        let name = ServerName::try_from(format!("{SERVICE}.{NAMESPACE}.svc")).unwrap();
+        let mut tls = TlsConnector::from(Arc::new(client)).connect(name, tcp).await.expect("handshake");
+        tls.write_all(request.as_bytes()).await.unwrap();
+        let mut reply = Vec::new();
+        tls.read_to_end(&mut reply).await.unwrap();
+        String::from_utf8(reply).unwrap()
+    };
+    let reply = tokio::time::timeout(Duration::from_secs(10), exchange).await.expect("no answer within 10s");
+    running.shutdown().await;
+
+    let (head, body) = reply.split_once("\r\n\r\n").expect("an HTTP response");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let answer: serde_json::Value = serde_json::from_str(body).expect("a JSON body");
+    assert_eq!(answer["response"]["uid"], "c0ffee00-0000-4000-8000-000000000001");
+    assert_eq!(answer["response"]["allowed"], true, "{answer}");
 }

@@ -180,7 +180,7 @@ fn serve_args(c: &Container) -> ServeArgs {
     let args = c.args.clone().unwrap_or_default();
     let argv = std::iter::once("trainguard".to_string()).chain(args.iter().cloned());
     match Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("container args {args:?} do not parse: {e}")) {
-        Cli { command: Subcommand::Serve(serve), .. } => serve,
+        Cli { command: Subcommand::Serve(serve), .. } => *serve,
         other => panic!("container runs {:?}, not serve", other.command),
     }
 }
