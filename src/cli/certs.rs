@@ -126,8 +126,8 @@ pub fn run(args: CertsArgs) -> anyhow::Result<ExitCode> {
         extra_trust.extend(ca_certificates(&path.display().to_string(), &text)?);
     }
 
-    let files_names = [CA_CERT, CA_KEY, TLS_CERT, TLS_KEY, SECRET_MANIFEST, CA_BUNDLE_PATCH, KUSTOMIZATION];
-    let existing: Vec<&str> = files_names.iter().copied().filter(|f| args.out.join(f).exists()).collect();
+    let outputs = [CA_CERT, CA_KEY, TLS_CERT, TLS_KEY, SECRET_MANIFEST, CA_BUNDLE_PATCH, KUSTOMIZATION];
+    let existing: Vec<&str> = outputs.iter().copied().filter(|f| args.out.join(f).exists()).collect();
     if !existing.is_empty() && !args.force {
         return Err(
             CertsError::WouldOverwrite { dir: args.out.display().to_string(), files: existing.join(", ") }.into()
