@@ -3,7 +3,10 @@
 //! shells around it for watches, execution, events, metrics and leader election.
 
 pub mod config;
+pub mod events;
+pub mod execute;
 pub mod facts;
+pub mod metrics;
 pub mod objects;
 pub mod plan;
 pub mod snapshot;

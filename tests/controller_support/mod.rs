@@ -2,6 +2,8 @@
 //! at times given as seconds after T0 = 2025-01-01T00:00:00Z.
 #![allow(dead_code)]
 
+pub mod api;
+
 use std::collections::HashMap;
 
 use k8s_openapi::jiff::Timestamp;
