@@ -18,6 +18,13 @@ use trainguard::controller::objects::snapshot_from_values;
 use trainguard::controller::plan::{Action, PlanInput, TokenBucket, plan_all};
 use trainguard::controller::state::{Outcome, Report, Work};
 
+type Answer = (u16, Value);
+/// (name, live GET, DELETE, outcome, non-event calls, events)
+type TtlCase = (&'static str, Answer, Option<Answer>, Outcome, usize, Vec<&'static str>);
+/// (name, pod GET, node GET, status patch, delete, outcome, non-event calls, events)
+type PodCase =
+    (&'static str, Answer, Option<Answer>, Option<Answer>, Option<Answer>, Outcome, usize, Vec<&'static str>);
+
 const JOB_PATH: &str = "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs/a";
 const POD_PATH: &str = "/api/v1/namespaces/ml/pods/a-master-0";
 const NODE_PATH: &str = "/api/v1/nodes/n1";
@@ -106,8 +113,8 @@ async fn ttl_delete_uses_the_live_resource_version_and_propagation_flag() {
 async fn ttl_delete_status_handling() {
     let job = expired_job();
     let c = PlanConfig::default();
-    // (live GET, DELETE answer, outcome, calls, events)
-    let cases: Vec<(&str, (u16, Value), Option<(u16, Value)>, Outcome, usize, Vec<&str>)> = vec![
+    // (name, live GET, DELETE answer, outcome, non-event calls, events)
+    let cases: Vec<TtlCase> = vec![
         ("gone before the GET", (404, status(404, "NotFound")), None, Outcome::Done, 1, vec![]),
         (
             "gone between GET and DELETE",
@@ -234,8 +241,7 @@ async fn force_delete_rechecks_on_live_state() {
     let held = set(pod.clone(), "/metadata/finalizers", json!(["example.com/keep"]));
     let patch_path = format!("{POD_PATH}/status");
     // (name, pod GET, node GET, status patch, delete, outcome, non-event calls, events)
-    type Answer = Option<(u16, Value)>;
-    let cases: Vec<(&str, (u16, Value), Answer, Answer, Answer, Outcome, usize, Vec<&str>)> = vec![
+    let cases: Vec<PodCase> = vec![
         ("pod already gone", (404, status(404, "NotFound")), None, None, None, Outcome::Done, 1, vec![]),
         (
             "pod recreated with the same name and a new UID: untouched",
@@ -401,7 +407,7 @@ async fn stash_and_restore_patch_with_the_live_resource_version() {
         409,
         status(409, "Conflict"),
     );
-    let reports = execute(&api, &c, 500, works(&[stashed.clone()], 500, &c)).await;
+    let reports = execute(&api, &c, 500, works(std::slice::from_ref(&stashed), 500, &c)).await;
     assert_eq!(outcomes(&reports), [Outcome::Conflict], "409 on the resourceVersion: re-evaluate now");
     assert_eq!(
         api.seen()[1].body,

@@ -158,10 +158,10 @@ fn ttl_resumed_before_expiry_and_edited() {
     // Time-stepped over changing objects: finished at 0 with ttl 60 …
     let job = with_ttl(succeeded(pytorchjob("a"), 0), 60);
     let c = PlanConfig::default();
-    assert_eq!(plan_lines(&[job.clone()], 30, &c), ["requeue PyTorchJob ml/a ttl ttl-expiry @+90"]);
+    assert_eq!(plan_lines(std::slice::from_ref(&job), 30, &c), ["requeue PyTorchJob ml/a ttl ttl-expiry @+90"]);
     // … suspended by Kueue at 60: no deletion at expiry …
     let job = suspended(job);
-    assert_eq!(plan_lines(&[job.clone()], 90, &c), Vec::<String>::new());
+    assert_eq!(plan_lines(std::slice::from_ref(&job), 90, &c), Vec::<String>::new());
     // … resumed and running again: no longer finished, no deletion ever.
     let job = with_conditions(
         set(job, "/spec/runPolicy/suspend", json!(false)),
@@ -171,7 +171,7 @@ fn ttl_resumed_before_expiry_and_edited() {
 
     // TTL edited: 3600 → requeue far; edited to 60 → expired now.
     let long = with_ttl(succeeded(pytorchjob("b"), 0), 3600);
-    assert_eq!(plan_lines(&[long.clone()], 100, &c), ["requeue PyTorchJob ml/b ttl ttl-expiry @+3630"]);
+    assert_eq!(plan_lines(std::slice::from_ref(&long), 100, &c), ["requeue PyTorchJob ml/b ttl ttl-expiry @+3630"]);
     assert_eq!(
         plan_lines(&[with_ttl(long, 60)], 100, &c),
         ["delete-job PyTorchJob ml/b ttl ttl-expired", "event PyTorchJob ml/b ttl TTLExpiredDeleted"]
@@ -274,7 +274,7 @@ fn suspend_first_seen_memory_is_the_fallback() {
     let first_seen: HashMap<Str, _> = [(Str::from("uid-a"), at(1000))].into();
     let c = PlanConfig::default();
     assert_eq!(
-        plan_lines_with(&[stuck.clone()], 1100, &c, &first_seen),
+        plan_lines_with(std::slice::from_ref(&stuck), 1100, &c, &first_seen),
         ["requeue PyTorchJob ml/a suspend suspend-stuck-after @+1120"]
     );
     assert_eq!(

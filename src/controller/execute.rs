@@ -155,21 +155,31 @@ impl Executor {
     }
 
     /// Publishes an event the executor raised itself, once per (UID, reason, episode).
-    async fn publish_own(
-        &mut self,
+    async fn publish_own(&mut self, event: PlannedEvent, rule: Rule, published: &mut Vec<(Arc<str>, Reason, String)>) {
+        let key = (event.target.uid.clone(), event.reason, event.episode.clone());
+        if self.own_events.contains(&key) {
+            return;
+        }
+        if self.publish(&event, rule).await {
+            // Bounded memory: forgetting only risks one repeated event.
+            if self.own_events.len() > 10_000 {
+                self.own_events.clear();
+            }
+            self.own_events.insert(key.clone());
+            published.push(key);
+        }
+    }
+
+    /// An event the executor raises itself (not planned).
+    fn own_event(
+        &self,
         target: &Target,
-        rule: Rule,
         type_: EventType,
         reason: Reason,
         message: String,
         episode: String,
-        published: &mut Vec<(Arc<str>, Reason, String)>,
-    ) {
-        let key = (target.uid.clone(), reason, episode.clone());
-        if self.own_events.contains(&key) {
-            return;
-        }
-        let event = PlannedEvent {
+    ) -> PlannedEvent {
+        PlannedEvent {
             target: target.clone(),
             type_,
             reason,
@@ -178,14 +188,6 @@ impl Executor {
             episode,
             after_write: false,
             related: None,
-        };
-        if self.publish(&event, rule).await {
-            // Bounded memory: forgetting only risks one repeated event.
-            if self.own_events.len() > 10_000 {
-                self.own_events.clear();
-            }
-            self.own_events.insert(key.clone());
-            published.push(key);
         }
     }
 
@@ -261,16 +263,14 @@ impl Executor {
                 warn!(error = %e, job = %target.id, "TTL: delete failed");
                 self.metrics.ttl_deletion(kind.kind(), "error");
                 let episode = format!("delete-failed@{planned_expiry}");
-                self.publish_own(
+                let event = self.own_event(
                     target,
-                    Rule::Ttl,
                     EventType::Warning,
                     Reason::TTLDeleteFailed,
                     delete_failed_message(&e.to_string()),
                     episode,
-                    published,
-                )
-                .await;
+                );
+                self.publish_own(event, Rule::Ttl, published).await;
                 Step::stop(Outcome::Failed)
             }
         }
@@ -383,9 +383,8 @@ impl Executor {
         let counts = with_node(brake, health.unhealthy);
         if brake_engaged(counts, self.config.pause_unhealthy_fraction) {
             self.metrics.suppressed("zone-brake");
-            self.publish_own(
+            let event = self.own_event(
                 target,
-                Rule::NodeFailure,
                 EventType::Warning,
                 Reason::ForceDeleteSuppressed,
                 format!(
@@ -393,9 +392,8 @@ impl Executor {
                     counts.unhealthy, counts.total
                 ),
                 "zone-brake".to_string(),
-                published,
-            )
-            .await;
+            );
+            self.publish_own(event, Rule::NodeFailure, published).await;
             return Step::stop(Outcome::Suppressed);
         }
         if self.report_mode() {
@@ -437,16 +435,14 @@ impl Executor {
                             blocking.join(", ")
                         );
                         let episode = format!("finalizers:{}", blocking.join(","));
-                        self.publish_own(
+                        let event = self.own_event(
                             target,
-                            Rule::NodeFailure,
                             EventType::Warning,
                             Reason::PodBlockedByFinalizers,
                             message,
                             episode,
-                            published,
-                        )
-                        .await;
+                        );
+                        self.publish_own(event, Rule::NodeFailure, published).await;
                     }
                 }
                 Step::done(true)

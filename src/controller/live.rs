@@ -131,7 +131,7 @@ pub async fn run(client: Client, config: PlanConfig, metrics: Metrics, shutdown:
 
 fn handle(state: &mut ControllerState, pending: &mut HashSet<super::snapshot::Source>, msg: WatchMsg, now: Timestamp) {
     match msg {
-        WatchMsg::Change(change) => state.apply(change, now),
+        WatchMsg::Change(change) => state.apply(*change, now),
         WatchMsg::Ready(source) => {
             pending.remove(&source);
             if pending.is_empty() && !state.is_synced() {

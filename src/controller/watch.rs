@@ -33,7 +33,8 @@ const ABSENT_RETRY: Duration = Duration::from_secs(300);
 /// What the watches tell the controller loop.
 #[derive(Debug)]
 pub enum WatchMsg {
-    Change(Change),
+    /// Boxed: facts are a few hundred bytes, and the channel holds thousands of messages.
+    Change(Box<Change>),
     /// The source finished its first list (or its CRD is absent): it counts for the first sync.
     Ready(Source),
 }
@@ -237,18 +238,18 @@ where
                     if let Some(seen) = relist.as_mut() {
                         seen.insert(id);
                     }
-                    vec![WatchMsg::Change(change)]
+                    vec![WatchMsg::Change(Box::new(change))]
                 }
                 Err(err) => {
                     warn!(?source, error = %err, "object skipped");
                     continue;
                 }
             },
-            Ok(Event::Delete(obj)) => vec![WatchMsg::Change(removal(source, id_of(obj.meta())))],
+            Ok(Event::Delete(obj)) => vec![WatchMsg::Change(Box::new(removal(source, id_of(obj.meta()))))],
             Ok(Event::InitDone) => {
                 listed_once = true;
                 let seen = relist.take().unwrap_or_default();
-                let mut msgs = vec![WatchMsg::Change(Change::Relisted(source, seen))];
+                let mut msgs = vec![WatchMsg::Change(Box::new(Change::Relisted(source, seen)))];
                 if !*announced_ready {
                     *announced_ready = true;
                     msgs.push(WatchMsg::Ready(source));

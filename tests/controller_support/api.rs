@@ -337,10 +337,17 @@ impl FakeApi {
         if rbac.0 == "events.k8s.io" && (method == "POST" || method == "PATCH") {
             return full(if method == "POST" { 201 } else { 200 }, &body);
         }
-        self.from_store(&method, &path, &query, &content_type, body)
+        self.answer_from_store(&method, &path, &query, &content_type, body)
     }
 
-    fn from_store(&self, method: &str, path: &str, query: &str, content_type: &str, body: Value) -> Response<RespBody> {
+    fn answer_from_store(
+        &self,
+        method: &str,
+        path: &str,
+        query: &str,
+        content_type: &str,
+        body: Value,
+    ) -> Response<RespBody> {
         let p = parse_path(path);
         let mut store = self.store.lock().unwrap();
         let index = store.objects.iter().position(|o| p.name.is_some() && self.is_at(o, &p));
