@@ -31,6 +31,14 @@ fn world() -> Vec<Value> {
     ]
 }
 
+/// User + system CPU time of this process, in clock ticks (1/100 s), from /proc/self/stat.
+fn cpu_ticks() -> u64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<u64> = after_name.split_whitespace().skip(11).take(2).filter_map(|f| f.parse().ok()).collect();
+    fields.iter().sum()
+}
+
 async fn wait_for(api: &FakeApi, what: &str, check: impl Fn(&FakeApi) -> bool) {
     for _ in 0..200 {
         if check(api) {
@@ -71,11 +79,15 @@ async fn acts_on_the_initial_list_then_on_watch_events_and_is_silent_when_idle()
             < position("DELETE /api/v1/namespaces/ml/pods/b-master-0")
     );
 
-    // Idle: no request at all (no polling, no periodic scan).
+    // Idle: no request at all (no polling, no periodic scan), and next to no CPU.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let before = api.seen().len();
+    let cpu_before = cpu_ticks();
     tokio::time::sleep(Duration::from_millis(1500)).await;
+    let idle_ticks = cpu_ticks() - cpu_before;
     assert_eq!(api.seen().len(), before, "requests while idle: {:#?}", &api.seen()[before..]);
+    eprintln!("CPU while idle for 1.5s: {idle_ticks} clock ticks");
+    assert!(idle_ticks <= 5, "{idle_ticks} clock ticks of CPU in 1.5s of idling");
 
     // The absent kinds were listed once each, not retried in a loop.
     let tfjob_lists = api.calls().iter().filter(|c| c.starts_with("GET /apis/kubeflow.org/v1/tfjobs")).count();

@@ -17,6 +17,22 @@ pub enum Key {
     Pod(NsName),
 }
 
+/// A pod owner without its UID: what a job or JobSet change is looked up by.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum OwnerId {
+    Job(JobKey),
+    JobSet(NsName),
+}
+
+impl OwnerId {
+    fn of(owner: &PodOwner) -> Self {
+        match owner {
+            PodOwner::V1 { job, .. } => OwnerId::Job(job.clone()),
+            PodOwner::JobSet(js) => OwnerId::JobSet(js.clone()),
+        }
+    }
+}
+
 /// Which watch an object came from; a relist of one source replaces exactly its objects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Source {
@@ -64,6 +80,8 @@ pub struct Snapshot {
     live_pods: HashMap<PodOwner, u32>,
     /// Pods with `deletionTimestamp`: the node-failure candidates (few, normally).
     terminating: BTreeSet<NsName>,
+    /// The same pods by owner (job or JobSet), so a job change finds its own in O(1).
+    terminating_by_owner: HashMap<OwnerId, HashSet<NsName>>,
     /// Namespaces, node names, zones, finalizers: shared so each is stored once.
     interner: HashSet<Str>,
     interner_purged_at: usize,
@@ -163,7 +181,7 @@ impl Snapshot {
             self.jobs.insert(key.clone(), facts);
         }
         dirty.push(Key::Job(key.clone()));
-        self.dirty_terminating(dirty, |owner| matches!(owner, PodOwner::V1 { job, .. } if *job == key));
+        self.dirty_terminating(dirty, &OwnerId::Job(key));
     }
 
     fn set_trainjob(&mut self, id: NsName, facts: Option<TrainJobFacts>, dirty: &mut Vec<Key>) {
@@ -178,7 +196,7 @@ impl Snapshot {
         }
         dirty.push(Key::TrainJob(id.clone()));
         // Its JobSet has the same name; JobSet pods hang off the JobSet.
-        self.dirty_terminating(dirty, |owner| matches!(owner, PodOwner::JobSet(js) if *js == id));
+        self.dirty_terminating(dirty, &OwnerId::JobSet(id));
     }
 
     fn set_jobset(&mut self, id: NsName, facts: Option<JobSetFacts>, dirty: &mut Vec<Key>) {
@@ -195,14 +213,22 @@ impl Snapshot {
                 dirty.push(key);
             }
         }
-        self.dirty_terminating(dirty, |owner| matches!(owner, PodOwner::JobSet(js) if *js == id));
+        self.dirty_terminating(dirty, &OwnerId::JobSet(id));
     }
 
     fn set_pod(&mut self, id: NsName, facts: Option<PodFacts>, dirty: &mut Vec<Key>) {
         let id = self.intern_id(id);
         if let Some(old) = self.pods.remove(&id) {
             self.count_pod(&old, -1);
-            self.terminating.remove(&id);
+            if self.terminating.remove(&id) {
+                let owner = OwnerId::of(&old.owner);
+                if let Some(set) = self.terminating_by_owner.get_mut(&owner) {
+                    set.remove(&id);
+                    if set.is_empty() {
+                        self.terminating_by_owner.remove(&owner);
+                    }
+                }
+            }
             self.dirty_owner(&old.owner, dirty);
         }
         if let Some(mut facts) = facts {
@@ -218,6 +244,7 @@ impl Snapshot {
             self.count_pod(&facts, 1);
             if facts.deletion.is_some() {
                 self.terminating.insert(id.clone());
+                self.terminating_by_owner.entry(OwnerId::of(&facts.owner)).or_default().insert(id.clone());
             }
             let owner = facts.owner.clone();
             self.pods.insert(id.clone(), facts);
@@ -352,11 +379,9 @@ impl Snapshot {
         }
     }
 
-    fn dirty_terminating(&self, dirty: &mut Vec<Key>, owned: impl Fn(&PodOwner) -> bool) {
-        for id in &self.terminating {
-            if self.pods.get(id).is_some_and(|p| owned(&p.owner)) {
-                dirty.push(Key::Pod(id.clone()));
-            }
+    fn dirty_terminating(&self, dirty: &mut Vec<Key>, owner: &OwnerId) {
+        if let Some(pods) = self.terminating_by_owner.get(owner) {
+            dirty.extend(pods.iter().cloned().map(Key::Pod));
         }
     }
 

@@ -214,11 +214,12 @@ impl ControllerState {
             return Vec::new();
         }
         let keys: Vec<Key> = std::mem::take(&mut self.dirty).into_iter().collect();
-        let zones = if keys.iter().any(|k| matches!(k, Key::Pod(_))) {
-            ZoneHealth::compute(&self.snapshot, now, &self.config)
-        } else {
-            ZoneHealth::default()
-        };
+        // Zone health reads every node: only worth it when a terminating pod is to be planned.
+        let needs_zones = keys
+            .iter()
+            .any(|k| matches!(k, Key::Pod(id) if self.snapshot.pod(id).is_some_and(|p| p.deletion.is_some())));
+        let zones =
+            if needs_zones { ZoneHealth::compute(&self.snapshot, now, &self.config) } else { ZoneHealth::default() };
         let mut waiting = 0;
         let mut out = Vec::with_capacity(keys.len());
         for key in keys {
