@@ -72,7 +72,8 @@ mod reader {
     use anyhow::{Context, bail};
     use serde_json::Value;
 
-    const MAX_FILE_BYTES: u64 = 16 << 20;
+    // Whole-cluster snapshots (`kubectl get pods -A -o yaml`) are large; the bound is against accidents.
+    const MAX_FILE_BYTES: u64 = 512 << 20;
 
     pub struct Document {
         pub value: Value,
