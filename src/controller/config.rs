@@ -2,6 +2,7 @@
 //! plain [`PlanConfig`] the planner reads. `serve` flattens [`ControllerArgs`]; `plan` takes the
 //! planner's part of it, so a dry run uses the very same flags.
 
+use clap::builder::BoolishValueParser;
 use clap::{ArgAction, Args, ValueEnum};
 use k8s_openapi::jiff::SignedDuration;
 
@@ -28,9 +29,16 @@ pub enum NodeFailureMode {
 /// `--ttl-propagation`: the propagation policy of the TTL delete.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
 pub enum Propagation {
+    // Kubernetes' spelling; lower case accepted too.
     #[default]
+    /// Delete the job now, its pods in the background
+    #[value(name = "Background", alias = "background")]
     Background,
+    /// Delete the pods first, then the job
+    #[value(name = "Foreground", alias = "foreground")]
     Foreground,
+    /// Delete the job, leave its pods
+    #[value(name = "Orphan", alias = "orphan")]
     Orphan,
 }
 
@@ -86,8 +94,8 @@ pub struct PlannerArgs {
     pub controller_mode: Mode,
 
     /// Delete finished jobs whose `ttlSecondsAfterFinished` has passed (a backstop for the operator).
-    #[arg(long, env = "TRAINGUARD_TTL", action = ArgAction::Set, default_value_t = true, num_args = 0..=1,
-          default_missing_value = "true")]
+    #[arg(long, env = "TRAINGUARD_TTL", action = ArgAction::Set, value_parser = BoolishValueParser::new(),
+          default_value = "true", num_args = 0..=1, default_missing_value = "true")]
     pub ttl: bool,
 
     /// Extra wait after a job's TTL expires, so an operator that does its own TTL acts first.
@@ -104,8 +112,9 @@ pub struct PlannerArgs {
 
     /// Opt-in remedy: move ttlSecondsAfterFinished of a stuck suspended job into an annotation,
     /// and back when the job is resumed.
-    #[arg(long, env = "TRAINGUARD_STASH_TTL_ON_STUCK_SUSPEND", action = ArgAction::Set, default_value_t = false,
-          num_args = 0..=1, default_missing_value = "true")]
+    #[arg(long, env = "TRAINGUARD_STASH_TTL_ON_STUCK_SUSPEND", action = ArgAction::Set,
+          value_parser = BoolishValueParser::new(), default_value = "false", num_args = 0..=1,
+          default_missing_value = "true")]
     pub stash_ttl_on_stuck_suspend: bool,
 
     /// Which node states allow force-deleting a training pod stuck Terminating on them.
@@ -152,8 +161,9 @@ impl PlannerArgs {
 #[derive(Debug, Clone, Args)]
 pub struct ControllerArgs {
     /// Run the companion controller (on the elected leader only).
-    #[arg(long = "controller", env = "TRAINGUARD_CONTROLLER", action = ArgAction::Set, default_value_t = true,
-          num_args = 0..=1, default_missing_value = "true")]
+    #[arg(long = "controller", env = "TRAINGUARD_CONTROLLER", action = ArgAction::Set,
+          value_parser = BoolishValueParser::new(), default_value = "true", num_args = 0..=1,
+          default_missing_value = "true")]
     pub enabled: bool,
 
     #[command(flatten)]
@@ -161,7 +171,8 @@ pub struct ControllerArgs {
 
     /// Elect a leader through a Lease before running the controller. Unset: `serve` decides (on in a
     /// cluster, off with --dev/--offline).
-    #[arg(long, env = "TRAINGUARD_LEADER_ELECT", num_args = 0..=1, default_missing_value = "true")]
+    #[arg(long, env = "TRAINGUARD_LEADER_ELECT", value_parser = BoolishValueParser::new(), num_args = 0..=1,
+          default_missing_value = "true")]
     pub leader_elect: Option<bool>,
 
     /// Name of the Lease used for leader election.
@@ -266,6 +277,48 @@ mod tests {
         assert_eq!(parse_fraction("0.55"), Ok(0.55));
         assert!(parse_fraction("1.5").unwrap_err().contains("between 0 and 1"));
         assert!(parse_fraction("x").unwrap_err().contains("expected a number"));
+    }
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: ControllerArgs,
+    }
+
+    fn parse(argv: &[&str]) -> ControllerArgs {
+        use clap::Parser;
+        Cli::try_parse_from(std::iter::once("t").chain(argv.iter().copied())).unwrap().args
+    }
+
+    #[test]
+    fn flags_and_defaults() {
+        let d = parse(&[]);
+        assert!(d.enabled && d.planner.ttl && !d.planner.stash_ttl_on_stuck_suspend);
+        assert_eq!(d.leader_elect, None);
+        assert_eq!(d.lease_name, "trainguard-controller");
+        assert_eq!(d.planner.plan_config(), PlanConfig::default());
+        assert!(!parse(&["--controller=false"]).enabled);
+        assert!(!parse(&["--ttl=no"]).planner.ttl);
+        assert!(parse(&["--stash-ttl-on-stuck-suspend"]).planner.stash_ttl_on_stuck_suspend);
+        assert_eq!(parse(&["--leader-elect"]).leader_elect, Some(true));
+        assert_eq!(parse(&["--leader-elect=false"]).leader_elect, Some(false));
+        let c = parse(&[
+            "--controller-mode=report",
+            "--node-failure=out-of-service",
+            "--force-delete-after=90s",
+            "--pause-unhealthy-fraction=0.7",
+            "--max-force-deletes-per-minute=5",
+            "--ttl-propagation=foreground",
+        ])
+        .planner
+        .plan_config();
+        assert_eq!(c.mode, Mode::Report);
+        assert_eq!(c.node_failure, NodeFailureMode::OutOfService);
+        assert_eq!(c.force_delete_after, SignedDuration::from_secs(90));
+        assert_eq!(c.pause_unhealthy_fraction, 0.7);
+        assert_eq!(c.max_force_deletes_per_minute, 5);
+        assert_eq!(c.ttl_propagation, Propagation::Foreground);
+        assert_eq!(parse(&["--ttl-propagation", "Orphan"]).planner.ttl_propagation, Propagation::Orphan);
     }
 
     #[test]
