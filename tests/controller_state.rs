@@ -217,3 +217,18 @@ fn report_events_dedupe_by_uid_reason_and_episode() {
         !work[0].actions.iter().any(|a| matches!(&a.action, Action::Event(e) if e.reason == Reason::TTLExpiredDeleted))
     );
 }
+
+#[test]
+fn relist_forgets_the_memory_of_objects_that_are_gone() {
+    let job = suspended(pytorchjob("a"));
+    let mut state = synced(&[job.clone(), v1_pod(&job, "a-master-0", "n1"), node("n1", None)], 0);
+    assert!(plan(&mut state, 0).is_empty());
+    state.fire_due(at(120));
+    let work = plan(&mut state, 120);
+    done(&mut state, &work[0], Outcome::Done, 120);
+    assert_eq!(state.remembered(), 2, "first sighting and the published alarm");
+    // Deleted while the watch was down: the relist removes it, and its memory goes too.
+    let kind = trainguard::model::kubeflow_v1::TrainingKind::PyTorchJob;
+    state.apply(Change::Relisted(Source::Jobs(kind), HashSet::new()), at(200));
+    assert_eq!(state.remembered(), 0);
+}

@@ -110,6 +110,9 @@ impl Snapshot {
     pub fn pod(&self, id: &NsName) -> Option<&PodFacts> {
         self.pods.get(id)
     }
+    pub fn pod_uids(&self) -> impl Iterator<Item = &Str> {
+        self.pods.values().map(|p| &p.uid)
+    }
     pub fn pods_len(&self) -> usize {
         self.pods.len()
     }

@@ -152,10 +152,27 @@ impl ControllerState {
             }
             _ => {}
         }
+        let relisted = matches!(change, Change::Relisted(..));
         let mut dirty = std::mem::take(&mut self.scratch);
         self.snapshot.apply(change, &mut dirty);
         self.dirty.extend(dirty.drain(..));
         self.scratch = dirty;
+        if relisted {
+            self.forget_gone();
+        }
+    }
+
+    /// After a relist removed objects wholesale: drop the memory kept for UIDs no longer present.
+    fn forget_gone(&mut self) {
+        let snapshot = &self.snapshot;
+        let live: HashSet<&Str> = snapshot
+            .jobs()
+            .map(|j| &j.uid)
+            .chain(snapshot.trainjobs().map(|t| &t.uid))
+            .chain(snapshot.pod_uids())
+            .collect();
+        self.published.retain(|uid, _| live.contains(uid));
+        self.first_seen_suspended.retain(|uid, _| live.contains(uid));
     }
 
     fn track_suspension(&mut self, old_uid: Option<Str>, new: Option<(Str, bool)>, now: Timestamp) {
@@ -290,6 +307,11 @@ impl ControllerState {
         for o in new {
             *self.gauges.entry(*o).or_default() += 1;
         }
+    }
+
+    /// How many objects the state keeps memory for (published events, first sightings).
+    pub fn remembered(&self) -> usize {
+        self.published.len() + self.first_seen_suspended.len()
     }
 
     /// Gauge values by observation (entries may be 0 once a label set had a value).
