@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
+use clap::builder::BoolishValueParser;
 use prometheus_client::registry::Registry;
 
 use crate::admin::CacheStatus;
@@ -43,7 +44,7 @@ pub struct ServeArgs {
     pub admin_bind: Option<SocketAddr>,
 
     /// Offer HTTP/2 via ALPN. Off by default, like Kubeflow Trainer since HTTP/2 Rapid Reset.
-    #[arg(long, env = "TRAINGUARD_HTTP2")]
+    #[arg(long, env = "TRAINGUARD_HTTP2", value_parser = BoolishValueParser::new())]
     pub http2: bool,
 
     #[command(flatten)]
@@ -51,7 +52,7 @@ pub struct ServeArgs {
 
     /// Run without a cluster: the JobSet gate sees only the TrainJob's own status, and allowed
     /// gated changes carry a warning saying so.
-    #[arg(long, env = "TRAINGUARD_OFFLINE", conflicts_with = "kubeconfig")]
+    #[arg(long, env = "TRAINGUARD_OFFLINE", conflicts_with = "kubeconfig", value_parser = BoolishValueParser::new())]
     pub offline: bool,
 
     /// Kubeconfig to reach the cluster (else KUBECONFIG, else the in-cluster service account).
@@ -89,7 +90,7 @@ pub struct ServeArgs {
 
     /// Developer mode: bind 127.0.0.1, generate a CA and a serving certificate for localhost,
     /// stay offline unless --kubeconfig is given, and print a curl line to try it.
-    #[arg(long, env = "TRAINGUARD_DEV")]
+    #[arg(long, env = "TRAINGUARD_DEV", value_parser = BoolishValueParser::new())]
     pub dev: bool,
 
     /// Where --dev writes its certificates and sample review [default: <temp dir>/trainguard-dev]
