@@ -5,5 +5,6 @@ pub mod certgen;
 pub mod cli;
 pub mod cluster;
 pub mod config;
+pub mod manifests;
 pub mod model;
 pub mod rbac;
