@@ -3,7 +3,8 @@
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::thread::JoinHandle;
 
 use super::parse::{Format, parse};
 use super::{Document, Limits, ManifestError, is_manifest_path};
@@ -34,30 +35,140 @@ pub fn read_at_revision(
     limits: &Limits,
     mut each: impl FnMut(Result<Vec<Document>, ManifestError>),
 ) -> Result<usize, ManifestError> {
-    let cwd = std::env::current_dir().map_err(|e| ManifestError::io(".", e))?;
-    read_at_revision_in(&cwd, rev, paths, limits, &mut each)
+    let mut files = 0;
+    for file in files_at_revision(rev, paths, limits)? {
+        files += 1;
+        each(file.and_then(|f| f.parse(limits)));
+    }
+    Ok(files)
 }
 
-/// [`read_at_revision`] with paths relative to `cwd` instead of the process's directory.
-pub(crate) fn read_at_revision_in(
+/// The files `paths` held at `rev`, unparsed, streamed from one `git cat-file --batch` (parse
+/// them on other threads with [`RawFile::parse`]). A file over the size limit is an error item
+/// and is never held in memory.
+pub fn files_at_revision(rev: &str, paths: &[PathBuf], limits: &Limits) -> Result<RevisionFiles, ManifestError> {
+    let cwd = std::env::current_dir().map_err(|e| ManifestError::io(".", e))?;
+    files_at_revision_in(&cwd, rev, paths, limits)
+}
+
+/// [`files_at_revision`] with paths relative to `cwd` instead of the process's directory.
+pub(crate) fn files_at_revision_in(
     cwd: &Path,
     rev: &str,
     paths: &[PathBuf],
     limits: &Limits,
-    each: &mut dyn FnMut(Result<Vec<Document>, ManifestError>),
-) -> Result<usize, ManifestError> {
+) -> Result<RevisionFiles, ManifestError> {
     let git = Git { cwd };
     let tree = git.resolve_tree(rev)?;
     let specs: Vec<String> = paths.iter().filter(|p| p.as_os_str() != "-").map(|p| normalize(cwd, p)).collect();
-    if specs.is_empty() {
-        return Ok(0);
+    let blobs = if specs.is_empty() { Vec::new() } else { git.list_blobs(&tree, &specs)? };
+    let batch = if blobs.is_empty() { None } else { Some(git.cat_file_batch(&blobs)?) };
+    Ok(RevisionFiles { rev: rev.to_string(), max_file_bytes: limits.max_file_bytes, blobs: blobs.into_iter(), batch })
+}
+
+/// One file read from git, not parsed yet.
+#[derive(Debug)]
+pub struct RawFile {
+    /// `REV:path`.
+    pub name: String,
+    pub path: String,
+    pub bytes: Vec<u8>,
+}
+
+impl RawFile {
+    pub fn parse(&self, limits: &Limits) -> Result<Vec<Document>, ManifestError> {
+        parse(&self.name, &self.bytes, Format::of_path(Path::new(&self.path)), limits)
     }
-    let blobs = git.list_blobs(&tree, &specs)?;
-    if blobs.is_empty() {
-        return Ok(0);
+}
+
+/// Iterator over the files of [`files_at_revision`], in path order.
+pub struct RevisionFiles {
+    rev: String,
+    max_file_bytes: u64,
+    blobs: std::vec::IntoIter<(String, String)>,
+    batch: Option<Batch>,
+}
+
+/// The running `git cat-file --batch` and the thread feeding it object ids.
+struct Batch {
+    child: Child,
+    reader: BufReader<ChildStdout>,
+    writer: Option<JoinHandle<io::Result<()>>>,
+}
+
+impl Iterator for RevisionFiles {
+    type Item = Result<RawFile, ManifestError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let batch = self.batch.as_mut()?;
+        let Some((oid, path)) = self.blobs.next() else {
+            // All read: the process must have ended well.
+            let batch = self.batch.take()?;
+            return batch.finish().err().map(Err);
+        };
+        let name = format!("{}:{path}", self.rev);
+        let item = read_blob(&mut batch.reader, &oid, &name, self.max_file_bytes);
+        match item {
+            Ok(Some(bytes)) => Some(Ok(RawFile { name, path, bytes })),
+            Ok(None) => Some(Err(ManifestError::TooLarge { source_name: name, limit: self.max_file_bytes })),
+            Err(e) => {
+                // The stream is out of step: stop here.
+                self.blobs = Vec::new().into_iter();
+                if let Some(batch) = self.batch.take() {
+                    batch.kill();
+                }
+                Some(Err(e))
+            }
+        }
     }
-    git.stream_blobs(rev, &blobs, limits, each)?;
-    Ok(blobs.len())
+}
+
+impl Drop for RevisionFiles {
+    fn drop(&mut self) {
+        if let Some(batch) = self.batch.take() {
+            batch.kill();
+        }
+    }
+}
+
+/// One `<oid> blob <size>\n<content>\n` record; None (content skipped, not held) when over `limit`.
+fn read_blob(reader: &mut impl BufRead, oid: &str, name: &str, limit: u64) -> Result<Option<Vec<u8>>, ManifestError> {
+    let mut header = String::new();
+    reader.read_line(&mut header).map_err(|e| ManifestError::io(name, e))?;
+    let size = parse_header(&header, oid)?;
+    if size > limit {
+        io::copy(&mut reader.take(size + 1), &mut io::sink()).map_err(|e| ManifestError::io(name, e))?;
+        return Ok(None);
+    }
+    let mut content = vec![0; size as usize + 1];
+    reader.read_exact(&mut content).map_err(|e| ManifestError::io(name, e))?;
+    content.pop();
+    Ok(Some(content))
+}
+
+impl Batch {
+    fn finish(mut self) -> Result<(), ManifestError> {
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
+        let status = self.child.wait().map_err(|e| ManifestError::io("git cat-file", e))?;
+        if status.success() {
+            return Ok(());
+        }
+        let mut stderr = String::new();
+        if let Some(mut err) = self.child.stderr.take() {
+            let _ = err.read_to_string(&mut stderr);
+        }
+        Err(GitError::Failed { command: "cat-file --batch".to_string(), stderr: stderr.trim().to_string() }.into())
+    }
+
+    fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
+    }
 }
 
 struct Git<'a> {
@@ -127,15 +238,9 @@ impl Git<'_> {
         Ok(blobs)
     }
 
-    /// One `git cat-file --batch` for all blobs; a writer thread feeds object ids so neither pipe
-    /// fills up while the other waits.
-    fn stream_blobs(
-        &self,
-        rev: &str,
-        blobs: &[(String, String)],
-        limits: &Limits,
-        each: &mut dyn FnMut(Result<Vec<Document>, ManifestError>),
-    ) -> Result<(), ManifestError> {
+    /// Starts one `git cat-file --batch` for all blobs; a writer thread feeds the object ids so
+    /// neither pipe fills up while the other waits.
+    fn cat_file_batch(&self, blobs: &[(String, String)]) -> Result<Batch, GitError> {
         let mut child = self
             .command()
             .args(["cat-file", "--batch"])
@@ -144,61 +249,13 @@ impl Git<'_> {
             .stderr(Stdio::piped())
             .spawn()
             .map_err(GitError::Spawn)?;
-        let mut stdin = child.stdin.take().ok_or_else(|| GitError::Protocol("no stdin".into()))?;
-        let stdout = child.stdout.take().ok_or_else(|| GitError::Protocol("no stdout".into()))?;
+        let (Some(mut stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            let _ = child.kill();
+            return Err(GitError::Protocol("no pipes to git cat-file".to_string()));
+        };
         let ids: String = blobs.iter().map(|(oid, _)| format!("{oid}\n")).collect();
         let writer = std::thread::spawn(move || stdin.write_all(ids.as_bytes()));
-
-        let mut reader = BufReader::with_capacity(256 * 1024, stdout);
-        let mut header = String::new();
-        let mut result = Ok(());
-        for (oid, path) in blobs {
-            header.clear();
-            let read = reader.read_line(&mut header).map_err(|e| ManifestError::io("git cat-file", e));
-            if let Err(e) = read {
-                result = Err(e);
-                break;
-            }
-            let name = format!("{rev}:{path}");
-            let size = match parse_header(&header, oid) {
-                Ok(size) => size,
-                Err(e) => {
-                    result = Err(e.into());
-                    break;
-                }
-            };
-            if size > limits.max_file_bytes {
-                // Skip the content (and its newline) without holding it.
-                if let Err(e) = io::copy(&mut (&mut reader).take(size + 1), &mut io::sink()) {
-                    result = Err(ManifestError::io(name, e));
-                    break;
-                }
-                each(Err(ManifestError::TooLarge { source_name: name, limit: limits.max_file_bytes }));
-                continue;
-            }
-            let mut content = vec![0; size as usize + 1];
-            if let Err(e) = reader.read_exact(&mut content) {
-                result = Err(ManifestError::io(name, e));
-                break;
-            }
-            content.pop();
-            each(parse(&name, &content, Format::of_path(Path::new(path)), limits));
-        }
-        drop(reader);
-        let _ = writer.join();
-        let status = child.wait().map_err(|e| ManifestError::io("git cat-file", e))?;
-        if result.is_ok() && !status.success() {
-            let mut stderr = String::new();
-            if let Some(mut err) = child.stderr.take() {
-                let _ = err.read_to_string(&mut stderr);
-            }
-            return Err(GitError::Failed {
-                command: "cat-file --batch".to_string(),
-                stderr: stderr.trim().to_string(),
-            }
-            .into());
-        }
-        result
+        Ok(Batch { child, reader: BufReader::with_capacity(256 * 1024, stdout), writer: Some(writer) })
     }
 }
 
@@ -288,6 +345,21 @@ mod repo_tests {
     use std::fs;
 
     use super::*;
+
+    fn read_at_revision_in(
+        cwd: &Path,
+        rev: &str,
+        paths: &[PathBuf],
+        limits: &Limits,
+        each: &mut dyn FnMut(Result<Vec<Document>, ManifestError>),
+    ) -> Result<usize, ManifestError> {
+        let mut files = 0;
+        for file in files_at_revision_in(cwd, rev, paths, limits)? {
+            files += 1;
+            each(file.and_then(|f| f.parse(limits)));
+        }
+        Ok(files)
+    }
 
     fn sh(dir: &Path, args: &[&str]) {
         let out = Command::new("git").args(args).current_dir(dir).output().unwrap();

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-pub use git::{GitError, read_at_revision};
+pub use git::{GitError, RawFile, RevisionFiles, files_at_revision, read_at_revision};
 pub use parse::{Format, parse};
 pub use walk::{Source, read_source, sources};
 
@@ -112,6 +112,32 @@ pub enum ManifestError {
 }
 
 impl ManifestError {
+    /// The file the error is about, when there is one.
+    pub fn source_name(&self) -> Option<&str> {
+        match self {
+            ManifestError::Io { source_name, .. }
+            | ManifestError::TooLarge { source_name, .. }
+            | ManifestError::Binary { source_name, .. }
+            | ManifestError::NotUtf8 { source_name, .. }
+            | ManifestError::Yaml { source_name, .. }
+            | ManifestError::Json { source_name, .. }
+            | ManifestError::TooDeep { source_name, .. } => Some(source_name),
+            ManifestError::StdinTwice | ManifestError::Git(_) => None,
+        }
+    }
+
+    /// 1-based line and column, when known.
+    pub fn position(&self) -> Option<(usize, usize)> {
+        match self {
+            ManifestError::NotUtf8 { line, column, .. }
+            | ManifestError::Yaml { line, column, .. }
+            | ManifestError::Json { line, column, .. } => Some((*line, *column)),
+            ManifestError::TooDeep { line, .. } => Some((*line, 1)),
+            _ => None,
+        }
+        .filter(|(line, _)| *line > 0)
+    }
+
     pub(crate) fn io(source_name: impl Into<String>, error: io::Error) -> Self {
         ManifestError::Io { source_name: source_name.into(), error }
     }

@@ -65,6 +65,8 @@ fn walk_dir(dir: &Path, out: &mut Vec<Source>) -> Result<(), ManifestError> {
         if file_type.is_dir() {
             walk_dir(&path, out)?;
         } else if is_manifest_path(&path) && (file_type.is_file() || path.is_file()) {
+            // `validate .` names files as git does: `jobs/a.yaml`, not `./jobs/a.yaml`.
+            let path = path.strip_prefix(".").map(Path::to_path_buf).unwrap_or(path);
             out.push(Source::File(path));
         }
     }
