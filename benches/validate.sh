@@ -20,40 +20,40 @@ TRAINGUARD="$(realpath "$TRAINGUARD")"
 sizes=("$@")
 [[ ${#sizes[@]} -gt 0 ]] || sizes=(1000 5000 10000)
 
+# One TrainJob manifest; printf is a builtin, so writing 10,000 files forks nothing.
 job() { # name suspend gpu
-  cat <<YAML
-apiVersion: trainer.kubeflow.org/v1alpha1
-kind: TrainJob
-metadata:
-  name: $1
-  namespace: ml-team
-  labels:
-    team: research
-    app.kubernetes.io/part-of: bench
-spec:
-  suspend: $2
-  runtimeRef:
-    name: torch-distributed
-  trainer:
-    image: ghcr.io/example/train:v1
-    command: [torchrun, train.py]
-    numNodes: 4
-    resourcesPerNode:
-      requests:
-        nvidia.com/gpu: 8
-    env:
-    - name: EPOCHS
-      value: "10"
-  podSpecOverrides:
-  - targetJobs:
-    - name: node
-    nodeSelector:
-      gpu: $3
-    tolerations:
-    - key: nvidia.com/gpu
-      operator: Exists
-      effect: NoSchedule
-YAML
+  printf '%s\n' \
+    "apiVersion: trainer.kubeflow.org/v1alpha1" \
+    "kind: TrainJob" \
+    "metadata:" \
+    "  name: $1" \
+    "  namespace: ml-team" \
+    "  labels:" \
+    "    team: research" \
+    "    app.kubernetes.io/part-of: bench" \
+    "spec:" \
+    "  suspend: $2" \
+    "  runtimeRef:" \
+    "    name: torch-distributed" \
+    "  trainer:" \
+    "    image: ghcr.io/example/train:v1" \
+    "    command: [torchrun, train.py]" \
+    "    numNodes: 4" \
+    "    resourcesPerNode:" \
+    "      requests:" \
+    "        nvidia.com/gpu: 8" \
+    "    env:" \
+    "    - name: EPOCHS" \
+    "      value: \"10\"" \
+    "  podSpecOverrides:" \
+    "  - targetJobs:" \
+    "    - name: node" \
+    "    nodeSelector:" \
+    "      gpu: $3" \
+    "    tolerations:" \
+    "    - key: nvidia.com/gpu" \
+    "      operator: Exists" \
+    "      effect: NoSchedule"
 }
 
 printf '%-8s %-12s %-10s %-12s %s\n' files wall_s max_rss_MiB exit summary
@@ -67,7 +67,7 @@ for n in "${sizes[@]}"; do
     git config user.name bench
     for ((i = 0; i < n; i++)); do
       d="jobs/$((i / 100))"
-      mkdir -p "$d"
+      [[ -d "$d" ]] || mkdir -p "$d"
       job "job-$i" true a100 >"$d/job-$i.yaml"
     done
     git add -A && git commit -q -m base
@@ -75,7 +75,7 @@ for n in "${sizes[@]}"; do
       job "job-$i" true h100 >"jobs/$((i / 100))/job-$i.yaml"
     done
     for ((i = 5; i < n; i += 100)); do
-      git mv -k "jobs/$((i / 100))/job-$i.yaml" "jobs/$((i / 100))/moved-$i.yaml"
+      mv "jobs/$((i / 100))/job-$i.yaml" "jobs/$((i / 100))/moved-$i.yaml"
     done
     git add -A && git commit -q -m change
   )

@@ -363,6 +363,47 @@ mod git {
     }
 
     #[test]
+    fn an_object_moved_out_of_a_file_that_stays_is_matched_too() {
+        let bert = |gpu| job(false, gpu).replace("name: llama", "name: bert");
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        git(d, &["init", "-q", "-b", "main"]);
+        git(d, &["config", "user.email", "ci@example.com"]);
+        git(d, &["config", "user.name", "ci"]);
+        std::fs::write(d.join("a.yaml"), format!("{}---\n{}", job(false, "a100"), bert("a100"))).unwrap();
+        git(d, &["add", "-A"]);
+        git(d, &["commit", "-q", "-m", "base"]);
+        // a.yaml keeps llama (relabelled); bert moves to b.yaml with new overrides; c.yaml is new.
+        std::fs::write(
+            d.join("a.yaml"),
+            job(false, "a100").replace("  namespace: ml-team\n", "  namespace: ml-team\n  labels: {team: a}\n"),
+        )
+        .unwrap();
+        std::fs::write(d.join("b.yaml"), bert("h100")).unwrap();
+        std::fs::write(d.join("c.yaml"), job(false, "a100").replace("name: llama", "name: fresh")).unwrap();
+        git(d, &["add", "-A"]);
+        git(d, &["commit", "-q", "-m", "change"]);
+        let run = validate(d, &["--git-base", "HEAD~1", "-o", "json", "."]);
+        assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+        let verdicts: Vec<(String, String, String)> = run
+            .stdout
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .map(|v| {
+                (
+                    v["name"].as_str().unwrap().into(),
+                    v["operation"].as_str().unwrap().into(),
+                    v["verdict"].as_str().unwrap().into(),
+                )
+            })
+            .collect();
+        let want = [("llama", "UPDATE", "allowed"), ("bert", "UPDATE", "denied"), ("fresh", "CREATE", "allowed")];
+        let want: Vec<(String, String, String)> =
+            want.iter().map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string())).collect();
+        assert_eq!(verdicts, want);
+    }
+
+    #[test]
     fn a_missing_base_says_to_fetch_the_history() {
         let dir = repo(|_| {});
         let run = validate(dir.path(), &["--git-base", "origin/main", "jobs"]);

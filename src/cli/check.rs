@@ -117,12 +117,29 @@ pub fn with_running_state(old: Option<&RawValue>, live: &Value, namespace: &str)
     to_request_json(value, namespace)
 }
 
-/// Validates one TrainJob document as CREATE, or as UPDATE of `old`.
-pub fn check(doc: Document, old: Option<OldObject<'_>>, ctx: &Context<'_>) -> Result<Checked, DecodeFailure> {
-    let (namespace, name) = key(&doc, ctx.default_namespace);
-    let object = to_request_json(doc.value, &namespace);
+/// A TrainJob manifest, ready for the rules: namespace filled in, compact JSON.
+#[derive(Debug)]
+pub struct NewObject {
+    pub source: String,
+    pub line: usize,
+    pub namespace: String,
+    pub name: String,
+    pub json: Box<RawValue>,
+}
+
+impl NewObject {
+    pub fn from_document(doc: Document, default_namespace: &str) -> Self {
+        let (namespace, name) = key(&doc, default_namespace);
+        let json = to_request_json(doc.value, &namespace);
+        NewObject { source: doc.source, line: doc.line, namespace, name, json }
+    }
+}
+
+/// Validates one TrainJob as CREATE, or as UPDATE of `old`.
+pub fn check(new: NewObject, old: Option<OldObject<'_>>, ctx: &Context<'_>) -> Result<Checked, DecodeFailure> {
+    let NewObject { source, line, namespace, name, json: object } = new;
     let label = format!("TrainJob {namespace}/{name}");
-    decodes(&object, &doc.source, doc.line, &label)?;
+    decodes(&object, &source, line, &label)?;
     if let Some(old) = old {
         decodes(old.json, old.source, old.line, &format!("old {label}"))?;
     }
@@ -136,7 +153,7 @@ pub fn check(doc: Document, old: Option<OldObject<'_>>, ctx: &Context<'_>) -> Re
     };
     let decision = rules::validate(&input, ctx.config, ctx.cluster);
     if let crate::admission::Outcome::BadRequest { message, .. } = &decision.outcome {
-        return Err(DecodeFailure { source_name: doc.source, line: doc.line, what: label, detail: message.clone() });
+        return Err(DecodeFailure { source_name: source, line, what: label, detail: message.clone() });
     }
     // Offline, an allow by the JobSet gate rests on state nobody looked at.
     let strict_denial = ctx.strict && ctx.offline && decision.allowed() && decision.rule() == "allow-gate";
@@ -144,8 +161,8 @@ pub fn check(doc: Document, old: Option<OldObject<'_>>, ctx: &Context<'_>) -> Re
         operation: input.operation,
         namespace,
         name,
-        source: doc.source,
-        line: doc.line,
+        source,
+        line,
         old: old.map(|o| (o.source.to_string(), o.line)),
         decision,
         strict_denial,

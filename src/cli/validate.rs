@@ -1,6 +1,10 @@
 //! `trainguard validate` — the webhook's validating rules over TrainJob manifests, offline, for
-//! CI. Files are streamed one at a time; only the old TrainJobs (to match new against old) are
-//! held in memory.
+//! CI.
+//!
+//! Memory stays flat in the number of files: files are streamed, and with `--git-base` each new
+//! file is read together with the same path at the base revision, so an object that stays in its
+//! file is matched and dropped at once. Only objects that match nothing in their own file (moved
+//! between files, created, or left behind in an old file) are held until the end.
 
 use std::collections::HashMap;
 use std::io::{self, BufWriter};
@@ -11,13 +15,13 @@ use anyhow::Context as _;
 use clap::Args;
 use serde_json::value::RawValue;
 
-use super::check::{self, Checked, Context, OldObject};
+use super::check::{self, Checked, Context, NewObject, OldObject};
 use super::parallel;
 use super::report::{OutputFormat, Reporter};
 use super::state;
 use crate::cluster::{ClusterView, Offline};
 use crate::config::RulesArgs;
-use crate::manifests::{self, Document, Limits, ManifestError, RawFile, Source};
+use crate::manifests::{self, Document, GitBlob, Limits, ManifestError, RawFile, Revision, Source};
 
 #[derive(Debug, Args)]
 #[command(after_help = "Exit status: 0 all allowed, 1 any TrainJob denied, 2 unusable input.\n\
@@ -80,48 +84,94 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
         strict: args.strict,
         default_namespace: &args.namespace,
     };
+    let live = state.as_ref().map(|s| &s.live_trainjobs);
     let mut reporter =
         Reporter::new(args.output, args.quiet, BufWriter::with_capacity(64 * 1024, io::stdout().lock()), io::stderr());
     let mut write_error = None;
     let workers = parallel::workers();
+    let new_sources = manifests::sources(&args.paths)?;
 
-    // The old set: read (in parallel) and indexed before any new file is checked.
-    let mut old = OldSet::default();
-    let mut add_old = |file: Result<Vec<(Key, OldEntry)>, ManifestError>| match file {
-        Ok(entries) => old.extend(entries),
-        Err(e) => keep_first(&mut write_error, report_manifest_error(&mut reporter, &e, false)),
+    // Old objects from files that no new file pairs with: read before any new file.
+    let mut earlier = OldSet::default();
+    // Old objects left unmatched in the old version of a new file: known only as files go by.
+    let mut later = OldSet::default();
+    // New TrainJobs to match against `later` once every file is read.
+    let mut pending: Vec<NewObject> = Vec::new();
+
+    let rev_prefix = args.git_base.as_ref().map(|rev| format!("{rev}:")).unwrap_or_default();
+    let parse_old =
+        |file: Result<Vec<Document>, ManifestError>| file.map(|docs| old_entries(docs, &rev_prefix, &args.namespace));
+    let mut add_earlier = |file: Result<Vec<(Key, OldEntry)>, ManifestError>| match file {
+        Ok(entries) => earlier.extend(entries),
+        Err(e) => keep_first(&mut write_error, report(&mut reporter, manifest_error(&e, false))),
     };
+
+    // Pair each new file with the same path at the base revision; the rest of the base is read
+    // first, then the paired files stream alongside the new ones, in the same order.
+    let mut paired_files = None;
+    let mut paired = vec![false; new_sources.len()];
     if let Some(rev) = &args.git_base {
-        let files = manifests::files_at_revision(rev, &args.paths, &limits)
-            .with_context(|| format!("reading the old manifests at {rev}"))?;
-        let prefix = format!("{rev}:");
-        let work = |file: Result<RawFile, ManifestError>| {
-            file.and_then(|f| f.parse(&limits)).map(|docs| old_entries(docs, &prefix, &args.namespace))
-        };
-        parallel::ordered_map(files, workers, WINDOW, work, &mut add_old);
+        let revision = Revision::resolve(rev).with_context(|| format!("reading the old manifests at {rev}"))?;
+        let blobs = revision.list(&args.paths).with_context(|| format!("reading the old manifests at {rev}"))?;
+        // Pair by path without copying the listing: an index into it, then move the blobs out.
+        let mut order = Vec::new();
+        {
+            let by_path: HashMap<&str, usize> = blobs.iter().enumerate().map(|(i, b)| (b.path.as_str(), i)).collect();
+            let mut taken = vec![false; blobs.len()];
+            for (source, is_paired) in new_sources.iter().zip(paired.iter_mut()) {
+                if let Source::File(path) = source
+                    && let Some(&at) = by_path.get(revision.path_of(path).as_str())
+                    && !std::mem::replace(&mut taken[at], true)
+                {
+                    order.push(at);
+                    *is_paired = true;
+                }
+            }
+        }
+        let mut blobs: Vec<Option<GitBlob>> = blobs.into_iter().map(Some).collect();
+        let paired_blobs: Vec<GitBlob> = order.into_iter().filter_map(|at| blobs[at].take()).collect();
+        let unpaired: Vec<GitBlob> = blobs.into_iter().flatten().collect();
+        let unpaired_count = unpaired.len();
+        let mut files = revision.read(unpaired.into_iter().chain(paired_blobs).collect(), &limits)?;
+        let work = |file: Result<RawFile, ManifestError>| parse_old(file.and_then(|f| f.parse(&limits)));
+        parallel::ordered_map(files.by_ref().take(unpaired_count), workers, WINDOW, work, &mut add_earlier);
+        paired_files = Some(files);
     }
     let old_sources = manifests::sources(&args.old)?;
-    let work =
-        |source: Source| manifests::read_source(&source, &limits).map(|docs| old_entries(docs, "", &args.namespace));
-    parallel::ordered_map(old_sources.into_iter(), workers, WINDOW, work, &mut add_old);
+    let work = |source: Source| parse_old(manifests::read_source(&source, &limits));
+    parallel::ordered_map(old_sources.into_iter(), workers, WINDOW, work, &mut add_earlier);
 
-    // The new set, checked in parallel, printed in file order.
-    let live = state.as_ref().map(|s| &s.live_trainjobs);
-    let new_sources = manifests::sources(&args.paths)?;
-    let work = |source: Source| check_file(&source, &limits, &old, live, &ctx);
-    parallel::ordered_map(new_sources.into_iter(), workers, WINDOW, work, |findings| {
-        for finding in findings {
-            let written = match finding {
-                Finding::Skipped => {
-                    reporter.skipped();
-                    Ok(())
-                }
-                Finding::Checked(checked) => reporter.checked(&checked),
-                Finding::Error { message, file, line } => reporter.input_error(&message, file.as_deref(), line),
-            };
-            keep_first(&mut write_error, written);
-        }
+    // The new files, checked in parallel and printed in order.
+    let files = FileContext {
+        limits: &limits,
+        earlier: &earlier,
+        later_possible: paired_files.is_some(),
+        live,
+        ctx: &ctx,
+        parse_old: &parse_old,
+    };
+    let items = new_sources.into_iter().zip(paired).map(|(source, is_paired)| {
+        let old = if is_paired { paired_files.as_mut().and_then(Iterator::next) } else { None };
+        (source, old)
     });
+    let work = |(source, old): (Source, Option<Result<RawFile, ManifestError>>)| files.check_file(&source, old);
+    parallel::ordered_map(items, workers, WINDOW, work, |outcome| {
+        for finding in outcome.findings {
+            keep_first(&mut write_error, report(&mut reporter, finding));
+        }
+        later.extend(outcome.orphans);
+        pending.extend(outcome.pending);
+    });
+    // A git failure at the end of the stream.
+    for rest in paired_files.into_iter().flatten() {
+        if let Err(e) = rest {
+            keep_first(&mut write_error, report(&mut reporter, manifest_error(&e, false)));
+        }
+    }
+    for new in pending {
+        let old = later.find(&(new.namespace.clone(), new.name.clone()), &new.source);
+        keep_first(&mut write_error, report(&mut reporter, check_against(new, old, live, &ctx)));
+    }
     if let Some(e) = write_error {
         return Err(e).context("writing the report");
     }
@@ -140,49 +190,117 @@ fn keep_first(slot: &mut Option<io::Error>, result: io::Result<()>) {
 
 type Out<'a> = Reporter<BufWriter<io::StdoutLock<'a>>, io::Stderr>;
 
-/// What checking one file found, in document order.
+fn report(reporter: &mut Out<'_>, finding: Finding) -> io::Result<()> {
+    match finding {
+        Finding::Skipped => {
+            reporter.skipped();
+            Ok(())
+        }
+        Finding::Checked(checked) => reporter.checked(&checked),
+        Finding::Error { message, file, line } => reporter.input_error(&message, file.as_deref(), line),
+    }
+}
+
+/// What checking found, in document order.
 enum Finding {
-    Checked(Checked),
+    Checked(Box<Checked>),
     Skipped,
     Error { message: String, file: Option<String>, line: Option<usize> },
 }
 
-fn check_file(
-    source: &Source,
-    limits: &Limits,
-    old: &OldSet,
-    live: Option<&HashMap<Key, Document>>,
-    ctx: &Context<'_>,
-) -> Vec<Finding> {
-    match manifests::read_source(source, limits) {
-        Err(e) => vec![manifest_error(&e, true)],
-        Ok(documents) => documents.into_iter().map(|doc| check_document(doc, old, live, ctx)).collect(),
+/// What one new file (and the same path at the base) gave.
+struct FileOutcome {
+    findings: Vec<Finding>,
+    /// Old TrainJobs of the paired old file that no new object of the file matched.
+    orphans: Vec<(Key, OldEntry)>,
+    /// New TrainJobs that matched nothing yet.
+    pending: Vec<NewObject>,
+}
+
+type ParseOld<'a> =
+    dyn Fn(Result<Vec<Document>, ManifestError>) -> Result<Vec<(Key, OldEntry)>, ManifestError> + Sync + 'a;
+
+/// What checking a new file needs; shared by the worker threads.
+struct FileContext<'a> {
+    limits: &'a Limits,
+    earlier: &'a OldSet,
+    /// Old objects may still turn up in later files (`--git-base`): unmatched ones wait.
+    later_possible: bool,
+    live: Option<&'a HashMap<Key, Document>>,
+    ctx: &'a Context<'a>,
+    parse_old: &'a ParseOld<'a>,
+}
+
+impl FileContext<'_> {
+    fn check_file(&self, source: &Source, old_file: Option<Result<RawFile, ManifestError>>) -> FileOutcome {
+        let mut outcome = FileOutcome { findings: Vec::new(), orphans: Vec::new(), pending: Vec::new() };
+        let mut local = match old_file.map(|f| (self.parse_old)(f.and_then(|f| f.parse(self.limits)))) {
+            None => Vec::new(),
+            Some(Ok(entries)) => entries,
+            Some(Err(e)) => {
+                outcome.findings.push(manifest_error(&e, false));
+                Vec::new()
+            }
+        };
+        let documents = match manifests::read_source(source, self.limits) {
+            Ok(documents) => documents,
+            Err(e) => {
+                outcome.findings.push(manifest_error(&e, true));
+                outcome.orphans = local;
+                return outcome;
+            }
+        };
+        for doc in documents {
+            if !state::is_trainjob(&doc) {
+                outcome.findings.push(Finding::Skipped);
+                continue;
+            }
+            let new = NewObject::from_document(doc, self.ctx.default_namespace);
+            let key = (new.namespace.clone(), new.name.clone());
+            // Objects named by generateName only are always created.
+            let same_file = local.iter().position(|(k, _)| *k == key && !new.name.is_empty());
+            let finding = if let Some(at) = same_file {
+                let (_, entry) = local.remove(at);
+                check_against(new, Some(&entry), self.live, self.ctx)
+            } else if let Some(entry) = self.earlier.find(&key, &new.source).filter(|_| !new.name.is_empty()) {
+                check_against(new, Some(entry), self.live, self.ctx)
+            } else if self.later_possible && !new.name.is_empty() {
+                outcome.pending.push(new);
+                continue;
+            } else {
+                check_against(new, None, self.live, self.ctx)
+            };
+            outcome.findings.push(finding);
+        }
+        outcome.orphans = local;
+        outcome
     }
 }
 
-fn check_document(doc: Document, old: &OldSet, live: Option<&HashMap<Key, Document>>, ctx: &Context<'_>) -> Finding {
-    if !state::is_trainjob(&doc) {
-        return Finding::Skipped;
-    }
-    let key = check::key(&doc, ctx.default_namespace);
-    let old_entry = if key.1.is_empty() { None } else { old.find(&key, &doc.source) };
-    let live_doc = live.and_then(|l| l.get(&key));
-    // The old object with the live running state, when --state has the TrainJob (docs/ci.md).
+/// Checks `new` as an UPDATE of `old` (with the live running state from `--state`, see
+/// docs/ci.md), or as a CREATE.
+fn check_against(
+    new: NewObject,
+    old: Option<&OldEntry>,
+    live: Option<&HashMap<Key, Document>>,
+    ctx: &Context<'_>,
+) -> Finding {
+    let live_doc = live.and_then(|l| l.get(&(new.namespace.clone(), new.name.clone())));
     let merged: Option<(Box<RawValue>, &str, usize)> = live_doc.map(|live| {
-        let json = check::with_running_state(old_entry.map(|e| &*e.json), &live.value, &key.0);
-        match old_entry {
+        let json = check::with_running_state(old.map(|e| &*e.json), &live.value, &new.namespace);
+        match old {
             Some(e) => (json, e.source.as_str(), e.line),
             None => (json, live.source.as_str(), live.line),
         }
     });
-    let old_object = match (&merged, old_entry) {
+    let old_object = match (&merged, old) {
         (Some((json, source, line)), _) => Some(OldObject { source, line: *line, json }),
         (None, Some(e)) => Some(OldObject { source: &e.source, line: e.line, json: &e.json }),
         (None, None) => None,
     };
-    let source = doc.source.clone();
-    match check::check(doc, old_object, ctx) {
-        Ok(checked) => Finding::Checked(checked),
+    let source = new.source.clone();
+    match check::check(new, old_object, ctx) {
+        Ok(checked) => Finding::Checked(Box::new(checked)),
         Err(failure) => {
             let file = (failure.source_name == source).then_some(source);
             Finding::Error { message: failure.to_string(), file, line: Some(failure.line) }
@@ -196,13 +314,6 @@ fn manifest_error(e: &ManifestError, in_change: bool) -> Finding {
         message: e.to_string(),
         file: e.source_name().filter(|_| in_change).map(str::to_string),
         line: e.position().map(|(line, _)| line),
-    }
-}
-
-fn report_manifest_error(reporter: &mut Out<'_>, e: &ManifestError, in_change: bool) -> io::Result<()> {
-    match manifest_error(e, in_change) {
-        Finding::Error { message, file, line } => reporter.input_error(&message, file.as_deref(), line),
-        _ => Ok(()),
     }
 }
 
@@ -224,14 +335,14 @@ fn old_entries(documents: Vec<Document>, rev_prefix: &str, default_namespace: &s
         .collect()
 }
 
-/// The old TrainJobs, by (namespace, name).
+/// (namespace, name).
+type Key = (String, String);
+
+/// Old TrainJobs by (namespace, name).
 #[derive(Default)]
 struct OldSet {
     by_key: HashMap<Key, Vec<OldEntry>>,
 }
-
-/// (namespace, name).
-type Key = (String, String);
 
 struct OldEntry {
     /// The path inside the tree (without `REV:`), to prefer an old object from the same file.
@@ -248,7 +359,7 @@ impl OldSet {
         }
     }
 
-    /// The old object for `key`: the one in the same file if several match, else the first read.
+    /// The old object for `key`: the one from the same file if several match, else the first read.
     fn find(&self, key: &Key, new_source: &str) -> Option<&OldEntry> {
         let entries = self.by_key.get(key)?;
         entries.iter().find(|e| e.path == new_source).or_else(|| entries.first())

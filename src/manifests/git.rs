@@ -47,23 +47,63 @@ pub fn read_at_revision(
 /// them on other threads with [`RawFile::parse`]). A file over the size limit is an error item
 /// and is never held in memory.
 pub fn files_at_revision(rev: &str, paths: &[PathBuf], limits: &Limits) -> Result<RevisionFiles, ManifestError> {
-    let cwd = std::env::current_dir().map_err(|e| ManifestError::io(".", e))?;
-    files_at_revision_in(&cwd, rev, paths, limits)
+    let revision = Revision::resolve(rev)?;
+    let blobs = revision.list(paths)?;
+    revision.read(blobs, limits)
 }
 
-/// [`files_at_revision`] with paths relative to `cwd` instead of the process's directory.
-pub(crate) fn files_at_revision_in(
-    cwd: &Path,
-    rev: &str,
-    paths: &[PathBuf],
-    limits: &Limits,
-) -> Result<RevisionFiles, ManifestError> {
-    let git = Git { cwd };
-    let tree = git.resolve_tree(rev)?;
-    let specs: Vec<String> = paths.iter().filter(|p| p.as_os_str() != "-").map(|p| normalize(cwd, p)).collect();
-    let blobs = if specs.is_empty() { Vec::new() } else { git.list_blobs(&tree, &specs)? };
-    let batch = if blobs.is_empty() { None } else { Some(git.cat_file_batch(&blobs)?) };
-    Ok(RevisionFiles { rev: rev.to_string(), max_file_bytes: limits.max_file_bytes, blobs: blobs.into_iter(), batch })
+/// A resolved git revision of the repository in a directory.
+#[derive(Debug, Clone)]
+pub struct Revision {
+    cwd: PathBuf,
+    rev: String,
+    tree: String,
+}
+
+/// A file listed at a revision: its object id and its path relative to the directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GitBlob {
+    oid: String,
+    pub path: String,
+}
+
+impl Revision {
+    /// `rev` in the repository of the current directory.
+    pub fn resolve(rev: &str) -> Result<Revision, ManifestError> {
+        let cwd = std::env::current_dir().map_err(|e| ManifestError::io(".", e))?;
+        Self::resolve_in(&cwd, rev)
+    }
+
+    pub(crate) fn resolve_in(cwd: &Path, rev: &str) -> Result<Revision, ManifestError> {
+        let tree = Git { cwd }.resolve_tree(rev)?;
+        Ok(Revision { cwd: cwd.to_path_buf(), rev: rev.to_string(), tree })
+    }
+
+    /// The manifest files `paths` held (same rules as the directory walk), in git's path order.
+    pub fn list(&self, paths: &[PathBuf]) -> Result<Vec<GitBlob>, ManifestError> {
+        let specs: Vec<String> = paths.iter().filter(|p| p.as_os_str() != "-").map(|p| self.path_of(p)).collect();
+        if specs.is_empty() {
+            return Ok(Vec::new());
+        }
+        Ok(Git { cwd: &self.cwd }.list_blobs(&self.tree, &specs)?)
+    }
+
+    /// A path as [`GitBlob::path`] spells it (relative to the directory, no `./`), to pair files
+    /// on disk with files at the revision.
+    pub fn path_of(&self, path: &Path) -> String {
+        normalize(&self.cwd, path)
+    }
+
+    /// Streams `blobs`, in the order given, from one `git cat-file --batch`.
+    pub fn read(&self, blobs: Vec<GitBlob>, limits: &Limits) -> Result<RevisionFiles, ManifestError> {
+        let batch = if blobs.is_empty() { None } else { Some(Git { cwd: &self.cwd }.cat_file_batch(&blobs)?) };
+        Ok(RevisionFiles {
+            rev: self.rev.clone(),
+            max_file_bytes: limits.max_file_bytes,
+            blobs: blobs.into_iter(),
+            batch,
+        })
+    }
 }
 
 /// One file read from git, not parsed yet.
@@ -85,7 +125,7 @@ impl RawFile {
 pub struct RevisionFiles {
     rev: String,
     max_file_bytes: u64,
-    blobs: std::vec::IntoIter<(String, String)>,
+    blobs: std::vec::IntoIter<GitBlob>,
     batch: Option<Batch>,
 }
 
@@ -101,7 +141,7 @@ impl Iterator for RevisionFiles {
 
     fn next(&mut self) -> Option<Self::Item> {
         let batch = self.batch.as_mut()?;
-        let Some((oid, path)) = self.blobs.next() else {
+        let Some(GitBlob { oid, path }) = self.blobs.next() else {
             // All read: the process must have ended well.
             let batch = self.batch.take()?;
             return batch.finish().err().map(Err);
@@ -212,7 +252,7 @@ impl Git<'_> {
     }
 
     /// `git ls-tree -r -z TREE -- SPECS`: regular blobs only (no symlinks, no submodules).
-    fn list_blobs(&self, tree: &str, specs: &[String]) -> Result<Vec<(String, String)>, GitError> {
+    fn list_blobs(&self, tree: &str, specs: &[String]) -> Result<Vec<GitBlob>, GitError> {
         let mut args: Vec<&str> = vec!["ls-tree", "-r", "-z", tree, "--"];
         // An empty spec is the current directory.
         args.extend(specs.iter().map(|s| if s.is_empty() { "." } else { s.as_str() }));
@@ -233,14 +273,14 @@ impl Git<'_> {
                 continue;
             }
             let (Some(oid), true) = (oid, selected(path, specs)) else { continue };
-            blobs.push((oid.to_string(), path.to_string()));
+            blobs.push(GitBlob { oid: oid.to_string(), path: path.to_string() });
         }
         Ok(blobs)
     }
 
     /// Starts one `git cat-file --batch` for all blobs; a writer thread feeds the object ids so
     /// neither pipe fills up while the other waits.
-    fn cat_file_batch(&self, blobs: &[(String, String)]) -> Result<Batch, GitError> {
+    fn cat_file_batch(&self, blobs: &[GitBlob]) -> Result<Batch, GitError> {
         let mut child = self
             .command()
             .args(["cat-file", "--batch"])
@@ -253,7 +293,7 @@ impl Git<'_> {
             let _ = child.kill();
             return Err(GitError::Protocol("no pipes to git cat-file".to_string()));
         };
-        let ids: String = blobs.iter().map(|(oid, _)| format!("{oid}\n")).collect();
+        let ids: String = blobs.iter().map(|b| format!("{}\n", b.oid)).collect();
         let writer = std::thread::spawn(move || stdin.write_all(ids.as_bytes()));
         Ok(Batch { child, reader: BufReader::with_capacity(256 * 1024, stdout), writer: Some(writer) })
     }
@@ -354,7 +394,8 @@ mod repo_tests {
         each: &mut dyn FnMut(Result<Vec<Document>, ManifestError>),
     ) -> Result<usize, ManifestError> {
         let mut files = 0;
-        for file in files_at_revision_in(cwd, rev, paths, limits)? {
+        let revision = Revision::resolve_in(cwd, rev)?;
+        for file in revision.read(revision.list(paths)?, limits)? {
             files += 1;
             each(file.and_then(|f| f.parse(limits)));
         }

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-pub use git::{GitError, RawFile, RevisionFiles, files_at_revision, read_at_revision};
+pub use git::{GitBlob, GitError, RawFile, Revision, RevisionFiles, files_at_revision, read_at_revision};
 pub use parse::{Format, parse};
 pub use walk::{Source, read_source, sources};
 
