@@ -113,26 +113,8 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     if let Some(rev) = &args.git_base {
         let revision = Revision::resolve(rev).with_context(|| format!("reading the old manifests at {rev}"))?;
         let blobs = revision.list(&args.paths).with_context(|| format!("reading the old manifests at {rev}"))?;
-        // Pair by path without copying the listing: an index into it, then move the blobs out.
-        let mut order = Vec::new();
-        {
-            let by_path: HashMap<&str, usize> = blobs.iter().enumerate().map(|(i, b)| (b.path.as_str(), i)).collect();
-            let mut taken = vec![false; blobs.len()];
-            for (source, is_paired) in new_sources.iter().zip(paired.iter_mut()) {
-                if let Source::File(path) = source
-                    && let Some(&at) = by_path.get(revision.path_of(path).as_str())
-                    && !std::mem::replace(&mut taken[at], true)
-                {
-                    order.push(at);
-                    *is_paired = true;
-                }
-            }
-        }
-        let mut blobs: Vec<Option<GitBlob>> = blobs.into_iter().map(Some).collect();
-        let paired_blobs: Vec<GitBlob> = order.into_iter().filter_map(|at| blobs[at].take()).collect();
-        let unpaired: Vec<GitBlob> = blobs.into_iter().flatten().collect();
-        let unpaired_count = unpaired.len();
-        let mut files = revision.read(unpaired.into_iter().chain(paired_blobs).collect(), &limits)?;
+        let (order, unpaired_count) = pair_with_base(&revision, blobs, &new_sources, &mut paired);
+        let mut files = revision.read(order, &limits)?;
         let work = |file: Result<RawFile, ManifestError>| parse_old(file.and_then(|f| f.parse(&limits)));
         parallel::ordered_map(files.by_ref().take(unpaired_count), workers, WINDOW, work, &mut add_earlier);
         paired_files = Some(files);
@@ -177,6 +159,38 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     }
     let counts = reporter.finish()?;
     Ok(ExitCode::from(counts.exit_code()))
+}
+
+/// The order to read the base in: files no new file pairs with (deleted, renamed) first, then
+/// the base version of each new file, in the order the new files are checked. Marks `paired`
+/// and returns the order and how many unpaired files lead it.
+fn pair_with_base(
+    revision: &Revision,
+    blobs: Vec<GitBlob>,
+    new_sources: &[Source],
+    paired: &mut [bool],
+) -> (Vec<GitBlob>, usize) {
+    // An index into the listing, then the blobs moved out: the listing is never copied.
+    let mut pairs = Vec::new();
+    {
+        let by_path: HashMap<&str, usize> = blobs.iter().enumerate().map(|(i, b)| (b.path.as_str(), i)).collect();
+        let mut taken = vec![false; blobs.len()];
+        for (source, is_paired) in new_sources.iter().zip(paired.iter_mut()) {
+            if let Source::File(path) = source
+                && let Some(&at) = by_path.get(revision.path_of(path).as_str())
+                && !std::mem::replace(&mut taken[at], true)
+            {
+                pairs.push(at);
+                *is_paired = true;
+            }
+        }
+    }
+    let mut blobs: Vec<Option<GitBlob>> = blobs.into_iter().map(Some).collect();
+    let paired_blobs: Vec<GitBlob> = pairs.into_iter().filter_map(|at| blobs[at].take()).collect();
+    let mut order: Vec<GitBlob> = blobs.into_iter().flatten().collect();
+    let unpaired = order.len();
+    order.extend(paired_blobs);
+    (order, unpaired)
 }
 
 /// Files in flight at once: enough to keep every core busy, few enough to stay small.
