@@ -17,7 +17,8 @@ fn trainguard() -> Command {
 #[test]
 fn refuses_to_guess_without_cluster_configuration() {
     // (extra args, env, expected stderr fragment)
-    let cases: &[(&[&str], &[(&str, &str)], &str)] = &[
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    let cases: &[Case] = &[
         (&[], &[], "no cluster configuration"),
         (&["--offline", "--kubeconfig", "/nonexistent"], &[], "cannot be used with"),
         (&[], &[("TRAINGUARD_OFFLINE", "maybe")], "invalid value 'maybe'"),
