@@ -19,6 +19,7 @@ bench:
 	$(CARGO) bench --bench cache_memory
 	$(CARGO) build --release --bin trainguard --example baseline_server
 	python3 benches/load.py
+	benches/validate.sh 1000 10000
 
 build:
 	$(CARGO) build --release
