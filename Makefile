@@ -13,6 +13,14 @@ test:
 	$(CARGO) build --all-targets
 	$(CARGO) nextest run --no-fail-fast
 
+## bench: decision-path (Criterion), cache memory, and end-to-end load vs a bare TLS baseline
+bench:
+	$(CARGO) bench --bench admission
+	$(CARGO) bench --bench cache_memory
+	$(CARGO) build --release --bin trainguard --example baseline_server
+	python3 benches/load.py
+	benches/validate.sh 1000 10000
+
 build:
 	$(CARGO) build --release
 

@@ -37,3 +37,8 @@ pub enum LogFormat {
     Text,
     Json,
 }
+
+/// Parses a duration flag written like Kubernetes and Go do (`30s`, `5m`, `1m30s`, `500ms`).
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    crate::server::limits::parse_go_duration(s).ok_or_else(|| format!("{s:?} is not a duration like 30s, 5m or 1m30s"))
+}

@@ -1,10 +1,15 @@
 //! trainguard: an admission webhook and companion controller for Kubeflow training workloads.
 
+pub mod admin;
 pub mod admission;
 pub mod certgen;
 pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod controller;
+pub mod manifests;
+pub mod metrics;
 pub mod model;
 pub mod rbac;
+pub mod server;
+pub mod telemetry;

@@ -119,9 +119,12 @@ fn bad_input_gets_a_clear_error() {
     )
     .unwrap();
     let cases: Vec<(Vec<String>, &str)> = vec![
-        (vec!["--snapshot".into(), "/nonexistent/x.yaml".into()], "/nonexistent/x.yaml: cannot open"),
-        (vec!["--snapshot".into(), bad_yaml.display().to_string()], "bad.yaml: not YAML or JSON"),
-        (vec!["--snapshot".into(), bad_object.display().to_string()], "PyTorchJob ml/a: spec.runPolicy.suspend"),
+        (vec!["--snapshot".into(), "/nonexistent/x.yaml".into()], "/nonexistent/x.yaml: cannot read"),
+        (vec!["--snapshot".into(), bad_yaml.display().to_string()], "bad.yaml:2:"),
+        (
+            vec!["--snapshot".into(), bad_object.display().to_string()],
+            "bad-object.yaml:1: PyTorchJob ml/a: spec.runPolicy.suspend",
+        ),
         (vec!["--snapshot".into(), data("restore.json"), "--now".into(), "yesterday".into()], "not an RFC 3339 time"),
         (
             vec!["--snapshot".into(), data("restore.json"), "--force-delete-after".into(), "2 minutes".into()],

@@ -6,28 +6,40 @@ use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation};
 use serde_json::{Value, json};
 
-use super::rules::{RuleInput, decode};
+use super::rules::{DecodedInput, RuleInput, decode, missing};
 use super::{Decision, Operation};
 use crate::model::{DEFAULT_MANAGED_BY, TRAINJOB_GROUP, TrainJobView};
 
 pub const DEFAULT_RUNTIME_KIND: &str = "ClusterTrainingRuntime";
 
-/// Mutating webhook entry point. Only CREATE is defaulted.
+/// Mutating webhook entry point over raw objects. Only CREATE is defaulted.
 pub fn mutate(input: &RuleInput<'_>) -> Decision {
     if input.operation != Operation::Create {
         return Decision::allow("allow-not-create");
     }
     match decode(input.object, "object") {
-        Ok(object) => {
-            let patch = default_patch(&object);
-            let mut decision = Decision::allow(if patch.0.is_empty() { "defaults-present" } else { "defaulted" });
-            if !patch.0.is_empty() {
-                decision.patch = Some(patch);
-            }
-            decision
-        }
+        Ok(object) => with_defaults(&object),
         Err(bad) => bad,
     }
+}
+
+/// Mutating webhook entry point over decoded objects.
+pub fn mutate_decoded(input: &DecodedInput<'_, '_>) -> Decision {
+    match (input.operation, input.object) {
+        (Operation::Create, Some(object)) => with_defaults(object),
+        (Operation::Create, None) => missing("object"),
+        _ => Decision::allow("allow-not-create"),
+    }
+}
+
+fn with_defaults(object: &TrainJobView<'_>) -> Decision {
+    let patch = default_patch(object);
+    if patch.0.is_empty() {
+        return Decision::allow("defaults-present");
+    }
+    let mut decision = Decision::allow("defaulted");
+    decision.patch = Some(patch);
+    decision
 }
 
 /// The JSONPatch that adds each missing default.

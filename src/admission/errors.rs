@@ -127,7 +127,8 @@ pub fn aggregate(errors: &[FieldError]) -> String {
     }
 }
 
-fn truncate_to(mut s: String, max: usize) -> String {
+/// Cuts `s` to fewer than `max` bytes (on a char boundary), marking the cut with `…`.
+pub fn truncate_to(mut s: String, max: usize) -> String {
     if s.len() < max {
         return s;
     }

@@ -14,7 +14,8 @@ pub use errors::{ErrorType, FieldError};
 pub use rules::{RuleInput, RulesConfig, SuspendRule};
 
 use crate::cluster::ClusterView;
-use crate::model::{ReviewEnvelope, TRAINJOB_GROUP, TRAINJOB_KIND, TRAINJOB_VERSION};
+use crate::model::object_only::ObjectOnly;
+use crate::model::{RequestView, ReviewEnvelope, TRAINJOB_GROUP, TRAINJOB_KIND, TRAINJOB_VERSION, TrainJobView};
 
 /// `admission.k8s.io/v1` `request.operation`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,6 +102,8 @@ impl Decision {
     }
 
     pub fn bad_request_by(rule: &'static str, message: String) -> Self {
+        // serde's decode errors quote the offending value, whatever its size.
+        let message = errors::truncate_to(message, errors::MAX_MESSAGE_BYTES);
         Decision { outcome: Outcome::BadRequest { message, rule }, warnings: Vec::new(), patch: None }
     }
 
@@ -196,14 +199,61 @@ impl fmt::Display for Reviewed {
 }
 
 /// Answers one AdmissionReview body for `endpoint`.
+///
+/// One pass decodes the envelope and both TrainJobs together. Only when that fails (not JSON,
+/// another kind, an object that does not decode) is the body read again with the objects kept
+/// raw, to find out what exactly is wrong.
 pub fn review(
     endpoint: Endpoint,
     body: &[u8],
     config: &RulesConfig,
     cluster: &dyn ClusterView,
 ) -> Result<Reviewed, ProtocolError> {
-    let envelope: ReviewEnvelope<'_> =
-        serde_json::from_slice(body).map_err(|e| ProtocolError::NotJson(e.to_string()))?;
+    // serde's derived structs would also read a JSON array, field by field.
+    if body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+        return Err(ProtocolError::NotAdmissionReview("a JSON list".to_string()));
+    }
+    if let Ok(envelope) = serde_json::from_slice::<ReviewEnvelope<'_, ObjectOnly<TrainJobView<'_>>>>(body) {
+        return respond(envelope, |request, operation| {
+            let input = rules::DecodedInput {
+                operation,
+                sub_resource: request.sub_resource(),
+                namespace: request.namespace.as_deref().unwrap_or(""),
+                name: request.name.as_deref().unwrap_or(""),
+                object: request.object.as_ref().map(|o| &o.0),
+                old_object: request.old_object.as_ref().map(|o| &o.0),
+            };
+            match endpoint {
+                Endpoint::Validate => rules::validate_decoded(&input, config, cluster),
+                Endpoint::Mutate => defaults::mutate_decoded(&input),
+            }
+        });
+    }
+    let envelope: ReviewEnvelope<'_> = serde_json::from_slice(body).map_err(|e| {
+        // A data error quotes the offending value, whatever its size.
+        ProtocolError::NotJson(errors::truncate_to(e.to_string(), errors::MAX_MESSAGE_BYTES))
+    })?;
+    respond(envelope, |request, operation| {
+        let input = RuleInput {
+            operation,
+            sub_resource: request.sub_resource(),
+            namespace: request.namespace.as_deref().unwrap_or(""),
+            name: request.name.as_deref().unwrap_or(""),
+            object: request.object,
+            old_object: request.old_object,
+        };
+        match endpoint {
+            Endpoint::Validate => rules::validate(&input, config, cluster),
+            Endpoint::Mutate => defaults::mutate(&input),
+        }
+    })
+}
+
+/// Envelope checks, kind and operation, then `decide`, then the response bytes.
+fn respond<O>(
+    envelope: ReviewEnvelope<'_, O>,
+    decide: impl FnOnce(&RequestView<'_, O>, Operation) -> Decision,
+) -> Result<Reviewed, ProtocolError> {
     let api_version = envelope.api_version.as_deref().unwrap_or("");
     let kind = envelope.kind.as_deref().unwrap_or("");
     if api_version != "admission.k8s.io/v1" || kind != "AdmissionReview" {
@@ -227,25 +277,10 @@ pub fn review(
                 errors::quote(request.operation.as_deref().unwrap_or(""))
             ),
         ),
-        (None, Some(operation)) => {
-            let input = RuleInput {
-                operation,
-                sub_resource: request.sub_resource(),
-                namespace: request.namespace.as_deref().unwrap_or(""),
-                name: request.name.as_deref().unwrap_or(""),
-                object: request.object,
-                old_object: request.old_object,
-            };
-            match endpoint {
-                Endpoint::Validate => rules::validate(&input, config, cluster),
-                Endpoint::Mutate => defaults::mutate(&input),
-            }
-        }
+        (None, Some(operation)) => decide(&request, operation),
     };
     let name = request.name.as_deref().unwrap_or("");
-    let review = response::review_response(uid, &decision, name);
-    // Serialising kube's response types into a Vec cannot fail.
-    let body = serde_json::to_vec(&review).unwrap_or_default();
+    let body = response::review_bytes(uid, &decision, name);
     Ok(Reviewed {
         body,
         uid: uid.to_string(),
@@ -258,7 +293,7 @@ pub fn review(
 }
 
 /// Spec §8: a review for another kind gets a 400 denial naming what was expected and what came.
-fn kind_mismatch(request: &crate::model::RequestView<'_>) -> Option<String> {
+fn kind_mismatch<O>(request: &RequestView<'_, O>) -> Option<String> {
     let gvk = request.kind.as_ref();
     let (group, version, kind) = gvk.map_or(("", "", ""), |k| (k.group.as_ref(), k.version.as_ref(), k.kind.as_ref()));
     if group == TRAINJOB_GROUP && version == TRAINJOB_VERSION && kind == TRAINJOB_KIND {

@@ -21,14 +21,39 @@ pub fn changed(field: OverridesField, old: Option<&RawValue>, new: Option<&RawVa
     if old.is_none() && new.is_none() {
         return false;
     }
-    let old = parse(old);
-    let new = parse(new);
-    !semantically_equal(field, &old, &new)
+    match (try_parse(old), try_parse(new)) {
+        (Ok(old), Ok(new)) => !semantically_equal(field, &old, &new),
+        // A value too deeply nested to read is never waved through as unchanged.
+        _ => true,
+    }
 }
 
-/// Parses a raw field; absent reads as null. RawValue holds valid JSON, so this cannot fail.
+/// Parses a raw field; absent reads as null. RawValue holds valid JSON, but it may be nested
+/// deeper than serde_json's recursion limit (128), which `Value` refuses.
+pub fn try_parse(raw: Option<&RawValue>) -> Result<Value, serde_json::Error> {
+    raw.map_or(Ok(Value::Null), |r| serde_json::from_str(r.get()))
+}
+
+/// [`try_parse`], with an unreadable value read as null. Only for callers that have already
+/// checked [`shape_errors_raw`] or [`changed`].
 pub fn parse(raw: Option<&RawValue>) -> Value {
-    raw.and_then(|r| serde_json::from_str(r.get()).ok()).unwrap_or(Value::Null)
+    try_parse(raw).unwrap_or(Value::Null)
+}
+
+/// [`shape_errors`] of a raw field; a value too deeply nested to read is itself a shape error.
+pub fn shape_errors_raw(field: OverridesField, raw: Option<&RawValue>) -> Vec<FieldError> {
+    match try_parse(raw) {
+        Ok(value) => shape_errors(field, &value),
+        Err(_) => {
+            let kind = if raw.is_some_and(|r| r.get().starts_with('[')) { "list" } else { "object" };
+            vec![FieldError::invalid(
+                "shape",
+                field.path(),
+                format!("\"{kind}\""),
+                "is nested more than 128 levels deep, too deep to check",
+            )]
+        }
+    }
 }
 
 pub fn semantically_equal(field: OverridesField, old: &Value, new: &Value) -> bool {

@@ -66,6 +66,23 @@ pub fn review_response(uid: &str, decision: &Decision, object_name: &str) -> Adm
     response.into_review()
 }
 
+/// The response review as bytes. `patch` is written base64-encoded, as the API server's Go types
+/// (`[]byte`) expect: kube's `AdmissionResponse` serialises it as an array of numbers
+/// (kube-rs issue #1781), which is larger and not the documented wire form.
+pub fn review_bytes(uid: &str, decision: &Decision, object_name: &str) -> Vec<u8> {
+    use base64::Engine as _;
+    let review = review_response(uid, decision, object_name);
+    let patch = review.response.as_ref().and_then(|r| r.patch.as_ref());
+    let Some(patch) = patch else {
+        // Serialising kube's response types cannot fail.
+        return serde_json::to_vec(&review).unwrap_or_default();
+    };
+    let encoded = base64::engine::general_purpose::STANDARD.encode(patch);
+    let mut value = serde_json::to_value(&review).unwrap_or_default();
+    value["response"]["patch"] = serde_json::Value::String(encoded);
+    serde_json::to_vec(&value).unwrap_or_default()
+}
+
 #[cold]
 fn unreachable_patch() -> AdmissionResponse {
     AdmissionResponse::invalid("could not serialise the defaulting patch")

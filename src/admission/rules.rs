@@ -48,36 +48,77 @@ pub struct RuleInput<'a> {
     pub old_object: Option<&'a RawValue>,
 }
 
-/// Validating webhook entry point.
+/// A request whose objects are already decoded (the fast path of [`super::review`]).
+#[derive(Debug, Clone, Copy)]
+pub struct DecodedInput<'r, 'a> {
+    pub operation: Operation,
+    pub sub_resource: Option<&'r str>,
+    pub namespace: &'r str,
+    pub name: &'r str,
+    pub object: Option<&'r TrainJobView<'a>>,
+    pub old_object: Option<&'r TrainJobView<'a>>,
+}
+
+/// Validating webhook entry point over raw objects: decodes only what the operation needs.
 pub fn validate(input: &RuleInput<'_>, config: &RulesConfig, cluster: &dyn ClusterView) -> Decision {
+    let needs_objects = match input.operation {
+        Operation::Create => true,
+        Operation::Update => input.sub_resource.is_none(),
+        Operation::Delete | Operation::Connect => false,
+    };
+    let mut old = None;
+    let mut new = None;
+    if needs_objects {
+        if input.operation == Operation::Update {
+            match decode(input.old_object, "oldObject") {
+                Ok(o) => old = Some(o),
+                Err(d) => return d,
+            }
+        }
+        match decode(input.object, "object") {
+            Ok(n) => new = Some(n),
+            Err(d) => return d,
+        }
+    }
+    let decoded = DecodedInput {
+        operation: input.operation,
+        sub_resource: input.sub_resource,
+        namespace: input.namespace,
+        name: input.name,
+        object: new.as_ref(),
+        old_object: old.as_ref(),
+    };
+    validate_decoded(&decoded, config, cluster)
+}
+
+/// Validating webhook entry point over decoded objects.
+pub fn validate_decoded(input: &DecodedInput<'_, '_>, config: &RulesConfig, cluster: &dyn ClusterView) -> Decision {
     match input.operation {
         Operation::Delete => Decision::allow("allow-delete"),
         Operation::Connect => Decision::allow("allow-connect"),
-        Operation::Create => match decode(input.object, "object") {
-            Ok(new) => validate_create(&new, config),
-            Err(d) => d,
+        Operation::Create => match input.object {
+            Some(new) => validate_create(new, config),
+            None => missing("object"),
         },
         Operation::Update => {
             if input.sub_resource.is_some() {
                 return Decision::allow("U0");
             }
-            let old = match decode(input.old_object, "oldObject") {
-                Ok(o) => o,
-                Err(d) => return d,
-            };
-            let new = match decode(input.object, "object") {
-                Ok(n) => n,
-                Err(d) => return d,
-            };
-            validate_update(input, &old, &new, config, cluster)
+            match (input.old_object, input.object) {
+                (Some(old), Some(new)) => validate_update(input, old, new, config, cluster),
+                (None, _) => missing("oldObject"),
+                (_, None) => missing("object"),
+            }
         }
     }
 }
 
+pub(crate) fn missing(field: &str) -> Decision {
+    Decision::bad_request(format!("request.{field} is missing"))
+}
+
 pub(crate) fn decode<'a>(raw: Option<&'a RawValue>, field: &str) -> Result<TrainJobView<'a>, Decision> {
-    let raw = raw
-        .filter(|r| r.get() != "null")
-        .ok_or_else(|| Decision::bad_request(format!("request.{field} is missing")))?;
+    let raw = raw.filter(|r| r.get() != "null").ok_or_else(|| missing(field))?;
     TrainJobView::decode(raw).map_err(|e| {
         let at = if e.path.is_empty() { String::new() } else { format!(" at {}", e.path) };
         Decision::bad_request(format!("request.{field} is not a valid TrainJob{at}: {}", e.message))
@@ -100,7 +141,7 @@ fn validate_create(new: &TrainJobView<'_>, config: &RulesConfig) -> Decision {
     check_name(new, &mut errors);
     for field in OverridesField::ALL {
         if let Some(raw) = new.overrides(field) {
-            errors.extend(overrides::shape_errors(field, &overrides::parse(Some(raw))));
+            errors.extend(overrides::shape_errors_raw(field, Some(raw)));
         }
     }
     Decision::from_errors(errors, "allow-create")
@@ -157,7 +198,7 @@ enum Transition {
 }
 
 fn validate_update(
-    input: &RuleInput<'_>,
+    input: &DecodedInput<'_, '_>,
     old: &TrainJobView<'_>,
     new: &TrainJobView<'_>,
     config: &RulesConfig,
@@ -182,7 +223,7 @@ fn validate_update(
     for field in OverridesField::ALL {
         let (o, n) = (old.overrides(field), new.overrides(field));
         if overrides::changed(field, o, n) {
-            errors.extend(overrides::shape_errors(field, &overrides::parse(n)));
+            errors.extend(overrides::shape_errors_raw(field, n));
             changed.push(field);
         }
     }
@@ -253,7 +294,7 @@ struct Subject<'a> {
 }
 
 impl<'a> Subject<'a> {
-    fn of(input: &RuleInput<'a>, old: &'a TrainJobView<'a>) -> Self {
+    fn of(input: &DecodedInput<'a, '_>, old: &'a TrainJobView<'_>) -> Self {
         let pick = |req: &'a str, obj: Option<&'a str>| if req.is_empty() { obj.unwrap_or("") } else { req };
         Subject {
             namespace: pick(input.namespace, old.namespace()),

@@ -2,9 +2,13 @@
 //! functions to a different source of input.
 
 pub mod certs;
+pub mod check;
+pub mod parallel;
 pub mod plan;
+pub mod report;
 pub mod review;
 pub mod serve;
+pub mod state;
 pub mod validate;
 
 use std::process::ExitCode;
@@ -35,7 +39,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the HTTPS admission webhook (and, in a cluster, the companion controller).
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Check TrainJob manifests offline with the webhook's rules (for CI).
     Validate(validate::ValidateArgs),
     /// Answer one AdmissionReview from a file or stdin, exactly as `serve` would.
@@ -49,7 +53,7 @@ pub enum Command {
 impl Cli {
     pub fn run(self) -> anyhow::Result<ExitCode> {
         match self.command {
-            Command::Serve(args) => serve::run(args, self.log_format),
+            Command::Serve(args) => serve::run(*args, self.log_format),
             Command::Validate(args) => validate::run(args),
             Command::Review(args) => review::run(args),
             Command::Plan(args) => plan::run(args),

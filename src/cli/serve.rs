@@ -1,14 +1,268 @@
-//! `trainguard serve` — being built.
+//! `trainguard serve`: the webhook (and, in a cluster, the caches feeding its JobSet gate).
 
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
 
+use anyhow::Context;
 use clap::Args;
+use clap::builder::BoolishValueParser;
+use prometheus_client::registry::Registry;
 
-use crate::config::LogFormat;
+use crate::admin::CacheStatus;
+use crate::admission::Endpoint;
+use crate::certgen;
+use crate::cluster::{ClusterView, Offline};
+use crate::config::{LogFormat, RulesArgs, parse_duration};
+use crate::metrics::WebhookMetrics;
+use crate::server::{self, ServerSettings};
+
+const DEFAULT_BIND: &str = "0.0.0.0:9443";
+const DEFAULT_ADMIN_BIND: &str = "0.0.0.0:8080";
+const DEV_BIND: &str = "127.0.0.1:9443";
+const DEV_ADMIN_BIND: &str = "127.0.0.1:8080";
 
 #[derive(Debug, Args)]
-pub struct ServeArgs {}
+pub struct ServeArgs {
+    /// Address of the HTTPS webhook listener [default: 0.0.0.0:9443; 127.0.0.1:9443 with --dev]
+    #[arg(long, env = "TRAINGUARD_BIND")]
+    pub bind: Option<SocketAddr>,
 
-pub fn run(_args: ServeArgs, _log_format: LogFormat) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("trainguard serve is not implemented yet")
+    /// PEM certificate chain served to the API server; re-read every --cert-reload-interval.
+    #[arg(long, env = "TRAINGUARD_TLS_CERT", default_value = "/tls/tls.crt")]
+    pub tls_cert: PathBuf,
+
+    /// PEM private key of --tls-cert (PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, env = "TRAINGUARD_TLS_KEY", default_value = "/tls/tls.key")]
+    pub tls_key: PathBuf,
+
+    /// Address of the plain-HTTP admin listener (/healthz, /readyz, /metrics)
+    /// [default: 0.0.0.0:8080; 127.0.0.1:8080 with --dev]
+    #[arg(long, env = "TRAINGUARD_ADMIN_BIND")]
+    pub admin_bind: Option<SocketAddr>,
+
+    /// Offer HTTP/2 via ALPN. Off by default, like Kubeflow Trainer since HTTP/2 Rapid Reset.
+    #[arg(long, env = "TRAINGUARD_HTTP2", value_parser = BoolishValueParser::new())]
+    pub http2: bool,
+
+    #[command(flatten)]
+    pub rules: RulesArgs,
+
+    /// Run without a cluster: the JobSet gate sees only the TrainJob's own status, and allowed
+    /// gated changes carry a warning saying so.
+    #[arg(long, env = "TRAINGUARD_OFFLINE", conflicts_with = "kubeconfig", value_parser = BoolishValueParser::new())]
+    pub offline: bool,
+
+    /// Kubeconfig to reach the cluster (else KUBECONFIG, else the in-cluster service account).
+    #[arg(long, env = "TRAINGUARD_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// How long a broken watch may last before gated changes are denied as "state unknown".
+    #[arg(long, env = "TRAINGUARD_CACHE_STALE_AFTER", default_value = "60s", value_parser = parse_duration)]
+    pub cache_stale_after: Duration,
+
+    /// How often the certificate files are re-read (Secret volumes swap a symlink; no events).
+    #[arg(long, env = "TRAINGUARD_CERT_RELOAD_INTERVAL", default_value = "10s", value_parser = parse_duration)]
+    pub cert_reload_interval: Duration,
+
+    /// Largest AdmissionReview body accepted; larger ones get HTTP 413.
+    #[arg(long, env = "TRAINGUARD_MAX_BODY_BYTES", default_value_t = 7 * 1024 * 1024)]
+    pub max_body_bytes: usize,
+
+    /// Time a client gets to complete the TLS handshake.
+    #[arg(long, env = "TRAINGUARD_TLS_HANDSHAKE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub tls_handshake_timeout: Duration,
+
+    /// Time a client gets to send a request's headers (HTTP/1.1).
+    #[arg(long, env = "TRAINGUARD_HEADER_READ_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub header_read_timeout: Duration,
+
+    /// After SIGTERM, keep serving this long with readiness false, so the Service drops the pod
+    /// before the listener closes.
+    #[arg(long, env = "TRAINGUARD_DRAIN_DELAY", default_value = "0s", value_parser = parse_duration)]
+    pub drain_delay: Duration,
+
+    /// Once accepting stops, how long in-flight requests get to finish.
+    #[arg(long, env = "TRAINGUARD_SHUTDOWN_GRACE", default_value = "20s", value_parser = parse_duration)]
+    pub shutdown_grace: Duration,
+
+    /// Developer mode: bind 127.0.0.1, generate a CA and a serving certificate for localhost,
+    /// stay offline unless --kubeconfig is given, and print a curl line to try it.
+    #[arg(long, env = "TRAINGUARD_DEV", value_parser = BoolishValueParser::new())]
+    pub dev: bool,
+
+    /// Where --dev writes its certificates and sample review [default: <temp dir>/trainguard-dev]
+    #[arg(long, env = "TRAINGUARD_DEV_DIR")]
+    pub dev_dir: Option<PathBuf>,
+}
+
+/// Where the gate's cluster state comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClusterMode {
+    Offline,
+    Kubeconfig(Option<PathBuf>),
+    InCluster,
+}
+
+impl ServeArgs {
+    /// Decides the cluster mode without guessing: `--dev` never picks up a default kubeconfig
+    /// (it may point at production), and plain `serve` needs some cluster configuration.
+    pub fn cluster_mode(&self) -> anyhow::Result<ClusterMode> {
+        if self.offline {
+            return Ok(ClusterMode::Offline);
+        }
+        if let Some(path) = &self.kubeconfig {
+            return Ok(ClusterMode::Kubeconfig(Some(path.clone())));
+        }
+        if self.dev {
+            return Ok(ClusterMode::Offline);
+        }
+        if std::env::var_os("KUBECONFIG").is_some_and(|v| !v.is_empty()) {
+            return Ok(ClusterMode::Kubeconfig(None));
+        }
+        if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
+            return Ok(ClusterMode::InCluster);
+        }
+        anyhow::bail!(
+            "no cluster configuration: not running in a pod, no --kubeconfig and no KUBECONFIG. Pass --kubeconfig \
+             PATH to use a cluster, --offline to serve without cluster state (gated changes are then allowed with a \
+             warning), or --dev to try it on localhost"
+        )
+    }
+}
+
+/// Parses and installs everything, then serves until SIGTERM or SIGINT.
+pub fn run(args: ServeArgs, log_format: LogFormat) -> anyhow::Result<ExitCode> {
+    crate::telemetry::init(log_format);
+    crate::server::tls::install_default_provider();
+    let mode = args.cluster_mode()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
+    runtime.block_on(serve(args, mode))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn serve(mut args: ServeArgs, mode: ClusterMode) -> anyhow::Result<()> {
+    let default_bind = |dev: &str, prod: &str| -> SocketAddr {
+        (if args.dev { dev } else { prod }).parse().expect("constant address parses")
+    };
+    let bind = args.bind.unwrap_or_else(|| default_bind(DEV_BIND, DEFAULT_BIND));
+    let admin_bind = args.admin_bind.unwrap_or_else(|| default_bind(DEV_ADMIN_BIND, DEFAULT_ADMIN_BIND));
+
+    let dev_dir = if args.dev {
+        let dir = args.dev_dir.clone().unwrap_or_else(|| std::env::temp_dir().join("trainguard-dev"));
+        write_dev_files(&dir)?;
+        args.tls_cert = dir.join("tls.crt");
+        args.tls_key = dir.join("tls.key");
+        Some(dir)
+    } else {
+        None
+    };
+
+    let mut registry = Registry::default();
+    let metrics = WebhookMetrics::register(&mut registry);
+    let shutdown = tokio_util::sync::CancellationToken::new();
+
+    let (cluster, caches): (Arc<dyn ClusterView>, Option<Arc<dyn CacheStatus>>) = match &mode {
+        ClusterMode::Offline => {
+            tracing::info!("offline: the JobSet gate reads only the TrainJob's own status");
+            (Arc::new(Offline), None)
+        }
+        ClusterMode::Kubeconfig(_) | ClusterMode::InCluster => {
+            let client = crate::cluster::client(&mode_kubeconfig(&mode)).await?;
+            let cache =
+                crate::cluster::ClusterCache::start(client, args.cache_stale_after, metrics.clone(), shutdown.clone());
+            (cache.clone(), Some(cache))
+        }
+    };
+
+    let settings = ServerSettings {
+        bind,
+        admin_bind,
+        tls_cert: args.tls_cert.clone(),
+        tls_key: args.tls_key.clone(),
+        http2: args.http2,
+        rules: args.rules.rules_config(),
+        max_body_bytes: args.max_body_bytes,
+        tls_handshake_timeout: args.tls_handshake_timeout,
+        header_read_timeout: args.header_read_timeout,
+        cert_reload_interval: args.cert_reload_interval,
+        drain_delay: args.drain_delay,
+        shutdown_grace: args.shutdown_grace,
+    };
+    let running = server::start(settings, cluster, caches, metrics, Arc::new(registry)).await?;
+    if let Some(dir) = dev_dir {
+        print_dev_banner(&dir, running.webhook_addr, running.admin_addr);
+    }
+
+    wait_for_signal().await;
+    let report = running.shutdown().await;
+    shutdown.cancel();
+    if report.connections_cut > 0 {
+        tracing::warn!(connections = report.connections_cut, "grace period ended with requests still in flight");
+    }
+    Ok(())
+}
+
+fn mode_kubeconfig(mode: &ClusterMode) -> Option<PathBuf> {
+    match mode {
+        ClusterMode::Kubeconfig(path) => path.clone(),
+        _ => None,
+    }
+}
+
+async fn wait_for_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM; only Ctrl-C stops the server");
+                let _ = ctrl_c.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => tracing::info!("SIGINT received"),
+            _ = term.recv() => tracing::info!("SIGTERM received"),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+/// An UPDATE that changes the overrides of a running TrainJob: what `make run` shows a newcomer.
+pub const DEV_SAMPLE_REVIEW: &str = include_str!("dev_sample_review.json");
+
+fn write_dev_files(dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let sans = vec!["localhost".to_string(), "127.0.0.1".to_string(), "::1".to_string()];
+    let chain = certgen::generate_chain("trainguard dev CA", &sans, Duration::from_secs(7 * 24 * 3600))?;
+    let write = |name: &str, contents: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, contents).with_context(|| format!("writing {}", path.display()))
+    };
+    write("ca.crt", &chain.ca_cert_pem)?;
+    write("tls.crt", &chain.cert_pem)?;
+    write("tls.key", &chain.key_pem)?;
+    write("sample-review.json", DEV_SAMPLE_REVIEW)?;
+    Ok(())
+}
+
+fn print_dev_banner(dir: &Path, webhook: SocketAddr, admin: SocketAddr) {
+    let d = dir.display();
+    println!("trainguard dev webhook on https://localhost:{} (offline; certificates in {d})", webhook.port());
+    println!("Try it (an UPDATE that changes the overrides of a running TrainJob, so it is denied):");
+    println!(
+        "  curl -sS --cacert {d}/ca.crt -H 'Content-Type: application/json' --data @{d}/sample-review.json \
+         https://localhost:{}{}",
+        webhook.port(),
+        Endpoint::Validate.path()
+    );
+    println!("Health: http://{admin}/healthz  Ready: http://{admin}/readyz  Metrics: http://{admin}/metrics");
+    println!("Stop with Ctrl-C.");
 }

@@ -1,6 +1,36 @@
 //! Cluster state as the admission gate sees it. The rules read a [`ClusterView`]; serve mode
-//! backs it with watch-fed caches, `validate`/`review --state` and tests with static objects.
+//! backs it with watch-fed caches ([`ClusterCache`]), `validate`/`review --state` and tests with
+//! static objects ([`StaticView`]).
 
+pub mod reflect;
 pub mod view;
 
-pub use view::{ChildJobState, ClusterView, GateFacts, JobSetFacts, JobSetState, Offline, StaticView};
+use std::path::PathBuf;
+
+pub use reflect::ClusterCache;
+pub use view::{ChildJobState, ClusterView, GateFacts, JobSetFacts, JobSetState, Offline, StateError, StaticView};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("reading kubeconfig {path}: {source}")]
+    Kubeconfig { path: String, source: kube::config::KubeconfigError },
+    #[error("loading cluster configuration: {0}")]
+    Infer(#[from] kube::config::InferConfigError),
+    #[error("creating the Kubernetes client: {0}")]
+    Client(#[from] kube::Error),
+}
+
+/// A client from an explicit kubeconfig, or inferred (KUBECONFIG, then in-cluster).
+pub async fn client(kubeconfig: &Option<PathBuf>) -> Result<kube::Client, ClientError> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .map_err(|source| ClientError::Kubeconfig { path: path.display().to_string(), source })?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|source| ClientError::Kubeconfig { path: path.display().to_string(), source })?
+        }
+        None => kube::Config::infer().await?,
+    };
+    Ok(kube::Client::try_from(config)?)
+}

@@ -84,26 +84,43 @@ pub struct Loaded {
     pub ignored: usize,
 }
 
-/// Builds a snapshot from objects. The node list counts as complete when it has at least one
-/// node: a snapshot without nodes cannot tell a deleted node from one nobody exported.
+/// Builds a snapshot from objects one at a time. The node list counts as complete when it has at
+/// least one node: a snapshot without nodes cannot tell a deleted node from one nobody exported.
+#[derive(Debug, Default)]
+pub struct SnapshotBuilder {
+    snapshot: Snapshot,
+    loaded: Loaded,
+    any_node: bool,
+}
+
+impl SnapshotBuilder {
+    pub fn add(&mut self, value: &Value) -> Result<(), ObjectError> {
+        match change_from_value(value)? {
+            Some(change) => {
+                self.any_node |= matches!(change, Change::Node(..));
+                self.snapshot.insert(change);
+                self.loaded.used += 1;
+            }
+            None => self.loaded.ignored += 1,
+        }
+        Ok(())
+    }
+
+    pub fn finish(mut self) -> (Snapshot, Loaded) {
+        self.snapshot.set_nodes_listed(self.any_node);
+        (self.snapshot, self.loaded)
+    }
+}
+
+/// [`SnapshotBuilder`] over a list of objects.
 pub fn snapshot_from_values<'v>(
     values: impl IntoIterator<Item = &'v Value>,
 ) -> Result<(Snapshot, Loaded), ObjectError> {
-    let mut snapshot = Snapshot::new();
-    let mut loaded = Loaded::default();
-    let mut any_node = false;
+    let mut builder = SnapshotBuilder::default();
     for value in values {
-        match change_from_value(value)? {
-            Some(change) => {
-                any_node |= matches!(change, Change::Node(..));
-                snapshot.insert(change);
-                loaded.used += 1;
-            }
-            None => loaded.ignored += 1,
-        }
+        builder.add(value)?;
     }
-    snapshot.set_nodes_listed(any_node);
-    Ok((snapshot, loaded))
+    Ok(builder.finish())
 }
 
 /// The namespace/name of an object, for messages.

@@ -19,7 +19,7 @@ pub const JOBSET_NAME_LABEL: &str = "jobset.sigs.k8s.io/jobset-name";
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct JobSetView {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub metadata: ObjectMeta,
     #[serde(default)]
     pub status: Option<JobSetStatusView>,
@@ -39,6 +39,11 @@ pub struct ReplicatedJobStatusView {
     pub name: String,
     #[serde(default)]
     pub active: Option<i32>,
+}
+
+/// `null` read as the default, as k8s-openapi's own types (and Go) read `metadata: null`.
+fn null_as_default<'de, D: serde::Deserializer<'de>, T: Deserialize<'de> + Default>(d: D) -> Result<T, D::Error> {
+    Option::<T>::deserialize(d).map(Option::unwrap_or_default)
 }
 
 impl JobSetView {
@@ -87,7 +92,7 @@ pub fn jobset_api_resource() -> ApiResource {
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BatchJobView {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub metadata: ObjectMeta,
     #[serde(default)]
     pub status: Option<BatchJobStatusView>,

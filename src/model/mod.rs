@@ -4,6 +4,7 @@
 
 pub mod jobset;
 pub mod kubeflow_v1;
+pub mod object_only;
 pub mod pod;
 pub mod review;
 pub mod trainjob;

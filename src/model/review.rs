@@ -1,28 +1,31 @@
-//! The AdmissionReview request envelope, borrowed from the request body. `object` and
-//! `oldObject` stay raw until a rule needs them.
+//! The AdmissionReview request envelope, borrowed from the request body. Generic over how
+//! `object` / `oldObject` are read: decoded as TrainJob views in the same pass (the fast path),
+//! or kept raw (`&RawValue`, the default) when that pass failed and an error must be located.
 
 use std::borrow::Cow;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::object_only::object;
+
 #[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ReviewEnvelope<'a> {
+#[serde(rename_all = "camelCase", bound(deserialize = "O: Deserialize<'de>"))]
+pub struct ReviewEnvelope<'a, O = &'a RawValue> {
     #[serde(borrow, default)]
     pub api_version: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     pub kind: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    pub request: Option<RequestView<'a>>,
+    #[serde(borrow, default, deserialize_with = "object")]
+    pub request: Option<RequestView<'a, O>>,
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RequestView<'a> {
+#[serde(rename_all = "camelCase", bound(deserialize = "O: Deserialize<'de>"))]
+pub struct RequestView<'a, O = &'a RawValue> {
     #[serde(borrow, default)]
     pub uid: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "object")]
     pub kind: Option<GroupVersionKindView<'a>>,
     #[serde(borrow, default)]
     pub sub_resource: Option<Cow<'a, str>>,
@@ -34,10 +37,10 @@ pub struct RequestView<'a> {
     pub namespace: Option<Cow<'a, str>>,
     #[serde(default)]
     pub dry_run: Option<bool>,
-    #[serde(borrow, default)]
-    pub object: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    pub old_object: Option<&'a RawValue>,
+    #[serde(default)]
+    pub object: Option<O>,
+    #[serde(default)]
+    pub old_object: Option<O>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -50,7 +53,7 @@ pub struct GroupVersionKindView<'a> {
     pub kind: Cow<'a, str>,
 }
 
-impl RequestView<'_> {
+impl<O> RequestView<'_, O> {
     /// The sub-resource, with `""` read as none (the API server sends either).
     pub fn sub_resource(&self) -> Option<&str> {
         self.sub_resource.as_deref().filter(|s| !s.is_empty())

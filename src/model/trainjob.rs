@@ -11,15 +11,16 @@ use serde::de::{self, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
 use super::KUEUE_QUEUE_LABEL;
+use super::object_only::{object, objects};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TrainJobView<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "object")]
     pub metadata: Option<MetadataView<'a>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "object")]
     pub spec: Option<SpecView<'a>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "object")]
     pub status: Option<StatusView<'a>>,
 }
 
@@ -43,7 +44,7 @@ pub struct SpecView<'a> {
     pub suspend: Option<bool>,
     #[serde(borrow, default)]
     pub managed_by: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "object")]
     pub runtime_ref: Option<RuntimeRefView<'a>>,
     #[serde(borrow, default)]
     pub pod_spec_overrides: Option<&'a RawValue>,
@@ -67,7 +68,7 @@ pub struct RuntimeRefView<'a> {
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StatusView<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "objects")]
     pub jobs_status: Option<Vec<JobStatusView<'a>>>,
 }
 

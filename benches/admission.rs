@@ -1,0 +1,57 @@
+//! Decision path: parse + rules + response encode, on the ~5 KB and ~150 KB reviews.
+//! `make bench` runs it; figures go to docs/benchmarks.md.
+
+mod payloads;
+
+use std::hint::black_box;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use trainguard::admission::{Endpoint, RulesConfig, review};
+use trainguard::cluster::{JobSetState, StaticView};
+
+fn decision_path(c: &mut Criterion) {
+    let rules = RulesConfig::default();
+    // A cluster view that knows the JobSet (stopped), so gated cases do a real lookup.
+    let view = StaticView::new().with_jobset(
+        "ml-team",
+        "llama",
+        JobSetState { deleting: false, replicated_jobs: vec![("node".into(), 0)] },
+    );
+    let cases = [
+        ("small_unchanged", payloads::small_update()),
+        ("small_gated", payloads::small_gated()),
+        ("large_unchanged", payloads::large_update()),
+        ("large_gated", payloads::large_gated()),
+    ];
+    let mut group = c.benchmark_group("decision_path");
+    for (name, body) in &cases {
+        let reviewed = review(Endpoint::Validate, body, &rules, &view).expect("valid review");
+        assert!(reviewed.decision.allowed(), "{name}: {}", reviewed.decision.message());
+        group.throughput(Throughput::Bytes(body.len() as u64));
+        group.bench_function(format!("{name}_{}B", body.len()), |b| {
+            b.iter(|| review(Endpoint::Validate, black_box(body), &rules, &view).unwrap().body.len())
+        });
+    }
+    group.finish();
+
+    // Breakdown: the one-pass decode alone, to see what the rules and the encoding add.
+    let mut group = c.benchmark_group("decode_only");
+    for (name, body) in &cases[..1] {
+        group.bench_function(format!("{name}_{}B", body.len()), |b| {
+            b.iter(|| {
+                let env: trainguard::model::ReviewEnvelope<
+                    '_,
+                    trainguard::model::object_only::ObjectOnly<trainguard::model::TrainJobView<'_>>,
+                > = serde_json::from_slice(black_box(body)).unwrap();
+                env.request.is_some()
+            })
+        });
+        group.bench_function(format!("ignored_any_{}B", body.len()), |b| {
+            b.iter(|| serde_json::from_slice::<serde::de::IgnoredAny>(black_box(body)).is_ok())
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, decision_path);
+criterion_main!(benches);

@@ -1,0 +1,55 @@
+//! The ceiling for any webhook on this machine: bare hyper + rustls, same TLS configuration as
+//! trainguard, reading the whole body and answering a fixed AdmissionReview. `benches/load.py`
+//! runs it beside trainguard.
+//!
+//! Usage: baseline_server ADDR CERT KEY [--http2]
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+
+const ANSWER: &[u8] = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"2b9a1c5e-7d0f-4c1a-9e55-3f7d8a4b1c20","allowed":true,"status":{}}}"#;
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let (addr, cert, key) = (&args[1], &args[2], &args[3]);
+    let http2 = args.iter().any(|a| a == "--http2");
+    trainguard::server::tls::install_default_provider();
+    let (pair, _, _) = trainguard::server::tls::load_pair(cert.as_ref(), key.as_ref()).expect("certificate");
+    let live = Arc::new(arc_swap::ArcSwap::new(pair.certified));
+    let acceptor = TlsAcceptor::from(trainguard::server::tls::server_config(live, http2));
+    let listener = TcpListener::bind(addr).await.expect("bind");
+    eprintln!("baseline listening on {addr} (http2: {http2})");
+    loop {
+        let (tcp, _) = listener.accept().await.expect("accept");
+        let _ = tcp.set_nodelay(true);
+        let acceptor = acceptor.clone();
+        tokio::spawn(async move {
+            let Ok(tls) = acceptor.accept(tcp).await else { return };
+            let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+            let service = service_fn(|req: hyper::Request<hyper::body::Incoming>| async move {
+                let body = req.into_body().collect().await.map(|b| b.to_bytes().len()).unwrap_or(0);
+                std::hint::black_box(body);
+                Ok::<_, Infallible>(
+                    hyper::Response::builder()
+                        .header("content-type", "application/json")
+                        .body(Full::new(Bytes::from_static(ANSWER)))
+                        .unwrap(),
+                )
+            });
+            let io = TokioIo::new(tls);
+            let _ = if h2 {
+                hyper::server::conn::http2::Builder::new(TokioExecutor::new()).serve_connection(io, service).await
+            } else {
+                hyper::server::conn::http1::Builder::new().serve_connection(io, service).await
+            };
+        });
+    }
+}

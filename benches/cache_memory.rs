@@ -1,0 +1,65 @@
+//! Cache cost per JobSet: loads 100,000 JobSets (two replicated jobs each, realistic names)
+//! into the webhook's JobSet cache and counts the heap bytes it holds, with a counting global
+//! allocator. Budget: 512 bytes per JobSet; exits non-zero above it.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicIsize, Ordering};
+
+use trainguard::cluster::ClusterCache;
+use trainguard::model::jobset::JobSetView;
+
+struct Counting;
+
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+const JOBSETS: usize = 100_000;
+const BUDGET_BYTES: f64 = 512.0;
+
+fn main() {
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = trainguard::metrics::WebhookMetrics::register(&mut registry);
+    let cache = ClusterCache::new(std::time::Duration::from_secs(60), metrics);
+    let namespaces: Vec<String> = (0..200).map(|i| format!("team-{i:03}-ml")).collect();
+    let before = LIVE.load(Ordering::Relaxed);
+    for i in 0..JOBSETS {
+        // Built and dropped per object, as a watch event is: only what the cache keeps stays.
+        let js: JobSetView = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": format!("llama-finetune-{i:06}"), "namespace": namespaces[i % namespaces.len()]},
+            "status": {"replicatedJobsStatus": [
+                {"name": "node", "active": i % 3, "ready": 0, "succeeded": 0, "failed": 0, "suspended": 0},
+                {"name": "dataset-initializer", "active": 0, "ready": 0, "succeeded": 1, "failed": 0, "suspended": 0}
+            ]}
+        }))
+        .unwrap();
+        cache.apply_jobset(&js);
+    }
+    let held = (LIVE.load(Ordering::Relaxed) - before) as f64;
+    assert_eq!(cache.jobset_count(), JOBSETS);
+    let per = held / JOBSETS as f64;
+    println!(
+        "cache_memory: {JOBSETS} JobSets hold {:.1} MiB: {per:.0} bytes per JobSet (budget {BUDGET_BYTES:.0})",
+        held / (1024.0 * 1024.0)
+    );
+    if per > BUDGET_BYTES {
+        eprintln!("cache_memory: over budget");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""End-to-end load over TLS: trainguard vs a bare hyper + rustls baseline.
+
+HTTP/1.1 keep-alive with wrk (p50/p99 from its latency histogram) and HTTP/2 with h2load
+(mean latency; h2load prints no percentiles), at concurrency 1, 16 and 64, on the ~5 KB and
+~150 KB fixtures. The load generator is pinned to CPU 0 and the server to CPU 1 (taskset), and
+the CPU time of both is recorded: on 2 cores the generator can become the bottleneck, and the
+server's CPU per request is the figure that stays comparable from run to run.
+
+Usage: benches/load.py [--duration SECONDS] [--out FILE]   (make bench runs it)
+"""
+import argparse
+import os
+import re
+import resource
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TARGET = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
+TRAINGUARD = os.path.join(TARGET, "release", "trainguard")
+BASELINE = os.path.join(TARGET, "release", "examples", "baseline_server")
+PATH = "/validate-trainer-kubeflow-org-v1alpha1-trainjob"
+PAYLOADS = {"small": "fixtures/bench/small-update.review.json", "large": "fixtures/bench/large-update.review.json"}
+CLK = os.sysconf("SC_CLK_TCK")
+
+WRK_SCRIPT = r"""
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+local f = io.open(os.getenv("BODY_FILE"), "rb")
+wrk.body = f:read("*a")
+f:close()
+done = function(summary, latency, requests)
+  local errors = summary.errors.connect + summary.errors.read + summary.errors.write
+    + summary.errors.status + summary.errors.timeout
+  io.write(string.format("RESULT requests=%d duration_us=%d p50_us=%d p99_us=%d errors=%d\n",
+    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99), errors))
+end
+"""
+
+
+def ensure_tools():
+    missing = [pkg for tool, pkg in [("wrk", "wrk"), ("h2load", "nghttp2-client"), ("taskset", "util-linux")]
+               if shutil.which(tool) is None]
+    if missing:
+        print(f"installing {' '.join(missing)}", file=sys.stderr)
+        subprocess.run(["apt-get", "update", "-qq"], check=True)
+        subprocess.run(["apt-get", "install", "-y", "-qq", *missing], check=True)
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def wait_port(port, timeout=15):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit(f"nothing listening on {port}")
+
+
+def children_cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def run_wrk(port, body_file, conns, duration, script):
+    env = dict(os.environ, BODY_FILE=body_file)
+    before = children_cpu()
+    out = subprocess.run(
+        ["taskset", "-c", "0", "wrk", "-t1", f"-c{conns}", f"-d{duration}s", "--latency", "-s", script,
+         f"https://127.0.0.1:{port}{PATH}"], env=env, capture_output=True, text=True, check=True).stdout
+    gen_cpu = children_cpu() - before
+    m = re.search(r"RESULT requests=(\d+) duration_us=(\d+) p50_us=(\d+) p99_us=(\d+) errors=(\d+)", out)
+    requests, dur_us, p50, p99, errors = map(int, m.groups())
+    return {"rps": requests / (dur_us / 1e6), "requests": requests, "p50_us": p50, "p99_us": p99,
+            "errors": errors, "gen_cpu": gen_cpu / (dur_us / 1e6)}
+
+
+def run_h2load(port, body_file, conns, duration):
+    before = children_cpu()
+    out = subprocess.run(
+        ["taskset", "-c", "0", "h2load", "-t1", f"-c{conns}", "-m1", f"-D{duration}", "--warm-up-time=1",
+         "-d", body_file, "-H", "content-type: application/json", f"https://127.0.0.1:{port}{PATH}"],
+        capture_output=True, text=True, check=True).stdout
+    gen_cpu = children_cpu() - before
+    rps = float(re.search(r"finished in [\d.]+m?s, ([\d.]+) req/s", out).group(1))
+    req = re.search(r"requests: (\d+) total, \d+ started, \d+ done, (\d+) succeeded, (\d+) failed, (\d+) errored", out)
+    mean = re.search(r"time for request:\s+\S+\s+\S+\s+(\S+)", out).group(1)
+    mean_us = float(mean[:-2]) * 1000 if mean.endswith("ms") else float(mean[:-2]) if mean.endswith("us") else float(mean[:-1]) * 1e6
+    return {"rps": rps, "requests": int(req.group(2)), "mean_us": mean_us,
+            "errors": int(req.group(3)) + int(req.group(4)), "gen_cpu": gen_cpu / (duration + 1)}
+
+
+def start(cmd):
+    return subprocess.Popen(["taskset", "-c", "1", *cmd], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--duration", type=int, default=5)
+    ap.add_argument("--out", default=os.path.join(TARGET, "load-results.md"))
+    args = ap.parse_args()
+    ensure_tools()
+    work = tempfile.mkdtemp(prefix="trainguard-load-")
+    script = os.path.join(work, "post.lua")
+    with open(script, "w") as f:
+        f.write(WRK_SCRIPT)
+    payloads = {k: os.path.join(ROOT, v) for k, v in PAYLOADS.items()}
+    rows = []
+    memory = {}
+    for proto in ["http1", "http2"]:
+        for server in ["trainguard", "baseline"]:
+            port = 19443
+            if server == "trainguard":
+                cmd = [TRAINGUARD, "serve", "--dev", "--dev-dir", work, "--bind", f"127.0.0.1:{port}",
+                       "--admin-bind", "127.0.0.1:18080"] + (["--http2"] if proto == "http2" else [])
+            else:
+                cmd = [BASELINE, f"127.0.0.1:{port}", os.path.join(work, "tls.crt"), os.path.join(work, "tls.key")] \
+                    + (["--http2"] if proto == "http2" else [])
+            proc = start(cmd)
+            try:
+                wait_port(port)
+                time.sleep(0.5)
+                if server == "trainguard" and proto == "http1":
+                    memory["idle_rss_kib"] = rss_kib(proc.pid)
+                for payload, body in payloads.items():
+                    for conns in [1, 16, 64]:
+                        cpu0 = cpu_seconds(proc.pid)
+                        r = run_wrk(port, body, conns, args.duration, script) if proto == "http1" \
+                            else run_h2load(port, body, conns, args.duration)
+                        server_cpu = cpu_seconds(proc.pid) - cpu0
+                        r["server_cpu_us_per_req"] = server_cpu / max(r["requests"], 1) * 1e6
+                        rows.append(dict(proto=proto, server=server, payload=payload, conns=conns, **r))
+                        print(rows[-1], file=sys.stderr)
+                if server == "trainguard" and proto == "http1":
+                    memory["loaded_rss_kib"] = rss_kib(proc.pid)
+            finally:
+                proc.terminate()
+                proc.wait(timeout=30)
+    lines = [f"Command: `benches/load.py --duration {args.duration}` (generator pinned to CPU 0, server to CPU 1)", ""]
+    lines.append("| protocol | payload | conns | trainguard req/s | baseline req/s | ratio | trainguard p50 / p99 µs | "
+                 "baseline p50 / p99 µs | trainguard CPU µs/req | generator CPU (trainguard run) | errors |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
+    for proto in ["http1", "http2"]:
+        for payload in PAYLOADS:
+            for conns in [1, 16, 64]:
+                t = next(r for r in rows if (r["proto"], r["server"], r["payload"], r["conns"]) == (proto, "trainguard", payload, conns))
+                b = next(r for r in rows if (r["proto"], r["server"], r["payload"], r["conns"]) == (proto, "baseline", payload, conns))
+                lat = lambda r: f"{r['p50_us']} / {r['p99_us']}" if "p50_us" in r else f"mean {r['mean_us']:.0f}"
+                lines.append(f"| {proto} | {payload} | {conns} | {t['rps']:.0f} | {b['rps']:.0f} | {t['rps'] / b['rps']:.0%} | "
+                             f"{lat(t)} | {lat(b)} | {t['server_cpu_us_per_req']:.1f} | {t['gen_cpu']:.0%} | "
+                             f"{t['errors'] + b['errors']} |")
+    lines.append("")
+    lines.append(f"trainguard RSS: idle {memory.get('idle_rss_kib', 0) / 1024:.1f} MiB, after the HTTP/1.1 runs "
+                 f"{memory.get('loaded_rss_kib', 0) / 1024:.1f} MiB")
+    text = "\n".join(lines) + "\n"
+    with open(args.out, "w") as f:
+        f.write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

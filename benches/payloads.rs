@@ -1,0 +1,41 @@
+//! The benchmark payloads: `fixtures/bench/{small,large}-update.review.json` (~5 KB and
+//! ~150 KB TrainJob UPDATEs with unchanged overrides, the common case), and "gated" variants
+//! of each that change a nodeSelector while the job stays suspended, so the gate runs (U3).
+#![allow(dead_code)]
+
+use serde_json::Value;
+
+fn fixture(name: &str) -> Vec<u8> {
+    let path = format!("{}/fixtures/bench/{name}.review.json", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn gated(body: &[u8]) -> Vec<u8> {
+    let mut review: Value = serde_json::from_slice(body).unwrap();
+    for side in ["object", "oldObject"] {
+        review["request"][side]["spec"]["suspend"] = Value::Bool(true);
+        // Suspended and stopped: no active jobs left in the TrainJob's own status (G4).
+        review["request"][side]["status"] = Value::Null;
+    }
+    let selector = review
+        .pointer_mut("/request/object/spec/runtimePatches/0/trainingRuntimeSpec/template/spec/replicatedJobs/0/template/spec/template/spec/nodeSelector")
+        .expect("bench fixture has a nodeSelector in its first runtime patch");
+    selector["cloud.google.com/gke-accelerator"] = Value::String("nvidia-b200".into());
+    serde_json::to_vec(&review).unwrap()
+}
+
+pub fn small_update() -> Vec<u8> {
+    fixture("small-update")
+}
+
+pub fn large_update() -> Vec<u8> {
+    fixture("large-update")
+}
+
+pub fn small_gated() -> Vec<u8> {
+    gated(&small_update())
+}
+
+pub fn large_gated() -> Vec<u8> {
+    gated(&large_update())
+}

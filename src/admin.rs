@@ -1,0 +1,107 @@
+//! The admin port (plain HTTP): `/healthz` (process alive), `/readyz` (spec §4) and `/metrics`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::Router;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use http::{StatusCode, header};
+use prometheus_client::registry::Registry;
+
+/// Caches that must have synced once before the webhook is ready.
+pub trait CacheStatus: Send + Sync {
+    /// Names of the caches that have not listed their objects yet (a cache whose CRD is absent
+    /// counts as synced).
+    fn unsynced(&self) -> Vec<&'static str>;
+}
+
+/// `/readyz`: certificates loaded, listener up, caches synced once; false from shutdown on.
+/// A watch that breaks later does not flip it: with `failurePolicy: Fail`, an unready webhook
+/// would block every TrainJob write in the cluster.
+#[derive(Default)]
+pub struct Readiness {
+    certs_loaded: AtomicBool,
+    listener_up: AtomicBool,
+    shutting_down: AtomicBool,
+    caches: Option<Arc<dyn CacheStatus>>,
+}
+
+impl Readiness {
+    pub fn new(caches: Option<Arc<dyn CacheStatus>>) -> Self {
+        Readiness { caches, ..Default::default() }
+    }
+
+    pub fn set_certs_loaded(&self) {
+        self.certs_loaded.store(true, Ordering::SeqCst);
+    }
+
+    pub fn set_listener_up(&self) {
+        self.listener_up.store(true, Ordering::SeqCst);
+    }
+
+    pub fn set_shutting_down(&self) {
+        self.shutting_down.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::SeqCst)
+    }
+
+    /// Why the webhook is not ready; empty when it is.
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if self.shutting_down.load(Ordering::SeqCst) {
+            problems.push("shutting down".to_string());
+        }
+        if !self.certs_loaded.load(Ordering::SeqCst) {
+            problems.push("serving certificate not loaded".to_string());
+        }
+        if !self.listener_up.load(Ordering::SeqCst) {
+            problems.push("webhook listener not up".to_string());
+        }
+        if let Some(caches) = &self.caches {
+            for name in caches.unsynced() {
+                problems.push(format!("cache {name} not synced yet"));
+            }
+        }
+        problems
+    }
+}
+
+#[derive(Clone)]
+struct AdminState {
+    readiness: Arc<Readiness>,
+    registry: Arc<Registry>,
+}
+
+pub fn router(readiness: Arc<Readiness>, registry: Arc<Registry>) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .with_state(AdminState { readiness, registry })
+}
+
+async fn readyz(State(state): State<AdminState>) -> Response {
+    let problems = state.readiness.problems();
+    if problems.is_empty() {
+        (StatusCode::OK, "ok\n").into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {}\n", problems.join("; "))).into_response()
+    }
+}
+
+async fn metrics(State(state): State<AdminState>) -> Response {
+    let mut text = String::new();
+    match prometheus_client::encoding::text::encode(&mut text, &state.registry) {
+        Ok(()) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+            text,
+        )
+            .into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("encoding metrics: {e}\n")).into_response(),
+    }
+}

@@ -1,0 +1,386 @@
+//! Watch-fed caches of JobSets and their child Jobs, holding only what the gate reads, behind
+//! the [`ClusterView`] trait. The admission path reads memory only; the watches run beside it.
+//!
+//! Readiness follows the first sync of each cache (a CRD that is not installed counts as synced
+//! and empty). A watch that breaks later keeps the cache serving until it has been broken for
+//! `stale_after`; after that, gated decisions answer "state unknown" (spec §4).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use futures::{Stream, StreamExt};
+use kube::Api;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use tokio_util::sync::CancellationToken;
+
+use super::view::{ChildJobState, ClusterView, GateFacts, JobSetFacts, JobSetState};
+use crate::admin::CacheStatus;
+use crate::metrics::{CacheLabels, WebhookMetrics};
+use crate::model::jobset::{BatchJobView, JOBSET_NAME_LABEL, JobSetView};
+
+pub const JOBSETS: &str = "jobsets";
+pub const JOBS: &str = "jobs";
+
+/// A JobSet as cached: a few dozen bytes plus its replicated-job names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompactJobSet {
+    deleting: bool,
+    replicated: Box<[(Box<str>, i32)]>,
+}
+
+impl From<&JobSetView> for CompactJobSet {
+    fn from(js: &JobSetView) -> Self {
+        let state = js.state();
+        CompactJobSet {
+            deleting: state.deleting,
+            replicated: state.replicated_jobs.into_iter().map(|(n, a)| (n.into_boxed_str(), a)).collect(),
+        }
+    }
+}
+
+/// A child Job as cached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompactJob {
+    name: Box<str>,
+    active: i32,
+    terminating: Option<i32>,
+    deleting: bool,
+}
+
+impl From<&BatchJobView> for CompactJob {
+    fn from(job: &BatchJobView) -> Self {
+        let s = job.state();
+        CompactJob { name: s.name.into_boxed_str(), active: s.active, terminating: s.terminating, deleting: s.deleting }
+    }
+}
+
+fn key(namespace: &str, name: &str) -> Box<str> {
+    let mut k = String::with_capacity(namespace.len() + name.len() + 1);
+    k.push_str(namespace);
+    k.push('/');
+    k.push_str(name);
+    k.into_boxed_str()
+}
+
+/// Whether a watch has synced once, and since when it has been failing.
+#[derive(Debug, Default)]
+pub struct WatchHealth {
+    synced: AtomicBool,
+    broken_since: Mutex<Option<Instant>>,
+}
+
+impl WatchHealth {
+    pub fn synced(&self) -> bool {
+        self.synced.load(Ordering::SeqCst)
+    }
+
+    fn mark_ok(&self) {
+        *self.broken_since.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    fn mark_broken(&self, now: Instant) {
+        self.broken_since.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(now);
+    }
+
+    /// Why this cache cannot be trusted at `now`, if it cannot.
+    fn problem(&self, what: &str, now: Instant, stale_after: Duration) -> Option<String> {
+        if !self.synced() {
+            return Some(format!("the {what} cache has not synced yet"));
+        }
+        let since = (*self.broken_since.lock().unwrap_or_else(|e| e.into_inner()))?;
+        let broken_for = now.saturating_duration_since(since);
+        (broken_for > stale_after).then(|| format!("the {what} watch has been failing for {}s", broken_for.as_secs()))
+    }
+}
+
+/// The two caches and their health.
+pub struct ClusterCache {
+    jobsets: RwLock<HashMap<Box<str>, CompactJobSet>>,
+    /// Child Jobs keyed by `namespace/jobset-name`, each list sorted by Job name.
+    jobs: RwLock<HashMap<Box<str>, Vec<CompactJob>>>,
+    jobset_health: WatchHealth,
+    job_health: WatchHealth,
+    stale_after: Duration,
+    metrics: WebhookMetrics,
+}
+
+impl ClusterCache {
+    pub fn new(stale_after: Duration, metrics: WebhookMetrics) -> Self {
+        ClusterCache {
+            jobsets: RwLock::default(),
+            jobs: RwLock::default(),
+            jobset_health: WatchHealth::default(),
+            job_health: WatchHealth::default(),
+            stale_after,
+            metrics,
+        }
+    }
+
+    /// Creates the caches and spawns their watches (cluster-wide) until `shutdown`.
+    pub fn start(
+        client: kube::Client,
+        stale_after: Duration,
+        metrics: WebhookMetrics,
+        shutdown: CancellationToken,
+    ) -> Arc<Self> {
+        let cache = Arc::new(Self::new(stale_after, metrics));
+        let jobsets: Api<JobSetView> = Api::all(client.clone());
+        let jobs: Api<BatchJobView> = Api::all(client);
+        let jobset_stream = watcher::watcher(jobsets, watcher::Config::default().any_semantic()).default_backoff();
+        let job_stream = watcher::watcher(jobs, watcher::Config::default().any_semantic().labels(JOBSET_NAME_LABEL))
+            .default_backoff();
+        tokio::spawn(drive(cache.clone(), jobset_stream, JobSetSink, shutdown.clone()));
+        tokio::spawn(drive(cache.clone(), job_stream, JobSink, shutdown));
+        cache
+    }
+
+    pub fn jobset_count(&self) -> usize {
+        self.jobsets.read().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    pub fn job_count(&self) -> usize {
+        self.jobs.read().unwrap_or_else(|e| e.into_inner()).values().map(Vec::len).sum()
+    }
+
+    /// Inserts a JobSet as a watch event would (benches and tests use it to fill a cache).
+    pub fn apply_jobset(&self, js: &JobSetView) {
+        JobSetSink.apply(self, js, None);
+    }
+
+    fn set_gauges(&self, cache: &'static str, objects: usize, synced: bool) {
+        let labels = CacheLabels { cache };
+        self.metrics.cache_objects.get_or_create(&labels).set(objects as i64);
+        self.metrics.cache_synced.get_or_create(&labels).set(i64::from(synced));
+    }
+}
+
+impl ClusterView for ClusterCache {
+    fn gate_facts(&self, namespace: &str, name: &str) -> GateFacts {
+        let now = Instant::now();
+        let problems: Vec<String> = [
+            self.jobset_health.problem("JobSet", now, self.stale_after),
+            self.job_health.problem("Job", now, self.stale_after),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if !problems.is_empty() {
+            return GateFacts::Unknown { why: problems.join("; ") };
+        }
+        let k = key(namespace, name);
+        let jobset = self.jobsets.read().unwrap_or_else(|e| e.into_inner()).get(&k).map(|js| JobSetState {
+            deleting: js.deleting,
+            replicated_jobs: js.replicated.iter().map(|(n, a)| (n.to_string(), *a)).collect(),
+        });
+        let jobs = self
+            .jobs
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&k)
+            .map(|jobs| {
+                jobs.iter()
+                    .map(|j| ChildJobState {
+                        name: j.name.to_string(),
+                        active: j.active,
+                        terminating: j.terminating,
+                        deleting: j.deleting,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        GateFacts::Known(JobSetFacts { jobset, jobs })
+    }
+}
+
+impl CacheStatus for ClusterCache {
+    fn unsynced(&self) -> Vec<&'static str> {
+        let mut names = Vec::new();
+        if !self.jobset_health.synced() {
+            names.push(JOBSETS);
+        }
+        if !self.job_health.synced() {
+            names.push(JOBS);
+        }
+        names
+    }
+}
+
+/// How one watch's events change the cache. During a (re-)list the events go to a staging map
+/// that replaces the live one at `InitDone`, so objects deleted while the watch was down vanish.
+trait Sink<K>: Send + Sync + 'static {
+    const NAME: &'static str;
+    type Map: Default + Send;
+    fn health(cache: &ClusterCache) -> &WatchHealth;
+    fn apply(&self, cache: &ClusterCache, obj: &K, staging: Option<&mut Self::Map>);
+    fn delete(&self, cache: &ClusterCache, obj: &K);
+    fn replace(&self, cache: &ClusterCache, map: Self::Map);
+    fn clear(&self, cache: &ClusterCache) {
+        self.replace(cache, Self::Map::default());
+    }
+    fn count(&self, cache: &ClusterCache) -> usize;
+}
+
+struct JobSetSink;
+
+impl Sink<JobSetView> for JobSetSink {
+    const NAME: &'static str = JOBSETS;
+    type Map = HashMap<Box<str>, CompactJobSet>;
+
+    fn health(cache: &ClusterCache) -> &WatchHealth {
+        &cache.jobset_health
+    }
+
+    fn apply(&self, cache: &ClusterCache, js: &JobSetView, staging: Option<&mut Self::Map>) {
+        let k = key(js.metadata.namespace.as_deref().unwrap_or(""), js.metadata.name.as_deref().unwrap_or(""));
+        let v = CompactJobSet::from(js);
+        match staging {
+            Some(map) => {
+                map.insert(k, v);
+            }
+            None => {
+                cache.jobsets.write().unwrap_or_else(|e| e.into_inner()).insert(k, v);
+            }
+        }
+    }
+
+    fn delete(&self, cache: &ClusterCache, js: &JobSetView) {
+        let k = key(js.metadata.namespace.as_deref().unwrap_or(""), js.metadata.name.as_deref().unwrap_or(""));
+        cache.jobsets.write().unwrap_or_else(|e| e.into_inner()).remove(&k);
+    }
+
+    fn replace(&self, cache: &ClusterCache, map: Self::Map) {
+        *cache.jobsets.write().unwrap_or_else(|e| e.into_inner()) = map;
+    }
+
+    fn count(&self, cache: &ClusterCache) -> usize {
+        cache.jobset_count()
+    }
+}
+
+struct JobSink;
+
+impl JobSink {
+    fn upsert(map: &mut HashMap<Box<str>, Vec<CompactJob>>, job: &BatchJobView) {
+        let Some(jobset) = job.jobset_name() else { return };
+        let k = key(job.metadata.namespace.as_deref().unwrap_or(""), jobset);
+        let v = CompactJob::from(job);
+        let list = map.entry(k).or_default();
+        match list.binary_search_by(|j| j.name.cmp(&v.name)) {
+            Ok(i) => list[i] = v,
+            Err(i) => list.insert(i, v),
+        }
+    }
+}
+
+impl Sink<BatchJobView> for JobSink {
+    const NAME: &'static str = JOBS;
+    type Map = HashMap<Box<str>, Vec<CompactJob>>;
+
+    fn health(cache: &ClusterCache) -> &WatchHealth {
+        &cache.job_health
+    }
+
+    fn apply(&self, cache: &ClusterCache, job: &BatchJobView, staging: Option<&mut Self::Map>) {
+        match staging {
+            Some(map) => Self::upsert(map, job),
+            None => Self::upsert(&mut cache.jobs.write().unwrap_or_else(|e| e.into_inner()), job),
+        }
+    }
+
+    fn delete(&self, cache: &ClusterCache, job: &BatchJobView) {
+        let Some(jobset) = job.jobset_name() else { return };
+        let k = key(job.metadata.namespace.as_deref().unwrap_or(""), jobset);
+        let name = job.metadata.name.as_deref().unwrap_or("");
+        let mut map = cache.jobs.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(list) = map.get_mut(&k) {
+            list.retain(|j| &*j.name != name);
+            if list.is_empty() {
+                map.remove(&k);
+            }
+        }
+    }
+
+    fn replace(&self, cache: &ClusterCache, map: Self::Map) {
+        *cache.jobs.write().unwrap_or_else(|e| e.into_inner()) = map;
+    }
+
+    fn count(&self, cache: &ClusterCache) -> usize {
+        cache.job_count()
+    }
+}
+
+/// Whether a watch error means "this resource does not exist here" (CRD not installed).
+fn is_not_found(error: &watcher::Error) -> bool {
+    match error {
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+        | watcher::Error::WatchFailed(kube::Error::Api(s)) => s.code == 404,
+        watcher::Error::WatchError(s) => s.code == 404,
+        _ => false,
+    }
+}
+
+/// Feeds one watch stream into the cache until `shutdown`.
+async fn drive<K, S>(
+    cache: Arc<ClusterCache>,
+    stream: impl Stream<Item = Result<Event<K>, watcher::Error>> + Send,
+    sink: S,
+    shutdown: CancellationToken,
+) where
+    S: Sink<K>,
+{
+    let mut stream = std::pin::pin!(stream);
+    let mut staging: Option<S::Map> = None;
+    let mut absent_logged = false;
+    loop {
+        let next = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            next = stream.next() => next,
+        };
+        let Some(item) = next else { return };
+        let health = S::health(&cache);
+        match item {
+            Ok(event) => {
+                health.mark_ok();
+                absent_logged = false;
+                match event {
+                    Event::Init => staging = Some(S::Map::default()),
+                    Event::InitApply(obj) => sink.apply(&cache, &obj, staging.as_mut()),
+                    Event::InitDone => {
+                        if let Some(map) = staging.take() {
+                            sink.replace(&cache, map);
+                        }
+                        health.synced.store(true, Ordering::SeqCst);
+                        tracing::info!(cache = S::NAME, objects = sink.count(&cache), "cache synced");
+                    }
+                    Event::Apply(obj) => sink.apply(&cache, &obj, None),
+                    Event::Delete(obj) => sink.delete(&cache, &obj),
+                }
+            }
+            Err(e) if is_not_found(&e) => {
+                // The CRD is not installed: no objects of this kind can exist. The watcher keeps
+                // retrying with backoff, so a CRD installed later is picked up.
+                staging = None;
+                sink.clear(&cache);
+                health.mark_ok();
+                health.synced.store(true, Ordering::SeqCst);
+                if !absent_logged {
+                    tracing::info!(
+                        cache = S::NAME,
+                        "resource not served by the API server (CRD absent): treated as empty"
+                    );
+                    absent_logged = true;
+                }
+            }
+            Err(e) => {
+                health.mark_broken(Instant::now());
+                cache.metrics.cache_watch_errors.get_or_create(&CacheLabels { cache: S::NAME }).inc();
+                tracing::warn!(cache = S::NAME, error = %e, "watch failed; retrying with backoff");
+            }
+        }
+        cache.set_gauges(S::NAME, sink.count(&cache), health.synced());
+    }
+}

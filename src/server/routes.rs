@@ -1,0 +1,233 @@
+//! The HTTP side of admission: paths, methods, content type, body limit and deadline around the
+//! pure [`admission::review`]. Every protocol failure gets a JSON `Status` and a log line.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use http::{HeaderValue, StatusCode, header};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+
+use super::limits::{DEFAULT_TIMEOUT, handler_deadline, parse_timeout_query};
+use crate::admission::{self, Decision, Endpoint, ErrorType, FieldError, ProtocolError, RulesConfig};
+use crate::cluster::ClusterView;
+use crate::metrics::{DecisionLabels, WebhookCodeLabels, WebhookLabels, WebhookMetrics, code_label};
+
+/// What every admission request needs; cloned per request (one Arc).
+#[derive(Clone)]
+pub struct AppState(Arc<Inner>);
+
+struct Inner {
+    rules: RulesConfig,
+    cluster: Arc<dyn ClusterView>,
+    metrics: WebhookMetrics,
+    max_body_bytes: usize,
+}
+
+impl AppState {
+    pub fn new(
+        rules: RulesConfig,
+        cluster: Arc<dyn ClusterView>,
+        metrics: WebhookMetrics,
+        max_body_bytes: usize,
+    ) -> Self {
+        AppState(Arc::new(Inner { rules, cluster, metrics, max_body_bytes }))
+    }
+}
+
+/// The webhook router: the two admission paths, JSON 404 and 405 for everything else.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route(Endpoint::Validate.path(), post(validate))
+        .route(Endpoint::Mutate.path(), post(mutate))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(state)
+}
+
+async fn validate(State(state): State<AppState>, req: Request) -> Response {
+    admit(&state, Endpoint::Validate, req).await
+}
+
+async fn mutate(State(state): State<AppState>, req: Request) -> Response {
+    admit(&state, Endpoint::Mutate, req).await
+}
+
+/// Decrements the in-flight gauge however the handler ends.
+struct InFlight(prometheus_client::metrics::gauge::Gauge);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+async fn admit(state: &AppState, endpoint: Endpoint, req: Request) -> Response {
+    let start = Instant::now();
+    let metrics = &state.0.metrics;
+    let webhook = endpoint.label();
+    let gauge = metrics.in_flight.get_or_create(&WebhookLabels { webhook }).clone();
+    gauge.inc();
+    let _in_flight = InFlight(gauge);
+
+    let response = admit_inner(state, endpoint, req, start).await;
+
+    let code = code_label(response.status().as_u16());
+    metrics.requests.get_or_create(&WebhookCodeLabels { webhook, code }).inc();
+    metrics.latency.get_or_create(&WebhookLabels { webhook }).observe(start.elapsed().as_secs_f64());
+    response
+}
+
+async fn admit_inner(state: &AppState, endpoint: Endpoint, req: Request, start: Instant) -> Response {
+    let inner = &state.0;
+    let (parts, body) = req.into_parts();
+
+    if !is_json(parts.headers.get(header::CONTENT_TYPE)) {
+        let got = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("none");
+        return status_response(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "UnsupportedMediaType",
+            format!("Content-Type must be application/json, got {got}"),
+        );
+    }
+    let too_large = || {
+        status_response(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "RequestEntityTooLarge",
+            format!("request body exceeds the limit of {} bytes (--max-body-bytes)", inner.max_body_bytes),
+        )
+    };
+    let declared = parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > inner.max_body_bytes as u64) {
+        return too_large();
+    }
+
+    let timeout = parse_timeout_query(parts.uri.query()).unwrap_or(DEFAULT_TIMEOUT);
+    let deadline = start + handler_deadline(timeout);
+    let body = match tokio::time::timeout_at(deadline.into(), Limited::new(body, inner.max_body_bytes).collect()).await
+    {
+        Err(_) => return deadline_missed(endpoint, timeout, inner),
+        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => return too_large(),
+        Ok(Err(e)) => {
+            return status_response(StatusCode::BAD_REQUEST, "BadRequest", format!("reading request body: {e}"));
+        }
+        Ok(Ok(collected)) => collected.to_bytes(),
+    };
+
+    match admission::review(endpoint, &body, &inner.rules, inner.cluster.as_ref()) {
+        Ok(reviewed) => {
+            record_decision(inner, endpoint, &reviewed);
+            json_response(StatusCode::OK, reviewed.body)
+        }
+        Err(e) => protocol_error(endpoint, e),
+    }
+}
+
+fn record_decision(inner: &Inner, endpoint: Endpoint, reviewed: &admission::Reviewed) {
+    let decision = &reviewed.decision;
+    let allowed = decision.allowed();
+    inner
+        .metrics
+        .decisions
+        .get_or_create(&DecisionLabels {
+            webhook: endpoint.label(),
+            operation: reviewed.operation,
+            allowed: if allowed { "true" } else { "false" },
+            rule: decision.rule(),
+        })
+        .inc();
+    if allowed {
+        tracing::debug!(
+            webhook = endpoint.path(), uid = %reviewed.uid, operation = reviewed.operation,
+            namespace = %reviewed.namespace, name = %reviewed.name, rule = decision.rule(),
+            dry_run = reviewed.dry_run, patched = decision.patch.is_some(), "allowed"
+        );
+    } else {
+        tracing::info!(
+            webhook = endpoint.path(), uid = %reviewed.uid, operation = reviewed.operation,
+            namespace = %reviewed.namespace, name = %reviewed.name, rule = %decision.audit_rules(),
+            dry_run = reviewed.dry_run, message = %decision.message(), "denied"
+        );
+    }
+}
+
+/// The body did not arrive before the deadline: deny (500, retryable) rather than let the API
+/// server time out. The uid is unknown, so the API server reports a mismatch — still sooner.
+fn deadline_missed(endpoint: Endpoint, timeout: Duration, inner: &Inner) -> Response {
+    let decision = Decision::from_errors(
+        vec![FieldError::new(
+            "deadline",
+            ErrorType::Internal,
+            "request",
+            format!("the request body did not arrive within the {timeout:?} deadline; retry the request"),
+        )],
+        "deadline",
+    );
+    tracing::warn!(webhook = endpoint.path(), ?timeout, "request body did not arrive before the deadline");
+    inner
+        .metrics
+        .decisions
+        .get_or_create(&DecisionLabels {
+            webhook: endpoint.label(),
+            operation: "UNKNOWN",
+            allowed: "false",
+            rule: "deadline",
+        })
+        .inc();
+    json_response(StatusCode::OK, admission::response::review_bytes("", &decision, ""))
+}
+
+fn protocol_error(endpoint: Endpoint, error: ProtocolError) -> Response {
+    tracing::warn!(webhook = endpoint.path(), error = %error, "rejected a request that is not a usable AdmissionReview");
+    status_response(StatusCode::BAD_REQUEST, "BadRequest", error.to_string())
+}
+
+async fn not_found(req: Request) -> Response {
+    tracing::warn!(path = req.uri().path(), method = %req.method(), "request for an unknown path");
+    status_response(
+        StatusCode::NOT_FOUND,
+        "NotFound",
+        format!("no webhook at {}: use {} or {}", req.uri().path(), Endpoint::Validate.path(), Endpoint::Mutate.path()),
+    )
+}
+
+async fn method_not_allowed(req: Request) -> Response {
+    tracing::warn!(path = req.uri().path(), method = %req.method(), "request with a method other than POST");
+    let mut response = status_response(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "MethodNotAllowed",
+        format!("{} is not allowed on {}: admission reviews are POSTed", req.method(), req.uri().path()),
+    );
+    response.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST"));
+    response
+}
+
+/// `application/json`, with optional parameters (`; charset=utf-8`).
+fn is_json(value: Option<&HeaderValue>) -> bool {
+    value
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// A Kubernetes `Status` body for failures that have no AdmissionReview to answer.
+pub fn status_response(code: StatusCode, reason: &str, message: String) -> Response {
+    let body = serde_json::json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code.as_u16(),
+    });
+    json_response(code, serde_json::to_vec(&body).unwrap_or_default())
+}
+
+fn json_response(code: StatusCode, body: Vec<u8>) -> Response {
+    (code, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], Body::from(body)).into_response()
+}

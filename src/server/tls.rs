@@ -1,0 +1,103 @@
+//! TLS for the webhook listener: rustls with TLS 1.2 and 1.3, ALPN `http/1.1` (plus `h2` when
+//! enabled), and a certificate resolver that reads the live pair from an `ArcSwap`, so a reload
+//! changes what new handshakes get without touching open connections.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use rustls::crypto::CryptoProvider;
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("reading {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{path}: no PEM certificate found")]
+    NoCertificate { path: PathBuf },
+    #[error("{path}: not a PEM certificate chain: {message}")]
+    BadCertificate { path: PathBuf, message: String },
+    #[error("{path}: no usable PEM private key (PKCS#8, PKCS#1 or SEC1): {message}")]
+    BadKey { path: PathBuf, message: String },
+    #[error("{key} does not belong to the certificate in {cert}")]
+    KeyMismatch { cert: PathBuf, key: PathBuf },
+    #[error("{path}: certificate does not parse as X.509: {message}")]
+    BadX509 { path: PathBuf, message: String },
+}
+
+/// A parsed, matching certificate + key pair, with the leaf's expiry.
+#[derive(Debug, Clone)]
+pub struct LoadedPair {
+    pub certified: Arc<CertifiedKey>,
+    /// The leaf's notAfter, seconds since the Unix epoch.
+    pub not_after: i64,
+}
+
+/// Parses a PEM chain and key and checks that they belong together.
+pub fn parse_pair(cert_pem: &[u8], key_pem: &[u8], cert_path: &Path, key_path: &Path) -> Result<LoadedPair, TlsError> {
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
+        .collect::<Result<_, _>>()
+        .map_err(|e| TlsError::BadCertificate { path: cert_path.into(), message: e.to_string() })?;
+    let Some(leaf) = certs.first() else {
+        return Err(TlsError::NoCertificate { path: cert_path.into() });
+    };
+    let not_after = x509_parser::parse_x509_certificate(leaf)
+        .map_err(|e| TlsError::BadX509 { path: cert_path.into(), message: e.to_string() })?
+        .1
+        .validity()
+        .not_after
+        .timestamp();
+    let key = PrivateKeyDer::from_pem_slice(key_pem)
+        .map_err(|e| TlsError::BadKey { path: key_path.into(), message: e.to_string() })?;
+    let provider = provider();
+    let signing_key = provider
+        .key_provider
+        .load_private_key(key)
+        .map_err(|e| TlsError::BadKey { path: key_path.into(), message: e.to_string() })?;
+    let certified = CertifiedKey::new(certs, signing_key);
+    certified.keys_match().map_err(|_| TlsError::KeyMismatch { cert: cert_path.into(), key: key_path.into() })?;
+    Ok(LoadedPair { certified: Arc::new(certified), not_after })
+}
+
+/// Reads and parses the pair from disk.
+pub fn load_pair(cert_path: &Path, key_path: &Path) -> Result<(LoadedPair, Vec<u8>, Vec<u8>), TlsError> {
+    let read = |p: &Path| std::fs::read(p).map_err(|source| TlsError::Read { path: p.into(), source });
+    let cert_pem = read(cert_path)?;
+    let key_pem = read(key_path)?;
+    let pair = parse_pair(&cert_pem, &key_pem, cert_path, key_path)?;
+    Ok((pair, cert_pem, key_pem))
+}
+
+/// The crypto provider the whole binary uses (ring).
+pub fn provider() -> Arc<CryptoProvider> {
+    CryptoProvider::get_default().cloned().unwrap_or_else(|| Arc::new(rustls::crypto::ring::default_provider()))
+}
+
+/// Installs ring as the process-wide provider (kube's client and the server share it).
+pub fn install_default_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// Hands every handshake the pair currently in the swap.
+#[derive(Debug)]
+pub struct LiveCert(pub Arc<ArcSwap<CertifiedKey>>);
+
+impl ResolvesServerCert for LiveCert {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.0.load_full())
+    }
+}
+
+/// The rustls server configuration: TLS 1.2 + 1.3, ALPN per `http2`.
+pub fn server_config(live: Arc<ArcSwap<CertifiedKey>>, http2: bool) -> Arc<rustls::ServerConfig> {
+    let mut config = rustls::ServerConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .expect("ring supports TLS 1.2 and 1.3")
+        .with_no_client_auth()
+        .with_cert_resolver(Arc::new(LiveCert(live)));
+    config.alpn_protocols = if http2 { vec![b"h2".to_vec(), b"http/1.1".to_vec()] } else { vec![b"http/1.1".to_vec()] };
+    Arc::new(config)
+}

@@ -1,0 +1,15 @@
+//! Logging setup: text for people, JSON lines for log pipelines. `RUST_LOG` refines the level.
+
+use tracing_subscriber::EnvFilter;
+
+use crate::config::LogFormat;
+
+pub fn init(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // A second init (tests running several servers in one process) keeps the first subscriber.
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).with_current_span(false).try_init(),
+    };
+}

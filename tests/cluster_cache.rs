@@ -1,0 +1,277 @@
+//! Cluster mode: the JobSet/Job caches fed by kube-rs watchers through kube's real client,
+//! against an in-test fake of the list and watch calls they make.
+
+mod support;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::extract::{Query, State};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use support::*;
+use tokio::sync::{broadcast, watch};
+use trainguard::cluster::ClusterCache;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Normal,
+    /// Every call answers 500 and open watches end: the API server is unreachable.
+    Down,
+    /// JobSets answer 404: the JobSet CRD is not installed.
+    JobSetCrdAbsent,
+}
+
+#[derive(Clone)]
+struct Fake {
+    mode: Arc<Mutex<Mode>>,
+    objects: Arc<Mutex<HashMap<&'static str, Vec<Value>>>>,
+    events: broadcast::Sender<(&'static str, Value)>,
+    /// Lists wait until this is true (to observe the state before the first sync).
+    lists_open: watch::Receiver<bool>,
+}
+
+impl Fake {
+    fn mode(&self) -> Mode {
+        *self.mode.lock().unwrap()
+    }
+
+    fn set_mode(&self, mode: Mode) {
+        *self.mode.lock().unwrap() = mode;
+        // Wake watch streams so that they notice.
+        let _ = self.events.send(("", Value::Null));
+    }
+
+    fn emit(&self, resource: &'static str, kind: &str, object: Value) {
+        self.events.send((resource, json!({"type": kind, "object": object}))).unwrap();
+    }
+}
+
+fn status(code: u16, reason: &str) -> Response {
+    let body = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason, "code": code, "message": reason});
+    (http::StatusCode::from_u16(code).unwrap(), axum::Json(body)).into_response()
+}
+
+async fn serve_resource(
+    fake: Fake,
+    resource: &'static str,
+    list_kind: &str,
+    query: HashMap<String, String>,
+) -> Response {
+    let absent = resource == "jobsets" && fake.mode() == Mode::JobSetCrdAbsent;
+    if absent {
+        return status(404, "NotFound");
+    }
+    if query.get("watch").map(String::as_str) == Some("true") {
+        if fake.mode() == Mode::Down {
+            return status(500, "InternalError");
+        }
+        let rx = fake.events.subscribe();
+        let stream = tokio_stream_from(rx, fake.clone(), resource);
+        return Response::builder().header("content-type", "application/json").body(Body::from_stream(stream)).unwrap();
+    }
+    let mut open = fake.lists_open.clone();
+    let _ = open.wait_for(|o| *o).await;
+    if fake.mode() == Mode::Down {
+        return status(500, "InternalError");
+    }
+    let items = fake.objects.lock().unwrap().get(resource).cloned().unwrap_or_default();
+    axum::Json(json!({"apiVersion": "v1", "kind": list_kind, "metadata": {"resourceVersion": "100"}, "items": items}))
+        .into_response()
+}
+
+fn tokio_stream_from(
+    rx: broadcast::Receiver<(&'static str, Value)>,
+    fake: Fake,
+    resource: &'static str,
+) -> impl futures::Stream<Item = Result<Vec<u8>, std::io::Error>> {
+    futures::stream::unfold(rx, move |mut rx| {
+        let fake = fake.clone();
+        async move {
+            loop {
+                if fake.mode() == Mode::Down {
+                    return None;
+                }
+                match rx.recv().await {
+                    Ok((r, event)) if r == resource => {
+                        let mut line = serde_json::to_vec(&event).unwrap();
+                        line.push(b'\n');
+                        return Some((Ok(line), rx));
+                    }
+                    Ok(_) => continue,
+                    Err(_) => return None,
+                }
+            }
+        }
+    })
+}
+
+async fn start_fake(mode: Mode, lists_open: bool) -> (Fake, watch::Sender<bool>, kube::Client) {
+    let (open_tx, open_rx) = watch::channel(lists_open);
+    let fake = Fake {
+        mode: Arc::new(Mutex::new(mode)),
+        objects: Arc::default(),
+        events: broadcast::channel(64).0,
+        lists_open: open_rx,
+    };
+    let app = axum::Router::new()
+        .route(
+            "/apis/jobset.x-k8s.io/v1alpha2/jobsets",
+            axum::routing::get(|State(f): State<Fake>, Query(q): Query<HashMap<String, String>>| {
+                serve_resource(f, "jobsets", "JobSetList", q)
+            }),
+        )
+        .route(
+            "/apis/batch/v1/jobs",
+            axum::routing::get(|State(f): State<Fake>, Query(q): Query<HashMap<String, String>>| {
+                serve_resource(f, "jobs", "JobList", q)
+            }),
+        )
+        .with_state(fake.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let config = kube::Config::new(format!("http://{addr}").parse().unwrap());
+    (fake, open_tx, kube::Client::try_from(config).unwrap())
+}
+
+fn jobset(active: i32) -> Value {
+    json!({
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "metadata": {"name": "llama", "namespace": "ml-team", "resourceVersion": "7"},
+        "spec": {"replicatedJobs": [{"name": "node", "replicas": 1}]},
+        "status": {"replicatedJobsStatus": [{"name": "node", "ready": active, "succeeded": 0, "failed": 0, "active": active, "suspended": 0}]}
+    })
+}
+
+fn child_job(name: &str, active: i32, terminating: Option<i32>) -> Value {
+    let mut status = json!({"active": active});
+    if let Some(t) = terminating {
+        status["terminating"] = json!(t);
+    }
+    json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": "ml-team", "resourceVersion": "8",
+                     "labels": {"jobset.sigs.k8s.io/jobset-name": "llama"}},
+        "status": status
+    })
+}
+
+async fn start_with_cache(client: kube::Client, stale_after: Duration) -> (TestServer, Arc<ClusterCache>) {
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = trainguard::metrics::WebhookMetrics::register(&mut registry);
+    let cache = ClusterCache::start(client, stale_after, metrics, tokio_util::sync::CancellationToken::new());
+    let server = start(Options { cluster: cache.clone(), caches: Some(cache.clone()), ..Default::default() }).await;
+    (server, cache)
+}
+
+/// Verdict of a change of the overrides while suspended (U3: gated) and of an unchanged update (U1).
+async fn verdicts(server: &TestServer) -> (Value, Value) {
+    let client = client(&server.ca_pem, false);
+    let gated = update_review("u-gated", trainjob(true, "a100"), trainjob(true, "h100"));
+    let unchanged = update_review("u-same", trainjob(false, "a100"), trainjob(false, "a100"));
+    let g = post_json(&client, &server.url(VALIDATE), &gated).await.json();
+    let u = post_json(&client, &server.url(VALIDATE), &unchanged).await.json();
+    (g["response"].clone(), u["response"].clone())
+}
+
+async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_waits_for_the_first_sync_and_the_gate_reads_the_cache() {
+    let (fake, open_lists, client) = start_fake(Mode::Normal, false).await;
+    fake.objects.lock().unwrap().insert("jobsets", vec![jobset(2)]);
+    fake.objects.lock().unwrap().insert("jobs", vec![child_job("llama-node-0", 4, Some(0))]);
+    let (mut server, cache) = start_with_cache(client, Duration::from_secs(60)).await;
+
+    let (status, text) = admin_get(server.admin, "/readyz").await;
+    assert_eq!(status, 503);
+    assert!(text.contains("cache jobsets not synced yet"), "{text}");
+    let (gated, unchanged) = verdicts(&server).await;
+    assert_eq!(gated["allowed"], false);
+    assert_eq!(gated["status"]["code"], 500, "{gated}");
+    assert_eq!(gated["status"]["details"]["causes"][0]["reason"], "InternalError");
+    assert!(gated["status"]["message"].as_str().unwrap().contains("has not synced yet"), "{gated}");
+    assert_eq!(unchanged["allowed"], true, "decisions that need no cluster state are made as usual");
+
+    open_lists.send(true).unwrap();
+    eventually("ready after the first sync", async || admin_get(server.admin, "/readyz").await.0 == 200).await;
+    assert_eq!((cache.jobset_count(), cache.job_count()), (1, 1));
+    let (gated, _) = verdicts(&server).await;
+    assert_eq!(gated["status"]["code"], 403, "{gated}");
+    let message = gated["status"]["message"].as_str().unwrap();
+    assert!(message.contains(r#"replicated job "node" of JobSet ml-team/llama has 2 active jobs"#), "{message}");
+    assert!(message.contains("job ml-team/llama-node-0 still has 4 active pods"), "{message}");
+
+    // Watch events reach the gate: the run stops, the change is allowed.
+    fake.emit("jobsets", "MODIFIED", jobset(0));
+    fake.emit("jobs", "DELETED", child_job("llama-node-0", 0, None));
+    eventually("watch events applied", async || verdicts(&server).await.0["allowed"] == true).await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_broken_past_stale_after_denies_gated_changes_only() {
+    let (fake, _open, client) = start_fake(Mode::Normal, true).await;
+    let stale_after = Duration::from_millis(600);
+    let (mut server, cache) = start_with_cache(client, stale_after).await;
+    eventually("synced", async || admin_get(server.admin, "/readyz").await.0 == 200).await;
+    assert_eq!(cache.jobset_count(), 0);
+
+    fake.set_mode(Mode::Down);
+    let broke_at = Instant::now();
+    // Within stale_after the cache still answers.
+    let (gated, _) = verdicts(&server).await;
+    assert_eq!(gated["allowed"], true, "{gated}");
+    eventually("gated decisions denied as unknown once stale", async || {
+        verdicts(&server).await.0["status"]["code"] == 500
+    })
+    .await;
+    assert!(broke_at.elapsed() >= stale_after, "denied before --cache-stale-after");
+    let (gated, unchanged) = verdicts(&server).await;
+    let message = gated["status"]["message"].as_str().unwrap();
+    assert!(message.contains("watch has been failing") && message.contains("retry the request"), "{message}");
+    assert_eq!(gated["status"]["reason"], "InternalError");
+    assert_eq!(unchanged["allowed"], true);
+    assert_eq!(admin_get(server.admin, "/readyz").await.0, 200, "a broken watch must not make the webhook unready");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_absent_jobset_crd_counts_as_no_jobsets() {
+    let (fake, _open, client) = start_fake(Mode::JobSetCrdAbsent, true).await;
+    fake.objects.lock().unwrap().insert("jobs", vec![child_job("llama-node-0", 0, None)]);
+    let (mut server, _cache) = start_with_cache(client, Duration::from_secs(60)).await;
+    eventually("ready without the JobSet CRD", async || admin_get(server.admin, "/readyz").await.0 == 200).await;
+    let (gated, _) = verdicts(&server).await;
+    assert_eq!(gated["allowed"], true, "{gated}");
+    assert!(gated.get("warnings").is_none(), "cluster state was consulted: no offline warning: {gated}");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resuming_waits_for_terminating_pods() {
+    let (fake, _open, kube_client) = start_fake(Mode::Normal, true).await;
+    fake.objects.lock().unwrap().insert("jobsets", vec![jobset(0)]);
+    fake.objects.lock().unwrap().insert("jobs", vec![child_job("llama-node-0", 0, Some(3))]);
+    let (mut server, _cache) = start_with_cache(kube_client, Duration::from_secs(60)).await;
+    eventually("synced", async || admin_get(server.admin, "/readyz").await.0 == 200).await;
+    let client = client(&server.ca_pem, false);
+    // U4: change + unsuspend while pods still terminate → G5. U3 (stays suspended) is allowed.
+    let resume = update_review("u4", trainjob(true, "a100"), trainjob(false, "h100"));
+    let r = post_json(&client, &server.url(VALIDATE), &resume).await.json();
+    assert_eq!(r["response"]["status"]["code"], 403, "{r}");
+    assert!(r["response"]["status"]["message"].as_str().unwrap().contains("still has 3 terminating pods"), "{r}");
+    assert_eq!(r["response"]["auditAnnotations"]["trainguard.io/rule"], "G5");
+    let (gated, _) = verdicts(&server).await;
+    assert_eq!(gated["allowed"], true, "{gated}");
+    server.shutdown().await;
+}
