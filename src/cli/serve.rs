@@ -50,6 +50,9 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub rules: RulesArgs,
 
+    #[command(flatten)]
+    pub controller: crate::controller::ControllerArgs,
+
     /// Run without a cluster: the JobSet gate sees only the TrainJob's own status, and allowed
     /// gated changes carry a warning saying so.
     #[arg(long, env = "TRAINGUARD_OFFLINE", conflicts_with = "kubeconfig", value_parser = BoolishValueParser::new())]
@@ -162,7 +165,9 @@ async fn serve(mut args: ServeArgs, mode: ClusterMode) -> anyhow::Result<()> {
 
     let mut registry = Registry::default();
     let metrics = WebhookMetrics::register(&mut registry);
+    let controller_metrics = crate::controller::Metrics::register(&mut registry);
     let shutdown = tokio_util::sync::CancellationToken::new();
+    let mut controller: Option<tokio::task::JoinHandle<Result<(), crate::controller::ControllerError>>> = None;
 
     let (cluster, caches): (Arc<dyn ClusterView>, Option<Arc<dyn CacheStatus>>) = match &mode {
         ClusterMode::Offline => {
@@ -171,8 +176,22 @@ async fn serve(mut args: ServeArgs, mode: ClusterMode) -> anyhow::Result<()> {
         }
         ClusterMode::Kubeconfig(_) | ClusterMode::InCluster => {
             let client = crate::cluster::client(&mode_kubeconfig(&mode)).await?;
-            let cache =
-                crate::cluster::ClusterCache::start(client, args.cache_stale_after, metrics.clone(), shutdown.clone());
+            let cache = crate::cluster::ClusterCache::start(
+                client.clone(),
+                args.cache_stale_after,
+                metrics.clone(),
+                shutdown.clone(),
+            );
+            // Every replica serves admission; the controller runs on the elected leader only
+            // (leader election is on by default in a cluster, off with --dev).
+            let mut controller_args = args.controller.clone();
+            controller_args.leader_elect.get_or_insert(!args.dev);
+            controller = Some(tokio::spawn(crate::controller::run(
+                client,
+                controller_args,
+                controller_metrics,
+                shutdown.child_token(),
+            )));
             (cache.clone(), Some(cache))
         }
     };
@@ -199,6 +218,14 @@ async fn serve(mut args: ServeArgs, mode: ClusterMode) -> anyhow::Result<()> {
     wait_for_signal().await;
     let report = running.shutdown().await;
     shutdown.cancel();
+    if let Some(controller) = controller {
+        // Stops the controller loop and releases the Lease, so another replica takes over at once.
+        match controller.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!(error = %e, "companion controller stopped with an error"),
+            Err(e) => tracing::error!(error = %e, "companion controller task failed"),
+        }
+    }
     if report.connections_cut > 0 {
         tracing::warn!(connections = report.connections_cut, "grace period ended with requests still in flight");
     }
