@@ -17,8 +17,10 @@ test:
 bench:
 	$(CARGO) bench --bench admission
 	$(CARGO) bench --bench cache_memory
+	$(CARGO) bench --bench controller
 	$(CARGO) build --release --bin trainguard --example baseline_server
 	python3 benches/load.py
+	benches/validate.sh 1000 10000
 
 build:
 	$(CARGO) build --release

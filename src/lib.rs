@@ -6,6 +6,8 @@ pub mod certgen;
 pub mod cli;
 pub mod cluster;
 pub mod config;
+pub mod controller;
+pub mod manifests;
 pub mod metrics;
 pub mod model;
 pub mod rbac;

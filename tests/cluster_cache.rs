@@ -31,6 +31,7 @@ struct Fake {
     events: broadcast::Sender<(&'static str, Value)>,
     /// Lists wait until this is true (to observe the state before the first sync).
     lists_open: watch::Receiver<bool>,
+    url: Arc<Mutex<String>>,
 }
 
 impl Fake {
@@ -115,6 +116,7 @@ async fn start_fake(mode: Mode, lists_open: bool) -> (Fake, watch::Sender<bool>,
         objects: Arc::default(),
         events: broadcast::channel(64).0,
         lists_open: open_rx,
+        url: Arc::default(),
     };
     let app = axum::Router::new()
         .route(
@@ -129,11 +131,14 @@ async fn start_fake(mode: Mode, lists_open: bool) -> (Fake, watch::Sender<bool>,
                 serve_resource(f, "jobs", "JobList", q)
             }),
         )
+        // Everything else the binary may ask for (the controller's kinds, discovery) is "not served".
+        .fallback(|| async { status(404, "NotFound") })
         .with_state(fake.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     let config = kube::Config::new(format!("http://{addr}").parse().unwrap());
+    *fake.url.lock().unwrap() = format!("http://{addr}");
     (fake, open_tx, kube::Client::try_from(config).unwrap())
 }
 
@@ -274,4 +279,70 @@ async fn resuming_waits_for_terminating_pods() {
     let (gated, _) = verdicts(&server).await;
     assert_eq!(gated["allowed"], true, "{gated}");
     server.shutdown().await;
+}
+
+/// The binary itself in cluster mode: `serve --kubeconfig` watches through the fake, turns ready
+/// after the first sync, gates on what it saw, and exits 0 on SIGTERM. The companion controller
+/// starts beside it (its kinds are "not served" by the fake, so it skips them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_with_a_kubeconfig_gates_on_watched_state() {
+    use tokio::io::AsyncBufReadExt;
+    let (fake, _open, _client) = start_fake(Mode::Normal, true).await;
+    fake.objects.lock().unwrap().insert("jobsets", vec![jobset(3)]);
+    let dir = tempfile::tempdir().unwrap();
+    let chain = support::chain();
+    std::fs::write(dir.path().join("tls.crt"), &chain.cert_pem).unwrap();
+    std::fs::write(dir.path().join("tls.key"), &chain.key_pem).unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let url = fake.url.lock().unwrap().clone();
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters: [{{name: fake, cluster: {{server: \"{url}\"}}}}]\n\
+             users: [{{name: fake, user: {{}}}}]\ncontexts: [{{name: fake, context: {{cluster: fake, user: fake}}}}]\n\
+             current-context: fake\n"
+        ),
+    )
+    .unwrap();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_trainguard"))
+        .args(["--log-format", "json", "serve", "--bind", "127.0.0.1:0", "--admin-bind", "127.0.0.1:0"])
+        .args(["--leader-elect=false", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .arg("--tls-cert")
+        .arg(dir.path().join("tls.crt"))
+        .arg("--tls-key")
+        .arg(dir.path().join("tls.key"))
+        .env_remove("KUBECONFIG")
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let (addr, admin) = loop {
+        let line = tokio::time::timeout(Duration::from_secs(10), lines.next_line()).await.unwrap().unwrap().unwrap();
+        let log: Value = serde_json::from_str(&line).unwrap_or_default();
+        if log["message"] == "trainguard webhook serving" {
+            let parse = |k: &str| log[k].as_str().unwrap().parse::<std::net::SocketAddr>().unwrap();
+            break (parse("webhook_addr"), parse("admin_addr"));
+        }
+    };
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    eventually("ready after the first sync", async || admin_get(admin, "/readyz").await.0 == 200).await;
+    let client = client(&chain.ca_cert_pem, false);
+    let url = format!("https://localhost:{}{VALIDATE}", addr.port());
+    let gated = update_review("u-gated", trainjob(true, "a100"), trainjob(true, "h100"));
+    let review = post_json(&client, &url, &gated).await.json();
+    assert_eq!(review["response"]["status"]["code"], 403, "{review}");
+    assert!(review["response"]["status"]["message"].as_str().unwrap().contains("has 3 active jobs"), "{review}");
+    let (_, metrics) = admin_get(admin, "/metrics").await;
+    assert!(metrics.contains("trainguard_cache_synced{cache=\"jobsets\"} 1"), "{metrics}");
+    assert!(
+        metrics.contains("# TYPE trainguard_ttl_deletion_delay_seconds histogram"),
+        "the controller's metrics share the admin registry: {metrics}"
+    );
+    let pid = child.id().unwrap().to_string();
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let status =
+        tokio::time::timeout(Duration::from_secs(15), child.wait()).await.expect("exits after SIGTERM").unwrap();
+    assert!(status.success(), "{status:?}");
 }

@@ -1,13 +1,14 @@
 //! Every admission fixture through the real server over TLS (HTTP/1.1 and HTTP/2 alternately):
 //! the verdict matches the fixture's expectation, and the bytes match what the pure core
-//! answers for the same review — the server adds transport, never a different decision.
+//! answers for the same review — the server adds transport, never a different decision — and
+//! `trainguard review` prints those same bytes (spec: the CLI and the server cannot disagree).
 
 mod common;
 mod support;
 
 use std::sync::Arc;
 
-use common::{Observed, check_verdict, load_cases};
+use common::{ClusterMode, Observed, check_verdict, load_cases};
 use trainguard::cluster::ClusterView;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -38,6 +39,7 @@ async fn every_fixture_gets_its_verdict_over_tls() {
         {
             problems.push("server bytes differ from the core's answer".to_string());
         }
+        problems.extend(review_cli_agrees(case, &observed));
         if !problems.is_empty() {
             failures.push(format!("{} (http2={http2}):\n    {}", case.name, problems.join("\n    ")));
         }
@@ -50,4 +52,36 @@ async fn every_fixture_gets_its_verdict_over_tls() {
         cases.len(),
         failures.join("\n")
     );
+}
+
+/// `trainguard review` on the same review (and the same state) prints the server's exact bytes,
+/// or exits 2 where the server refused the request. "Cluster state unknown" cannot be given to
+/// the CLI, so those cases are skipped.
+fn review_cli_agrees(case: &common::Case, observed: &Observed) -> Vec<String> {
+    if case.expect.cluster == ClusterMode::Unknown {
+        return Vec::new();
+    }
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_trainguard"));
+    cmd.arg("review").arg(&case.review_path);
+    if case.endpoint() == trainguard::admission::Endpoint::Mutate {
+        cmd.args(["--webhook", "mutate"]);
+    }
+    if case.config().suspend_rule == trainguard::admission::SuspendRule::New {
+        cmd.args(["--suspend-rule", "new"]);
+    }
+    if let Some(state) = &case.state_path {
+        cmd.arg("--state").arg(state);
+    }
+    let out = cmd.output().expect("run trainguard review");
+    match observed {
+        Observed::Review(body) if out.stdout == *body => Vec::new(),
+        Observed::Review(_) => vec![format!(
+            "`trainguard review` printed other bytes than the server: {}",
+            String::from_utf8_lossy(&out.stdout)
+        )],
+        Observed::Rejected { .. } if out.status.code() == Some(2) => Vec::new(),
+        Observed::Rejected { http, .. } => {
+            vec![format!("server answered HTTP {http}, `review` exited {:?}", out.status)]
+        }
+    }
 }

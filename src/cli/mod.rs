@@ -2,9 +2,13 @@
 //! functions to a different source of input.
 
 pub mod certs;
+pub mod check;
+pub mod parallel;
 pub mod plan;
+pub mod report;
 pub mod review;
 pub mod serve;
+pub mod state;
 pub mod validate;
 
 use std::process::ExitCode;

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
+use clap::builder::BoolishValueParser;
 use prometheus_client::registry::Registry;
 
 use crate::admin::CacheStatus;
@@ -43,15 +44,18 @@ pub struct ServeArgs {
     pub admin_bind: Option<SocketAddr>,
 
     /// Offer HTTP/2 via ALPN. Off by default, like Kubeflow Trainer since HTTP/2 Rapid Reset.
-    #[arg(long, env = "TRAINGUARD_HTTP2")]
+    #[arg(long, env = "TRAINGUARD_HTTP2", value_parser = BoolishValueParser::new())]
     pub http2: bool,
 
     #[command(flatten)]
     pub rules: RulesArgs,
 
+    #[command(flatten)]
+    pub controller: crate::controller::ControllerArgs,
+
     /// Run without a cluster: the JobSet gate sees only the TrainJob's own status, and allowed
     /// gated changes carry a warning saying so.
-    #[arg(long, env = "TRAINGUARD_OFFLINE", conflicts_with = "kubeconfig")]
+    #[arg(long, env = "TRAINGUARD_OFFLINE", conflicts_with = "kubeconfig", value_parser = BoolishValueParser::new())]
     pub offline: bool,
 
     /// Kubeconfig to reach the cluster (else KUBECONFIG, else the in-cluster service account).
@@ -89,7 +93,7 @@ pub struct ServeArgs {
 
     /// Developer mode: bind 127.0.0.1, generate a CA and a serving certificate for localhost,
     /// stay offline unless --kubeconfig is given, and print a curl line to try it.
-    #[arg(long, env = "TRAINGUARD_DEV")]
+    #[arg(long, env = "TRAINGUARD_DEV", value_parser = BoolishValueParser::new())]
     pub dev: bool,
 
     /// Where --dev writes its certificates and sample review [default: <temp dir>/trainguard-dev]
@@ -161,7 +165,9 @@ async fn serve(mut args: ServeArgs, mode: ClusterMode) -> anyhow::Result<()> {
 
     let mut registry = Registry::default();
     let metrics = WebhookMetrics::register(&mut registry);
+    let controller_metrics = crate::controller::Metrics::register(&mut registry);
     let shutdown = tokio_util::sync::CancellationToken::new();
+    let mut controller: Option<tokio::task::JoinHandle<Result<(), crate::controller::ControllerError>>> = None;
 
     let (cluster, caches): (Arc<dyn ClusterView>, Option<Arc<dyn CacheStatus>>) = match &mode {
         ClusterMode::Offline => {
@@ -170,8 +176,22 @@ async fn serve(mut args: ServeArgs, mode: ClusterMode) -> anyhow::Result<()> {
         }
         ClusterMode::Kubeconfig(_) | ClusterMode::InCluster => {
             let client = crate::cluster::client(&mode_kubeconfig(&mode)).await?;
-            let cache =
-                crate::cluster::ClusterCache::start(client, args.cache_stale_after, metrics.clone(), shutdown.clone());
+            let cache = crate::cluster::ClusterCache::start(
+                client.clone(),
+                args.cache_stale_after,
+                metrics.clone(),
+                shutdown.clone(),
+            );
+            // Every replica serves admission; the controller runs on the elected leader only
+            // (leader election is on by default in a cluster, off with --dev).
+            let mut controller_args = args.controller.clone();
+            controller_args.leader_elect.get_or_insert(!args.dev);
+            controller = Some(tokio::spawn(crate::controller::run(
+                client,
+                controller_args,
+                controller_metrics,
+                shutdown.child_token(),
+            )));
             (cache.clone(), Some(cache))
         }
     };
@@ -198,6 +218,14 @@ async fn serve(mut args: ServeArgs, mode: ClusterMode) -> anyhow::Result<()> {
     wait_for_signal().await;
     let report = running.shutdown().await;
     shutdown.cancel();
+    if let Some(controller) = controller {
+        // Stops the controller loop and releases the Lease, so another replica takes over at once.
+        match controller.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!(error = %e, "companion controller stopped with an error"),
+            Err(e) => tracing::error!(error = %e, "companion controller task failed"),
+        }
+    }
     if report.connections_cut > 0 {
         tracing::warn!(connections = report.connections_cut, "grace period ended with requests still in flight");
     }

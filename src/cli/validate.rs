@@ -1,12 +1,381 @@
-//! `trainguard validate` — not built yet.
+//! `trainguard validate` — the webhook's validating rules over TrainJob manifests, offline, for
+//! CI.
+//!
+//! Memory stays flat in the number of files: files are streamed, and with `--git-base` each new
+//! file is read together with the same path at the base revision, so an object that stays in its
+//! file is matched and dropped at once. Only objects that match nothing in their own file (moved
+//! between files, created, or left behind in an old file) are held until the end.
 
+use std::collections::HashMap;
+use std::io::{self, BufWriter};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
+use anyhow::Context as _;
 use clap::Args;
+use serde_json::value::RawValue;
+
+use super::check::{self, Checked, Context, NewObject, OldObject};
+use super::parallel;
+use super::report::{OutputFormat, Reporter};
+use super::state;
+use crate::cluster::{ClusterView, Offline};
+use crate::config::RulesArgs;
+use crate::manifests::{self, Document, GitBlob, Limits, ManifestError, RawFile, Revision, Source};
 
 #[derive(Debug, Args)]
-pub struct ValidateArgs {}
+#[command(after_help = "Exit status: 0 all allowed, 1 any TrainJob denied, 2 unusable input.\n\
+    See docs/ci.md for what offline verdicts mean and how to run this in CI.")]
+pub struct ValidateArgs {
+    /// Manifests to check: files, directories (searched for *.yaml, *.yml, *.json) or - for stdin.
+    #[arg(value_name = "PATH", required = true)]
+    pub paths: Vec<PathBuf>,
 
-pub fn run(_args: ValidateArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("trainguard validate is not implemented yet")
+    /// Manifests before the change (repeatable). A TrainJob with the same namespace and name
+    /// there is checked as an UPDATE of it, any other as a CREATE.
+    #[arg(long = "old", value_name = "PATH")]
+    pub old: Vec<PathBuf>,
+
+    /// Read the old manifests from the same PATHs at this git revision (e.g. origin/main).
+    #[arg(long, value_name = "REF", conflicts_with = "old")]
+    pub git_base: Option<String>,
+
+    /// Cluster objects as `kubectl get -o yaml` prints them (repeatable): JobSets, batch Jobs
+    /// and live TrainJobs. With it the JobSet gate sees them; without it the gate is offline.
+    #[arg(long = "state", value_name = "PATH")]
+    pub state: Vec<PathBuf>,
+
+    /// Namespace of objects that name none.
+    #[arg(long, value_name = "NAMESPACE", default_value = "default")]
+    pub namespace: String,
+
+    /// Deny an UPDATE whose allow rests on cluster state that was not given (no --state).
+    #[arg(long)]
+    pub strict: bool,
+
+    /// Output format.
+    #[arg(long, short = 'o', value_enum, default_value_t)]
+    pub output: OutputFormat,
+
+    /// Print denials and errors only.
+    #[arg(long, short)]
+    pub quiet: bool,
+
+    /// Largest file read, in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = Limits::DEFAULT_MAX_FILE_BYTES)]
+    pub max_file_bytes: u64,
+
+    #[command(flatten)]
+    pub rules: RulesArgs,
+}
+
+pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
+    let limits = Limits { max_file_bytes: args.max_file_bytes, ..Limits::default() };
+    let config = args.rules.rules_config();
+    let state = if args.state.is_empty() { None } else { Some(state::load(&args.state, &limits, &args.namespace)?) };
+    let cluster: &dyn ClusterView = match &state {
+        Some(state) => &state.view,
+        None => &Offline,
+    };
+    let ctx = Context {
+        config: &config,
+        cluster,
+        offline: state.is_none(),
+        strict: args.strict,
+        default_namespace: &args.namespace,
+    };
+    let live = state.as_ref().map(|s| &s.live_trainjobs);
+    let mut reporter =
+        Reporter::new(args.output, args.quiet, BufWriter::with_capacity(64 * 1024, io::stdout().lock()), io::stderr());
+    let mut write_error = None;
+    let workers = parallel::workers();
+    let new_sources = manifests::sources(&args.paths)?;
+
+    // Old objects from files that no new file pairs with: read before any new file.
+    let mut earlier = OldSet::default();
+    // Old objects left unmatched in the old version of a new file: known only as files go by.
+    let mut later = OldSet::default();
+    // New TrainJobs to match against `later` once every file is read.
+    let mut pending: Vec<NewObject> = Vec::new();
+
+    let rev_prefix = args.git_base.as_ref().map(|rev| format!("{rev}:")).unwrap_or_default();
+    let parse_old =
+        |file: Result<Vec<Document>, ManifestError>| file.map(|docs| old_entries(docs, &rev_prefix, &args.namespace));
+    let mut add_earlier = |file: Result<Vec<(Key, OldEntry)>, ManifestError>| match file {
+        Ok(entries) => earlier.extend(entries),
+        Err(e) => keep_first(&mut write_error, report(&mut reporter, manifest_error(&e, false))),
+    };
+
+    // Pair each new file with the same path at the base revision; the rest of the base is read
+    // first, then the paired files stream alongside the new ones, in the same order.
+    let mut paired_files = None;
+    let mut paired = vec![false; new_sources.len()];
+    if let Some(rev) = &args.git_base {
+        let revision = Revision::resolve(rev).with_context(|| format!("reading the old manifests at {rev}"))?;
+        let blobs = revision.list(&args.paths).with_context(|| format!("reading the old manifests at {rev}"))?;
+        let (order, unpaired_count) = pair_with_base(&revision, blobs, &new_sources, &mut paired);
+        let mut files = revision.read(order, &limits)?;
+        let work = |file: Result<RawFile, ManifestError>| parse_old(file.and_then(|f| f.parse(&limits)));
+        parallel::ordered_map(files.by_ref().take(unpaired_count), workers, WINDOW, work, &mut add_earlier);
+        paired_files = Some(files);
+    }
+    let old_sources = manifests::sources(&args.old)?;
+    let work = |source: Source| parse_old(manifests::read_source(&source, &limits));
+    parallel::ordered_map(old_sources.into_iter(), workers, WINDOW, work, &mut add_earlier);
+
+    // The new files, checked in parallel and printed in order.
+    let files = FileContext {
+        limits: &limits,
+        earlier: &earlier,
+        later_possible: paired_files.is_some(),
+        live,
+        ctx: &ctx,
+        parse_old: &parse_old,
+    };
+    let items = new_sources.into_iter().zip(paired).map(|(source, is_paired)| {
+        let old = if is_paired { paired_files.as_mut().and_then(Iterator::next) } else { None };
+        (source, old)
+    });
+    let work = |(source, old): (Source, Option<Result<RawFile, ManifestError>>)| files.check_file(&source, old);
+    parallel::ordered_map(items, workers, WINDOW, work, |outcome| {
+        for finding in outcome.findings {
+            keep_first(&mut write_error, report(&mut reporter, finding));
+        }
+        later.extend(outcome.orphans);
+        pending.extend(outcome.pending);
+    });
+    // A git failure at the end of the stream.
+    for rest in paired_files.into_iter().flatten() {
+        if let Err(e) = rest {
+            keep_first(&mut write_error, report(&mut reporter, manifest_error(&e, false)));
+        }
+    }
+    for new in pending {
+        let old = later.find(&(new.namespace.clone(), new.name.clone()), &new.source);
+        keep_first(&mut write_error, report(&mut reporter, check_against(new, old, live, &ctx)));
+    }
+    if let Some(e) = write_error {
+        return Err(e).context("writing the report");
+    }
+    let counts = reporter.finish()?;
+    Ok(ExitCode::from(counts.exit_code()))
+}
+
+/// The order to read the base in: files no new file pairs with (deleted, renamed) first, then
+/// the base version of each new file, in the order the new files are checked. Marks `paired`
+/// and returns the order and how many unpaired files lead it.
+fn pair_with_base(
+    revision: &Revision,
+    blobs: Vec<GitBlob>,
+    new_sources: &[Source],
+    paired: &mut [bool],
+) -> (Vec<GitBlob>, usize) {
+    // An index into the listing, then the blobs moved out: the listing is never copied.
+    let mut pairs = Vec::new();
+    {
+        let by_path: HashMap<&str, usize> = blobs.iter().enumerate().map(|(i, b)| (b.path.as_str(), i)).collect();
+        let mut taken = vec![false; blobs.len()];
+        for (source, is_paired) in new_sources.iter().zip(paired.iter_mut()) {
+            if let Source::File(path) = source
+                && let Some(&at) = by_path.get(revision.path_of(path).as_str())
+                && !std::mem::replace(&mut taken[at], true)
+            {
+                pairs.push(at);
+                *is_paired = true;
+            }
+        }
+    }
+    let mut blobs: Vec<Option<GitBlob>> = blobs.into_iter().map(Some).collect();
+    let paired_blobs: Vec<GitBlob> = pairs.into_iter().filter_map(|at| blobs[at].take()).collect();
+    let mut order: Vec<GitBlob> = blobs.into_iter().flatten().collect();
+    let unpaired = order.len();
+    order.extend(paired_blobs);
+    (order, unpaired)
+}
+
+/// Files in flight at once: enough to keep every core busy, few enough to stay small.
+const WINDOW: usize = 64;
+
+fn keep_first(slot: &mut Option<io::Error>, result: io::Result<()>) {
+    if let Err(e) = result {
+        slot.get_or_insert(e);
+    }
+}
+
+type Out<'a> = Reporter<BufWriter<io::StdoutLock<'a>>, io::Stderr>;
+
+fn report(reporter: &mut Out<'_>, finding: Finding) -> io::Result<()> {
+    match finding {
+        Finding::Skipped => {
+            reporter.skipped();
+            Ok(())
+        }
+        Finding::Checked(checked) => reporter.checked(&checked),
+        Finding::Error { message, file, line } => reporter.input_error(&message, file.as_deref(), line),
+    }
+}
+
+/// What checking found, in document order.
+enum Finding {
+    Checked(Box<Checked>),
+    Skipped,
+    Error { message: String, file: Option<String>, line: Option<usize> },
+}
+
+/// What one new file (and the same path at the base) gave.
+struct FileOutcome {
+    findings: Vec<Finding>,
+    /// Old TrainJobs of the paired old file that no new object of the file matched.
+    orphans: Vec<(Key, OldEntry)>,
+    /// New TrainJobs that matched nothing yet.
+    pending: Vec<NewObject>,
+}
+
+type ParseOld<'a> =
+    dyn Fn(Result<Vec<Document>, ManifestError>) -> Result<Vec<(Key, OldEntry)>, ManifestError> + Sync + 'a;
+
+/// What checking a new file needs; shared by the worker threads.
+struct FileContext<'a> {
+    limits: &'a Limits,
+    earlier: &'a OldSet,
+    /// Old objects may still turn up in later files (`--git-base`): unmatched ones wait.
+    later_possible: bool,
+    live: Option<&'a HashMap<Key, Document>>,
+    ctx: &'a Context<'a>,
+    parse_old: &'a ParseOld<'a>,
+}
+
+impl FileContext<'_> {
+    fn check_file(&self, source: &Source, old_file: Option<Result<RawFile, ManifestError>>) -> FileOutcome {
+        let mut outcome = FileOutcome { findings: Vec::new(), orphans: Vec::new(), pending: Vec::new() };
+        let mut local = match old_file.map(|f| (self.parse_old)(f.and_then(|f| f.parse(self.limits)))) {
+            None => Vec::new(),
+            Some(Ok(entries)) => entries,
+            Some(Err(e)) => {
+                outcome.findings.push(manifest_error(&e, false));
+                Vec::new()
+            }
+        };
+        let documents = match manifests::read_source(source, self.limits) {
+            Ok(documents) => documents,
+            Err(e) => {
+                outcome.findings.push(manifest_error(&e, true));
+                outcome.orphans = local;
+                return outcome;
+            }
+        };
+        for doc in documents {
+            if !state::is_trainjob(&doc) {
+                outcome.findings.push(Finding::Skipped);
+                continue;
+            }
+            let new = NewObject::from_document(doc, self.ctx.default_namespace);
+            let key = (new.namespace.clone(), new.name.clone());
+            // Objects named by generateName only are always created.
+            let same_file = local.iter().position(|(k, _)| *k == key && !new.name.is_empty());
+            let finding = if let Some(at) = same_file {
+                let (_, entry) = local.remove(at);
+                check_against(new, Some(&entry), self.live, self.ctx)
+            } else if let Some(entry) = self.earlier.find(&key, &new.source).filter(|_| !new.name.is_empty()) {
+                check_against(new, Some(entry), self.live, self.ctx)
+            } else if self.later_possible && !new.name.is_empty() {
+                outcome.pending.push(new);
+                continue;
+            } else {
+                check_against(new, None, self.live, self.ctx)
+            };
+            outcome.findings.push(finding);
+        }
+        outcome.orphans = local;
+        outcome
+    }
+}
+
+/// Checks `new` as an UPDATE of `old` (with the live running state from `--state`, see
+/// docs/ci.md), or as a CREATE.
+fn check_against(
+    new: NewObject,
+    old: Option<&OldEntry>,
+    live: Option<&HashMap<Key, Document>>,
+    ctx: &Context<'_>,
+) -> Finding {
+    let live_doc = live.and_then(|l| l.get(&(new.namespace.clone(), new.name.clone())));
+    let merged: Option<(Box<RawValue>, &str, usize)> = live_doc.map(|live| {
+        let json = check::with_running_state(old.map(|e| &*e.json), &live.value, &new.namespace);
+        match old {
+            Some(e) => (json, e.source.as_str(), e.line),
+            None => (json, live.source.as_str(), live.line),
+        }
+    });
+    let old_object = match (&merged, old) {
+        (Some((json, source, line)), _) => Some(OldObject { source, line: *line, json }),
+        (None, Some(e)) => Some(OldObject { source: &e.source, line: e.line, json: &e.json }),
+        (None, None) => None,
+    };
+    let source = new.source.clone();
+    match check::check(new, old_object, ctx) {
+        Ok(checked) => Finding::Checked(Box::new(checked)),
+        Err(failure) => {
+            let file = (failure.source_name == source).then_some(source);
+            Finding::Error { message: failure.to_string(), file, line: Some(failure.line) }
+        }
+    }
+}
+
+/// `in_change`: the file belongs to the change itself, so an annotation may point at it.
+fn manifest_error(e: &ManifestError, in_change: bool) -> Finding {
+    Finding::Error {
+        message: e.to_string(),
+        file: e.source_name().filter(|_| in_change).map(str::to_string),
+        line: e.position().map(|(line, _)| line),
+    }
+}
+
+/// The TrainJobs of an old file, as the JSON the rules read. `rev_prefix` (`REV:`) is cut from
+/// the source to get the path inside the tree.
+fn old_entries(documents: Vec<Document>, rev_prefix: &str, default_namespace: &str) -> Vec<(Key, OldEntry)> {
+    documents
+        .into_iter()
+        .filter(state::is_trainjob)
+        .filter_map(|doc| {
+            let key = check::key(&doc, default_namespace);
+            if key.1.is_empty() {
+                return None;
+            }
+            let path = doc.source.strip_prefix(rev_prefix).unwrap_or(&doc.source).to_string();
+            let json = check::to_request_json(doc.value, &key.0);
+            Some((key, OldEntry { path, source: doc.source, line: doc.line, json }))
+        })
+        .collect()
+}
+
+/// (namespace, name).
+type Key = (String, String);
+
+/// Old TrainJobs by (namespace, name).
+#[derive(Default)]
+struct OldSet {
+    by_key: HashMap<Key, Vec<OldEntry>>,
+}
+
+struct OldEntry {
+    /// The path inside the tree (without `REV:`), to prefer an old object from the same file.
+    path: String,
+    source: String,
+    line: usize,
+    json: Box<RawValue>,
+}
+
+impl OldSet {
+    fn extend(&mut self, entries: Vec<(Key, OldEntry)>) {
+        for (key, entry) in entries {
+            self.by_key.entry(key).or_default().push(entry);
+        }
+    }
+
+    /// The old object for `key`: the one from the same file if several match, else the first read.
+    fn find(&self, key: &Key, new_source: &str) -> Option<&OldEntry> {
+        let entries = self.by_key.get(key)?;
+        entries.iter().find(|e| e.path == new_source).or_else(|| entries.first())
+    }
 }

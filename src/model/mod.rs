@@ -3,9 +3,13 @@
 //! `tests/differential.rs` pins these views to the full `kube` / `k8s-openapi` types.
 
 pub mod jobset;
+pub mod kubeflow_v1;
 pub mod object_only;
+pub mod pod;
 pub mod review;
 pub mod trainjob;
+pub mod trainjob_state;
+pub mod workload;
 
 pub use review::{GroupVersionKindView, RequestView, ReviewEnvelope};
 pub use trainjob::{OverridesField, TrainJobView};

@@ -1,0 +1,179 @@
+//! One TrainJob manifest through the webhook's validating rules, offline. Pure: the old object,
+//! the live running state and the cluster view are arguments; the rules are the server's own
+//! ([`rules::validate`]), fed the JSON an AdmissionReview would carry.
+
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use crate::admission::{Decision, Operation, RuleInput, RulesConfig, rules};
+use crate::cluster::ClusterView;
+use crate::manifests::Document;
+use crate::model::TrainJobView;
+
+/// Where an UPDATE's old object comes from.
+#[derive(Debug, Clone, Copy)]
+pub struct OldObject<'a> {
+    pub source: &'a str,
+    pub line: usize,
+    pub json: &'a RawValue,
+}
+
+/// What `validate` knows besides the manifest itself.
+pub struct Context<'a> {
+    pub config: &'a RulesConfig,
+    pub cluster: &'a dyn ClusterView,
+    /// No `--state`: the gate ran offline.
+    pub offline: bool,
+    /// `--strict`: an allow that rests on cluster state nobody gave is a denial.
+    pub strict: bool,
+    pub default_namespace: &'a str,
+}
+
+/// The verdict on one TrainJob.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    pub namespace: String,
+    pub name: String,
+    pub source: String,
+    pub line: usize,
+    pub operation: Operation,
+    /// `(source, line)` of the old object of an UPDATE.
+    pub old: Option<(String, usize)>,
+    pub decision: Decision,
+    /// `--strict` turned an offline gate allow into a denial.
+    pub strict_denial: bool,
+}
+
+impl Checked {
+    pub fn denied(&self) -> bool {
+        self.strict_denial || !self.decision.allowed()
+    }
+
+    /// The webhook's own message for a denial; for a `--strict` denial, the warning it rests on.
+    pub fn message(&self) -> String {
+        if self.strict_denial {
+            format!("{} (--strict denies what rests on cluster state not given)", self.decision.warnings.join("; "))
+        } else {
+            self.decision.message()
+        }
+    }
+
+    /// `trainjob.trainer.kubeflow.org/<ns>/<name>`.
+    pub fn object_id(&self) -> String {
+        format!("trainjob.trainer.kubeflow.org/{}/{}", self.namespace, self.name)
+    }
+}
+
+/// A manifest the rules cannot read: exit 2, like any unusable input.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{source_name}:{line}: {what} does not decode: {detail}")]
+pub struct DecodeFailure {
+    pub source_name: String,
+    pub line: usize,
+    pub what: String,
+    pub detail: String,
+}
+
+/// `(namespace, name)` of a TrainJob document, with `default_namespace` where it has none.
+pub fn key(doc: &Document, default_namespace: &str) -> (String, String) {
+    (doc.namespace().unwrap_or(default_namespace).to_string(), doc.name().unwrap_or("").to_string())
+}
+
+/// The object as the API server would pass it to the webhook: namespace filled in, as JSON.
+pub fn to_request_json(mut value: Value, namespace: &str) -> Box<RawValue> {
+    if let Value::Object(object) = &mut value {
+        let metadata = object.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(metadata) = metadata
+            && metadata.get("namespace").and_then(Value::as_str).is_none_or(str::is_empty)
+        {
+            metadata.insert("namespace".to_string(), Value::String(namespace.to_string()));
+        }
+    }
+    // A Value always serialises, and its text is valid JSON.
+    let text = serde_json::to_string(&value).unwrap_or_else(|_| "null".to_string());
+    RawValue::from_string(text).unwrap_or_else(|_| RawValue::NULL.to_owned())
+}
+
+/// The old object as the running job looks: the old manifest with the live TrainJob's
+/// `spec.suspend` and `status`, or the live TrainJob itself when there is no old manifest.
+pub fn with_running_state(old: Option<&RawValue>, live: &Value, namespace: &str) -> Box<RawValue> {
+    let Some(old) = old else {
+        return to_request_json(live.clone(), namespace);
+    };
+    let mut value: Value = serde_json::from_str(old.get()).unwrap_or(Value::Null);
+    if let Value::Object(object) = &mut value {
+        match live.get("status") {
+            Some(status) => object.insert("status".to_string(), status.clone()),
+            None => object.remove("status"),
+        };
+        let spec = object.entry("spec").or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(spec) = spec {
+            match live.pointer("/spec/suspend") {
+                Some(suspend) => spec.insert("suspend".to_string(), suspend.clone()),
+                None => spec.remove("suspend"),
+            };
+        }
+    }
+    to_request_json(value, namespace)
+}
+
+/// A TrainJob manifest, ready for the rules: namespace filled in, compact JSON.
+#[derive(Debug)]
+pub struct NewObject {
+    pub source: String,
+    pub line: usize,
+    pub namespace: String,
+    pub name: String,
+    pub json: Box<RawValue>,
+}
+
+impl NewObject {
+    pub fn from_document(doc: Document, default_namespace: &str) -> Self {
+        let (namespace, name) = key(&doc, default_namespace);
+        let json = to_request_json(doc.value, &namespace);
+        NewObject { source: doc.source, line: doc.line, namespace, name, json }
+    }
+}
+
+/// Validates one TrainJob as CREATE, or as UPDATE of `old`.
+pub fn check(new: NewObject, old: Option<OldObject<'_>>, ctx: &Context<'_>) -> Result<Checked, DecodeFailure> {
+    let NewObject { source, line, namespace, name, json: object } = new;
+    let label = format!("TrainJob {namespace}/{name}");
+    decodes(&object, &source, line, &label)?;
+    if let Some(old) = old {
+        decodes(old.json, old.source, old.line, &format!("old {label}"))?;
+    }
+    let input = RuleInput {
+        operation: if old.is_some() { Operation::Update } else { Operation::Create },
+        sub_resource: None,
+        namespace: &namespace,
+        name: &name,
+        object: Some(&object),
+        old_object: old.map(|o| o.json),
+    };
+    let decision = rules::validate(&input, ctx.config, ctx.cluster);
+    if let crate::admission::Outcome::BadRequest { message, .. } = &decision.outcome {
+        return Err(DecodeFailure { source_name: source, line, what: label, detail: message.clone() });
+    }
+    // Offline, an allow by the JobSet gate rests on state nobody looked at.
+    let strict_denial = ctx.strict && ctx.offline && decision.allowed() && decision.rule() == "allow-gate";
+    Ok(Checked {
+        operation: input.operation,
+        namespace,
+        name,
+        source,
+        line,
+        old: old.map(|o| (o.source.to_string(), o.line)),
+        decision,
+        strict_denial,
+    })
+}
+
+fn decodes(raw: &RawValue, source: &str, line: usize, what: &str) -> Result<(), DecodeFailure> {
+    TrainJobView::decode(raw).map(drop).map_err(|e| DecodeFailure {
+        source_name: source.to_string(),
+        line,
+        what: what.to_string(),
+        detail: e.to_string(),
+    })
+}

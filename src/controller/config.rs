@@ -1,0 +1,336 @@
+//! The controller's knobs (spec §4): clap flags, each also an env var `TRAINGUARD_<FLAG>`, and the
+//! plain [`PlanConfig`] the planner reads. `serve` flattens [`ControllerArgs`]; `plan` takes the
+//! planner's part of it, so a dry run uses the very same flags.
+
+use clap::builder::BoolishValueParser;
+use clap::{ArgAction, Args, ValueEnum};
+use k8s_openapi::jiff::SignedDuration;
+
+/// `--controller-mode`: `act` performs the actions, `report` only logs and emits `Would…` events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum Mode {
+    #[default]
+    Act,
+    Report,
+}
+
+/// `--node-failure`: which node states allow escalating a stuck pod deletion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum NodeFailureMode {
+    /// Missing, out-of-service, or NotReady past `--node-not-ready-for` with the NoExecute taint.
+    #[default]
+    NodeUnhealthy,
+    /// Only what Kubernetes' own PodGC trusts: missing or `node.kubernetes.io/out-of-service`.
+    OutOfService,
+    /// Never escalate; stuck pods are still reported.
+    Off,
+}
+
+/// `--ttl-propagation`: the propagation policy of the TTL delete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum Propagation {
+    // Kubernetes' spelling; lower case accepted too.
+    #[default]
+    /// Delete the job now, its pods in the background
+    #[value(name = "Background", alias = "background")]
+    Background,
+    /// Delete the pods first, then the job
+    #[value(name = "Foreground", alias = "foreground")]
+    Foreground,
+    /// Delete the job, leave its pods
+    #[value(name = "Orphan", alias = "orphan")]
+    Orphan,
+}
+
+impl Propagation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Propagation::Background => "Background",
+            Propagation::Foreground => "Foreground",
+            Propagation::Orphan => "Orphan",
+        }
+    }
+}
+
+/// What the planner needs to know; built from the flags.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanConfig {
+    pub mode: Mode,
+    pub ttl: bool,
+    pub ttl_grace: SignedDuration,
+    pub ttl_propagation: Propagation,
+    pub suspend_stuck_after: SignedDuration,
+    pub stash_ttl_on_stuck_suspend: bool,
+    pub node_failure: NodeFailureMode,
+    pub node_not_ready_for: SignedDuration,
+    pub force_delete_after: SignedDuration,
+    pub pause_unhealthy_fraction: f64,
+    pub max_force_deletes_per_minute: u32,
+}
+
+impl Default for PlanConfig {
+    fn default() -> Self {
+        PlanConfig {
+            mode: Mode::Act,
+            ttl: true,
+            ttl_grace: SignedDuration::from_secs(30),
+            ttl_propagation: Propagation::Background,
+            suspend_stuck_after: SignedDuration::from_mins(2),
+            stash_ttl_on_stuck_suspend: false,
+            node_failure: NodeFailureMode::NodeUnhealthy,
+            node_not_ready_for: SignedDuration::from_mins(5),
+            force_delete_after: SignedDuration::from_mins(2),
+            pause_unhealthy_fraction: 0.55,
+            max_force_deletes_per_minute: 20,
+        }
+    }
+}
+
+/// The planner's flags, shared by `serve` and `plan`.
+#[derive(Debug, Clone, Args)]
+pub struct PlannerArgs {
+    /// `act` performs the actions; `report` does everything but the writes and emits `Would…` events.
+    #[arg(long, env = "TRAINGUARD_CONTROLLER_MODE", value_enum, default_value_t = Mode::Act)]
+    pub controller_mode: Mode,
+
+    /// Delete finished jobs whose `ttlSecondsAfterFinished` has passed (a backstop for the operator).
+    #[arg(long, env = "TRAINGUARD_TTL", action = ArgAction::Set, value_parser = BoolishValueParser::new(),
+          default_value = "true", num_args = 0..=1, default_missing_value = "true")]
+    pub ttl: bool,
+
+    /// Extra wait after a job's TTL expires, so an operator that does its own TTL acts first.
+    #[arg(long, env = "TRAINGUARD_TTL_GRACE", value_parser = parse_duration, default_value = "30s")]
+    pub ttl_grace: SignedDuration,
+
+    /// Propagation policy of the TTL delete.
+    #[arg(long, env = "TRAINGUARD_TTL_PROPAGATION", value_enum, default_value_t = Propagation::Background)]
+    pub ttl_propagation: Propagation,
+
+    /// How long a suspended job may keep pods or lack its Suspended condition before it is reported.
+    #[arg(long, env = "TRAINGUARD_SUSPEND_STUCK_AFTER", value_parser = parse_duration, default_value = "2m")]
+    pub suspend_stuck_after: SignedDuration,
+
+    /// Opt-in remedy: move ttlSecondsAfterFinished of a stuck suspended job into an annotation,
+    /// and back when the job is resumed.
+    #[arg(long, env = "TRAINGUARD_STASH_TTL_ON_STUCK_SUSPEND", action = ArgAction::Set,
+          value_parser = BoolishValueParser::new(), default_value = "false", num_args = 0..=1,
+          default_missing_value = "true")]
+    pub stash_ttl_on_stuck_suspend: bool,
+
+    /// Which node states allow force-deleting a training pod stuck Terminating on them.
+    #[arg(long, env = "TRAINGUARD_NODE_FAILURE", value_enum, default_value_t = NodeFailureMode::NodeUnhealthy)]
+    pub node_failure: NodeFailureMode,
+
+    /// How long a node must be NotReady (with the NoExecute taint) before it counts as unhealthy.
+    #[arg(long, env = "TRAINGUARD_NODE_NOT_READY_FOR", value_parser = parse_duration, default_value = "5m")]
+    pub node_not_ready_for: SignedDuration,
+
+    /// How long past its deletionTimestamp a pod must be stuck before its deletion is escalated.
+    #[arg(long, env = "TRAINGUARD_FORCE_DELETE_AFTER", value_parser = parse_duration, default_value = "2m")]
+    pub force_delete_after: SignedDuration,
+
+    /// Safety brake: pause force deletes in a zone when more than 2 of its nodes, and at least this
+    /// fraction, are unhealthy.
+    #[arg(long, env = "TRAINGUARD_PAUSE_UNHEALTHY_FRACTION", value_parser = parse_fraction, default_value = "0.55")]
+    pub pause_unhealthy_fraction: f64,
+
+    /// Rate limit of force deletes (token bucket, this many per minute, bursting to as many).
+    #[arg(long, env = "TRAINGUARD_MAX_FORCE_DELETES_PER_MINUTE", default_value_t = 20)]
+    pub max_force_deletes_per_minute: u32,
+}
+
+impl PlannerArgs {
+    pub fn plan_config(&self) -> PlanConfig {
+        PlanConfig {
+            mode: self.controller_mode,
+            ttl: self.ttl,
+            ttl_grace: self.ttl_grace,
+            ttl_propagation: self.ttl_propagation,
+            suspend_stuck_after: self.suspend_stuck_after,
+            stash_ttl_on_stuck_suspend: self.stash_ttl_on_stuck_suspend,
+            node_failure: self.node_failure,
+            node_not_ready_for: self.node_not_ready_for,
+            force_delete_after: self.force_delete_after,
+            pause_unhealthy_fraction: self.pause_unhealthy_fraction,
+            max_force_deletes_per_minute: self.max_force_deletes_per_minute,
+        }
+    }
+}
+
+/// Every controller knob of `trainguard serve` (spec §4). `serve` flattens this group.
+#[derive(Debug, Clone, Args)]
+pub struct ControllerArgs {
+    /// Run the companion controller (on the elected leader only).
+    #[arg(long = "controller", env = "TRAINGUARD_CONTROLLER", action = ArgAction::Set,
+          value_parser = BoolishValueParser::new(), default_value = "true", num_args = 0..=1,
+          default_missing_value = "true")]
+    pub enabled: bool,
+
+    #[command(flatten)]
+    pub planner: PlannerArgs,
+
+    /// Elect a leader through a Lease before running the controller. Unset: `serve` decides (on in a
+    /// cluster, off with --dev/--offline).
+    #[arg(long, env = "TRAINGUARD_LEADER_ELECT", value_parser = BoolishValueParser::new(), num_args = 0..=1,
+          default_missing_value = "true")]
+    pub leader_elect: Option<bool>,
+
+    /// Name of the Lease used for leader election.
+    #[arg(long, env = "TRAINGUARD_LEASE_NAME", default_value = "trainguard-controller")]
+    pub lease_name: String,
+
+    /// Namespace of the Lease; default: the pod's own namespace (POD_NAMESPACE), else trainguard-system.
+    #[arg(long, env = "TRAINGUARD_LEASE_NAMESPACE")]
+    pub lease_namespace: Option<String>,
+}
+
+impl ControllerArgs {
+    /// `--lease-namespace`, else `$POD_NAMESPACE`, else `trainguard-system`.
+    pub fn lease_namespace(&self) -> String {
+        resolve_lease_namespace(self.lease_namespace.as_deref(), std::env::var("POD_NAMESPACE").ok().as_deref())
+    }
+}
+
+pub fn resolve_lease_namespace(flag: Option<&str>, pod_namespace: Option<&str>) -> String {
+    flag.filter(|s| !s.is_empty())
+        .or(pod_namespace.filter(|s| !s.is_empty()))
+        .unwrap_or("trainguard-system")
+        .to_string()
+}
+
+/// Parses a duration like `30s`, `2m`, `1h30m`, `500ms` or `0` (Go's notation, without fractions).
+pub fn parse_duration(text: &str) -> Result<SignedDuration, String> {
+    let text = text.trim();
+    if text == "0" {
+        return Ok(SignedDuration::ZERO);
+    }
+    if text.is_empty() {
+        return Err("empty duration; expected e.g. 30s, 2m, 1h30m".to_string());
+    }
+    let mut total_ms: i64 = 0;
+    let mut rest = text;
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        if digits == 0 {
+            return Err(format!("invalid duration {text:?}: expected a number at {rest:?} (e.g. 30s, 2m, 1h30m)"));
+        }
+        let value: i64 = rest[..digits].parse().map_err(|_| format!("invalid duration {text:?}: number too large"))?;
+        rest = &rest[digits..];
+        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
+        let unit_ms = match &rest[..unit_len] {
+            "ms" => 1,
+            "s" => 1_000,
+            "m" => 60_000,
+            "h" => 3_600_000,
+            "" => return Err(format!("invalid duration {text:?}: missing unit (ms, s, m or h)")),
+            other => return Err(format!("invalid duration {text:?}: unknown unit {other:?} (use ms, s, m or h)")),
+        };
+        rest = &rest[unit_len..];
+        total_ms = value
+            .checked_mul(unit_ms)
+            .and_then(|v| total_ms.checked_add(v))
+            .ok_or_else(|| format!("invalid duration {text:?}: too large"))?;
+    }
+    Ok(SignedDuration::from_millis(total_ms))
+}
+
+fn parse_fraction(text: &str) -> Result<f64, String> {
+    let value: f64 = text.trim().parse().map_err(|_| format!("invalid fraction {text:?}: expected a number"))?;
+    if (0.0..=1.0).contains(&value) {
+        Ok(value)
+    } else {
+        Err(format!("invalid fraction {text:?}: must be between 0 and 1"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        let cases: &[(&str, Result<i64, &str>)] = &[
+            ("30s", Ok(30_000)),
+            ("2m", Ok(120_000)),
+            ("1h30m", Ok(5_400_000)),
+            ("500ms", Ok(500)),
+            ("0", Ok(0)),
+            ("0s", Ok(0)),
+            ("", Err("empty duration")),
+            ("5", Err("missing unit")),
+            ("5d", Err("unknown unit")),
+            ("m5", Err("expected a number")),
+            ("-5s", Err("expected a number")),
+        ];
+        for (text, want) in cases {
+            let got = parse_duration(text).map(|d| d.as_millis() as i64);
+            match (got, want) {
+                (Ok(g), Ok(w)) => assert_eq!(g, *w, "{text}"),
+                (Err(g), Err(w)) => assert!(g.contains(w), "{text}: {g}"),
+                (g, w) => panic!("{text}: got {g:?}, want {w:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn fractions() {
+        assert_eq!(parse_fraction("0.55"), Ok(0.55));
+        assert!(parse_fraction("1.5").unwrap_err().contains("between 0 and 1"));
+        assert!(parse_fraction("x").unwrap_err().contains("expected a number"));
+    }
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: ControllerArgs,
+    }
+
+    fn parse(argv: &[&str]) -> ControllerArgs {
+        use clap::Parser;
+        Cli::try_parse_from(std::iter::once("t").chain(argv.iter().copied())).unwrap().args
+    }
+
+    #[test]
+    fn flags_and_defaults() {
+        let d = parse(&[]);
+        assert!(d.enabled && d.planner.ttl && !d.planner.stash_ttl_on_stuck_suspend);
+        assert_eq!(d.leader_elect, None);
+        assert_eq!(d.lease_name, "trainguard-controller");
+        assert_eq!(d.planner.plan_config(), PlanConfig::default());
+        assert!(!parse(&["--controller=false"]).enabled);
+        assert!(!parse(&["--ttl=no"]).planner.ttl);
+        assert!(parse(&["--stash-ttl-on-stuck-suspend"]).planner.stash_ttl_on_stuck_suspend);
+        assert_eq!(parse(&["--leader-elect"]).leader_elect, Some(true));
+        assert_eq!(parse(&["--leader-elect=false"]).leader_elect, Some(false));
+        let c = parse(&[
+            "--controller-mode=report",
+            "--node-failure=out-of-service",
+            "--force-delete-after=90s",
+            "--pause-unhealthy-fraction=0.7",
+            "--max-force-deletes-per-minute=5",
+            "--ttl-propagation=foreground",
+        ])
+        .planner
+        .plan_config();
+        assert_eq!(c.mode, Mode::Report);
+        assert_eq!(c.node_failure, NodeFailureMode::OutOfService);
+        assert_eq!(c.force_delete_after, SignedDuration::from_secs(90));
+        assert_eq!(c.pause_unhealthy_fraction, 0.7);
+        assert_eq!(c.max_force_deletes_per_minute, 5);
+        assert_eq!(c.ttl_propagation, Propagation::Foreground);
+        assert_eq!(parse(&["--ttl-propagation", "Orphan"]).planner.ttl_propagation, Propagation::Orphan);
+    }
+
+    #[test]
+    fn lease_namespace() {
+        let cases = [
+            (Some("ns-flag"), Some("ns-pod"), "ns-flag"),
+            (None, Some("ns-pod"), "ns-pod"),
+            (None, None, "trainguard-system"),
+            (Some(""), Some(""), "trainguard-system"),
+        ];
+        for (flag, pod, want) in cases {
+            assert_eq!(resolve_lease_namespace(flag, pod), want);
+        }
+    }
+}

@@ -1,0 +1,461 @@
+//! The executor: performs the planner's actions against the API server, and nothing else. Before
+//! each destructive action it reads the object live and re-applies the same rule the planner used;
+//! deletes carry UID (and, for jobs, resourceVersion) preconditions because pod and job names
+//! repeat. In report mode it does the reads and publishes `Would…` events, but no writes.
+//!
+//! Every request it makes is listed in `crate::rbac::API_CALLS` (checked by the mock-API tests).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions, PropagationPolicy};
+use kube::{Client, Error as KubeError};
+use serde_json::Value;
+use tracing::{debug, info, warn};
+
+use super::config::{Mode, PlanConfig, Propagation};
+use super::events::EventSink;
+use super::facts::{JobFacts, NodeFacts, PodFacts};
+use super::metrics::Metrics;
+use super::plan::node_failure::{blocking_finalizers, brake_engaged, node_health, trusted, with_node};
+use super::plan::suspend::{RestoreVerdict, restore_patch, restore_verdict, stash_patch, v1_stuck};
+use super::plan::ttl::{TtlVerdict, delete_failed_message, verdict};
+use super::plan::{
+    Action, BrakeCounts, EventType, JobPatchKind, PlannedEvent, Reason, Rule, Target, TargetKind, job_guard, plus,
+};
+use super::state::{Outcome, Report, Work};
+use crate::model::kubeflow_v1::{TrainingJobView, TrainingKind};
+use crate::model::pod::{NodeView, PodView};
+
+/// Field manager of every write.
+pub const FIELD_MANAGER: &str = "trainguard";
+
+/// Where the executor reads the time: the wall clock in production, a fixed one in tests.
+pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
+
+pub fn system_clock() -> Clock {
+    Arc::new(Timestamp::now)
+}
+
+pub struct Executor {
+    client: Client,
+    config: PlanConfig,
+    events: EventSink,
+    metrics: Metrics,
+    clock: Clock,
+    /// Events the executor itself raised (failures, its own brake), deduplicated like the planner's.
+    own_events: HashSet<(Arc<str>, Reason, String)>,
+}
+
+/// How one write step ended.
+struct Step {
+    outcome: Outcome,
+    /// The write happened (or in report mode: would have): publish the events that report it.
+    wrote: bool,
+}
+
+impl Step {
+    fn done(wrote: bool) -> Self {
+        Step { outcome: Outcome::Done, wrote }
+    }
+    fn stop(outcome: Outcome) -> Self {
+        Step { outcome, wrote: false }
+    }
+}
+
+/// Severity for merging outcomes of several steps of one work item.
+fn rank(o: Outcome) -> u8 {
+    match o {
+        Outcome::Done => 0,
+        Outcome::Aborted => 1,
+        Outcome::Suppressed => 2,
+        Outcome::Conflict => 3,
+        Outcome::Failed => 4,
+    }
+}
+
+fn api_code(e: &KubeError) -> Option<u16> {
+    match e {
+        KubeError::Api(status) => Some(status.code),
+        _ => None,
+    }
+}
+
+impl Executor {
+    pub fn new(client: Client, config: PlanConfig, events: EventSink, metrics: Metrics, clock: Clock) -> Self {
+        Executor { client, config, events, metrics, clock, own_events: HashSet::new() }
+    }
+
+    fn report_mode(&self) -> bool {
+        self.config.mode == Mode::Report
+    }
+
+    /// Executes one work item in order. Events marked `after_write` are published only if the
+    /// write before them (same rule) happened; the rest of a rule stops at its first failed step.
+    pub async fn execute(&mut self, work: Work) -> Report {
+        let mut outcome = Outcome::Done;
+        let mut published = Vec::new();
+        let mut wrote: Option<(Rule, bool)> = None;
+        let mut stopped: HashSet<Rule> = HashSet::new();
+        let mut status_patch: Option<Value> = None;
+        for planned in &work.actions {
+            let rule = planned.rule;
+            if stopped.contains(&rule) {
+                continue;
+            }
+            let step = match &planned.action {
+                Action::Event(e) => {
+                    let write_ok = wrote.is_some_and(|(r, ok)| r == rule && ok);
+                    if (!e.after_write || write_ok) && self.publish(e, rule).await {
+                        published.push((e.target.uid.clone(), e.reason, e.episode.clone()));
+                    }
+                    continue;
+                }
+                Action::Requeue { .. } => continue,
+                Action::PatchPodStatus { patch, .. } => {
+                    // Sent together with the force delete that follows, after its re-check.
+                    status_patch = Some(patch.clone());
+                    continue;
+                }
+                Action::DeleteJob { target, propagation, expires_at, .. } => {
+                    self.delete_job(target, *propagation, *expires_at, &mut published).await
+                }
+                Action::PatchJob { target, kind, .. } => self.patch_job(target, kind, work.live_pods).await,
+                Action::ForceDeletePod { target, job, node, brake, .. } => {
+                    self.force_delete_pod(target, job, node, *brake, status_patch.take(), &mut published).await
+                }
+            };
+            wrote = Some((rule, step.wrote));
+            if step.outcome != Outcome::Done || !step.wrote {
+                stopped.insert(rule);
+            }
+            if rank(step.outcome) > rank(outcome) {
+                outcome = step.outcome;
+            }
+        }
+        Report { key: work.key, outcome, published }
+    }
+
+    async fn publish(&self, event: &PlannedEvent, rule: Rule) -> bool {
+        info!(
+            reason = %event.published_reason,
+            kind = event.target.kind.kind(),
+            object = %event.target.id,
+            message = %event.message,
+            "event"
+        );
+        match self.events.publish(event, rule).await {
+            Ok(()) => true,
+            Err(e) => {
+                warn!(error = %e, reason = %event.published_reason, object = %event.target.id, "could not publish event");
+                false
+            }
+        }
+    }
+
+    /// Publishes an event the executor raised itself, once per (UID, reason, episode).
+    async fn publish_own(&mut self, event: PlannedEvent, rule: Rule, published: &mut Vec<(Arc<str>, Reason, String)>) {
+        let key = (event.target.uid.clone(), event.reason, event.episode.clone());
+        if self.own_events.contains(&key) {
+            return;
+        }
+        if self.publish(&event, rule).await {
+            // Bounded memory: forgetting only risks one repeated event.
+            if self.own_events.len() > 10_000 {
+                self.own_events.clear();
+            }
+            self.own_events.insert(key.clone());
+            published.push(key);
+        }
+    }
+
+    /// An event the executor raises itself (not planned).
+    fn own_event(
+        &self,
+        target: &Target,
+        type_: EventType,
+        reason: Reason,
+        message: String,
+        episode: String,
+    ) -> PlannedEvent {
+        PlannedEvent {
+            target: target.clone(),
+            type_,
+            reason,
+            published_reason: reason.published(self.config.mode),
+            message,
+            episode,
+            after_write: false,
+            related: None,
+        }
+    }
+
+    fn job_api(&self, kind: TrainingKind, namespace: &str) -> Api<TrainingJobView> {
+        Api::namespaced_with(self.client.clone(), namespace, &kind.api_resource())
+    }
+
+    /// Spec §1 at expiry: live GET, re-check, DELETE with UID + resourceVersion preconditions.
+    async fn delete_job(
+        &mut self,
+        target: &Target,
+        propagation: Propagation,
+        planned_expiry: Timestamp,
+        published: &mut Vec<(Arc<str>, Reason, String)>,
+    ) -> Step {
+        let TargetKind::Job(kind) = target.kind else { return Step::stop(Outcome::Aborted) };
+        let api = self.job_api(kind, &target.id.namespace);
+        let live = match api.get_opt(&target.id.name).await {
+            Ok(Some(live)) => live,
+            Ok(None) => return Step::done(false),
+            Err(e) => {
+                warn!(error = %e, job = %target.id, "TTL: live GET failed");
+                return Step::stop(Outcome::Failed);
+            }
+        };
+        let Ok(facts) = JobFacts::from_view(kind, &live) else { return Step::stop(Outcome::Aborted) };
+        if facts.uid != target.uid {
+            debug!(job = %target.id, "TTL: a new job has the name now; leaving it to its own plan");
+            return Step::done(false);
+        }
+        let now = (self.clock)();
+        let TtlVerdict::Expired { expires_at, .. } = verdict(&facts, now, &self.config) else {
+            debug!(job = %target.id, "TTL: no longer expired on the live object");
+            return Step::stop(Outcome::Aborted);
+        };
+        if expires_at != planned_expiry {
+            debug!(job = %target.id, "TTL: expiry moved since planning; re-checked live, still expired");
+        }
+        if self.report_mode() {
+            self.metrics.ttl_deletion(kind.kind(), "would-delete");
+            return Step::done(true);
+        }
+        let params = DeleteParams {
+            propagation_policy: Some(match propagation {
+                Propagation::Background => PropagationPolicy::Background,
+                Propagation::Foreground => PropagationPolicy::Foreground,
+                Propagation::Orphan => PropagationPolicy::Orphan,
+            }),
+            preconditions: Some(Preconditions {
+                uid: Some(facts.uid.to_string()),
+                resource_version: Some(facts.resource_version.to_string()).filter(|rv| !rv.is_empty()),
+            }),
+            ..DeleteParams::default()
+        };
+        match api.delete(&target.id.name, &params).await {
+            Ok(_) => {
+                info!(job = %target.id, kind = kind.kind(), "TTL: deleted");
+                self.metrics.ttl_deletion(kind.kind(), "deleted");
+                let ttl_expiry = plus(expires_at, -self.config.ttl_grace);
+                self.metrics.ttl_deletion_delay_seconds.observe(now.duration_since(ttl_expiry).as_secs_f64().max(0.0));
+                Step::done(true)
+            }
+            Err(e) if api_code(&e) == Some(404) => {
+                self.metrics.ttl_deletion(kind.kind(), "not-found");
+                Step::done(false)
+            }
+            Err(e) if api_code(&e) == Some(409) => {
+                // Changed between GET and DELETE: re-evaluate now.
+                self.metrics.ttl_deletion(kind.kind(), "conflict");
+                Step::stop(Outcome::Conflict)
+            }
+            Err(e) => {
+                warn!(error = %e, job = %target.id, "TTL: delete failed");
+                self.metrics.ttl_deletion(kind.kind(), "error");
+                let episode = format!("delete-failed@{planned_expiry}");
+                let event = self.own_event(
+                    target,
+                    EventType::Warning,
+                    Reason::TTLDeleteFailed,
+                    delete_failed_message(&e.to_string()),
+                    episode,
+                );
+                self.publish_own(event, Rule::Ttl, published).await;
+                Step::stop(Outcome::Failed)
+            }
+        }
+    }
+
+    /// Spec §2 remedy and restore: live GET, re-check, merge patch with the live resourceVersion.
+    async fn patch_job(&mut self, target: &Target, kind: &JobPatchKind, live_pods: u32) -> Step {
+        let TargetKind::Job(job_kind) = target.kind else { return Step::stop(Outcome::Aborted) };
+        let api = self.job_api(job_kind, &target.id.namespace);
+        let live = match api.get_opt(&target.id.name).await {
+            Ok(Some(live)) => live,
+            Ok(None) => return Step::done(false),
+            Err(e) => {
+                warn!(error = %e, job = %target.id, "patch: live GET failed");
+                return Step::stop(Outcome::Failed);
+            }
+        };
+        let Ok(facts) = JobFacts::from_view(job_kind, &live) else { return Step::stop(Outcome::Aborted) };
+        if facts.uid != target.uid || job_guard(&facts).is_some() {
+            return Step::stop(Outcome::Aborted);
+        }
+        let live_target = Target { resource_version: facts.resource_version.clone(), ..target.clone() };
+        let body = match kind {
+            JobPatchKind::Stash { ttl } => {
+                let still = facts.ttl_seconds == Some(*ttl) && v1_stuck(&facts, live_pods).is_stuck();
+                if !still {
+                    return Step::stop(Outcome::Aborted);
+                }
+                stash_patch(&live_target, *ttl)
+            }
+            JobPatchKind::Restore { ttl } => {
+                if restore_verdict(&facts) != (RestoreVerdict::Restore { ttl: *ttl }) {
+                    return Step::stop(Outcome::Aborted);
+                }
+                restore_patch(&live_target, *ttl)
+            }
+        };
+        if self.report_mode() {
+            return Step::done(true);
+        }
+        let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
+        match api.patch(&target.id.name, &params, &Patch::Merge(&body)).await {
+            Ok(_) => {
+                info!(job = %target.id, patch = %body, "patched job");
+                Step::done(true)
+            }
+            Err(e) if api_code(&e) == Some(404) => Step::done(false),
+            Err(e) if api_code(&e) == Some(409) => Step::stop(Outcome::Conflict),
+            Err(e) => {
+                warn!(error = %e, job = %target.id, "job patch failed");
+                Step::stop(Outcome::Failed)
+            }
+        }
+    }
+
+    /// Spec §3 steps 1–5: live GET of pod and node, re-check, brake, status patch (UID
+    /// precondition), DELETE with grace 0 and UID precondition. Finalizers are never touched.
+    async fn force_delete_pod(
+        &mut self,
+        target: &Target,
+        job: &Target,
+        node_name: &str,
+        brake: BrakeCounts,
+        status_patch: Option<Value>,
+        published: &mut Vec<(Arc<str>, Reason, String)>,
+    ) -> Step {
+        let pods: Api<PodView> = Api::namespaced(self.client.clone(), &target.id.namespace);
+        let live = match pods.get_opt(&target.id.name).await {
+            Ok(Some(live)) => live,
+            Ok(None) => {
+                self.metrics.force_deletion("gone");
+                return Step::done(false);
+            }
+            Err(e) => {
+                warn!(error = %e, pod = %target.id, "force delete: live GET of the pod failed");
+                return Step::stop(Outcome::Failed);
+            }
+        };
+        let Ok(Some(pod)) = PodFacts::from_view(&live) else { return Step::stop(Outcome::Aborted) };
+        if pod.uid != target.uid {
+            // Recreated with the same name: the new pod is not ours to touch.
+            self.metrics.force_deletion("gone");
+            return Step::done(false);
+        }
+        let Some(deletion) = pod.deletion else { return Step::stop(Outcome::Aborted) };
+        if pod.deletion_grace_seconds == Some(0) {
+            return Step::done(false);
+        }
+        if pod.node.as_deref() != Some(node_name) {
+            return Step::stop(Outcome::Aborted);
+        }
+        let nodes: Api<NodeView> = Api::all(self.client.clone());
+        let node = match nodes.get_opt(node_name).await {
+            Ok(Some(n)) => match NodeFacts::from_view(&n) {
+                Ok(f) => Some(f),
+                Err(_) => return Step::stop(Outcome::Aborted),
+            },
+            Ok(None) => None,
+            Err(e) => {
+                warn!(error = %e, node = node_name, "force delete: live GET of the node failed");
+                return Step::stop(Outcome::Failed);
+            }
+        };
+        let now = (self.clock)();
+        let health = node_health(node.as_ref(), true, now, &self.config);
+        if !trusted(self.config.node_failure, &health) || now < plus(deletion, self.config.force_delete_after) {
+            info!(pod = %target.id, node = node_name, state = health.state.as_str(), "force delete: re-check says no");
+            return Step::stop(Outcome::Aborted);
+        }
+        let counts = with_node(brake, health.unhealthy);
+        if brake_engaged(counts, self.config.pause_unhealthy_fraction) {
+            self.metrics.suppressed("zone-brake");
+            let event = self.own_event(
+                target,
+                EventType::Warning,
+                Reason::ForceDeleteSuppressed,
+                format!(
+                    "Not force-deleting: {} of {} nodes in the pod's zone are unhealthy (re-checked live)",
+                    counts.unhealthy, counts.total
+                ),
+                "zone-brake".to_string(),
+            );
+            self.publish_own(event, Rule::NodeFailure, published).await;
+            return Step::stop(Outcome::Suppressed);
+        }
+        if self.report_mode() {
+            self.metrics.force_deletion("would-delete");
+            return Step::done(true);
+        }
+        if let Some(patch) = status_patch {
+            let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
+            match pods.patch_status(&target.id.name, &params, &Patch::Strategic(&patch)).await {
+                Ok(_) => {}
+                // Gone, or the UID precondition failed (another pod has the name): nothing to do.
+                Err(e) if matches!(api_code(&e), Some(404 | 409)) => {
+                    self.metrics.force_deletion("gone");
+                    return Step::done(false);
+                }
+                Err(e) => {
+                    warn!(error = %e, pod = %target.id, "force delete: status patch failed");
+                    self.metrics.force_deletion("error");
+                    return Step::stop(Outcome::Failed);
+                }
+            }
+        }
+        let params = DeleteParams {
+            grace_period_seconds: Some(0),
+            preconditions: Some(Preconditions { uid: Some(pod.uid.to_string()), resource_version: None }),
+            ..DeleteParams::default()
+        };
+        match pods.delete(&target.id.name, &params).await {
+            Ok(result) => {
+                info!(pod = %target.id, job = %job.id, node = node_name, state = health.state.as_str(), "force-deleted stuck pod");
+                self.metrics.force_deletion("deleted");
+                if let Some(still) = result.left()
+                    && let Ok(Some(still)) = PodFacts::from_view(&still)
+                {
+                    let blocking = blocking_finalizers(&still);
+                    if !blocking.is_empty() {
+                        let message = format!(
+                            "Pod force-deleted but still held by finalizer(s) {}: trainguard never removes finalizers",
+                            blocking.join(", ")
+                        );
+                        let episode = format!("finalizers:{}", blocking.join(","));
+                        let event = self.own_event(
+                            target,
+                            EventType::Warning,
+                            Reason::PodBlockedByFinalizers,
+                            message,
+                            episode,
+                        );
+                        self.publish_own(event, Rule::NodeFailure, published).await;
+                    }
+                }
+                Step::done(true)
+            }
+            Err(e) if matches!(api_code(&e), Some(404 | 409)) => {
+                self.metrics.force_deletion("gone");
+                Step::done(false)
+            }
+            Err(e) => {
+                warn!(error = %e, pod = %target.id, "force delete failed");
+                self.metrics.force_deletion("error");
+                Step::stop(Outcome::Failed)
+            }
+        }
+    }
+}

@@ -1,0 +1,473 @@
+//! Compact facts: what the planner knows about each object, reduced from the slim views to the
+//! few fields its rules read. Strings that repeat (namespaces, node names, finalizers) are shared
+//! `Arc<str>`s, so tens of thousands of pods stay small in memory. Pure: no I/O, no clock.
+
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::jiff::Timestamp;
+
+use crate::model::jobset::{JOBSET_NAME_LABEL, JobSetView};
+use crate::model::kubeflow_v1::{
+    JOB_NAME_LABEL, JobConditionView, KUBEFLOW_GROUP, TRAINING_OPERATOR_MANAGED_BY, TrainingJobView, TrainingKind,
+};
+use crate::model::pod::{NodeView, PodView};
+use crate::model::trainjob_state::TrainJobStateView;
+use crate::model::workload::WorkloadView;
+use crate::model::{DEFAULT_MANAGED_BY, TRAINJOB_GROUP, TRAINJOB_KIND};
+
+/// A shared, immutable string.
+pub type Str = Arc<str>;
+
+/// Label that opts a training job (v1 job or TrainJob) out of everything the companion does.
+pub const IGNORE_LABEL: &str = "trainguard.io/ignore";
+/// Where the opt-in remedy of spec §2 keeps `ttlSecondsAfterFinished` while a job is suspended.
+pub const STASH_ANNOTATION: &str = "trainguard.io/stashed-ttl-seconds-after-finished";
+/// The Job controller's finalizer on pods of `batch/v1` Jobs (JobSet pods carry it).
+pub const JOB_TRACKING_FINALIZER: &str = "batch.kubernetes.io/job-tracking";
+pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
+pub const TAINT_UNREACHABLE: &str = "node.kubernetes.io/unreachable";
+pub const TAINT_NOT_READY: &str = "node.kubernetes.io/not-ready";
+pub const TAINT_OUT_OF_SERVICE: &str = "node.kubernetes.io/out-of-service";
+/// Reason of the `DisruptionTarget` condition trainguard sets before a force delete.
+pub const DISRUPTION_REASON: &str = "DeletionByTrainguard";
+
+/// Namespace and name of a namespaced object.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NsName {
+    pub namespace: Str,
+    pub name: Str,
+}
+
+impl NsName {
+    pub fn new(namespace: &str, name: &str) -> Self {
+        NsName { namespace: namespace.into(), name: name.into() }
+    }
+}
+
+impl std::fmt::Display for NsName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// A v1 training job: its kind plus namespace and name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct JobKey {
+    pub kind: TrainingKind,
+    pub id: NsName,
+}
+
+/// What owns a training pod, as far as the companion cares.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PodOwner {
+    /// A v1 job: `training.kubeflow.org/job-name` label plus a controller ownerRef to one of the
+    /// six kinds; the UID is the ownerRef's.
+    V1 { job: JobKey, uid: Str },
+    /// A pod labelled `jobset.sigs.k8s.io/jobset-name`; the JobSet (and its TrainJob) decide.
+    JobSet(NsName),
+}
+
+/// A Kubernetes condition status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CondStatus {
+    True,
+    False,
+    Unknown,
+}
+
+impl CondStatus {
+    fn parse(s: &str) -> Self {
+        match s {
+            "True" => CondStatus::True,
+            "False" => CondStatus::False,
+            _ => CondStatus::Unknown,
+        }
+    }
+}
+
+/// How a job finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinishKind {
+    Succeeded,
+    Failed,
+}
+
+impl FinishKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FinishKind::Succeeded => "Succeeded",
+            FinishKind::Failed => "Failed",
+        }
+    }
+}
+
+/// A finished job (condition `Succeeded` or `Failed` with status `True`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Finished {
+    pub kind: FinishKind,
+    pub completion_time: Option<Timestamp>,
+    /// `lastTransitionTime` of the finishing condition.
+    pub condition_time: Option<Timestamp>,
+}
+
+/// A `kubeflow.org/v1` job, reduced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobFacts {
+    pub key: JobKey,
+    pub uid: Str,
+    pub resource_version: Str,
+    pub deleting: bool,
+    /// Label `trainguard.io/ignore: "true"`.
+    pub ignored: bool,
+    pub managed_by: Option<Str>,
+    /// `spec.runPolicy.suspend == true` (the spec: suspension arrives before status).
+    pub suspend: bool,
+    pub ttl_seconds: Option<i64>,
+    /// The raw value of the stash annotation, when present.
+    pub stashed_ttl: Option<Str>,
+    pub finished: Option<Finished>,
+    /// `lastTransitionTime` of a `Suspended=True` condition; `Some(None)` when the condition is
+    /// True but carries no time.
+    pub suspended_condition: Option<Option<Timestamp>>,
+    /// Sum of `status.replicaStatuses.*.active`.
+    pub active: i64,
+}
+
+impl JobFacts {
+    /// Managed by the training operator: `runPolicy.managedBy` unset or the operator's own.
+    pub fn managed(&self) -> bool {
+        matches!(self.managed_by.as_deref(), None | Some("") | Some(TRAINING_OPERATOR_MANAGED_BY))
+    }
+}
+
+/// A `trainer.kubeflow.org/v1alpha1` TrainJob, reduced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrainJobFacts {
+    pub id: NsName,
+    pub uid: Str,
+    pub resource_version: Str,
+    pub deleting: bool,
+    pub ignored: bool,
+    pub managed_by: Option<Str>,
+    pub suspend: bool,
+    /// Condition `Complete` or `Failed` is True.
+    pub finished: bool,
+    pub suspended_condition: Option<Option<Timestamp>>,
+    /// Sum of `status.jobsStatus[].active`.
+    pub active: i64,
+}
+
+impl TrainJobFacts {
+    /// Managed by Trainer's own controller (unset reads as that), not e.g. MultiKueue.
+    pub fn managed(&self) -> bool {
+        matches!(self.managed_by.as_deref(), None | Some("") | Some(DEFAULT_MANAGED_BY))
+    }
+}
+
+/// A JobSet owned by a TrainJob (other JobSets are not ours and are not kept).
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobSetFacts {
+    pub id: NsName,
+    pub uid: Str,
+    pub trainjob: Str,
+    pub trainjob_uid: Str,
+    /// Sum of `status.replicatedJobsStatus[].active`.
+    pub active: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodPhase {
+    Pending,
+    Running,
+    Succeeded,
+    Failed,
+    Unknown,
+}
+
+impl PodPhase {
+    fn parse(s: Option<&str>) -> Self {
+        match s {
+            Some("Pending") => PodPhase::Pending,
+            Some("Running") => PodPhase::Running,
+            Some("Succeeded") => PodPhase::Succeeded,
+            Some("Failed") => PodPhase::Failed,
+            _ => PodPhase::Unknown,
+        }
+    }
+}
+
+/// A training pod, reduced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodFacts {
+    pub id: NsName,
+    pub uid: Str,
+    pub owner: PodOwner,
+    pub node: Option<Str>,
+    pub deletion: Option<Timestamp>,
+    pub deletion_grace_seconds: Option<i64>,
+    pub finalizers: Box<[Str]>,
+    pub phase: PodPhase,
+    /// Condition `DisruptionTarget=True` is present.
+    pub disruption_target: bool,
+    /// That condition has reason `DeletionByTrainguard`: this pod's deletion was escalated by us.
+    pub disrupted_by_trainguard: bool,
+}
+
+/// A node, reduced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeFacts {
+    pub name: Str,
+    pub uid: Str,
+    pub zone: Option<Str>,
+    pub ready: ReadyStatus,
+    /// `lastTransitionTime` of the Ready condition, else the node's creation time.
+    pub ready_since: Option<Timestamp>,
+    /// A NoExecute taint `node.kubernetes.io/unreachable` or `…/not-ready`.
+    pub no_execute_taint: bool,
+    pub out_of_service: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadyStatus {
+    True,
+    False,
+    Unknown,
+    Absent,
+}
+
+/// A Kueue Workload, reduced to the guards of spec §0.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkloadFacts {
+    pub id: NsName,
+    /// UID of its controller owner (the job it stands for).
+    pub owner_uid: Option<Str>,
+    pub finished: bool,
+    /// `lastTransitionTime` of `Evicted=True`; `Some(None)` when True without a time.
+    pub evicted: Option<Option<Timestamp>>,
+}
+
+/// An object that cannot be reduced to facts (a required field is missing).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{kind} {name}: {message}")]
+pub struct FactsError {
+    pub kind: &'static str,
+    pub name: String,
+    pub message: String,
+}
+
+fn required<'a>(meta: &'a ObjectMeta, kind: &'static str, field: &str) -> Result<&'a str, FactsError> {
+    let value = match field {
+        "name" => meta.name.as_deref(),
+        "uid" => meta.uid.as_deref(),
+        _ => None,
+    };
+    value.filter(|v| !v.is_empty()).ok_or_else(|| FactsError {
+        kind,
+        name: format!("{}/{}", meta.namespace.as_deref().unwrap_or(""), meta.name.as_deref().unwrap_or("")),
+        message: format!("metadata.{field} is missing"),
+    })
+}
+
+fn ns_name(meta: &ObjectMeta, kind: &'static str) -> Result<NsName, FactsError> {
+    let name = required(meta, kind, "name")?;
+    Ok(NsName::new(meta.namespace.as_deref().unwrap_or("default"), name))
+}
+
+fn label<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
+    meta.labels.as_ref()?.get(key).map(String::as_str)
+}
+
+fn ignored(meta: &ObjectMeta) -> bool {
+    label(meta, IGNORE_LABEL) == Some("true")
+}
+
+fn condition<'a>(conditions: &'a [JobConditionView], type_: &str) -> Option<&'a JobConditionView> {
+    conditions.iter().find(|c| c.type_ == type_)
+}
+
+/// `Some(lastTransitionTime)` when condition `type_` is True.
+fn true_since(conditions: &[JobConditionView], type_: &str) -> Option<Option<Timestamp>> {
+    condition(conditions, type_)
+        .filter(|c| CondStatus::parse(&c.status) == CondStatus::True)
+        .map(|c| c.last_transition_time.as_ref().map(|t| t.0))
+}
+
+fn controller_owner(meta: &ObjectMeta) -> Option<&OwnerReference> {
+    meta.owner_references.as_ref()?.iter().find(|o| o.controller == Some(true))
+}
+
+fn group_of(api_version: &str) -> &str {
+    api_version.split_once('/').map_or("", |(g, _)| g)
+}
+
+impl JobFacts {
+    pub fn from_view(kind: TrainingKind, job: &TrainingJobView) -> Result<Self, FactsError> {
+        let meta = &job.metadata;
+        let id = ns_name(meta, "job")?;
+        let uid = required(meta, "job", "uid")?;
+        let policy = job.run_policy();
+        let conditions = job.conditions();
+        // Succeeded wins over Failed if (oddly) both are True: either way the job is finished.
+        let finished = [FinishKind::Succeeded, FinishKind::Failed].into_iter().find_map(|kind| {
+            true_since(conditions, kind.as_str()).map(|since| Finished {
+                kind,
+                completion_time: job.status.as_ref().and_then(|s| s.completion_time.as_ref()).map(|t| t.0),
+                condition_time: since,
+            })
+        });
+        let active = job
+            .status
+            .as_ref()
+            .and_then(|s| s.replica_statuses.as_ref())
+            .map(|r| r.values().map(|v| v.active.unwrap_or(0).max(0)).sum())
+            .unwrap_or(0);
+        Ok(JobFacts {
+            key: JobKey { kind, id },
+            uid: uid.into(),
+            resource_version: meta.resource_version.as_deref().unwrap_or("").into(),
+            deleting: meta.deletion_timestamp.is_some(),
+            ignored: ignored(meta),
+            managed_by: policy.and_then(|p| p.managed_by.as_deref()).map(Str::from),
+            suspend: policy.and_then(|p| p.suspend).unwrap_or(false),
+            ttl_seconds: policy.and_then(|p| p.ttl_seconds_after_finished),
+            stashed_ttl: meta.annotations.as_ref().and_then(|a| a.get(STASH_ANNOTATION)).map(|v| Str::from(v.as_str())),
+            finished,
+            suspended_condition: true_since(conditions, "Suspended"),
+            active,
+        })
+    }
+}
+
+impl TrainJobFacts {
+    pub fn from_view(job: &TrainJobStateView) -> Result<Self, FactsError> {
+        let meta = &job.metadata;
+        let conditions = job.conditions();
+        Ok(TrainJobFacts {
+            id: ns_name(meta, "TrainJob")?,
+            uid: required(meta, "TrainJob", "uid")?.into(),
+            resource_version: meta.resource_version.as_deref().unwrap_or("").into(),
+            deleting: meta.deletion_timestamp.is_some(),
+            ignored: ignored(meta),
+            managed_by: job.spec.managed_by.as_deref().map(Str::from),
+            suspend: job.spec.suspend.unwrap_or(false),
+            finished: true_since(conditions, "Complete").is_some() || true_since(conditions, "Failed").is_some(),
+            suspended_condition: true_since(conditions, "Suspended"),
+            active: job
+                .status
+                .as_ref()
+                .and_then(|s| s.jobs_status.as_ref())
+                .map(|j| j.iter().map(|s| s.active.unwrap_or(0).max(0)).sum())
+                .unwrap_or(0),
+        })
+    }
+}
+
+impl JobSetFacts {
+    /// `None` for a JobSet that no TrainJob controls: those are not ours.
+    pub fn from_view(jobset: &JobSetView) -> Result<Option<Self>, FactsError> {
+        let meta = &jobset.metadata;
+        let Some(owner) =
+            controller_owner(meta).filter(|o| o.kind == TRAINJOB_KIND && group_of(&o.api_version) == TRAINJOB_GROUP)
+        else {
+            return Ok(None);
+        };
+        let active = jobset
+            .status
+            .as_ref()
+            .and_then(|s| s.replicated_jobs_status.as_ref())
+            .map(|r| r.iter().map(|j| i64::from(j.active.unwrap_or(0).max(0))).sum())
+            .unwrap_or(0);
+        Ok(Some(JobSetFacts {
+            id: ns_name(meta, "JobSet")?,
+            uid: required(meta, "JobSet", "uid")?.into(),
+            trainjob: owner.name.as_str().into(),
+            trainjob_uid: owner.uid.as_str().into(),
+            active,
+        }))
+    }
+}
+
+impl PodFacts {
+    /// `None` for a pod that is not a training pod: no v1 labels plus controller ownerRef to one
+    /// of the six kinds, and no JobSet label.
+    pub fn from_view(pod: &PodView) -> Result<Option<Self>, FactsError> {
+        let meta = &pod.metadata;
+        let id = ns_name(meta, "Pod")?;
+        let v1_owner = label(meta, JOB_NAME_LABEL).and_then(|_| {
+            let owner = controller_owner(meta).filter(|o| group_of(&o.api_version) == KUBEFLOW_GROUP)?;
+            let kind = TrainingKind::from_kind(&owner.kind)?;
+            Some(PodOwner::V1 {
+                job: JobKey { kind, id: NsName { namespace: id.namespace.clone(), name: owner.name.as_str().into() } },
+                uid: owner.uid.as_str().into(),
+            })
+        });
+        let owner = match v1_owner {
+            Some(owner) => owner,
+            None => match label(meta, JOBSET_NAME_LABEL) {
+                Some(jobset) => PodOwner::JobSet(NsName { namespace: id.namespace.clone(), name: jobset.into() }),
+                None => return Ok(None),
+            },
+        };
+        let disruption = pod
+            .conditions()
+            .iter()
+            .find(|c| c.type_ == "DisruptionTarget" && CondStatus::parse(&c.status) == CondStatus::True);
+        Ok(Some(PodFacts {
+            uid: required(meta, "Pod", "uid")?.into(),
+            id,
+            owner,
+            node: pod.node_name().map(Str::from),
+            deletion: meta.deletion_timestamp.as_ref().map(|t| t.0),
+            deletion_grace_seconds: meta.deletion_grace_period_seconds,
+            finalizers: meta.finalizers.iter().flatten().map(|f| Str::from(f.as_str())).collect(),
+            phase: PodPhase::parse(pod.phase()),
+            disruption_target: disruption.is_some(),
+            disrupted_by_trainguard: disruption.is_some_and(|c| c.reason.as_deref() == Some(DISRUPTION_REASON)),
+        }))
+    }
+}
+
+impl NodeFacts {
+    pub fn from_view(node: &NodeView) -> Result<Self, FactsError> {
+        let meta = &node.metadata;
+        let name = required(meta, "Node", "name")?;
+        let ready = node.conditions().iter().find(|c| c.type_ == "Ready");
+        let taints = node.taints();
+        Ok(NodeFacts {
+            name: name.into(),
+            uid: meta.uid.as_deref().unwrap_or("").into(),
+            zone: label(meta, ZONE_LABEL).map(Str::from),
+            ready: match ready.map(|c| CondStatus::parse(&c.status)) {
+                Some(CondStatus::True) => ReadyStatus::True,
+                Some(CondStatus::False) => ReadyStatus::False,
+                Some(CondStatus::Unknown) => ReadyStatus::Unknown,
+                None => ReadyStatus::Absent,
+            },
+            ready_since: ready
+                .and_then(|c| c.last_transition_time.as_ref())
+                .or(meta.creation_timestamp.as_ref())
+                .map(|t| t.0),
+            no_execute_taint: taints
+                .iter()
+                .any(|t| t.effect == "NoExecute" && (t.key == TAINT_UNREACHABLE || t.key == TAINT_NOT_READY)),
+            // PodGC trusts the key alone, whatever the effect.
+            out_of_service: taints.iter().any(|t| t.key == TAINT_OUT_OF_SERVICE),
+        })
+    }
+}
+
+impl WorkloadFacts {
+    pub fn from_view(workload: &WorkloadView) -> Result<Self, FactsError> {
+        let meta = &workload.metadata;
+        let conditions = workload.conditions();
+        Ok(WorkloadFacts {
+            id: ns_name(meta, "Workload")?,
+            owner_uid: controller_owner(meta)
+                .or_else(|| meta.owner_references.as_ref()?.first())
+                .map(|o| Str::from(o.uid.as_str())),
+            finished: true_since(conditions, "Finished").is_some(),
+            evicted: true_since(conditions, "Evicted"),
+        })
+    }
+}

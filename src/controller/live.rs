@@ -1,0 +1,143 @@
+//! The live controller loop: watch changes in, plans out, work to the executor, reports back.
+//! It sleeps until the next watch event, executor report or timer — there is no periodic scan, so
+//! an idle cluster costs no CPU.
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::jiff::Timestamp;
+use kube::Client;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info};
+
+use super::config::PlanConfig;
+use super::events::EventSink;
+use super::execute::{Executor, system_clock};
+use super::metrics::Metrics;
+use super::snapshot::Key;
+use super::state::{ControllerState, Outcome, Report, Work};
+use super::watch::{self, WatchMsg};
+
+/// Watch messages handled before planning, at most, so a flood of events is planned in batches.
+const BATCH: usize = 1024;
+
+/// The `controller` label of the reconcile metrics: one "controller" per kind, as in
+/// controller-runtime.
+fn controller_label(key: &Key) -> String {
+    match key {
+        Key::Job(k) => k.kind.kind().to_ascii_lowercase(),
+        Key::TrainJob(_) => "trainjob".to_string(),
+        Key::Pod(_) => "pod".to_string(),
+    }
+}
+
+fn result_label(outcome: Outcome) -> &'static str {
+    match outcome {
+        Outcome::Done | Outcome::Aborted => "success",
+        Outcome::Conflict | Outcome::Suppressed => "requeue",
+        Outcome::Failed => "error",
+    }
+}
+
+/// Runs the controller until `shutdown` is cancelled.
+pub async fn run(client: Client, config: PlanConfig, metrics: Metrics, shutdown: CancellationToken) {
+    info!(mode = ?config.mode, node_failure = ?config.node_failure, "controller starting");
+    let watches_stop = shutdown.child_token();
+    let (tx, mut rx) = mpsc::channel::<WatchMsg>(4096);
+    let watches = watch::spawn_all(client.clone(), tx, watches_stop.clone());
+    let mut pending: HashSet<_> = watch::sources().into_iter().collect();
+
+    // Unbounded both ways: the loop never waits on the executor, and work per key is one at a time.
+    let (work_tx, mut work_rx) = mpsc::unbounded_channel::<Work>();
+    let (report_tx, mut report_rx) = mpsc::unbounded_channel::<(Report, Duration)>();
+    let instance = std::env::var("POD_NAME").ok();
+    let mut executor = Executor::new(
+        client.clone(),
+        config.clone(),
+        EventSink::new(client, instance),
+        metrics.clone(),
+        system_clock(),
+    );
+    let executor_task = tokio::spawn(async move {
+        while let Some(work) = work_rx.recv().await {
+            let started = Instant::now();
+            let report = executor.execute(work).await;
+            if report_tx.send((report, started.elapsed())).is_err() {
+                break;
+            }
+        }
+    });
+
+    let mut state = ControllerState::new(config);
+    loop {
+        let sleep = state.next_wake().map(|wake| {
+            let wait = wake.duration_since(Timestamp::now());
+            Duration::try_from(wait).unwrap_or(Duration::ZERO)
+        });
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            msg = rx.recv() => {
+                let Some(msg) = msg else { break };
+                let now = Timestamp::now();
+                handle(&mut state, &mut pending, msg, now);
+                for _ in 0..BATCH {
+                    match rx.try_recv() {
+                        Ok(msg) => handle(&mut state, &mut pending, msg, now),
+                        Err(_) => break,
+                    }
+                }
+            }
+            report = report_rx.recv() => {
+                let Some((report, took)) = report else { break };
+                metrics.reconciled(&controller_label(&report.key), result_label(report.outcome), took.as_secs_f64());
+                state.finish(report, Timestamp::now());
+            }
+            _ = tokio::time::sleep(sleep.unwrap_or(Duration::MAX)), if sleep.is_some() => {}
+        }
+        let now = Timestamp::now();
+        state.fire_due(now);
+        let started = Instant::now();
+        let planned = state.plan_dirty(now);
+        if planned.is_empty() {
+            continue;
+        }
+        let per_key = started.elapsed().as_secs_f64() / planned.len() as f64;
+        for (key, plan, work) in planned {
+            match work {
+                Some(work) => {
+                    debug!(?key, actions = work.actions.len(), "dispatching");
+                    if work_tx.send(work).is_err() {
+                        break;
+                    }
+                }
+                None => {
+                    let result = if plan.wake.is_some() { "requeue_after" } else { "success" };
+                    metrics.reconciled(&controller_label(&key), result, per_key);
+                }
+            }
+        }
+        metrics.set_gauges(state.gauges());
+    }
+    info!("controller stopping");
+    watches_stop.cancel();
+    drop(work_tx);
+    // The executor finishes the work item it is on (a few API calls), then stops.
+    let _ = executor_task.await;
+    for w in watches {
+        let _ = w.await;
+    }
+}
+
+fn handle(state: &mut ControllerState, pending: &mut HashSet<super::snapshot::Source>, msg: WatchMsg, now: Timestamp) {
+    match msg {
+        WatchMsg::Change(change) => state.apply(*change, now),
+        WatchMsg::Ready(source) => {
+            pending.remove(&source);
+            if pending.is_empty() && !state.is_synced() {
+                info!("all watches listed: planning");
+                state.set_synced();
+            }
+        }
+    }
+}

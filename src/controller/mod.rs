@@ -1,0 +1,69 @@
+//! The companion controller (spec `controller.md`): TTL backstop, suspend report and remedy, and
+//! escalation of pod deletions stuck on failed nodes. A pure planner over a compact snapshot, and
+//! thin shells around it for watches, execution, events, metrics and leader election.
+//!
+//! Integration with `serve`: flatten [`config::ControllerArgs`] into the serve flags, create
+//! [`metrics::Metrics`] with the registry `/metrics` exposes, then spawn [`run`].
+
+pub mod config;
+pub mod events;
+pub mod execute;
+pub mod facts;
+pub mod leader;
+pub mod live;
+pub mod metrics;
+pub mod objects;
+pub mod plan;
+pub mod snapshot;
+pub mod state;
+pub mod watch;
+
+use kube::Client;
+use tokio_util::sync::CancellationToken;
+use tracing::info;
+
+pub use config::ControllerArgs;
+pub use metrics::Metrics;
+
+/// Errors that stop the controller from starting. Once running it retries everything itself.
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    #[error("invalid controller configuration: {0}")]
+    Config(String),
+}
+
+/// Runs the companion controller until `shutdown` is cancelled: behind leader election on the
+/// Lease `--lease-name` in `--lease-namespace` unless `--leader-elect=false` (`None` counts as on;
+/// `serve` turns it off for `--dev`/`--offline`). Returns at once when `--controller=false`.
+pub async fn run(
+    client: Client,
+    args: ControllerArgs,
+    metrics: Metrics,
+    shutdown: CancellationToken,
+) -> Result<(), ControllerError> {
+    if !args.enabled {
+        info!("companion controller disabled (--controller=false)");
+        return Ok(());
+    }
+    let config = args.planner.plan_config();
+    if config.force_delete_after.is_negative()
+        || config.node_not_ready_for.is_negative()
+        || config.suspend_stuck_after.is_negative()
+        || config.ttl_grace.is_negative()
+    {
+        return Err(ControllerError::Config("durations must not be negative".into()));
+    }
+    if !args.leader_elect.unwrap_or(true) {
+        live::run(client, config, metrics, shutdown).await;
+        return Ok(());
+    }
+    let lease = leader::LeaseConfig::new(args.lease_name.clone(), args.lease_namespace(), leader::identity());
+    info!(lease = %lease.name, namespace = %lease.namespace, identity = %lease.identity, "leader election");
+    let lead_client = client.clone();
+    let lead_metrics = metrics.clone();
+    leader::run_elected(client, lease, metrics, shutdown, move |token| {
+        live::run(lead_client.clone(), config.clone(), lead_metrics.clone(), token)
+    })
+    .await;
+    Ok(())
+}

@@ -1,0 +1,238 @@
+//! Spec §2: a preempted (suspended) job whose pods or status never caught up is reported, and
+//! with `--stash-ttl-on-stuck-suspend` its TTL is moved aside so the operator can finish the
+//! suspension; the TTL is moved back when the job is resumed. Never writes `suspend` or status.
+
+use std::fmt;
+
+use k8s_openapi::jiff::Timestamp;
+use serde_json::{Value, json};
+
+use super::actions::{Action, EventType, JobPatchKind, KeyPlan, Observation, Reason, Rule, Target};
+use super::{event, fmt_duration, plus, verb};
+use crate::controller::config::PlanConfig;
+use crate::controller::facts::{JobFacts, STASH_ANNOTATION, TrainJobFacts, WorkloadFacts};
+
+/// Why a suspended job is not (yet) reconciled. Empty means it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StuckWhy {
+    pub no_suspended_condition: bool,
+    pub active: i64,
+    pub live_pods: u32,
+}
+
+impl StuckWhy {
+    pub fn is_stuck(&self) -> bool {
+        self.no_suspended_condition || self.active > 0 || self.live_pods > 0
+    }
+}
+
+impl fmt::Display for StuckWhy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut parts = Vec::new();
+        if self.no_suspended_condition {
+            parts.push("no Suspended=True condition".to_string());
+        }
+        if self.active > 0 {
+            parts.push(format!("{} active in status", self.active));
+        }
+        if self.live_pods > 0 {
+            parts.push(format!("{} pod(s) without deletionTimestamp", self.live_pods));
+        }
+        f.write_str(&parts.join(", "))
+    }
+}
+
+/// Spec §2 `stuck` for a v1 job, without the time bound.
+pub fn v1_stuck(job: &JobFacts, live_pods: u32) -> StuckWhy {
+    if !job.suspend || job.finished.is_some() {
+        return StuckWhy::default();
+    }
+    StuckWhy { no_suspended_condition: job.suspended_condition.is_none(), active: job.active, live_pods }
+}
+
+/// "Suspended since", from the objects first, so `plan` and the live controller agree: the
+/// Workload's `Evicted=True` time, else the job's `Suspended=True` time, else the controller's
+/// memory of first seeing it suspended (which `plan` does not have: no alarm yet).
+pub fn suspended_since(
+    workload: Option<&WorkloadFacts>,
+    suspended_condition: Option<Option<Timestamp>>,
+    first_seen: Option<Timestamp>,
+) -> Option<Timestamp> {
+    workload.and_then(|w| w.evicted.flatten()).or(suspended_condition.flatten()).or(first_seen)
+}
+
+pub struct SuspendInput<'a> {
+    pub target: &'a Target,
+    pub kind: &'static str,
+    pub why: StuckWhy,
+    pub since: Option<Timestamp>,
+    pub first_seen: Option<Timestamp>,
+    /// `ttlSecondsAfterFinished` in spec (v1 jobs only).
+    pub ttl: Option<i64>,
+    /// The stash remedy applies (v1 jobs only).
+    pub stashable: bool,
+}
+
+/// The alarm (and the remedy) once a stuck suspension has lasted `--suspend-stuck-after`.
+pub fn plan(input: SuspendInput<'_>, now: Timestamp, config: &PlanConfig, out: &mut KeyPlan) {
+    let SuspendInput { target, kind, why, since, first_seen, ttl, stashable } = input;
+    if !why.is_stuck() {
+        return;
+    }
+    let Some(since) = since else { return };
+    let due = plus(since, config.suspend_stuck_after);
+    if now < due {
+        out.push(Rule::Suspend, Action::Requeue { target: target.clone(), at: due, why: "suspend-stuck-after" });
+        return;
+    }
+    out.observations.push(Observation::SuspendStuck(kind));
+    // One episode per suspension: the live controller's first sighting is fixed for its lifetime.
+    let episode = format!("suspended@{}", first_seen.unwrap_or(since));
+    let mut message = format!(
+        "Suspended since {since} ({} ago) but not reconciled: {why}. The training operator has not finished \
+         the suspension, so the queue may not get its quota back",
+        fmt_duration(now.duration_since(since))
+    );
+    if let Some(ttl) = ttl {
+        message.push_str(&format!(
+            ". This job sets ttlSecondsAfterFinished={ttl}: training operators before v1.8.1 stall on exactly \
+             this (their TTL cleanup runs before the suspend status update); upgrade, or run trainguard with \
+             --stash-ttl-on-stuck-suspend"
+        ));
+    }
+    out.push(Rule::Suspend, event(config, target, EventType::Warning, Reason::SuspendNotReconciled, message, episode));
+    if let (true, true, Some(ttl)) = (stashable, config.stash_ttl_on_stuck_suspend, ttl) {
+        out.push(
+            Rule::Suspend,
+            Action::PatchJob {
+                target: target.clone(),
+                kind: JobPatchKind::Stash { ttl },
+                patch: stash_patch(target, ttl),
+            },
+        );
+        let mut done = event(
+            config,
+            target,
+            EventType::Normal,
+            Reason::TTLStashedWhileSuspended,
+            format!(
+                "{} ttlSecondsAfterFinished={ttl} to annotation {STASH_ANNOTATION} so the operator can finish the \
+                 suspension; it is moved back when the job is resumed",
+                verb(config, "Moved", "Would move")
+            ),
+            format!("stash@{}", target.resource_version),
+        );
+        if let Action::Event(e) = &mut done {
+            e.after_write = true;
+        }
+        out.push(Rule::Suspend, done);
+    }
+}
+
+/// Merge patch moving the TTL into the annotation; the resourceVersion makes it conditional.
+pub fn stash_patch(target: &Target, ttl: i64) -> Value {
+    json!({
+        "metadata": {
+            "resourceVersion": &*target.resource_version,
+            "annotations": { STASH_ANNOTATION: ttl.to_string() },
+        },
+        "spec": { "runPolicy": { "ttlSecondsAfterFinished": null } },
+    })
+}
+
+/// Merge patch moving the stashed TTL back (`None`: the spec has a TTL again; only drop the annotation).
+pub fn restore_patch(target: &Target, ttl: Option<i64>) -> Value {
+    let mut patch = json!({
+        "metadata": {
+            "resourceVersion": &*target.resource_version,
+            "annotations": { STASH_ANNOTATION: null },
+        },
+    });
+    if let Some(ttl) = ttl {
+        patch["spec"] = json!({ "runPolicy": { "ttlSecondsAfterFinished": ttl } });
+    }
+    patch
+}
+
+/// What the restore rule decides for a job carrying the stash annotation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RestoreVerdict {
+    Nothing,
+    Restore { ttl: Option<i64> },
+    Unreadable(String),
+}
+
+/// The one marker read back: when the job is no longer suspended, move the TTL back. Runs whether
+/// or not `--stash-ttl-on-stuck-suspend` is still on. Also the executor's re-check.
+pub fn restore_verdict(job: &JobFacts) -> RestoreVerdict {
+    let Some(raw) = job.stashed_ttl.as_deref() else { return RestoreVerdict::Nothing };
+    if job.suspend {
+        return RestoreVerdict::Nothing;
+    }
+    match raw.trim().parse::<i64>() {
+        // A TTL the user set again while the job was suspended wins over the stashed one.
+        Ok(_) if job.ttl_seconds.is_some() => RestoreVerdict::Restore { ttl: None },
+        Ok(ttl) if ttl >= 0 => RestoreVerdict::Restore { ttl: Some(ttl) },
+        _ => RestoreVerdict::Unreadable(raw.to_string()),
+    }
+}
+
+pub fn plan_restore(job: &JobFacts, target: &Target, config: &PlanConfig, out: &mut KeyPlan) {
+    match restore_verdict(job) {
+        RestoreVerdict::Nothing => {}
+        RestoreVerdict::Restore { ttl } => {
+            out.push(
+                Rule::Suspend,
+                Action::PatchJob {
+                    target: target.clone(),
+                    kind: JobPatchKind::Restore { ttl },
+                    patch: restore_patch(target, ttl),
+                },
+            );
+            let message = match ttl {
+                Some(ttl) => format!(
+                    "Job resumed: {} ttlSecondsAfterFinished={ttl} from annotation {STASH_ANNOTATION} back into spec",
+                    verb(config, "moved", "would move")
+                ),
+                None => format!(
+                    "Job resumed with a ttlSecondsAfterFinished of its own: {} the stale annotation {STASH_ANNOTATION}",
+                    verb(config, "removed", "would remove")
+                ),
+            };
+            let mut done = event(
+                config,
+                target,
+                EventType::Normal,
+                Reason::TTLRestored,
+                message,
+                format!("restore@{}", target.resource_version),
+            );
+            if let Action::Event(e) = &mut done {
+                e.after_write = true;
+            }
+            out.push(Rule::Suspend, done);
+        }
+        RestoreVerdict::Unreadable(raw) => out.push(
+            Rule::Suspend,
+            event(
+                config,
+                target,
+                EventType::Warning,
+                Reason::TTLRestoreFailed,
+                format!(
+                    "Annotation {STASH_ANNOTATION}={raw:?} is not a TTL in seconds: left in place; set \
+                     spec.runPolicy.ttlSecondsAfterFinished and remove the annotation by hand"
+                ),
+                format!("unreadable@{raw}"),
+            ),
+        ),
+    }
+}
+
+/// Spec §2 for a TrainJob: suspended while its JobSet still reports active jobs or has pods.
+pub fn trainjob_stuck(tj: &TrainJobFacts, jobset_active: i64, live_pods: u32) -> StuckWhy {
+    if !tj.suspend || tj.finished {
+        return StuckWhy::default();
+    }
+    StuckWhy { no_suspended_condition: false, active: tj.active.max(jobset_active), live_pods }
+}

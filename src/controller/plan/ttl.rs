@@ -1,0 +1,171 @@
+//! Spec §1: TTL after finished, as a backstop for the training operator (which never applies it
+//! to an `ExitCode` failure without `completionTime`, and before v1.8.1 stalled suspended jobs).
+
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+use super::actions::{Action, EventType, KeyPlan, Observation, Reason, Rule, Target, TargetKind};
+use super::{event, fmt_duration, job_guard, plus, verb};
+use crate::controller::config::PlanConfig;
+use crate::controller::facts::JobFacts;
+
+/// A finish time further than this in the future is clock skew: warn, wait, never clamp.
+pub const CLOCK_SKEW_TOLERANCE: SignedDuration = SignedDuration::from_secs(60);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TtlVerdict {
+    /// Not eligible; the reason says why.
+    Skip(&'static str),
+    /// Finished, but with neither `completionTime` nor a condition time: nothing to count from.
+    NoFinishTime,
+    Pending {
+        finish_at: Timestamp,
+        expires_at: Timestamp,
+        skewed: bool,
+        from_condition: bool,
+    },
+    Expired {
+        finish_at: Timestamp,
+        expires_at: Timestamp,
+        from_condition: bool,
+    },
+}
+
+/// Spec §1 for one job at `now`. Also the executor's re-check on the live object.
+pub fn verdict(job: &JobFacts, now: Timestamp, config: &PlanConfig) -> TtlVerdict {
+    if let Some(why) = job_guard(job) {
+        return TtlVerdict::Skip(why);
+    }
+    if !config.ttl {
+        return TtlVerdict::Skip("TTL backstop disabled (--ttl=false)");
+    }
+    let Some(ttl) = job.ttl_seconds else {
+        return TtlVerdict::Skip("no ttlSecondsAfterFinished");
+    };
+    if ttl < 0 {
+        return TtlVerdict::Skip("negative ttlSecondsAfterFinished");
+    }
+    // The spec, not the status: suspension arrives before the status says so.
+    if job.suspend {
+        return TtlVerdict::Skip("suspended");
+    }
+    let Some(finished) = job.finished else {
+        return TtlVerdict::Skip("not finished");
+    };
+    let (finish_at, from_condition) = match (finished.completion_time, finished.condition_time) {
+        (Some(t), _) => (t, false),
+        (None, Some(t)) => (t, true),
+        (None, None) => return TtlVerdict::NoFinishTime,
+    };
+    let expires_at = plus(plus(finish_at, SignedDuration::from_secs(ttl)), config.ttl_grace);
+    let skewed = finish_at > plus(now, CLOCK_SKEW_TOLERANCE);
+    if now >= expires_at && !skewed {
+        TtlVerdict::Expired { finish_at, expires_at, from_condition }
+    } else {
+        TtlVerdict::Pending { finish_at, expires_at, skewed, from_condition }
+    }
+}
+
+pub fn plan(job: &JobFacts, target: &Target, now: Timestamp, config: &PlanConfig, out: &mut KeyPlan) {
+    let kind = match target.kind {
+        TargetKind::Job(k) => k.kind(),
+        _ => "",
+    };
+    let ttl = job.ttl_seconds.unwrap_or(0);
+    let finished_how = job.finished.map_or("", |f| f.kind.as_str());
+    match verdict(job, now, config) {
+        TtlVerdict::Skip(_) => {}
+        TtlVerdict::NoFinishTime => out.push(
+            Rule::Ttl,
+            event(
+                config,
+                target,
+                EventType::Warning,
+                Reason::TTLNoFinishTime,
+                format!(
+                    "Job is {finished_how} but has neither status.completionTime nor a lastTransitionTime on its \
+                     {finished_how} condition: ttlSecondsAfterFinished={ttl} cannot be applied"
+                ),
+                "no-finish-time".to_string(),
+            ),
+        ),
+        TtlVerdict::Pending { finish_at, expires_at, skewed, from_condition } => {
+            let episode = format!("finished@{finish_at}");
+            if from_condition {
+                out.push(
+                    Rule::Ttl,
+                    event(
+                        config,
+                        target,
+                        EventType::Normal,
+                        Reason::TTLNoFinishTime,
+                        format!(
+                            "Job is {finished_how} without status.completionTime, so the training operator's own \
+                             TTL never fires; trainguard counts ttlSecondsAfterFinished={ttl} from the \
+                             {finished_how} condition ({finish_at}) and deletes it at {expires_at}"
+                        ),
+                        episode.clone(),
+                    ),
+                );
+            }
+            if skewed {
+                out.push(
+                    Rule::Ttl,
+                    event(
+                        config,
+                        target,
+                        EventType::Warning,
+                        Reason::TTLClockSkew,
+                        format!(
+                            "Job finished at {finish_at}, which is {} in the future of this controller's clock \
+                             ({now}): waiting, the TTL is not clamped; check the clocks of the nodes",
+                            fmt_duration(finish_at.duration_since(now))
+                        ),
+                        episode,
+                    ),
+                );
+            }
+            out.observations.push(Observation::TtlScheduled(kind));
+            out.push(Rule::Ttl, Action::Requeue { target: target.clone(), at: expires_at, why: "ttl-expiry" });
+        }
+        TtlVerdict::Expired { finish_at, expires_at, from_condition } => {
+            out.push(
+                Rule::Ttl,
+                Action::DeleteJob {
+                    target: target.clone(),
+                    propagation: config.ttl_propagation,
+                    finish_at,
+                    expires_at,
+                },
+            );
+            let source = if from_condition {
+                format!("the {finished_how} condition (no completionTime)")
+            } else {
+                "status.completionTime".to_string()
+            };
+            let mut done = event(
+                config,
+                target,
+                EventType::Normal,
+                Reason::TTLExpiredDeleted,
+                format!(
+                    "{} by trainguard: {finished_how} at {finish_at} (from {source}), ttlSecondsAfterFinished={ttl} \
+                     plus --ttl-grace {} passed at {expires_at}; propagation {}",
+                    verb(config, "Deleted", "Would be deleted"),
+                    fmt_duration(config.ttl_grace),
+                    config.ttl_propagation.as_str()
+                ),
+                format!("finished@{finish_at}"),
+            );
+            if let Action::Event(e) = &mut done {
+                e.after_write = true;
+            }
+            out.push(Rule::Ttl, done);
+        }
+    }
+}
+
+/// The event for a TTL delete that failed with an error other than 404/409 (published by the
+/// executor, deduplicated like the others).
+pub fn delete_failed_message(error: &str) -> String {
+    format!("TTL deletion failed, retrying with backoff: {error}")
+}

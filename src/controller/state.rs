@@ -1,0 +1,355 @@
+//! The live controller's bookkeeping, free of I/O so it can be tested and benchmarked without a
+//! runtime: the snapshot, the keys to re-plan, one timer per key (requeue at the exact time a rule
+//! can next fire — no polling), the memory spec §2 allows ("first seen suspended"), event
+//! deduplication per episode, in-flight work, error backoff and the force-delete token bucket.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+use super::config::PlanConfig;
+use super::facts::{PodOwner, Str};
+use super::plan::{
+    Action, Budget, KeyPlan, Observation, PlanInput, Planned, Reason, TokenBucket, ZoneHealth, plan_key, plus,
+};
+use super::snapshot::{Change, Key, Snapshot};
+
+/// Work for the executor: the actions planned for one key, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Work {
+    pub key: Key,
+    pub actions: Vec<Planned>,
+    /// Pods of the job without deletionTimestamp, from the cache (for the stash re-check).
+    pub live_pods: u32,
+}
+
+/// How the executor's work for a key ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Done, or nothing left to do (404, precondition failed on a new object, …).
+    Done,
+    /// The live object no longer matches the rule: wait for the watch to bring the change.
+    Aborted,
+    /// 409 on a resourceVersion precondition: re-evaluate now.
+    Conflict,
+    /// Any other error: retry with backoff (1s doubling to 5m).
+    Failed,
+    /// The executor's own brake or rate-limit re-check held it back: re-planned on node changes.
+    Suppressed,
+}
+
+/// What the executor reports back for one [`Work`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    pub key: Key,
+    pub outcome: Outcome,
+    /// Events it published: (object UID, reason, episode).
+    pub published: Vec<(Str, Reason, String)>,
+}
+
+const BACKOFF_MIN: SignedDuration = SignedDuration::from_secs(1);
+const BACKOFF_MAX: SignedDuration = SignedDuration::from_mins(5);
+
+/// One timer per key, ordered by time.
+#[derive(Debug, Default)]
+struct Timers {
+    by_key: HashMap<Key, Timestamp>,
+    queue: BTreeSet<(Timestamp, Key)>,
+}
+
+impl Timers {
+    fn set(&mut self, key: &Key, at: Option<Timestamp>) {
+        if let Some(old) = self.by_key.remove(key) {
+            self.queue.remove(&(old, key.clone()));
+        }
+        if let Some(at) = at {
+            self.by_key.insert(key.clone(), at);
+            self.queue.insert((at, key.clone()));
+        }
+    }
+
+    fn next(&self) -> Option<Timestamp> {
+        self.queue.first().map(|(t, _)| *t)
+    }
+
+    fn pop_due(&mut self, now: Timestamp) -> Vec<Key> {
+        let mut due = Vec::new();
+        while let Some((at, _)) = self.queue.first()
+            && *at <= now
+        {
+            let (_, key) = self.queue.pop_first().expect("first exists");
+            self.by_key.remove(&key);
+            due.push(key);
+        }
+        due
+    }
+}
+
+pub struct ControllerState {
+    snapshot: Snapshot,
+    config: PlanConfig,
+    first_seen_suspended: HashMap<Str, Timestamp>,
+    /// Events already published, per object UID: (reason, episode).
+    published: HashMap<Str, HashSet<(Reason, String)>>,
+    timers: Timers,
+    dirty: BTreeSet<Key>,
+    in_flight: HashSet<Key>,
+    /// Keys that became dirty while in flight: re-planned when their report arrives.
+    deferred: HashSet<Key>,
+    failures: HashMap<Key, u32>,
+    bucket: TokenBucket,
+    observations: HashMap<Key, Vec<Observation>>,
+    gauges: HashMap<Observation, i64>,
+    synced: bool,
+    scratch: Vec<Key>,
+}
+
+impl ControllerState {
+    pub fn new(config: PlanConfig) -> Self {
+        ControllerState {
+            bucket: TokenBucket::per_minute(config.max_force_deletes_per_minute),
+            snapshot: Snapshot::new(),
+            config,
+            first_seen_suspended: HashMap::new(),
+            published: HashMap::new(),
+            timers: Timers::default(),
+            dirty: BTreeSet::new(),
+            in_flight: HashSet::new(),
+            deferred: HashSet::new(),
+            failures: HashMap::new(),
+            observations: HashMap::new(),
+            gauges: HashMap::new(),
+            synced: false,
+            scratch: Vec::new(),
+        }
+    }
+
+    pub fn snapshot(&self) -> &Snapshot {
+        &self.snapshot
+    }
+
+    pub fn config(&self) -> &PlanConfig {
+        &self.config
+    }
+
+    /// Applies a watch change. `now` stamps "first seen suspended" (spec §2's one in-memory fact).
+    pub fn apply(&mut self, change: Change, now: Timestamp) {
+        match &change {
+            Change::Job(key, facts) => {
+                let old = self.snapshot.job(key).map(|j| j.uid.clone());
+                self.track_suspension(old, facts.as_ref().map(|j| (j.uid.clone(), j.suspend)), now);
+            }
+            Change::TrainJob(id, facts) => {
+                let old = self.snapshot.trainjob(id).map(|t| t.uid.clone());
+                self.track_suspension(old, facts.as_ref().map(|t| (t.uid.clone(), t.suspend)), now);
+            }
+            Change::Pod(id, facts) => {
+                if let Some(old) = self.snapshot.pod(id)
+                    && facts.as_ref().is_none_or(|f| f.uid != old.uid)
+                {
+                    self.published.remove(&old.uid);
+                }
+            }
+            _ => {}
+        }
+        let relisted = matches!(change, Change::Relisted(..));
+        let mut dirty = std::mem::take(&mut self.scratch);
+        self.snapshot.apply(change, &mut dirty);
+        self.dirty.extend(dirty.drain(..));
+        self.scratch = dirty;
+        if relisted {
+            self.forget_gone();
+        }
+    }
+
+    /// After a relist removed objects wholesale: drop the memory kept for UIDs no longer present.
+    fn forget_gone(&mut self) {
+        let snapshot = &self.snapshot;
+        let live: HashSet<&Str> = snapshot
+            .jobs()
+            .map(|j| &j.uid)
+            .chain(snapshot.trainjobs().map(|t| &t.uid))
+            .chain(snapshot.pod_uids())
+            .collect();
+        self.published.retain(|uid, _| live.contains(uid));
+        self.first_seen_suspended.retain(|uid, _| live.contains(uid));
+    }
+
+    fn track_suspension(&mut self, old_uid: Option<Str>, new: Option<(Str, bool)>, now: Timestamp) {
+        if let Some(old) = old_uid
+            && new.as_ref().is_none_or(|(uid, _)| *uid != old)
+        {
+            self.first_seen_suspended.remove(&old);
+            self.published.remove(&old);
+        }
+        match new {
+            Some((uid, true)) => {
+                self.first_seen_suspended.entry(uid).or_insert(now);
+            }
+            Some((uid, false)) => {
+                self.first_seen_suspended.remove(&uid);
+            }
+            None => {}
+        }
+    }
+
+    /// All watches have listed once: plan everything.
+    pub fn set_synced(&mut self) {
+        if self.synced {
+            return;
+        }
+        self.synced = true;
+        let snapshot = &self.snapshot;
+        self.dirty.extend(snapshot.jobs().map(|j| Key::Job(j.key.clone())));
+        self.dirty.extend(snapshot.trainjobs().map(|t| Key::TrainJob(t.id.clone())));
+        self.dirty.extend(snapshot.terminating_pods().cloned().map(Key::Pod));
+    }
+
+    pub fn is_synced(&self) -> bool {
+        self.synced
+    }
+
+    /// Moves keys whose timer has come to the dirty set.
+    pub fn fire_due(&mut self, now: Timestamp) {
+        let due = self.timers.pop_due(now);
+        self.dirty.extend(due);
+    }
+
+    /// The earliest timer.
+    pub fn next_wake(&self) -> Option<Timestamp> {
+        self.timers.next()
+    }
+
+    pub fn has_dirty(&self) -> bool {
+        self.synced && !self.dirty.is_empty()
+    }
+
+    /// Plans every dirty key not in flight; returns the work to execute. Before the first full
+    /// sync nothing is planned (a partial cache must not look like a missing node or job).
+    pub fn plan_dirty(&mut self, now: Timestamp) -> Vec<(Key, KeyPlan, Option<Work>)> {
+        if !self.synced {
+            return Vec::new();
+        }
+        let keys: Vec<Key> = std::mem::take(&mut self.dirty).into_iter().collect();
+        // Zone health reads every node: only worth it when a terminating pod is to be planned.
+        let needs_zones = keys
+            .iter()
+            .any(|k| matches!(k, Key::Pod(id) if self.snapshot.pod(id).is_some_and(|p| p.deletion.is_some())));
+        let zones =
+            if needs_zones { ZoneHealth::compute(&self.snapshot, now, &self.config) } else { ZoneHealth::default() };
+        let mut waiting = 0;
+        let mut out = Vec::with_capacity(keys.len());
+        for key in keys {
+            if self.in_flight.contains(&key) {
+                self.deferred.insert(key);
+                continue;
+            }
+            let plan = {
+                let input = PlanInput {
+                    snapshot: &self.snapshot,
+                    now,
+                    config: &self.config,
+                    first_seen_suspended: &self.first_seen_suspended,
+                };
+                let mut budget = Budget { bucket: &mut self.bucket, waiting };
+                let plan = plan_key(&input, &key, &zones, &mut budget);
+                waiting = budget.waiting;
+                plan
+            };
+            self.timers.set(&key, plan.wake);
+            self.set_observations(&key, &plan.observations);
+            let work = self.work_for(&key, &plan);
+            if work.is_some() {
+                self.in_flight.insert(key.clone());
+            }
+            out.push((key, plan, work));
+        }
+        out
+    }
+
+    fn work_for(&self, key: &Key, plan: &KeyPlan) -> Option<Work> {
+        let actions: Vec<Planned> = plan
+            .actions
+            .iter()
+            .filter(|p| match &p.action {
+                Action::Requeue { .. } => false,
+                Action::Event(e) => !self.was_published(&e.target.uid, e.reason, &e.episode),
+                _ => true,
+            })
+            .cloned()
+            .collect();
+        if actions.is_empty() {
+            return None;
+        }
+        let live_pods = match key {
+            Key::Job(k) => self
+                .snapshot
+                .job(k)
+                .map_or(0, |j| self.snapshot.live_pods(&PodOwner::V1 { job: k.clone(), uid: j.uid.clone() })),
+            _ => 0,
+        };
+        Some(Work { key: key.clone(), actions, live_pods })
+    }
+
+    fn was_published(&self, uid: &Str, reason: Reason, episode: &str) -> bool {
+        self.published.get(uid).is_some_and(|set| set.contains(&(reason, episode.to_string())))
+    }
+
+    fn set_observations(&mut self, key: &Key, new: &[Observation]) {
+        let old = if new.is_empty() {
+            self.observations.remove(key)
+        } else {
+            self.observations.insert(key.clone(), new.to_vec())
+        };
+        for o in old.iter().flatten() {
+            *self.gauges.entry(*o).or_default() -= 1;
+        }
+        for o in new {
+            *self.gauges.entry(*o).or_default() += 1;
+        }
+    }
+
+    /// How many objects the state keeps memory for (published events, first sightings).
+    pub fn remembered(&self) -> usize {
+        self.published.len() + self.first_seen_suspended.len()
+    }
+
+    /// Gauge values by observation (entries may be 0 once a label set had a value).
+    pub fn gauges(&self) -> &HashMap<Observation, i64> {
+        &self.gauges
+    }
+
+    /// Takes the executor's report for a key.
+    pub fn finish(&mut self, report: Report, now: Timestamp) {
+        self.in_flight.remove(&report.key);
+        if self.deferred.remove(&report.key) {
+            self.dirty.insert(report.key.clone());
+        }
+        for (uid, reason, episode) in report.published {
+            self.published.entry(uid).or_default().insert((reason, episode));
+        }
+        match report.outcome {
+            Outcome::Done | Outcome::Aborted | Outcome::Suppressed => {
+                self.failures.remove(&report.key);
+            }
+            Outcome::Conflict => {
+                self.failures.remove(&report.key);
+                self.dirty.insert(report.key);
+            }
+            Outcome::Failed => {
+                let n = self.failures.entry(report.key.clone()).or_default();
+                *n += 1;
+                let backoff = BACKOFF_MIN.checked_mul(1 << (*n - 1).min(16)).unwrap_or(BACKOFF_MAX).min(BACKOFF_MAX);
+                // Retry at the backoff, or earlier if a rule fires earlier anyway.
+                let at = plus(now, backoff);
+                let wake = self.timers.by_key.get(&report.key).map_or(at, |t| (*t).min(at));
+                self.timers.set(&report.key, Some(wake));
+            }
+        }
+    }
+
+    /// Takes a token from the force-delete bucket outside the planner (the executor's re-check).
+    pub fn bucket(&mut self) -> &mut TokenBucket {
+        &mut self.bucket
+    }
+}

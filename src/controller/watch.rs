@@ -1,0 +1,267 @@
+//! The watches: kube-rs watchers for the six `kubeflow.org/v1` kinds, TrainJobs, JobSets, training
+//! pods (two label selectors), nodes and Kueue Workloads. Each object is decoded into its slim view,
+//! reduced to compact facts right here, and sent to the controller loop as a snapshot [`Change`];
+//! the full objects are dropped at once. A kind whose CRD is absent (404 on the initial list) is
+//! skipped with one log line and retried every few minutes.
+
+use std::collections::HashSet;
+use std::fmt::Debug;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::facts::{
+    FactsError, JobFacts, JobKey, JobSetFacts, NodeFacts, NsName, PodFacts, TrainJobFacts, WorkloadFacts,
+};
+use super::snapshot::{Change, Source};
+use crate::model::jobset::{JOBSET_NAME_LABEL, JobSetView};
+use crate::model::kubeflow_v1::{JOB_NAME_LABEL, TrainingJobView, TrainingKind};
+use crate::model::pod::{NodeView, PodView};
+use crate::model::trainjob_state::TrainJobStateView;
+use crate::model::workload::{WORKLOAD_VERSIONS, WorkloadView, workload_api_resource};
+
+/// How long to wait before looking again for a CRD that is not installed.
+const ABSENT_RETRY: Duration = Duration::from_secs(300);
+
+/// What the watches tell the controller loop.
+#[derive(Debug)]
+pub enum WatchMsg {
+    /// Boxed: facts are a few hundred bytes, and the channel holds thousands of messages.
+    Change(Box<Change>),
+    /// The source finished its first list (or its CRD is absent): it counts for the first sync.
+    Ready(Source),
+}
+
+/// Every source the controller watches.
+pub fn sources() -> Vec<Source> {
+    let mut s: Vec<Source> = TrainingKind::ALL.into_iter().map(Source::Jobs).collect();
+    s.extend([
+        Source::TrainJobs,
+        Source::JobSets,
+        Source::V1Pods,
+        Source::JobSetPods,
+        Source::Nodes,
+        Source::Workloads,
+    ]);
+    s
+}
+
+/// Starts one task per source. They stop when `shutdown` is cancelled or the receiver is gone.
+pub fn spawn_all(
+    client: Client,
+    tx: mpsc::Sender<WatchMsg>,
+    shutdown: CancellationToken,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    sources()
+        .into_iter()
+        .map(|source| {
+            let (client, tx, shutdown) = (client.clone(), tx.clone(), shutdown.clone());
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = shutdown.cancelled() => {}
+                    _ = run_source(client, source, tx) => {}
+                }
+            })
+        })
+        .collect()
+}
+
+async fn run_source(client: Client, source: Source, tx: mpsc::Sender<WatchMsg>) {
+    match source {
+        Source::Jobs(kind) => {
+            let api: Api<TrainingJobView> = Api::all_with(client, &kind.api_resource());
+            watch_loop(vec![api], watcher::Config::default(), source, tx, move |job| job_change(kind, job)).await
+        }
+        Source::TrainJobs => {
+            let api: Api<TrainJobStateView> = Api::all(client);
+            watch_loop(vec![api], watcher::Config::default(), source, tx, trainjob_change).await
+        }
+        Source::JobSets => {
+            let api: Api<JobSetView> = Api::all(client);
+            watch_loop(vec![api], watcher::Config::default(), source, tx, jobset_change).await
+        }
+        Source::V1Pods => {
+            let api: Api<PodView> = Api::all(client);
+            watch_loop(vec![api], watcher::Config::default().labels(JOB_NAME_LABEL), source, tx, pod_change).await
+        }
+        Source::JobSetPods => {
+            let api: Api<PodView> = Api::all(client);
+            watch_loop(vec![api], watcher::Config::default().labels(JOBSET_NAME_LABEL), source, tx, pod_change).await
+        }
+        Source::Nodes => {
+            let api: Api<NodeView> = Api::all(client);
+            watch_loop(vec![api], watcher::Config::default(), source, tx, node_change).await
+        }
+        Source::Workloads => {
+            // v1beta2 since Kueue v0.15, v1beta1 before: the first version served wins.
+            let apis = WORKLOAD_VERSIONS
+                .iter()
+                .map(|v| Api::<WorkloadView>::all_with(client.clone(), &workload_api_resource(v)))
+                .collect();
+            watch_loop(apis, watcher::Config::default(), source, tx, workload_change).await
+        }
+    }
+}
+
+/// (key, change for the object as it is now). A change with `None` facts removes the key.
+type Converted = Result<(NsName, Change), FactsError>;
+
+fn job_change(kind: TrainingKind, job: &TrainingJobView) -> Converted {
+    let facts = JobFacts::from_view(kind, job)?;
+    Ok((facts.key.id.clone(), Change::Job(facts.key.clone(), Some(facts))))
+}
+
+fn trainjob_change(tj: &TrainJobStateView) -> Converted {
+    let facts = TrainJobFacts::from_view(tj)?;
+    Ok((facts.id.clone(), Change::TrainJob(facts.id.clone(), Some(facts))))
+}
+
+fn jobset_change(js: &JobSetView) -> Converted {
+    let id = id_of(&js.metadata);
+    // A JobSet no TrainJob controls is not kept (and dropped if it was).
+    Ok((id.clone(), Change::JobSet(id, JobSetFacts::from_view(js)?)))
+}
+
+fn pod_change(pod: &PodView) -> Converted {
+    let id = id_of(&pod.metadata);
+    Ok((id.clone(), Change::Pod(id, PodFacts::from_view(pod)?)))
+}
+
+fn node_change(node: &NodeView) -> Converted {
+    let facts = NodeFacts::from_view(node)?;
+    Ok((NsName::new("", &facts.name), Change::Node(facts.name.clone(), Some(facts))))
+}
+
+fn workload_change(wl: &WorkloadView) -> Converted {
+    let facts = WorkloadFacts::from_view(wl)?;
+    Ok((facts.id.clone(), Change::Workload(facts.id.clone(), Some(facts))))
+}
+
+fn id_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> NsName {
+    NsName::new(meta.namespace.as_deref().unwrap_or(""), meta.name.as_deref().unwrap_or(""))
+}
+
+/// The change that removes `id` from `source`.
+fn removal(source: Source, id: NsName) -> Change {
+    match source {
+        Source::Jobs(kind) => Change::Job(JobKey { kind, id }, None),
+        Source::TrainJobs => Change::TrainJob(id, None),
+        Source::JobSets => Change::JobSet(id, None),
+        Source::V1Pods | Source::JobSetPods => Change::Pod(id, None),
+        Source::Nodes => Change::Node(id.name, None),
+        Source::Workloads => Change::Workload(id, None),
+    }
+}
+
+fn not_found(err: &watcher::Error) -> bool {
+    matches!(err, watcher::Error::InitialListFailed(kube::Error::Api(s)) if s.code == 404)
+}
+
+/// Watches the first API of `apis` the server serves; relists replace the source's objects.
+async fn watch_loop<K, F>(
+    apis: Vec<Api<K>>,
+    config: watcher::Config,
+    source: Source,
+    tx: mpsc::Sender<WatchMsg>,
+    convert: F,
+) where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    F: Fn(&K) -> Converted,
+{
+    let mut announced_ready = false;
+    let mut logged_absent = false;
+    loop {
+        let mut absent = 0;
+        for api in &apis {
+            match watch_api(api.clone(), config.clone(), source, &tx, &convert, &mut announced_ready).await {
+                WatchEnd::Absent => absent += 1,
+                WatchEnd::ReceiverGone => return,
+            }
+        }
+        if absent == apis.len() {
+            if !logged_absent {
+                info!(?source, "not installed in this cluster (404): skipped, looking again every 5 minutes");
+                logged_absent = true;
+            }
+            if !announced_ready {
+                announced_ready = true;
+                if tx.send(WatchMsg::Ready(source)).await.is_err() {
+                    return;
+                }
+            }
+        }
+        tokio::time::sleep(ABSENT_RETRY).await;
+    }
+}
+
+enum WatchEnd {
+    Absent,
+    ReceiverGone,
+}
+
+async fn watch_api<K, F>(
+    api: Api<K>,
+    config: watcher::Config,
+    source: Source,
+    tx: &mpsc::Sender<WatchMsg>,
+    convert: &F,
+    announced_ready: &mut bool,
+) -> WatchEnd
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    F: Fn(&K) -> Converted,
+{
+    let stream = watcher::watcher(api, config).default_backoff();
+    futures::pin_mut!(stream);
+    let mut relist: Option<HashSet<NsName>> = None;
+    let mut listed_once = false;
+    while let Some(event) = stream.next().await {
+        let msgs: Vec<WatchMsg> = match event {
+            Err(err) if !listed_once && not_found(&err) => return WatchEnd::Absent,
+            Err(err) => {
+                warn!(?source, error = %err, "watch error; retrying with backoff");
+                continue;
+            }
+            Ok(Event::Init) => {
+                relist = Some(HashSet::new());
+                continue;
+            }
+            Ok(Event::InitApply(obj)) | Ok(Event::Apply(obj)) => match convert(&obj) {
+                Ok((id, change)) => {
+                    if let Some(seen) = relist.as_mut() {
+                        seen.insert(id);
+                    }
+                    vec![WatchMsg::Change(Box::new(change))]
+                }
+                Err(err) => {
+                    warn!(?source, error = %err, "object skipped");
+                    continue;
+                }
+            },
+            Ok(Event::Delete(obj)) => vec![WatchMsg::Change(Box::new(removal(source, id_of(obj.meta()))))],
+            Ok(Event::InitDone) => {
+                listed_once = true;
+                let seen = relist.take().unwrap_or_default();
+                let mut msgs = vec![WatchMsg::Change(Box::new(Change::Relisted(source, seen)))];
+                if !*announced_ready {
+                    *announced_ready = true;
+                    msgs.push(WatchMsg::Ready(source));
+                }
+                msgs
+            }
+        };
+        for msg in msgs {
+            if tx.send(msg).await.is_err() {
+                return WatchEnd::ReceiverGone;
+            }
+        }
+    }
+    WatchEnd::ReceiverGone
+}

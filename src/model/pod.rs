@@ -1,0 +1,163 @@
+//! Slim views of core/v1 `Pod` and `Node`: what the node-failure rule reads (controller spec §3).
+//! `tests/controller_model.rs` pins them to the full k8s-openapi types.
+
+use std::borrow::Cow;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kube::core::{ClusterResourceScope, NamespaceResourceScope, Resource};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodView {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<PodSpecView>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<PodStatusView>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodSpecView {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_name: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodStatusView {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conditions: Option<Vec<PodConditionView>>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodConditionView {
+    #[serde(rename = "type", default)]
+    pub type_: String,
+    #[serde(default)]
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl PodView {
+    pub fn node_name(&self) -> Option<&str> {
+        self.spec.as_ref().and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty())
+    }
+
+    pub fn phase(&self) -> Option<&str> {
+        self.status.as_ref().and_then(|s| s.phase.as_deref())
+    }
+
+    pub fn conditions(&self) -> &[PodConditionView] {
+        self.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or(&[])
+    }
+}
+
+impl Resource for PodView {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        "Pod".into()
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        "".into()
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        "v1".into()
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        "pods".into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeView {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<NodeSpecView>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<NodeStatusView>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeSpecView {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub taints: Option<Vec<TaintView>>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaintView {
+    #[serde(default)]
+    pub key: String,
+    #[serde(default)]
+    pub effect: String,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeStatusView {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conditions: Option<Vec<NodeConditionView>>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeConditionView {
+    #[serde(rename = "type", default)]
+    pub type_: String,
+    #[serde(default)]
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<Time>,
+}
+
+impl NodeView {
+    pub fn taints(&self) -> &[TaintView] {
+        self.spec.as_ref().and_then(|s| s.taints.as_deref()).unwrap_or(&[])
+    }
+
+    pub fn conditions(&self) -> &[NodeConditionView] {
+        self.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or(&[])
+    }
+}
+
+impl Resource for NodeView {
+    type DynamicType = ();
+    type Scope = ClusterResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        "Node".into()
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        "".into()
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        "v1".into()
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        "nodes".into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}

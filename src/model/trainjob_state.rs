@@ -1,0 +1,84 @@
+//! An owned view of a TrainJob (`trainer.kubeflow.org/v1alpha1`) for the companion controller's
+//! watch: metadata, `spec.suspend`, `spec.managedBy` and the status it reads. The admission path
+//! keeps its own borrowed view (`trainjob.rs`), which never outlives one request.
+
+use std::borrow::Cow;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::core::{ApiResource, DynamicResourceScope, Resource};
+use serde::{Deserialize, Serialize};
+
+use super::kubeflow_v1::JobConditionView;
+use super::{TRAINJOB_GROUP, TRAINJOB_KIND, TRAINJOB_RESOURCE, TRAINJOB_VERSION};
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TrainJobStateView {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: TrainJobStateSpec,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<TrainJobStateStatus>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TrainJobStateSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspend: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub managed_by: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TrainJobStateStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conditions: Option<Vec<JobConditionView>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jobs_status: Option<Vec<TrainJobJobStatus>>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TrainJobJobStatus {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active: Option<i64>,
+}
+
+impl TrainJobStateView {
+    pub fn conditions(&self) -> &[JobConditionView] {
+        self.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or(&[])
+    }
+}
+
+impl Resource for TrainJobStateView {
+    type DynamicType = ();
+    type Scope = DynamicResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        TRAINJOB_KIND.into()
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        TRAINJOB_GROUP.into()
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        TRAINJOB_VERSION.into()
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        TRAINJOB_RESOURCE.into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+pub fn trainjob_api_resource() -> ApiResource {
+    ApiResource::erase::<TrainJobStateView>(&())
+}

@@ -1,0 +1,75 @@
+//! Slim view of a Kueue `Workload` (`kueue.x-k8s.io`, v1beta2 since Kueue v0.15, v1beta1 before;
+//! the conditions read here are the same in both): the owner and the status conditions.
+
+use std::borrow::Cow;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::core::{ApiResource, DynamicResourceScope, Resource};
+use serde::{Deserialize, Serialize};
+
+use super::kubeflow_v1::JobConditionView;
+
+pub const KUEUE_GROUP: &str = "kueue.x-k8s.io";
+pub const WORKLOAD_KIND: &str = "Workload";
+pub const WORKLOAD_PLURAL: &str = "workloads";
+/// Served versions, newest first: the controller watches the first one the API server has.
+pub const WORKLOAD_VERSIONS: [&str; 2] = ["v1beta2", "v1beta1"];
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadView {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<WorkloadStatusView>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadStatusView {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conditions: Option<Vec<JobConditionView>>,
+}
+
+impl WorkloadView {
+    pub fn conditions(&self) -> &[JobConditionView] {
+        self.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or(&[])
+    }
+}
+
+pub fn workload_api_resource(version: &str) -> ApiResource {
+    ApiResource {
+        group: KUEUE_GROUP.to_string(),
+        version: version.to_string(),
+        api_version: format!("{KUEUE_GROUP}/{version}"),
+        kind: WORKLOAD_KIND.to_string(),
+        plural: WORKLOAD_PLURAL.to_string(),
+    }
+}
+
+impl Resource for WorkloadView {
+    type DynamicType = ApiResource;
+    type Scope = DynamicResourceScope;
+
+    fn kind(dt: &ApiResource) -> Cow<'_, str> {
+        dt.kind.as_str().into()
+    }
+    fn group(dt: &ApiResource) -> Cow<'_, str> {
+        dt.group.as_str().into()
+    }
+    fn version(dt: &ApiResource) -> Cow<'_, str> {
+        dt.version.as_str().into()
+    }
+    fn api_version(dt: &ApiResource) -> Cow<'_, str> {
+        dt.api_version.as_str().into()
+    }
+    fn plural(dt: &ApiResource) -> Cow<'_, str> {
+        dt.plural.as_str().into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}

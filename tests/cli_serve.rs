@@ -1,0 +1,100 @@
+//! `trainguard serve` as a user meets it: flags and env vars, the no-cluster refusal, and the
+//! `--dev` mode that `make run` starts.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn trainguard() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_trainguard"));
+    // No ambient cluster configuration leaks into these tests.
+    cmd.env_remove("KUBECONFIG").env_remove("KUBERNETES_SERVICE_HOST");
+    cmd
+}
+
+#[test]
+fn refuses_to_guess_without_cluster_configuration() {
+    // (extra args, env, expected stderr fragment)
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    let cases: &[Case] = &[
+        (&[], &[], "no cluster configuration"),
+        (&["--offline", "--kubeconfig", "/nonexistent"], &[], "cannot be used with"),
+        (&[], &[("TRAINGUARD_OFFLINE", "maybe")], "invalid value 'maybe'"),
+        (&["--cache-stale-after", "soon"], &[], "is not a duration like 30s"),
+    ];
+    for (args, env, want) in cases {
+        let out = trainguard().arg("serve").args(*args).envs(env.iter().copied()).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?} {env:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(want), "{args:?} {env:?}: {stderr}");
+    }
+}
+
+#[test]
+fn every_serve_flag_has_an_env_var() {
+    let out = trainguard().args(["serve", "--help"]).output().unwrap();
+    let help = String::from_utf8(out.stdout).unwrap();
+    let mut flags = 0;
+    let lines: Vec<&str> = help.lines().collect();
+    for (i, line) in lines.iter().enumerate() {
+        let trimmed = line.trim_start();
+        if !trimmed.starts_with("--") || trimmed.starts_with("--help") {
+            continue;
+        }
+        flags += 1;
+        let flag = trimmed.split([' ', '<']).next().unwrap();
+        let env = format!("TRAINGUARD_{}", flag.trim_start_matches("--").replace('-', "_").to_uppercase());
+        let block: String =
+            lines[i..].iter().skip(1).take_while(|l| !l.trim_start().starts_with("--")).copied().collect();
+        assert!(block.contains(&format!("[env: {env}=")), "{flag} has no env var {env}");
+    }
+    assert!(flags >= 18, "only {flags} flags found in:\n{help}");
+}
+
+#[tokio::test]
+async fn dev_mode_serves_the_sample_it_prints() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = trainguard()
+        .args(["serve", "--dev", "--bind", "127.0.0.1:0", "--admin-bind", "127.0.0.1:0", "--dev-dir"])
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let started = Instant::now();
+    let curl = loop {
+        let line = rx.recv_timeout(Duration::from_secs(20)).expect("dev banner");
+        if line.trim_start().starts_with("curl") {
+            break line;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20));
+    };
+    // The printed line names the CA, the sample and the URL; follow it as a user would.
+    let words: Vec<&str> = curl.split_whitespace().collect();
+    let after = |flag: &str| words[words.iter().position(|w| *w == flag).unwrap() + 1];
+    let ca = std::fs::read_to_string(after("--cacert")).unwrap();
+    let sample = std::fs::read(after("--data").trim_start_matches('@')).unwrap();
+    let url = words.last().unwrap();
+    assert!(url.starts_with("https://localhost:"), "{url}");
+    trainguard::server::tls::install_default_provider();
+    let review = support::post_json(&support::client(&ca, false), url, &sample).await.json();
+    assert_eq!(review["response"]["allowed"], false, "{review}");
+    assert_eq!(review["response"]["status"]["code"], 403);
+    assert!(
+        review["response"]["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("can only be changed while the TrainJob is suspended")
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}

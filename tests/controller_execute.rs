@@ -1,0 +1,500 @@
+//! The executor against kube's `Client` over a fake API server: exact verbs, paths,
+//! preconditions, grace periods and patch bodies; 404 / 409 / 500 handling; report mode writing
+//! nothing; and every request checked against the API-call table (`trainguard::rbac`).
+
+mod controller_support;
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use controller_support::api::{FakeApi, status, success};
+use controller_support::*;
+use serde_json::{Value, json};
+use trainguard::controller::config::{Mode, PlanConfig};
+use trainguard::controller::events::EventSink;
+use trainguard::controller::execute::Executor;
+use trainguard::controller::metrics::Metrics;
+use trainguard::controller::objects::snapshot_from_values;
+use trainguard::controller::plan::{Action, PlanInput, TokenBucket, plan_all};
+use trainguard::controller::state::{Outcome, Report, Work};
+
+type Answer = (u16, Value);
+/// (name, live GET, DELETE, outcome, non-event calls, events)
+type TtlCase = (&'static str, Answer, Option<Answer>, Outcome, usize, Vec<&'static str>);
+/// (name, pod GET, node GET, status patch, delete, outcome, non-event calls, events)
+type PodCase =
+    (&'static str, Answer, Option<Answer>, Option<Answer>, Option<Answer>, Outcome, usize, Vec<&'static str>);
+
+const JOB_PATH: &str = "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs/a";
+const POD_PATH: &str = "/api/v1/namespaces/ml/pods/a-master-0";
+const NODE_PATH: &str = "/api/v1/nodes/n1";
+
+/// Plans `objects` at `now` and turns each key's actions into executor work.
+fn works(objects: &[Value], now: i64, config: &PlanConfig) -> Vec<Work> {
+    let (snapshot, _) = snapshot_from_values(objects).unwrap();
+    let input = PlanInput { snapshot: &snapshot, now: at(now), config, first_seen_suspended: &HashMap::new() };
+    let mut bucket = TokenBucket::per_minute(config.max_force_deletes_per_minute);
+    plan_all(&input, &mut bucket)
+        .into_iter()
+        .filter(|(_, plan)| plan.actions.iter().any(|a| a.action.is_write()))
+        .map(|(key, plan)| Work {
+            key,
+            actions: plan.actions.into_iter().filter(|a| !matches!(a.action, Action::Requeue { .. })).collect(),
+            live_pods: 0,
+        })
+        .collect()
+}
+
+/// Runs the work through an executor whose clock reads T0+`now`.
+async fn execute(api: &FakeApi, config: &PlanConfig, now: i64, works: Vec<Work>) -> Vec<Report> {
+    let (client, server) = api.client();
+    let events = EventSink::new(client.clone(), Some("trainguard-0".into()));
+    let mut executor =
+        Executor::new(client, config.clone(), events, Metrics::unregistered(), Arc::new(move || at(now)));
+    let mut reports = Vec::new();
+    for work in works {
+        reports.push(executor.execute(work).await);
+    }
+    drop(executor);
+    server.abort();
+    assert_eq!(api.violations(), Vec::<String>::new());
+    reports
+}
+
+fn outcomes(reports: &[Report]) -> Vec<Outcome> {
+    reports.iter().map(|r| r.outcome).collect()
+}
+
+fn expired_job() -> Value {
+    set(with_ttl(succeeded(pytorchjob("a"), 0), 60), "/metadata/resourceVersion", json!("123"))
+}
+
+#[tokio::test]
+async fn ttl_delete_carries_uid_and_resource_version_preconditions() {
+    let job = expired_job();
+    let api = FakeApi::new();
+    api.on("GET", JOB_PATH, 200, job.clone()).on("DELETE", JOB_PATH, 200, success());
+    let reports = execute(&api, &PlanConfig::default(), 90, works(&[job], 90, &PlanConfig::default())).await;
+    assert_eq!(outcomes(&reports), [Outcome::Done]);
+    assert_eq!(api.calls(), [format!("GET {JOB_PATH}"), format!("DELETE {JOB_PATH}")]);
+    let delete = &api.seen()[1];
+    assert_eq!(
+        delete.body,
+        json!({"propagationPolicy": "Background", "preconditions": {"uid": "uid-a", "resourceVersion": "123"}})
+    );
+    assert_eq!(api.event_reasons(), ["TTLExpiredDeleted"]);
+    let event = &api.seen()[2];
+    assert_eq!(event.path, "/apis/events.k8s.io/v1/namespaces/ml/events");
+    assert_eq!(event.body["regarding"]["uid"], "uid-a");
+    assert_eq!(event.body["regarding"]["kind"], "PyTorchJob");
+    assert_eq!(event.body["reportingController"], "trainguard");
+    assert_eq!(event.body["type"], "Normal");
+    assert_eq!(reports[0].published.len(), 1);
+}
+
+#[tokio::test]
+async fn ttl_delete_uses_the_live_resource_version_and_propagation_flag() {
+    let job = expired_job();
+    let live = set(job.clone(), "/metadata/resourceVersion", json!("456"));
+    let config = PlanConfig {
+        ttl_propagation: trainguard::controller::config::Propagation::Foreground,
+        ..PlanConfig::default()
+    };
+    let api = FakeApi::new();
+    api.on("GET", JOB_PATH, 200, live).on("DELETE", JOB_PATH, 200, success());
+    execute(&api, &config, 90, works(&[job], 90, &config)).await;
+    assert_eq!(
+        api.seen()[1].body,
+        json!({"propagationPolicy": "Foreground", "preconditions": {"uid": "uid-a", "resourceVersion": "456"}})
+    );
+}
+
+#[tokio::test]
+async fn ttl_delete_status_handling() {
+    let job = expired_job();
+    let c = PlanConfig::default();
+    // (name, live GET, DELETE answer, outcome, non-event calls, events)
+    let cases: Vec<TtlCase> = vec![
+        ("gone before the GET", (404, status(404, "NotFound")), None, Outcome::Done, 1, vec![]),
+        (
+            "gone between GET and DELETE",
+            (200, job.clone()),
+            Some((404, status(404, "NotFound"))),
+            Outcome::Done,
+            2,
+            vec![],
+        ),
+        (
+            "changed between GET and DELETE",
+            (200, job.clone()),
+            Some((409, status(409, "Conflict"))),
+            Outcome::Conflict,
+            2,
+            vec![],
+        ),
+        (
+            "server error",
+            (200, job.clone()),
+            Some((500, status(500, "InternalError"))),
+            Outcome::Failed,
+            2,
+            vec!["TTLDeleteFailed"],
+        ),
+        ("GET fails", (500, status(500, "InternalError")), None, Outcome::Failed, 1, vec![]),
+        ("resumed meanwhile (live is suspended)", (200, suspended(job.clone())), None, Outcome::Aborted, 1, vec![]),
+        (
+            "recreated with the same name (new UID)",
+            (200, set(job.clone(), "/metadata/uid", json!("new"))),
+            None,
+            Outcome::Done,
+            1,
+            vec![],
+        ),
+        ("TTL raised meanwhile", (200, with_ttl(job.clone(), 3600)), None, Outcome::Aborted, 1, vec![]),
+        (
+            "opted out meanwhile",
+            (200, label(job.clone(), "trainguard.io/ignore", "true")),
+            None,
+            Outcome::Aborted,
+            1,
+            vec![],
+        ),
+    ];
+    for (name, get, delete, want, calls, events) in cases {
+        let api = FakeApi::new();
+        api.on("GET", JOB_PATH, get.0, get.1);
+        if let Some((code, body)) = delete {
+            api.on("DELETE", JOB_PATH, code, body);
+        }
+        let reports = execute(&api, &c, 90, works(std::slice::from_ref(&job), 90, &c)).await;
+        assert_eq!(outcomes(&reports), [want], "{name}");
+        assert_eq!(api.calls().len(), calls, "{name}: {:?}", api.calls());
+        assert_eq!(api.event_reasons(), events, "{name}");
+    }
+}
+
+#[tokio::test]
+async fn repeated_delete_failures_publish_one_event_per_episode() {
+    let job = expired_job();
+    let c = PlanConfig::default();
+    let api = FakeApi::new();
+    api.on("GET", JOB_PATH, 200, job.clone()).on("DELETE", JOB_PATH, 500, status(500, "InternalError"));
+    let mut w = works(std::slice::from_ref(&job), 90, &c);
+    w.extend(works(std::slice::from_ref(&job), 90, &c));
+    let reports = execute(&api, &c, 90, w).await;
+    assert_eq!(outcomes(&reports), [Outcome::Failed, Outcome::Failed]);
+    assert_eq!(api.event_reasons(), ["TTLDeleteFailed"]);
+}
+
+fn stuck_pod_world() -> Vec<Value> {
+    let job = pytorchjob("a");
+    vec![
+        job.clone(),
+        deleting(v1_pod(&job, "a-master-0", "n1"), 300),
+        unreachable(node("n1", None), 0),
+        node("h1", None),
+        node("h2", None),
+        node("h3", None),
+    ]
+}
+
+#[tokio::test]
+async fn force_delete_patches_status_then_deletes_with_grace_zero_and_uid() {
+    let objects = stuck_pod_world();
+    let c = PlanConfig::default();
+    let api = FakeApi::new();
+    api.on("GET", POD_PATH, 200, objects[1].clone())
+        .on("GET", NODE_PATH, 200, objects[2].clone())
+        .on("PATCH", &format!("{POD_PATH}/status"), 200, objects[1].clone())
+        .on("DELETE", POD_PATH, 200, objects[1].clone());
+    let reports = execute(&api, &c, 420, works(&objects, 420, &c)).await;
+    assert_eq!(outcomes(&reports), [Outcome::Done]);
+    assert_eq!(
+        api.calls(),
+        [
+            format!("GET {POD_PATH}"),
+            format!("GET {NODE_PATH}"),
+            format!("PATCH {POD_PATH}/status"),
+            format!("DELETE {POD_PATH}"),
+        ]
+    );
+    let seen = api.seen();
+    assert_eq!(seen[2].content_type, "application/strategic-merge-patch+json");
+    assert!(seen[2].query.contains("fieldManager=trainguard"), "{}", seen[2].query);
+    assert_eq!(seen[2].body["metadata"], json!({"uid": "uid-a-master-0"}));
+    assert_eq!(seen[2].body["status"]["phase"], "Failed");
+    assert_eq!(seen[2].body["status"]["conditions"][0]["reason"], "DeletionByTrainguard");
+    assert_eq!(seen[3].body, json!({"gracePeriodSeconds": 0, "preconditions": {"uid": "uid-a-master-0"}}));
+    assert_eq!(api.event_reasons(), ["ForceDeletedStuckPod", "ForceDeletedStuckPod"]);
+    let regarding: Vec<&str> = seen[4..].iter().map(|s| s.body["regarding"]["kind"].as_str().unwrap()).collect();
+    assert_eq!(regarding, ["Pod", "PyTorchJob"]);
+    assert_eq!(seen[4].body["related"]["name"], "a");
+}
+
+#[tokio::test]
+async fn force_delete_rechecks_on_live_state() {
+    let objects = stuck_pod_world();
+    let c = PlanConfig::default();
+    let pod = objects[1].clone();
+    let dead = objects[2].clone();
+    let recreated = set(v1_pod(&objects[0], "a-master-0", "n2"), "/metadata/uid", json!("uid-new"));
+    let held = set(pod.clone(), "/metadata/finalizers", json!(["example.com/keep"]));
+    let patch_path = format!("{POD_PATH}/status");
+    // (name, pod GET, node GET, status patch, delete, outcome, non-event calls, events)
+    let cases: Vec<PodCase> = vec![
+        ("pod already gone", (404, status(404, "NotFound")), None, None, None, Outcome::Done, 1, vec![]),
+        (
+            "pod recreated with the same name and a new UID: untouched",
+            (200, recreated),
+            None,
+            None,
+            None,
+            Outcome::Done,
+            1,
+            vec![],
+        ),
+        (
+            "node Ready again: cancelled",
+            (200, pod.clone()),
+            Some((200, node("n1", None))),
+            None,
+            None,
+            Outcome::Aborted,
+            2,
+            vec![],
+        ),
+        (
+            "node deleted meanwhile (404): still acts",
+            (200, pod.clone()),
+            Some((404, status(404, "NotFound"))),
+            Some((200, pod.clone())),
+            Some((200, pod.clone())),
+            Outcome::Done,
+            4,
+            vec!["ForceDeletedStuckPod", "ForceDeletedStuckPod"],
+        ),
+        (
+            "status patch hits the UID precondition (409): done, no delete",
+            (200, pod.clone()),
+            Some((200, dead.clone())),
+            Some((409, status(409, "Conflict"))),
+            None,
+            Outcome::Done,
+            3,
+            vec![],
+        ),
+        (
+            "delete precondition failed (409): already done",
+            (200, pod.clone()),
+            Some((200, dead.clone())),
+            Some((200, pod.clone())),
+            Some((409, status(409, "Conflict"))),
+            Outcome::Done,
+            4,
+            vec![],
+        ),
+        (
+            "delete fails (500): backoff",
+            (200, pod.clone()),
+            Some((200, dead.clone())),
+            Some((200, pod.clone())),
+            Some((500, status(500, "InternalError"))),
+            Outcome::Failed,
+            4,
+            vec![],
+        ),
+        (
+            "still held by another finalizer after the delete: reported, never stripped",
+            (200, pod.clone()),
+            Some((200, dead.clone())),
+            Some((200, pod.clone())),
+            Some((200, held)),
+            Outcome::Done,
+            4,
+            vec!["ForceDeletedStuckPod", "PodBlockedByFinalizers", "ForceDeletedStuckPod"],
+        ),
+    ];
+    for (name, pod_get, node_get, patch, delete, want, calls, events) in cases {
+        let api = FakeApi::new();
+        api.on("GET", POD_PATH, pod_get.0, pod_get.1);
+        for (method, path, answer) in
+            [("GET", NODE_PATH, node_get), ("PATCH", patch_path.as_str(), patch), ("DELETE", POD_PATH, delete)]
+        {
+            if let Some((code, body)) = answer {
+                api.on(method, path, code, body);
+            }
+        }
+        let reports = execute(&api, &c, 420, works(&objects, 420, &c)).await;
+        assert_eq!(outcomes(&reports), [want], "{name}");
+        assert_eq!(api.calls().len(), calls, "{name}: {:?}", api.calls());
+        let mut got = api.event_reasons();
+        let mut want_events: Vec<String> = events.iter().map(|s| s.to_string()).collect();
+        got.sort();
+        want_events.sort();
+        assert_eq!(got, want_events, "{name}");
+        assert!(!api.calls().iter().any(|c| c.starts_with("PUT")), "{name}: finalizers are never stripped");
+    }
+}
+
+#[tokio::test]
+async fn force_delete_brake_rechecked_with_the_live_node() {
+    let job = pytorchjob("a");
+    let objects = vec![
+        job.clone(),
+        deleting(v1_pod(&job, "a-master-0", "n1"), 300),
+        unreachable(node("n1", Some("z")), 0),
+        unreachable(node("n2", Some("z")), 0),
+        unreachable(node("n3", Some("z")), 0),
+        node("n4", Some("z")),
+        node("n5", Some("z")),
+        node("n6", Some("z")),
+    ];
+    let c = PlanConfig::default();
+    // 3 of 6 (0.5) at planning: it acts.
+    let w = works(&objects, 420, &c);
+    assert!(w[0].actions.iter().any(|a| matches!(a.action, Action::ForceDeletePod { .. })));
+    // Between planning and execution a fourth node of the zone went down: the executor's
+    // re-check (brake counts of the rest of the zone, plus the live node) must hold back.
+    let mut more = objects.clone();
+    more[5] = unreachable(node("n4", Some("z")), 0);
+    let (snapshot, _) = snapshot_from_values(&more).unwrap();
+    let zones = trainguard::controller::plan::ZoneHealth::compute(&snapshot, at(420), &c);
+    let others = zones.others(snapshot.node("n1"), at(420), &c);
+    let mut w = w;
+    for a in &mut w[0].actions {
+        if let Action::ForceDeletePod { brake, .. } = &mut a.action {
+            *brake = others;
+        }
+    }
+    let api = FakeApi::new();
+    api.on("GET", POD_PATH, 200, objects[1].clone()).on("GET", NODE_PATH, 200, objects[2].clone());
+    let reports = execute(&api, &c, 420, w).await;
+    assert_eq!(outcomes(&reports), [Outcome::Suppressed]);
+    assert_eq!(api.calls(), [format!("GET {POD_PATH}"), format!("GET {NODE_PATH}")]);
+    assert_eq!(api.event_reasons(), ["ForceDeleteSuppressed"]);
+}
+
+#[tokio::test]
+async fn stash_and_restore_patch_with_the_live_resource_version() {
+    let stuck = set(suspended(with_ttl(pytorchjob("a"), 3600)), "/metadata/resourceVersion", json!("200"));
+    let evicted = workload(&stuck, vec![cond("Evicted", "True", Some(0))]);
+    let c = PlanConfig { stash_ttl_on_stuck_suspend: true, ..PlanConfig::default() };
+    let live = set(stuck.clone(), "/metadata/resourceVersion", json!("201"));
+    let api = FakeApi::new();
+    api.on("GET", JOB_PATH, 200, live.clone()).on("PATCH", JOB_PATH, 200, live);
+    let reports = execute(&api, &c, 120, works(&[stuck, evicted], 120, &c)).await;
+    assert_eq!(outcomes(&reports), [Outcome::Done]);
+    assert_eq!(api.calls(), [format!("GET {JOB_PATH}"), format!("PATCH {JOB_PATH}")]);
+    let patch = &api.seen()[2];
+    assert_eq!(patch.content_type, "application/merge-patch+json");
+    assert_eq!(
+        patch.body,
+        json!({"metadata": {"resourceVersion": "201", "annotations": {"trainguard.io/stashed-ttl-seconds-after-finished": "3600"}},
+               "spec": {"runPolicy": {"ttlSecondsAfterFinished": null}}})
+    );
+    assert_eq!(api.event_reasons(), ["SuspendNotReconciled", "TTLStashedWhileSuspended"]);
+
+    // Resumed: the restore patch.
+    let stashed = set(
+        pytorchjob("a"),
+        "/metadata/annotations",
+        json!({"trainguard.io/stashed-ttl-seconds-after-finished": "3600"}),
+    );
+    let api = FakeApi::new();
+    api.on("GET", JOB_PATH, 200, set(stashed.clone(), "/metadata/resourceVersion", json!("300"))).on(
+        "PATCH",
+        JOB_PATH,
+        409,
+        status(409, "Conflict"),
+    );
+    let reports = execute(&api, &c, 500, works(std::slice::from_ref(&stashed), 500, &c)).await;
+    assert_eq!(outcomes(&reports), [Outcome::Conflict], "409 on the resourceVersion: re-evaluate now");
+    assert_eq!(
+        api.seen()[1].body,
+        json!({"metadata": {"resourceVersion": "300", "annotations": {"trainguard.io/stashed-ttl-seconds-after-finished": null}},
+               "spec": {"runPolicy": {"ttlSecondsAfterFinished": 3600}}})
+    );
+    assert_eq!(api.event_reasons(), Vec::<String>::new());
+
+    // Suspended again before the restore ran: the live re-check stops it.
+    let api = FakeApi::new();
+    api.on("GET", JOB_PATH, 200, suspended(stashed.clone()));
+    let reports = execute(&api, &c, 500, works(&[stashed], 500, &c)).await;
+    assert_eq!(outcomes(&reports), [Outcome::Aborted]);
+    assert_eq!(api.calls(), [format!("GET {JOB_PATH}")]);
+}
+
+#[tokio::test]
+async fn report_mode_writes_nothing_but_events() {
+    let c = PlanConfig { mode: Mode::Report, stash_ttl_on_stuck_suspend: true, ..PlanConfig::default() };
+    let job = expired_job();
+    let pods = stuck_pod_world();
+    let stuck = set(suspended(with_ttl(pytorchjob("s"), 3600)), "/metadata/resourceVersion", json!("200"));
+    let mut objects = vec![job.clone(), stuck.clone(), workload(&stuck, vec![cond("Evicted", "True", Some(0))])];
+    objects.extend(pods[1..].iter().cloned());
+    let api = FakeApi::new();
+    api.on("GET", JOB_PATH, 200, job)
+        .on("GET", "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs/s", 200, stuck)
+        .on("GET", POD_PATH, 200, pods[1].clone())
+        .on("GET", NODE_PATH, 200, pods[2].clone());
+    let w = works(&objects, 420, &c);
+    assert_eq!(w.len(), 3);
+    let reports = execute(&api, &c, 420, w).await;
+    assert_eq!(outcomes(&reports), [Outcome::Done, Outcome::Done, Outcome::Done]);
+    let methods: BTreeSet<String> =
+        api.seen().iter().filter(|s| s.rbac.0 != "events.k8s.io").map(|s| s.method.clone()).collect();
+    assert_eq!(methods, BTreeSet::from(["GET".to_string()]), "{:?}", api.calls());
+    let mut reasons = api.event_reasons();
+    reasons.sort();
+    assert_eq!(
+        reasons,
+        [
+            "SuspendNotReconciled",
+            "WouldForceDeletedStuckPod",
+            "WouldForceDeletedStuckPod",
+            "WouldTTLExpiredDeleted",
+            "WouldTTLStashedWhileSuspended",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn every_executor_call_is_in_the_api_call_table() {
+    // One run touching every kind of call the executor makes; the fake checks each against the
+    // table (see `execute`), and here the set of calls is pinned so a new one cannot slip in.
+    let c = PlanConfig { stash_ttl_on_stuck_suspend: true, ..PlanConfig::default() };
+    let job = expired_job();
+    let pods = stuck_pod_world();
+    let stuck = set(suspended(with_ttl(pytorchjob("s"), 3600)), "/metadata/resourceVersion", json!("200"));
+    let mut objects = vec![job.clone(), stuck.clone(), workload(&stuck, vec![cond("Evicted", "True", Some(0))])];
+    objects.extend(pods[1..].iter().cloned());
+    let s_path = "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs/s";
+    let api = FakeApi::new();
+    api.on("GET", JOB_PATH, 200, job.clone())
+        .on("DELETE", JOB_PATH, 200, success())
+        .on("GET", s_path, 200, stuck.clone())
+        .on("PATCH", s_path, 200, stuck)
+        .on("GET", POD_PATH, 200, pods[1].clone())
+        .on("GET", NODE_PATH, 200, pods[2].clone())
+        .on("PATCH", &format!("{POD_PATH}/status"), 200, pods[1].clone())
+        .on("DELETE", POD_PATH, 200, pods[1].clone());
+    execute(&api, &c, 420, works(&objects, 420, &c)).await;
+    let calls: BTreeSet<(String, String, String)> = api.seen().into_iter().map(|s| s.rbac).collect();
+    let want: BTreeSet<(String, String, String)> = [
+        ("", "nodes", "get"),
+        ("", "pods", "delete"),
+        ("", "pods", "get"),
+        ("", "pods/status", "patch"),
+        ("events.k8s.io", "events", "create"),
+        ("kubeflow.org", "pytorchjobs", "delete"),
+        ("kubeflow.org", "pytorchjobs", "get"),
+        ("kubeflow.org", "pytorchjobs", "patch"),
+    ]
+    .into_iter()
+    .map(|(g, r, v)| (g.to_string(), r.to_string(), v.to_string()))
+    .collect();
+    assert_eq!(calls, want);
+    for (g, r, v) in &calls {
+        assert!(trainguard::rbac::allowed(g, r, v), "{g}/{r} {v}");
+    }
+}

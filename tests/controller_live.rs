@@ -1,0 +1,275 @@
+//! The whole live controller — watches, first sync, planning, timers, executor, leader election —
+//! against the fake API server: absent CRDs skipped, actions taken on the initial list and on watch
+//! events, report mode writing nothing, no requests at all while nothing changes, and the Lease.
+
+mod controller_support;
+
+use std::time::Duration;
+
+use controller_support::api::FakeApi;
+use controller_support::*;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::registry::Registry;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use trainguard::controller::config::{Mode, PlanConfig};
+use trainguard::controller::metrics::Metrics;
+use trainguard::controller::{ControllerArgs, live};
+
+const JOBS: &str = "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs";
+
+fn world() -> Vec<Value> {
+    let stuck_job = pytorchjob("b");
+    vec![
+        with_ttl(succeeded(pytorchjob("a"), 0), 0),
+        stuck_job.clone(),
+        deleting(v1_pod(&stuck_job, "b-master-0", "n1"), 300),
+        v1_pod(&stuck_job, "b-worker-0", "n2"),
+        unreachable(node("n1", None), 0),
+        node("n2", None),
+        node("n3", None),
+    ]
+}
+
+/// User + system CPU time of this process, in clock ticks (1/100 s), from /proc/self/stat.
+fn cpu_ticks() -> u64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<u64> = after_name.split_whitespace().skip(11).take(2).filter_map(|f| f.parse().ok()).collect();
+    fields.iter().sum()
+}
+
+async fn wait_for(api: &FakeApi, what: &str, check: impl Fn(&FakeApi) -> bool) {
+    for _ in 0..200 {
+        if check(api) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting for {what}; calls: {:#?}", api.calls());
+}
+
+#[tokio::test]
+async fn acts_on_the_initial_list_then_on_watch_events_and_is_silent_when_idle() {
+    let api = FakeApi::with_objects(world());
+    let (client, _server) = api.client();
+    let stop = CancellationToken::new();
+    let run = tokio::spawn(live::run(client, PlanConfig::default(), Metrics::unregistered(), stop.clone()));
+
+    wait_for(&api, "the TTL delete and the force delete", |api| {
+        let w = api.writes();
+        w.contains(&format!("DELETE {JOBS}/a"))
+            && w.contains(&"DELETE /api/v1/namespaces/ml/pods/b-master-0".to_string())
+    })
+    .await;
+    let writes = api.writes();
+    let mut sorted = writes.clone();
+    sorted.sort();
+    assert_eq!(
+        sorted,
+        [
+            "DELETE /api/v1/namespaces/ml/pods/b-master-0".to_string(),
+            format!("DELETE {JOBS}/a"),
+            "PATCH /api/v1/namespaces/ml/pods/b-master-0/status".to_string(),
+        ]
+    );
+    let position = |w: &str| writes.iter().position(|x| x == w).unwrap();
+    assert!(
+        position("PATCH /api/v1/namespaces/ml/pods/b-master-0/status")
+            < position("DELETE /api/v1/namespaces/ml/pods/b-master-0")
+    );
+
+    // Idle: no request at all (no polling, no periodic scan), and next to no CPU.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = api.seen().len();
+    let cpu_before = cpu_ticks();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let idle_ticks = cpu_ticks() - cpu_before;
+    assert_eq!(api.seen().len(), before, "requests while idle: {:#?}", &api.seen()[before..]);
+    eprintln!("CPU while idle for 1.5s: {idle_ticks} clock ticks");
+    assert!(idle_ticks <= 5, "{idle_ticks} clock ticks of CPU in 1.5s of idling");
+
+    // The absent kinds were listed once each, not retried in a loop.
+    let tfjob_lists = api.calls().iter().filter(|c| c.starts_with("GET /apis/kubeflow.org/v1/tfjobs")).count();
+    assert_eq!(tfjob_lists, 1);
+    assert_eq!(api.violations(), Vec::<String>::new());
+
+    stop.cancel();
+    tokio::time::timeout(Duration::from_secs(5), run).await.expect("stops promptly").unwrap();
+}
+
+#[tokio::test]
+async fn watch_event_and_timer_drive_a_ttl_deletion() {
+    let api = FakeApi::with_objects([node("n1", None)]);
+    api.serve("/apis/kubeflow.org/v1/pytorchjobs");
+    let (client, _server) = api.client();
+    let stop = CancellationToken::new();
+    let config = PlanConfig { ttl_grace: k8s_openapi::jiff::SignedDuration::ZERO, ..PlanConfig::default() };
+    let run = tokio::spawn(live::run(client, config, Metrics::unregistered(), stop.clone()));
+    wait_for(&api, "the pytorchjobs watch", |api| {
+        api.seen().iter().any(|s| s.path == "/apis/kubeflow.org/v1/pytorchjobs" && s.query.contains("watch=true"))
+    })
+    .await;
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let c = with_ttl(pytorchjob("c"), 1);
+    let c = set(
+        c,
+        "/status/conditions",
+        json!([{"type": "Succeeded", "status": "True", "lastTransitionTime": now.to_string()}]),
+    );
+    api.put(set(c, "/status/completionTime", json!(now.to_string())));
+    wait_for(&api, "the TTL delete one second later", |api| api.writes().contains(&format!("DELETE {JOBS}/c"))).await;
+    assert_eq!(api.event_reasons(), ["TTLExpiredDeleted"]);
+    stop.cancel();
+    tokio::time::timeout(Duration::from_secs(5), run).await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn report_mode_writes_nothing() {
+    let api = FakeApi::with_objects(world());
+    let (client, _server) = api.client();
+    let stop = CancellationToken::new();
+    let config = PlanConfig { mode: Mode::Report, ..PlanConfig::default() };
+    let run = tokio::spawn(live::run(client, config, Metrics::unregistered(), stop.clone()));
+    wait_for(&api, "the Would events", |api| {
+        let r = api.event_reasons();
+        r.contains(&"WouldTTLExpiredDeleted".to_string()) && r.contains(&"WouldForceDeletedStuckPod".to_string())
+    })
+    .await;
+    stop.cancel();
+    tokio::time::timeout(Duration::from_secs(5), run).await.unwrap().unwrap();
+    assert_eq!(api.writes(), Vec::<String>::new());
+    assert_eq!(api.violations(), Vec::<String>::new());
+}
+
+fn args(extra: &[&str]) -> ControllerArgs {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: ControllerArgs,
+    }
+    let mut argv = vec!["test"];
+    argv.extend(extra);
+    Cli::parse_from(argv).args
+}
+
+#[tokio::test]
+async fn leader_election_runs_the_controller_and_releases_the_lease() {
+    let api = FakeApi::with_objects(world());
+    let (client, _server) = api.client();
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let stop = CancellationToken::new();
+    let run = tokio::spawn(trainguard::controller::run(
+        client,
+        args(&["--lease-name", "tg", "--lease-namespace", "trainguard-system"]),
+        metrics,
+        stop.clone(),
+    ));
+    let lease = "/apis/coordination.k8s.io/v1/namespaces/trainguard-system/leases/tg";
+    wait_for(&api, "the controller acting as leader", |api| api.writes().contains(&format!("DELETE {JOBS}/a"))).await;
+    let held = api.object(lease).expect("lease created");
+    assert!(held["spec"]["holderIdentity"].is_string(), "{held}");
+    let mut text = String::new();
+    encode(&mut text, &registry).unwrap();
+    assert!(text.contains(r#"leader_election_master_status{name="tg"} 1"#), "{text}");
+
+    stop.cancel();
+    tokio::time::timeout(Duration::from_secs(10), run).await.unwrap().unwrap().unwrap();
+    let released = api.object(lease).unwrap();
+    assert!(released["spec"]["holderIdentity"].is_null(), "released on shutdown: {released}");
+    let lease_verbs: std::collections::BTreeSet<String> =
+        api.seen().iter().filter(|s| s.rbac.1 == "leases").map(|s| s.rbac.2.clone()).collect();
+    assert!(lease_verbs.iter().all(|v| ["get", "create", "patch"].contains(&v.as_str())), "{lease_verbs:?}");
+    assert_eq!(api.violations(), Vec::<String>::new());
+    let mut text = String::new();
+    encode(&mut text, &registry).unwrap();
+    assert!(text.contains(r#"leader_election_master_status{name="tg"} 0"#), "{text}");
+}
+
+#[tokio::test]
+async fn another_holder_keeps_this_replica_passive() {
+    let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "tg", "namespace": "trainguard-system"},
+        "spec": {"holderIdentity": "other-replica", "leaseDurationSeconds": 3600,
+                 "acquireTime": k8s_openapi::jiff::Timestamp::now().to_string(),
+                 "renewTime": k8s_openapi::jiff::Timestamp::now().to_string()}});
+    let mut objects = world();
+    objects.push(lease);
+    let api = FakeApi::with_objects(objects);
+    let (client, _server) = api.client();
+    let stop = CancellationToken::new();
+    let run = tokio::spawn(trainguard::controller::run(
+        client,
+        args(&["--lease-name", "tg", "--lease-namespace", "trainguard-system"]),
+        Metrics::unregistered(),
+        stop.clone(),
+    ));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Not the leader: no watches, no actions.
+    assert!(api.calls().iter().all(|c| c.contains("/leases")), "{:#?}", api.calls());
+    stop.cancel();
+    tokio::time::timeout(Duration::from_secs(10), run).await.unwrap().unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn controller_disabled_does_nothing() {
+    let api = FakeApi::with_objects(world());
+    let (client, _server) = api.client();
+    trainguard::controller::run(
+        client,
+        args(&["--controller=false"]),
+        Metrics::unregistered(),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert!(api.seen().is_empty());
+}
+
+/// A leader whose lease is taken over (it lost it during a partition) or cannot be renewed stops
+/// its controller.
+#[tokio::test]
+async fn losing_the_lease_stops_the_controller() {
+    use trainguard::controller::leader::{LeaseConfig, run_elected};
+    let lease_path = "/apis/coordination.k8s.io/v1/namespaces/ns/leases/tg";
+    for how in ["taken over", "renewal fails"] {
+        let api = FakeApi::new();
+        let (client, _server) = api.client();
+        let stop = CancellationToken::new();
+        let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel::<&'static str>();
+        let lease = LeaseConfig {
+            duration_seconds: 2,
+            grace_seconds: 1,
+            ..LeaseConfig::new("tg".into(), "ns".into(), "me".into())
+        };
+        let run = tokio::spawn(run_elected(client, lease, Metrics::unregistered(), stop.clone(), move |token| {
+            let tx = events_tx.clone();
+            async move {
+                let _ = tx.send("started");
+                token.cancelled().await;
+                let _ = tx.send("stopped");
+            }
+        }));
+        let first = tokio::time::timeout(Duration::from_secs(5), events.recv()).await.unwrap();
+        assert_eq!(first, Some("started"), "{how}");
+        match how {
+            "taken over" => {
+                let mut lease = api.object(lease_path).unwrap();
+                lease["spec"]["holderIdentity"] = json!("other");
+                lease["spec"]["leaseDurationSeconds"] = json!(3600);
+                lease["spec"]["renewTime"] = json!(k8s_openapi::jiff::Timestamp::now().to_string());
+                api.put(lease);
+            }
+            _ => {
+                api.on("PATCH", lease_path, 500, controller_support::api::status(500, "InternalError"));
+            }
+        }
+        let next = tokio::time::timeout(Duration::from_secs(6), events.recv()).await.expect(how);
+        assert_eq!(next, Some("stopped"), "{how}");
+        stop.cancel();
+        tokio::time::timeout(Duration::from_secs(5), run).await.unwrap().unwrap();
+        assert_eq!(api.violations(), Vec::<String>::new());
+    }
+}

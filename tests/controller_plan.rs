@@ -1,0 +1,724 @@
+//! Planner scenarios (controller spec §0–§3), time-stepped: each case is a set of objects and the
+//! exact actions the planner takes at successive instants (seconds after T0).
+
+mod controller_support;
+
+use std::collections::HashMap;
+
+use controller_support::*;
+use serde_json::{Value, json};
+use trainguard::controller::config::{Mode, NodeFailureMode, PlanConfig};
+use trainguard::controller::facts::Str;
+
+struct Case {
+    name: &'static str,
+    objects: Vec<Value>,
+    config: PlanConfig,
+    /// (now, expected short lines) — one planning pass each, same objects.
+    steps: Vec<(i64, Vec<&'static str>)>,
+}
+
+fn case(name: &'static str, objects: Vec<Value>, steps: Vec<(i64, Vec<&'static str>)>) -> Case {
+    Case { name, objects, config: PlanConfig::default(), steps }
+}
+
+fn run(cases: Vec<Case>) {
+    let mut failures = Vec::new();
+    for c in &cases {
+        for (now, want) in &c.steps {
+            let got = plan_lines(&c.objects, *now, &c.config);
+            if got != *want {
+                failures.push(format!("{} @+{now}:\n  got:  {got:#?}\n  want: {want:#?}", c.name));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+fn cfg(f: impl FnOnce(&mut PlanConfig)) -> PlanConfig {
+    let mut c = PlanConfig::default();
+    f(&mut c);
+    c
+}
+
+#[test]
+fn ttl_scenarios() {
+    let done = with_ttl(succeeded(pytorchjob("a"), 0), 60);
+    run(vec![
+        case(
+            "TTL normal: requeue at finish + ttl + grace, delete then",
+            vec![done.clone()],
+            vec![
+                (10, vec!["requeue PyTorchJob ml/a ttl ttl-expiry @+90"]),
+                (89, vec!["requeue PyTorchJob ml/a ttl ttl-expiry @+90"]),
+                (90, vec!["delete-job PyTorchJob ml/a ttl ttl-expired", "event PyTorchJob ml/a ttl TTLExpiredDeleted"]),
+                (
+                    100_000,
+                    vec!["delete-job PyTorchJob ml/a ttl ttl-expired", "event PyTorchJob ml/a ttl TTLExpiredDeleted"],
+                ),
+            ],
+        ),
+        case("no TTL: nothing", vec![succeeded(pytorchjob("a"), 0)], vec![(100_000, vec![])]),
+        case("TTL disabled with --ttl=false", vec![done.clone()], vec![]),
+        case(
+            "the seed bug: a preempted (suspended) job with a TTL is never deleted",
+            vec![
+                with_conditions(
+                    suspended(with_ttl(pytorchjob("a"), 0)),
+                    vec![cond("Created", "True", Some(-3600)), cond("Suspended", "True", Some(0))],
+                ),
+                // Even one that looks finished: suspend in spec wins.
+                suspended(with_ttl(succeeded(pytorchjob("b"), 0), 0)),
+            ],
+            vec![(0, vec![]), (100_000, vec![])],
+        ),
+        case(
+            "ExitCode failure without completionTime: counted from the Failed condition",
+            vec![with_ttl(failed_exit_code(pytorchjob("a"), 0), 0)],
+            vec![
+                (10, vec!["event PyTorchJob ml/a ttl TTLNoFinishTime", "requeue PyTorchJob ml/a ttl ttl-expiry @+30"]),
+                (30, vec!["delete-job PyTorchJob ml/a ttl ttl-expired", "event PyTorchJob ml/a ttl TTLExpiredDeleted"]),
+            ],
+        ),
+        case(
+            "finished without any time: warned, never deleted",
+            vec![with_ttl(
+                with_conditions(pytorchjob("a"), vec![json!({"type": "Failed", "status": "True", "reason": "x"})]),
+                0,
+            )],
+            vec![(100_000, vec!["event PyTorchJob ml/a ttl TTLNoFinishTime"])],
+        ),
+        case(
+            "clock skew: finish time 10m ahead is warned and waited for, never clamped",
+            vec![with_ttl(succeeded(pytorchjob("a"), 600), 60)],
+            vec![
+                (0, vec!["event PyTorchJob ml/a ttl TTLClockSkew", "requeue PyTorchJob ml/a ttl ttl-expiry @+690"]),
+                (539, vec!["event PyTorchJob ml/a ttl TTLClockSkew", "requeue PyTorchJob ml/a ttl ttl-expiry @+690"]),
+                // Within the 60s tolerance: no longer skew.
+                (540, vec!["requeue PyTorchJob ml/a ttl ttl-expiry @+690"]),
+                (
+                    690,
+                    vec!["delete-job PyTorchJob ml/a ttl ttl-expired", "event PyTorchJob ml/a ttl TTLExpiredDeleted"],
+                ),
+            ],
+        ),
+        case(
+            "MultiKueue-managed job: untouched",
+            vec![set(done.clone(), "/spec/runPolicy/managedBy", json!("kueue.x-k8s.io/multikueue"))],
+            vec![(100_000, vec![])],
+        ),
+        case(
+            "the operator's own managedBy value is ours",
+            vec![set(done.clone(), "/spec/runPolicy/managedBy", json!("kubeflow.org/training-operator"))],
+            vec![(
+                90,
+                vec!["delete-job PyTorchJob ml/a ttl ttl-expired", "event PyTorchJob ml/a ttl TTLExpiredDeleted"],
+            )],
+        ),
+        case(
+            "opted-out job: untouched",
+            vec![label(done.clone(), "trainguard.io/ignore", "true")],
+            vec![(100_000, vec![])],
+        ),
+        case(
+            "ignore label other than \"true\" does not opt out",
+            vec![label(done.clone(), "trainguard.io/ignore", "false")],
+            vec![(
+                90,
+                vec!["delete-job PyTorchJob ml/a ttl ttl-expired", "event PyTorchJob ml/a ttl TTLExpiredDeleted"],
+            )],
+        ),
+        case(
+            "job being deleted: nothing",
+            vec![set(done.clone(), "/metadata/deletionTimestamp", json!(ts(50)))],
+            vec![(100_000, vec![])],
+        ),
+        case(
+            "Workload Finished: TTL still runs",
+            vec![done.clone(), workload(&done, vec![cond("Finished", "True", Some(0))])],
+            vec![(
+                90,
+                vec!["delete-job PyTorchJob ml/a ttl ttl-expired", "event PyTorchJob ml/a ttl TTLExpiredDeleted"],
+            )],
+        ),
+    ]
+    .into_iter()
+    .map(|mut c| {
+        if c.name.starts_with("TTL disabled") {
+            c.config = cfg(|c| c.ttl = false);
+            c.steps = vec![(100_000, vec![])];
+        }
+        c
+    })
+    .collect());
+}
+
+#[test]
+fn ttl_resumed_before_expiry_and_edited() {
+    // Time-stepped over changing objects: finished at 0 with ttl 60 …
+    let job = with_ttl(succeeded(pytorchjob("a"), 0), 60);
+    let c = PlanConfig::default();
+    assert_eq!(plan_lines(std::slice::from_ref(&job), 30, &c), ["requeue PyTorchJob ml/a ttl ttl-expiry @+90"]);
+    // … suspended by Kueue at 60: no deletion at expiry …
+    let job = suspended(job);
+    assert_eq!(plan_lines(std::slice::from_ref(&job), 90, &c), Vec::<String>::new());
+    // … resumed and running again: no longer finished, no deletion ever.
+    let job = with_conditions(
+        set(job, "/spec/runPolicy/suspend", json!(false)),
+        vec![cond("Created", "True", Some(-3600)), cond("Running", "True", Some(100))],
+    );
+    assert_eq!(plan_lines(&[set(job, "/status/completionTime", Value::Null)], 200, &c), Vec::<String>::new());
+
+    // TTL edited: 3600 → requeue far; edited to 60 → expired now.
+    let long = with_ttl(succeeded(pytorchjob("b"), 0), 3600);
+    assert_eq!(plan_lines(std::slice::from_ref(&long), 100, &c), ["requeue PyTorchJob ml/b ttl ttl-expiry @+3630"]);
+    assert_eq!(
+        plan_lines(&[with_ttl(long, 60)], 100, &c),
+        ["delete-job PyTorchJob ml/b ttl ttl-expired", "event PyTorchJob ml/b ttl TTLExpiredDeleted"]
+    );
+}
+
+#[test]
+fn suspend_scenarios() {
+    // Suspended by Kueue, operator stalled: no Suspended condition, pods still running.
+    let stuck = suspended(with_ttl(pytorchjob("a"), 600));
+    let pod = v1_pod(&stuck, "a-master-0", "n1");
+    let evicted = workload(&stuck, vec![cond("Evicted", "True", Some(0)), cond("QuotaReserved", "False", Some(0))]);
+    let reconciled = with_conditions(
+        suspended(with_ttl(pytorchjob("b"), 600)),
+        vec![cond("Created", "True", Some(-3600)), cond("Suspended", "True", Some(0))],
+    );
+    run(vec![
+        case(
+            "stuck since the Workload's eviction: requeue at the bound, then alarm",
+            vec![stuck.clone(), pod.clone(), evicted.clone(), node("n1", None)],
+            vec![
+                (119, vec!["requeue PyTorchJob ml/a suspend suspend-stuck-after @+120"]),
+                (120, vec!["event PyTorchJob ml/a suspend SuspendNotReconciled"]),
+            ],
+        ),
+        case(
+            "without Workload or Suspended condition `plan` has no 'first seen': no alarm yet",
+            vec![stuck.clone(), pod.clone()],
+            vec![(100_000, vec![])],
+        ),
+        case(
+            "Suspended=True, no active replicas, no pods: reconciled, nothing",
+            vec![reconciled.clone(), workload(&reconciled, vec![cond("Evicted", "True", Some(0))])],
+            vec![(100_000, vec![])],
+        ),
+        case(
+            "Suspended=True but replicas still active: stuck since the condition",
+            vec![set(reconciled.clone(), "/status/replicaStatuses", json!({"Master": {"active": 1}}))],
+            vec![(120, vec!["event PyTorchJob ml/b suspend SuspendNotReconciled"])],
+        ),
+        case(
+            "Suspended=True, a pod already terminating: not stuck (it is going away)",
+            vec![reconciled.clone(), deleting(v1_pod(&reconciled, "b-master-0", "n1"), 0), node("n1", None)],
+            vec![(100_000, vec![])],
+        ),
+        case(
+            "Workload Finished: no suspend alarm",
+            vec![
+                stuck.clone(),
+                pod.clone(),
+                workload(&stuck, vec![cond("Evicted", "True", Some(0)), cond("Finished", "True", Some(0))]),
+            ],
+            vec![(100_000, vec![])],
+        ),
+        case(
+            "Workload Evicted while suspend is still false: no alarm yet",
+            vec![with_ttl(pytorchjob("c"), 600), workload(&pytorchjob("c"), vec![cond("Evicted", "True", Some(0))])],
+            vec![(100_000, vec![])],
+        ),
+        case(
+            "finished job that is suspended: only TTL rules (none here), no alarm",
+            vec![
+                suspended(succeeded(pytorchjob("d"), -10)),
+                workload(&pytorchjob("d"), vec![cond("Evicted", "True", Some(0))]),
+            ],
+            vec![(100_000, vec![])],
+        ),
+        case(
+            "MultiKueue job: no alarm",
+            vec![set(stuck.clone(), "/spec/runPolicy/managedBy", json!("kueue.x-k8s.io/multikueue")), evicted.clone()],
+            vec![(100_000, vec![])],
+        ),
+        case(
+            "opted out: no alarm",
+            vec![label(stuck.clone(), "trainguard.io/ignore", "true"), evicted.clone()],
+            vec![(100_000, vec![])],
+        ),
+    ]);
+}
+
+#[test]
+fn suspend_message_names_the_pre_v1_8_1_stall_when_the_job_has_a_ttl() {
+    let stuck = suspended(with_ttl(pytorchjob("a"), 600));
+    let objects = [stuck.clone(), workload(&stuck, vec![cond("Evicted", "True", Some(0))])];
+    let lines = plan_json(&objects, 300, &PlanConfig::default(), &HashMap::new());
+    let message = lines[0]["message"].as_str().unwrap();
+    assert!(message.contains("no Suspended=True condition"), "{message}");
+    assert!(message.contains("before v1.8.1"), "{message}");
+    assert_eq!(lines[0]["type"], "Warning");
+
+    let no_ttl = suspended(pytorchjob("b"));
+    let objects = [no_ttl.clone(), workload(&no_ttl, vec![cond("Evicted", "True", Some(0))])];
+    let lines = plan_json(&objects, 300, &PlanConfig::default(), &HashMap::new());
+    assert!(!lines[0]["message"].as_str().unwrap().contains("v1.8.1"));
+}
+
+#[test]
+fn suspend_first_seen_memory_is_the_fallback() {
+    let stuck = suspended(pytorchjob("a"));
+    let first_seen: HashMap<Str, _> = [(Str::from("uid-a"), at(1000))].into();
+    let c = PlanConfig::default();
+    assert_eq!(
+        plan_lines_with(std::slice::from_ref(&stuck), 1100, &c, &first_seen),
+        ["requeue PyTorchJob ml/a suspend suspend-stuck-after @+1120"]
+    );
+    assert_eq!(
+        plan_lines_with(&[stuck], 1120, &c, &first_seen),
+        ["event PyTorchJob ml/a suspend SuspendNotReconciled"]
+    );
+}
+
+#[test]
+fn stash_patch_shape_and_restore_on_resume() {
+    let stuck = suspended(with_ttl(pytorchjob("a"), 3600));
+    let objects = [stuck.clone(), workload(&stuck, vec![cond("Evicted", "True", Some(0))])];
+    let stash = cfg(|c| c.stash_ttl_on_stuck_suspend = true);
+    let lines = plan_json(&objects, 120, &stash, &HashMap::new());
+    let short_lines: Vec<String> = lines.iter().map(short).collect();
+    assert_eq!(
+        short_lines,
+        [
+            "event PyTorchJob ml/a suspend SuspendNotReconciled",
+            "patch-job PyTorchJob ml/a suspend stash-ttl",
+            "event PyTorchJob ml/a suspend TTLStashedWhileSuspended",
+        ]
+    );
+    assert_eq!(
+        lines[1]["patch"],
+        json!({
+            "metadata": {"resourceVersion": "100",
+                         "annotations": {"trainguard.io/stashed-ttl-seconds-after-finished": "3600"}},
+            "spec": {"runPolicy": {"ttlSecondsAfterFinished": null}}
+        })
+    );
+    // No TTL in spec: nothing to stash, only the alarm.
+    let no_ttl = suspended(pytorchjob("b"));
+    assert_eq!(
+        plan_lines(&[no_ttl.clone(), workload(&no_ttl, vec![cond("Evicted", "True", Some(0))])], 120, &stash),
+        ["event PyTorchJob ml/b suspend SuspendNotReconciled"]
+    );
+
+    // After the stash (spec TTL null, annotation set) and a resume: moved back, flag on or off.
+    let stashed = set(
+        set(
+            pytorchjob("a"),
+            "/metadata/annotations",
+            json!({"trainguard.io/stashed-ttl-seconds-after-finished": "3600"}),
+        ),
+        "/spec/runPolicy/suspend",
+        json!(false),
+    );
+    for config in [stash.clone(), PlanConfig::default()] {
+        let lines = plan_json(std::slice::from_ref(&stashed), 500, &config, &HashMap::new());
+        assert_eq!(
+            lines.iter().map(short).collect::<Vec<_>>(),
+            ["patch-job PyTorchJob ml/a suspend restore-ttl", "event PyTorchJob ml/a suspend TTLRestored"]
+        );
+        assert_eq!(
+            lines[0]["patch"],
+            json!({
+                "metadata": {"resourceVersion": "100",
+                             "annotations": {"trainguard.io/stashed-ttl-seconds-after-finished": null}},
+                "spec": {"runPolicy": {"ttlSecondsAfterFinished": 3600}}
+            })
+        );
+    }
+    // Still suspended: the annotation stays (a suspended job is never finished; no TTL is due).
+    assert_eq!(plan_lines(&[suspended(stashed.clone())], 500, &stash), Vec::<String>::new());
+    // The user set a TTL again meanwhile: theirs wins, only the annotation goes.
+    let lines = plan_json(&[with_ttl(stashed.clone(), 5)], 500, &stash, &HashMap::new());
+    assert_eq!(lines[0]["patch"]["spec"], Value::Null);
+    assert_eq!(
+        lines[0]["patch"]["metadata"]["annotations"]["trainguard.io/stashed-ttl-seconds-after-finished"],
+        Value::Null
+    );
+    // A value that is not a TTL is reported and left alone.
+    let bad = set(
+        stashed.clone(),
+        "/metadata/annotations",
+        json!({"trainguard.io/stashed-ttl-seconds-after-finished": "soon"}),
+    );
+    assert_eq!(plan_lines(&[bad], 500, &stash), ["event PyTorchJob ml/a suspend TTLRestoreFailed"]);
+    // Finished after the resume: restore first; the TTL applies once it is back in spec.
+    let finished = set(
+        succeeded(stashed, 400),
+        "/metadata/annotations",
+        json!({"trainguard.io/stashed-ttl-seconds-after-finished": "0"}),
+    );
+    assert_eq!(
+        plan_lines(&[finished], 500, &stash),
+        ["patch-job PyTorchJob ml/a suspend restore-ttl", "event PyTorchJob ml/a suspend TTLRestored"]
+    );
+}
+
+#[test]
+fn trainjob_suspend_report() {
+    let tj = set(
+        set(trainjob("t"), "/spec/suspend", json!(true)),
+        "/status/conditions",
+        json!([cond("Suspended", "True", Some(0))]),
+    );
+    run(vec![
+        case(
+            "TrainJob suspended while its JobSet still reports active jobs",
+            vec![tj.clone(), jobset_of(&tj, 2)],
+            vec![
+                (60, vec!["requeue TrainJob ml/t suspend suspend-stuck-after @+120"]),
+                (120, vec!["event TrainJob ml/t suspend SuspendNotReconciled"]),
+            ],
+        ),
+        case(
+            "TrainJob suspended with a JobSet pod not yet deleting",
+            vec![tj.clone(), jobset_of(&tj, 0), jobset_pod("t", "t-node-0-0-abc", "n1")],
+            vec![(120, vec!["event TrainJob ml/t suspend SuspendNotReconciled"])],
+        ),
+        case(
+            "TrainJob suspended, nothing active: fine",
+            vec![tj.clone(), jobset_of(&tj, 0), deleting(jobset_pod("t", "t-node-0-0-abc", "n1"), 0), node("n1", None)],
+            vec![(100_000, vec![])],
+        ),
+        case(
+            "MultiKueue TrainJob: untouched",
+            vec![set(tj.clone(), "/spec/managedBy", json!("kueue.x-k8s.io/multikueue")), jobset_of(&tj, 2)],
+            vec![(100_000, vec![])],
+        ),
+    ]);
+}
+
+/// A job with one pod deleted by the taint manager at 300 on node n1, which became unreachable at 0.
+fn failed_node_world() -> (Value, Value, Value) {
+    let job = pytorchjob("a");
+    let pod = deleting(v1_pod(&job, "a-master-0", "n1"), 300);
+    (job, pod, unreachable(node("n1", None), 0))
+}
+
+#[test]
+fn node_failure_scenarios() {
+    let (job, pod, dead) = failed_node_world();
+    let healthy = || (1..=4).map(|i| node(&format!("h{i}"), None)).collect::<Vec<_>>();
+    let world = |extra: Vec<Value>| {
+        let mut v = vec![job.clone(), pod.clone()];
+        v.extend(healthy());
+        v.extend(extra);
+        v
+    };
+    let acts = vec![
+        "patch-pod-status Pod ml/a-master-0 node-failure mark-failed-before-force-delete",
+        "force-delete-pod Pod ml/a-master-0 node-failure node-unreachable",
+        "event Pod ml/a-master-0 node-failure ForceDeletedStuckPod",
+        "event PyTorchJob ml/a node-failure ForceDeletedStuckPod",
+    ];
+    run(vec![
+        case(
+            "NotReady past the bound: status patch, then grace-0 delete",
+            world(vec![dead.clone()]),
+            vec![
+                (100, vec!["requeue Pod ml/a-master-0 node-failure force-delete-after @+420"]),
+                (419, vec!["requeue Pod ml/a-master-0 node-failure force-delete-after @+420"]),
+                (420, acts.clone()),
+            ],
+        ),
+        case(
+            "node NotReady recently: wait for --node-not-ready-for",
+            world(vec![unreachable(node("n1", None), 400)]),
+            vec![
+                (410, vec!["requeue Pod ml/a-master-0 node-failure force-delete-after @+420"]),
+                (
+                    650,
+                    vec![
+                        "event Pod ml/a-master-0 node-failure PodStuckTerminating",
+                        "requeue Pod ml/a-master-0 node-failure force-delete-after @+700",
+                    ],
+                ),
+                (700, acts.clone()),
+            ],
+        ),
+        case("node Ready again: nothing", world(vec![node("n1", None)]), vec![(420, vec![]), (100_000, vec![])]),
+        case(
+            "NotReady without the NoExecute taint: reported, never acted on",
+            world(vec![set(unreachable(node("n1", None), 0), "/spec/taints", json!([]))]),
+            vec![(100_000, vec!["event Pod ml/a-master-0 node-failure PodStuckTerminating"])],
+        ),
+        case(
+            "out-of-service taint on a NotReady node: acts without waiting for the NotReady bound",
+            world(vec![add_taint(
+                set(unreachable(node("n1", None), 350), "/spec/taints", json!([])),
+                "node.kubernetes.io/out-of-service",
+                "NoExecute",
+            )]),
+            vec![(420, acts.iter().map(|s| s.replace("node-unreachable", "node-out-of-service")).map(leak).collect())],
+        ),
+        case(
+            "out-of-service taint on a Ready node: nothing (PodGC's rule too)",
+            world(vec![add_taint(node("n1", None), "node.kubernetes.io/out-of-service", "NoExecute")]),
+            vec![(100_000, vec![])],
+        ),
+        case(
+            "node missing from the node list: acts",
+            world(vec![]),
+            vec![(420, acts.iter().map(|s| s.replace("node-unreachable", "node-missing")).map(leak).collect())],
+        ),
+        case("no node list at all: nothing decided", vec![job.clone(), pod.clone()], vec![(100_000, vec![])]),
+        case(
+            "pod not deleting: nothing",
+            world(vec![dead.clone()])
+                .into_iter()
+                .map(|o| if o["kind"] == "Pod" { v1_pod(&job, "a-master-0", "n1") } else { o })
+                .collect(),
+            vec![(100_000, vec![])],
+        ),
+        case(
+            "pod of an opted-out job: nothing",
+            world(vec![dead.clone()])
+                .into_iter()
+                .map(|o| if o["kind"] == "PyTorchJob" { label(o, "trainguard.io/ignore", "true") } else { o })
+                .collect(),
+            vec![(100_000, vec![])],
+        ),
+        case(
+            "pod of a MultiKueue job: nothing",
+            world(vec![dead.clone()])
+                .into_iter()
+                .map(|o| {
+                    if o["kind"] == "PyTorchJob" {
+                        set(o, "/spec/runPolicy/managedBy", json!("kueue.x-k8s.io/multikueue"))
+                    } else {
+                        o
+                    }
+                })
+                .collect(),
+            vec![(100_000, vec![])],
+        ),
+        case(
+            "pod whose job is unknown (owner UID differs): nothing",
+            world(vec![dead.clone()])
+                .into_iter()
+                .map(|o| if o["kind"] == "PyTorchJob" { set(o, "/metadata/uid", json!("other")) } else { o })
+                .collect(),
+            vec![(100_000, vec![])],
+        ),
+        case(
+            "already Failed with DisruptionTarget (taint manager's): no status patch, straight to delete",
+            vec![
+                job.clone(),
+                dead.clone(),
+                set(
+                    pod.clone(),
+                    "/status",
+                    json!({"phase": "Failed", "conditions": [{"type": "DisruptionTarget", "status": "True", "reason": "DeletionByTaintManager"}]}),
+                ),
+            ],
+            vec![(420, acts[1..].to_vec())],
+        ),
+    ]);
+}
+
+fn leak(s: String) -> &'static str {
+    Box::leak(s.into_boxed_str())
+}
+
+#[test]
+fn node_failure_status_patch_shape() {
+    let (job, pod, dead) = failed_node_world();
+    let lines =
+        plan_json(&[job, pod, dead, node("h1", None), node("h2", None)], 420, &PlanConfig::default(), &HashMap::new());
+    assert_eq!(
+        lines[0]["patch"],
+        json!({
+            "metadata": {"uid": "uid-a-master-0"},
+            "status": {"phase": "Failed", "conditions": [{
+                "type": "DisruptionTarget", "status": "True", "reason": "DeletionByTrainguard",
+                "message": "trainguard: node n1 is unreachable; force-deleting the stuck pod",
+                "lastTransitionTime": ts(420),
+            }]}
+        })
+    );
+    assert_eq!(lines[1]["gracePeriodSeconds"], 0);
+    assert_eq!(lines[1]["node"], "n1");
+    assert_eq!(lines[1]["job"], "PyTorchJob/ml/a");
+    assert_eq!(lines[2]["related"], "PyTorchJob/ml/a");
+    assert_eq!(lines[3]["related"], "Pod/ml/a-master-0");
+}
+
+#[test]
+fn node_failure_modes() {
+    let (job, pod, dead) = failed_node_world();
+    let oos = add_taint(dead.clone(), "node.kubernetes.io/out-of-service", "NoExecute");
+    let objects = |n: &Value| vec![job.clone(), pod.clone(), n.clone(), node("h1", None), node("h2", None)];
+    let only_oos = cfg(|c| c.node_failure = NodeFailureMode::OutOfService);
+    let off = cfg(|c| c.node_failure = NodeFailureMode::Off);
+    assert_eq!(
+        plan_lines(&objects(&dead), 10_000, &only_oos),
+        ["event Pod ml/a-master-0 node-failure PodStuckTerminating"]
+    );
+    assert_eq!(
+        plan_lines(&objects(&oos), 420, &only_oos)[1],
+        "force-delete-pod Pod ml/a-master-0 node-failure node-out-of-service"
+    );
+    assert_eq!(plan_lines(&objects(&oos), 10_000, &off), ["event Pod ml/a-master-0 node-failure PodStuckTerminating"]);
+}
+
+#[test]
+fn zone_brake_and_small_zone_floor() {
+    let job = pytorchjob("a");
+    let pod = deleting(v1_pod(&job, "a-master-0", "a1"), 300);
+    let down = |name: &str, zone: &str| unreachable(node(name, Some(zone)), 0);
+    let up = |name: &str, zone: &str| node(name, Some(zone));
+    let verdict = |nodes: Vec<Value>| {
+        let mut objects = vec![job.clone(), pod.clone()];
+        objects.extend(nodes);
+        plan_lines(&objects, 420, &PlanConfig::default())
+            .into_iter()
+            .find(|l| l.contains("ForceDeleteSuppressed") || l.contains("force-delete-pod"))
+            .unwrap_or_default()
+    };
+    let braked = "event Pod ml/a-master-0 node-failure ForceDeleteSuppressed";
+    let acted = "force-delete-pod Pod ml/a-master-0 node-failure node-unreachable";
+    let cases: Vec<(&str, Vec<Value>, &str)> = vec![
+        (
+            "3 of 3 down in zone a: brake",
+            vec![down("a1", "a"), down("a2", "a"), down("a3", "a"), up("b1", "b"), up("b2", "b")],
+            braked,
+        ),
+        ("2 of 2 down in zone a: small-zone floor, acts", vec![down("a1", "a"), down("a2", "a"), up("b1", "b")], acted),
+        (
+            "3 of 6 down in zone a (0.5 < 0.55): acts",
+            vec![down("a1", "a"), down("a2", "a"), down("a3", "a"), up("a4", "a"), up("a5", "a"), up("a6", "a")],
+            acted,
+        ),
+        (
+            "4 of 6 down in zone a (0.67): brake",
+            vec![down("a1", "a"), down("a2", "a"), down("a3", "a"), down("a4", "a"), up("a5", "a"), up("a6", "a")],
+            braked,
+        ),
+        (
+            "other zone's outage does not brake zone a",
+            vec![down("a1", "a"), up("a2", "a"), up("a3", "a"), down("b1", "b"), down("b2", "b"), down("b3", "b")],
+            acted,
+        ),
+        (
+            "NotReady nodes not yet past the bound do not count",
+            vec![down("a1", "a"), unreachable(up("a2", "a"), 400), unreachable(up("a3", "a"), 400), up("a4", "a")],
+            acted,
+        ),
+    ];
+    for (name, nodes, want) in cases {
+        assert_eq!(verdict(nodes), want, "{name}");
+    }
+    // No zone labels: the cluster is the domain.
+    let pod = deleting(v1_pod(&job, "a-master-0", "n1"), 300);
+    let unzoned = |down_count: usize, total: usize| {
+        let mut objects = vec![job.clone(), pod.clone()];
+        for i in 1..=total {
+            let n = node(&format!("n{i}"), None);
+            objects.push(if i <= down_count { unreachable(n, 0) } else { n });
+        }
+        plan_lines(&objects, 420, &PlanConfig::default()).join("|")
+    };
+    assert!(unzoned(3, 4).contains("ForceDeleteSuppressed"));
+    assert!(unzoned(2, 5).contains("force-delete-pod"));
+}
+
+#[test]
+fn rate_limit_serves_oldest_first_and_requeues_at_the_next_token() {
+    let job = pytorchjob("a");
+    let mut objects = vec![job.clone(), unreachable(node("n1", None), 0)];
+    objects.extend((0..4).map(|i| node(&format!("h{i}"), None)));
+    for (i, deleted_at) in [(0, 300), (1, 290), (2, 310)] {
+        objects.push(deleting(v1_pod(&job, &format!("a-worker-{i}"), "n1"), deleted_at));
+    }
+    let config = cfg(|c| c.max_force_deletes_per_minute = 2);
+    let lines = plan_lines(&objects, 1000, &config);
+    let deletes: Vec<&String> = lines.iter().filter(|l| l.starts_with("force-delete-pod")).collect();
+    assert_eq!(deletes.len(), 2, "{lines:#?}");
+    assert!(deletes[0].contains("a-worker-1") && deletes[1].contains("a-worker-0"), "{lines:#?}");
+    let tail: Vec<&String> = lines.iter().filter(|l| l.contains("a-worker-2")).collect();
+    assert_eq!(
+        tail,
+        [
+            "event Pod ml/a-worker-2 node-failure ForceDeleteSuppressed",
+            "requeue Pod ml/a-worker-2 node-failure rate-limit @+1030"
+        ]
+    );
+}
+
+#[test]
+fn finalizers_after_the_force_delete() {
+    let tj = trainjob("t");
+    let ours = |finalizers: Value| {
+        let pod = deleting(jobset_pod("t", "t-node-0-0-x", "n1"), 300);
+        let pod = set(pod, "/metadata/deletionGracePeriodSeconds", json!(0));
+        let pod = set(pod, "/metadata/finalizers", finalizers);
+        set(
+            pod,
+            "/status",
+            json!({"phase": "Failed", "conditions": [{"type": "DisruptionTarget", "status": "True", "reason": "DeletionByTrainguard"}]}),
+        )
+    };
+    let world =
+        |pod: Value| vec![tj.clone(), jobset_of(&tj, 0), pod, unreachable(node("n1", None), 0), node("h1", None)];
+    let c = PlanConfig::default();
+    // The Job controller's job-tracking finalizer is expected: wait, never warn.
+    assert_eq!(plan_lines(&world(ours(json!(["batch.kubernetes.io/job-tracking"]))), 10_000, &c), Vec::<String>::new());
+    // Any other finalizer is reported; trainguard never strips it.
+    assert_eq!(
+        plan_lines(&world(ours(json!(["batch.kubernetes.io/job-tracking", "example.com/keep"]))), 10_000, &c),
+        ["event Pod ml/t-node-0-0-x node-failure PodBlockedByFinalizers"]
+    );
+}
+
+#[test]
+fn trainjob_pods_handled_and_unrelated_jobset_pods_ignored() {
+    let tj = trainjob("t");
+    let dead = unreachable(node("n1", None), 0);
+    let ours = deleting(jobset_pod("t", "t-node-0-0-x", "n1"), 300);
+    let theirs = deleting(jobset_pod("other", "other-w-0-0-y", "n1"), 300);
+    let unrelated_jobset = json!({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "metadata": {"name": "other", "namespace": "ml", "uid": "js-other"}});
+    let objects =
+        vec![tj.clone(), jobset_of(&tj, 0), unrelated_jobset, ours, theirs, dead, node("h1", None), node("h2", None)];
+    let lines = plan_lines(&objects, 420, &PlanConfig::default());
+    assert_eq!(
+        lines,
+        [
+            "patch-pod-status Pod ml/t-node-0-0-x node-failure mark-failed-before-force-delete",
+            "force-delete-pod Pod ml/t-node-0-0-x node-failure node-unreachable",
+            "event Pod ml/t-node-0-0-x node-failure ForceDeletedStuckPod",
+            "event TrainJob ml/t node-failure ForceDeletedStuckPod",
+        ]
+    );
+    // A MultiKueue TrainJob's pods are not ours either.
+    let mut objects = objects;
+    objects[0] = set(tj, "/spec/managedBy", json!("kueue.x-k8s.io/multikueue"));
+    assert_eq!(plan_lines(&objects, 420, &PlanConfig::default()), Vec::<String>::new());
+}
+
+#[test]
+fn report_mode_prefixes_write_events_with_would() {
+    let report = cfg(|c| c.mode = Mode::Report);
+    let done = with_ttl(succeeded(pytorchjob("a"), 0), 60);
+    let lines = plan_json(std::slice::from_ref(&done), 90, &report, &HashMap::new());
+    assert_eq!(lines[1]["reason"], "WouldTTLExpiredDeleted");
+    assert!(lines[1]["message"].as_str().unwrap().starts_with("Would be deleted"));
+    let (job, pod, dead) = failed_node_world();
+    let lines = plan_json(&[job, pod, dead, node("h1", None)], 420, &report, &HashMap::new());
+    assert_eq!(lines[2]["reason"], "WouldForceDeletedStuckPod");
+    // Events that stand for no write keep their reason.
+    let lines = plan_json(&[with_ttl(succeeded(pytorchjob("b"), 600), 60)], 0, &report, &HashMap::new());
+    assert_eq!(lines[0]["reason"], "TTLClockSkew");
+}

@@ -1,0 +1,234 @@
+//! The live controller's bookkeeping without a runtime: exact timers (no polling), events once per
+//! episode, in-flight work, backoff, the first full sync, relists, and the gauges.
+
+mod controller_support;
+
+use std::collections::HashSet;
+
+use controller_support::*;
+use serde_json::{Value, json};
+use trainguard::controller::config::PlanConfig;
+use trainguard::controller::facts::NsName;
+use trainguard::controller::objects::change_from_value;
+use trainguard::controller::plan::{Action, NodeState, Observation, Reason};
+use trainguard::controller::snapshot::{Change, Key, Source};
+use trainguard::controller::state::{ControllerState, Outcome, Report, Work};
+
+fn apply(state: &mut ControllerState, object: &Value, now: i64) {
+    state.apply(change_from_value(object).unwrap().unwrap(), at(now));
+}
+
+/// Plans dirty keys; returns the work, with every event it carries reported as published.
+fn plan(state: &mut ControllerState, now: i64) -> Vec<Work> {
+    state.plan_dirty(at(now)).into_iter().filter_map(|(_, _, w)| w).collect()
+}
+
+fn done(state: &mut ControllerState, work: &Work, outcome: Outcome, now: i64) {
+    let published = work
+        .actions
+        .iter()
+        .filter_map(|a| match &a.action {
+            Action::Event(e) => Some((e.target.uid.clone(), e.reason, e.episode.clone())),
+            _ => None,
+        })
+        .collect();
+    state.finish(Report { key: work.key.clone(), outcome, published }, at(now));
+}
+
+fn reasons(work: &Work) -> Vec<&'static str> {
+    work.actions
+        .iter()
+        .map(|a| match &a.action {
+            Action::Event(e) => e.reason.as_str(),
+            other => other.name(),
+        })
+        .collect()
+}
+
+fn synced(objects: &[Value], now: i64) -> ControllerState {
+    let mut state = ControllerState::new(PlanConfig::default());
+    for o in objects {
+        apply(&mut state, o, now);
+    }
+    state.set_synced();
+    state
+}
+
+#[test]
+fn nothing_is_planned_before_the_first_full_sync() {
+    let mut state = ControllerState::new(PlanConfig::default());
+    apply(&mut state, &with_ttl(succeeded(pytorchjob("a"), 0), 0), 100);
+    assert!(plan(&mut state, 100).is_empty());
+    state.set_synced();
+    let work = plan(&mut state, 100);
+    assert_eq!(reasons(&work[0]), ["delete-job", "TTLExpiredDeleted"]);
+}
+
+#[test]
+fn ttl_timer_fires_at_the_exact_expiry_and_not_before() {
+    let mut state = synced(&[with_ttl(succeeded(pytorchjob("a"), 0), 60)], 10);
+    assert!(plan(&mut state, 10).is_empty());
+    assert_eq!(state.next_wake(), Some(at(90)));
+    state.fire_due(at(89));
+    assert!(plan(&mut state, 89).is_empty());
+    assert_eq!(state.next_wake(), Some(at(90)));
+    state.fire_due(at(90));
+    let work = plan(&mut state, 90);
+    assert_eq!(reasons(&work[0]), ["delete-job", "TTLExpiredDeleted"]);
+    // Nothing else is scheduled: no polling.
+    assert_eq!(state.next_wake(), None);
+}
+
+#[test]
+fn ttl_edit_replaces_the_timer() {
+    let job = with_ttl(succeeded(pytorchjob("a"), 0), 3600);
+    let mut state = synced(std::slice::from_ref(&job), 10);
+    plan(&mut state, 10);
+    assert_eq!(state.next_wake(), Some(at(3630)));
+    apply(&mut state, &with_ttl(job, 100), 20);
+    plan(&mut state, 20);
+    assert_eq!(state.next_wake(), Some(at(130)));
+}
+
+#[test]
+fn suspend_alarm_once_per_episode() {
+    let job = suspended(pytorchjob("a"));
+    let pod = v1_pod(&job, "a-master-0", "n1");
+    let mut state = synced(&[job.clone(), pod, node("n1", None)], 0);
+    // First seen suspended at 0 (no Workload, no Suspended condition): alarm at 120.
+    assert!(plan(&mut state, 0).is_empty());
+    assert_eq!(state.next_wake(), Some(at(120)));
+    state.fire_due(at(120));
+    let work = plan(&mut state, 120);
+    assert_eq!(reasons(&work[0]), ["SuspendNotReconciled"]);
+    done(&mut state, &work[0], Outcome::Done, 120);
+    assert_eq!(state.gauges().get(&Observation::SuspendStuck("PyTorchJob")), Some(&1));
+
+    // Updates during the same episode: no second event.
+    apply(&mut state, &set(job.clone(), "/metadata/resourceVersion", json!("101")), 130);
+    assert!(plan(&mut state, 130).is_empty());
+
+    // Resumed: the episode ends, the gauge drops.
+    apply(&mut state, &set(job.clone(), "/spec/runPolicy/suspend", json!(false)), 200);
+    assert!(plan(&mut state, 200).is_empty());
+    assert_eq!(state.gauges().get(&Observation::SuspendStuck("PyTorchJob")), Some(&0));
+
+    // Preempted again: a new episode, a new alarm after the bound.
+    apply(&mut state, &job, 300);
+    assert!(plan(&mut state, 300).is_empty());
+    assert_eq!(state.next_wake(), Some(at(420)));
+    state.fire_due(at(420));
+    let work = plan(&mut state, 420);
+    assert_eq!(reasons(&work[0]), ["SuspendNotReconciled"]);
+}
+
+#[test]
+fn in_flight_keys_are_not_planned_twice_and_replanned_after_their_report() {
+    let job = with_ttl(succeeded(pytorchjob("a"), 0), 0);
+    let mut state = synced(std::slice::from_ref(&job), 100);
+    let work = plan(&mut state, 100);
+    assert_eq!(work.len(), 1);
+    // A watch event while the delete is in flight: deferred.
+    apply(&mut state, &set(job.clone(), "/metadata/resourceVersion", json!("101")), 101);
+    assert!(plan(&mut state, 101).is_empty());
+    // 409 (the executor published nothing): re-evaluated at once, with the deferred change.
+    state.finish(Report { key: work[0].key.clone(), outcome: Outcome::Conflict, published: vec![] }, at(102));
+    let again = plan(&mut state, 102);
+    assert_eq!(reasons(&again[0]), ["delete-job", "TTLExpiredDeleted"]);
+}
+
+#[test]
+fn failures_back_off_from_one_second_doubling_to_five_minutes() {
+    let job = with_ttl(succeeded(pytorchjob("a"), 0), 0);
+    let mut state = synced(&[job], 100);
+    let mut now = 100;
+    let mut delays = Vec::new();
+    for _ in 0..12 {
+        let work = plan(&mut state, now);
+        assert_eq!(work.len(), 1, "at {now}");
+        state.finish(Report { key: work[0].key.clone(), outcome: Outcome::Failed, published: vec![] }, at(now));
+        let wake = state.next_wake().unwrap();
+        delays.push(wake.as_second() - at(now).as_second());
+        now = wake.as_second() - T0;
+        state.fire_due(wake);
+    }
+    assert_eq!(delays, [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300, 300]);
+}
+
+#[test]
+fn node_changes_replan_terminating_pods_and_gauges_follow() {
+    let job = pytorchjob("a");
+    let pod = deleting(v1_pod(&job, "a-master-0", "n1"), 300);
+    let mut state = synced(&[job, pod, unreachable(node("n1", None), 0), node("h1", None)], 200);
+    assert!(plan(&mut state, 200).is_empty());
+    assert_eq!(state.next_wake(), Some(at(420)));
+    // Node Ready again before the action: timer cancelled.
+    apply(&mut state, &node("n1", None), 400);
+    assert!(plan(&mut state, 400).is_empty());
+    assert_eq!(state.next_wake(), None);
+    // Down again: the pod is planned again on the node event alone, and acted on when due.
+    apply(&mut state, &unreachable(node("n1", None), 0), 500);
+    let work = plan(&mut state, 500);
+    assert_eq!(
+        reasons(&work[0]),
+        ["patch-pod-status", "force-delete-pod", "ForceDeletedStuckPod", "ForceDeletedStuckPod"]
+    );
+    assert_eq!(state.gauges().get(&Observation::PodStuck(NodeState::Unreachable)), Some(&1));
+}
+
+#[test]
+fn relist_removes_objects_that_are_gone() {
+    let a = with_ttl(succeeded(pytorchjob("a"), 0), 3600);
+    let b = with_ttl(succeeded(pytorchjob("b"), 0), 3600);
+    let mut state = synced(&[a, b], 10);
+    plan(&mut state, 10);
+    assert_eq!(state.gauges().get(&Observation::TtlScheduled("PyTorchJob")), Some(&2));
+    let seen: HashSet<NsName> = [NsName::new("ml", "a")].into();
+    state.apply(Change::Relisted(Source::Jobs(trainguard::model::kubeflow_v1::TrainingKind::PyTorchJob), seen), at(20));
+    plan(&mut state, 20);
+    assert_eq!(state.gauges().get(&Observation::TtlScheduled("PyTorchJob")), Some(&1));
+    assert!(
+        state
+            .snapshot()
+            .job(&trainguard::controller::facts::JobKey {
+                kind: trainguard::model::kubeflow_v1::TrainingKind::PyTorchJob,
+                id: NsName::new("ml", "b")
+            })
+            .is_none()
+    );
+    assert!(matches!(state.plan_dirty(at(20)).first(), None | Some((Key::Job(_), _, None))));
+}
+
+#[test]
+fn report_events_dedupe_by_uid_reason_and_episode() {
+    // In report mode nothing changes after a `Would…` event: later passes must stay silent.
+    let config = PlanConfig { mode: trainguard::controller::config::Mode::Report, ..PlanConfig::default() };
+    let job = with_ttl(succeeded(pytorchjob("a"), 0), 0);
+    let mut state = ControllerState::new(config);
+    apply(&mut state, &job, 100);
+    state.set_synced();
+    let work = plan(&mut state, 100);
+    done(&mut state, &work[0], Outcome::Done, 100);
+    apply(&mut state, &set(job, "/metadata/labels", json!({"x": "y"})), 200);
+    let work = plan(&mut state, 200);
+    // The write is re-checked, but the event is not sent again.
+    assert_eq!(reasons(&work[0]), ["delete-job"]);
+    assert!(
+        !work[0].actions.iter().any(|a| matches!(&a.action, Action::Event(e) if e.reason == Reason::TTLExpiredDeleted))
+    );
+}
+
+#[test]
+fn relist_forgets_the_memory_of_objects_that_are_gone() {
+    let job = suspended(pytorchjob("a"));
+    let mut state = synced(&[job.clone(), v1_pod(&job, "a-master-0", "n1"), node("n1", None)], 0);
+    assert!(plan(&mut state, 0).is_empty());
+    state.fire_due(at(120));
+    let work = plan(&mut state, 120);
+    done(&mut state, &work[0], Outcome::Done, 120);
+    assert_eq!(state.remembered(), 2, "first sighting and the published alarm");
+    // Deleted while the watch was down: the relist removes it, and its memory goes too.
+    let kind = trainguard::model::kubeflow_v1::TrainingKind::PyTorchJob;
+    state.apply(Change::Relisted(Source::Jobs(kind), HashSet::new()), at(200));
+    assert_eq!(state.remembered(), 0);
+}
