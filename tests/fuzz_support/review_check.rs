@@ -10,20 +10,6 @@ use trainguard::cluster::ClusterView;
 /// Denial messages stay under this (webhook spec §6).
 pub const MAX_MESSAGE_BYTES: usize = 1024;
 
-/// Known deviation, reported to the lead: serde's derived `Deserialize` also reads a struct from
-/// a JSON array (fields by position), so `"request": ["uid", …]` is answered as if it were an
-/// object instead of being rejected with HTTP 400 (webhook spec §1), and `"spec": []` decodes as
-/// an empty spec, for which the mutating webhook sends a patch that cannot apply
-/// (`add /spec/suspend` into an array). The API server never sends these shapes (the CRD schema
-/// makes them objects). Set to false once `src/model` rejects sequences; the check then
-/// enforces both.
-pub const TOLERATE_ARRAY_AS_OBJECT: bool = true;
-
-/// Known deviation, reported to the lead: the message of a 400 denial (an object that does not
-/// decode, a wrong kind, an unknown operation) quotes the input and is not cut to 1 KiB as field
-/// errors are (`Decision::bad_request_by` does not truncate). Set to false once it does.
-pub const TOLERATE_LONG_BAD_REQUEST_MESSAGE: bool = true;
-
 /// The response review as the API server reads it (`patch` is base64, as Go's `[]byte`).
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -49,8 +35,6 @@ struct AnswerResponse {
 #[derive(Debug, Default, Deserialize)]
 struct AnswerStatus {
     #[serde(default)]
-    code: u16,
-    #[serde(default)]
     message: String,
 }
 
@@ -65,7 +49,7 @@ struct SentRequest {
     uid: String,
 }
 
-/// Whether the body's `request` is a JSON array (see [`TOLERATE_ARRAY_AS_OBJECT`]).
+/// Whether the body's `request` is a JSON array (which the webhook must refuse with HTTP 400).
 fn request_is_array(body: &[u8]) -> bool {
     #[derive(Deserialize)]
     struct Envelope<'a> {
@@ -94,19 +78,14 @@ pub fn check(
     }
     let response = answer.response;
 
-    // The uid comes back unchanged.
+    // The uid comes back unchanged. (Reading `Sent` with serde's derive would also accept a
+    // `request` written as an array; the webhook rejects that, so an answer to one fails here.)
     if request_is_array(body) {
-        if !TOLERATE_ARRAY_AS_OBJECT {
-            return Err("Ok for a review whose request is an array".into());
-        }
-        if response.uid != reviewed.uid {
-            return Err(format!("uid {:?} came back as {:?}", reviewed.uid, response.uid));
-        }
-    } else {
-        let sent: Sent = serde_json::from_slice(body).map_err(|e| format!("Ok for a review without a uid: {e}"))?;
-        if response.uid != sent.request.uid || reviewed.uid != sent.request.uid {
-            return Err(format!("uid {:?} came back as {:?} / {:?}", sent.request.uid, response.uid, reviewed.uid));
-        }
+        return Err("answered a review whose request is an array".into());
+    }
+    let sent: Sent = serde_json::from_slice(body).map_err(|e| format!("Ok for a review without a uid: {e}"))?;
+    if response.uid != sent.request.uid || reviewed.uid != sent.request.uid {
+        return Err(format!("uid {:?} came back as {:?} / {:?}", sent.request.uid, response.uid, reviewed.uid));
     }
     if response.allowed != reviewed.decision.allowed() {
         return Err("response.allowed disagrees with the decision".into());
@@ -114,8 +93,7 @@ pub fn check(
 
     if !response.allowed {
         let status = response.status.unwrap_or_default();
-        let tolerated = TOLERATE_LONG_BAD_REQUEST_MESSAGE && status.code == 400;
-        if status.message.is_empty() || (status.message.len() >= MAX_MESSAGE_BYTES && !tolerated) {
+        if status.message.is_empty() || status.message.len() >= MAX_MESSAGE_BYTES {
             return Err(format!("denial message of {} bytes: {:.200}", status.message.len(), status.message));
         }
         if response.patch.is_some() {
@@ -153,14 +131,7 @@ fn check_patch_is_idempotent(
         return Ok(());
     };
     let object = &mut sent["request"]["object"];
-    let arrays_for_objects =
-        [&*object, &object["spec"], &object["metadata"], &object["spec"]["runtimeRef"]].iter().any(|v| v.is_array());
-    if let Err(e) = json_patch::patch(object, patch) {
-        if TOLERATE_ARRAY_AS_OBJECT && arrays_for_objects {
-            return Ok(());
-        }
-        return Err(format!("the patch does not apply to request.object: {e}"));
-    }
+    json_patch::patch(object, patch).map_err(|e| format!("the patch does not apply to request.object: {e}"))?;
     let again = serde_json::to_vec(&sent).map_err(|e| e.to_string())?;
     let reviewed = review(endpoint, &again, config, cluster).map_err(|e| format!("patched review refused: {e}"))?;
     if let Some(second) = reviewed.decision.patch {
