@@ -18,6 +18,7 @@ use trainguard::admin::Readiness;
 use trainguard::cli::serve::ServeArgs;
 use trainguard::cli::{Cli, Command as Subcommand};
 use trainguard::config::LogFormat;
+use trainguard::controller::config::{Mode, resolve_lease_namespace};
 
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, RuleWithOperations, ValidatingWebhookConfiguration, WebhookClientConfig,
@@ -555,6 +556,42 @@ fn rbac_grants_exactly_the_api_call_table() {
         );
     }
     let _: k8s_openapi::api::core::v1::ServiceAccount = r.get(&sa);
+}
+
+#[test]
+fn controller_lease_lives_where_the_role_grants_it() {
+    let r = render_cert_manager();
+    let d = r.deployment();
+    let serve = serve_args(&container(&d));
+    // POD_NAMESPACE comes from the downward API: the Deployment's own namespace.
+    let pod_namespace = d.metadata.namespace.clone();
+    let lease_namespace =
+        resolve_lease_namespace(serve.controller.lease_namespace.as_deref(), pod_namespace.as_deref());
+    let role: Role = r.get("trainguard-leader-election");
+    assert_eq!(Some(lease_namespace), role.metadata.namespace);
+    assert_eq!(serve.controller.lease_name, "trainguard-controller");
+    assert!(serve.controller.enabled, "the controller runs (on the elected leader)");
+    assert_eq!(serve.controller.planner.controller_mode, Mode::Act, "act is the default; report is opt-in");
+}
+
+/// The report-mode overlay shown in docs/operations.md works as written.
+#[test]
+fn documented_report_mode_overlay_switches_the_controller_to_report() {
+    let docs = std::fs::read_to_string(repo().join("docs/operations.md")).unwrap();
+    let start = docs.find("# my-overlay/kustomization.yaml\n").expect("the report-mode example in the docs");
+    let yaml: String = docs[start..]
+        .lines()
+        .take_while(|l| !l.trim_start().starts_with("```"))
+        .map(|l| format!("{}\n", l.strip_prefix("   ").unwrap_or(l)))
+        .collect();
+    let tmp = tempfile::tempdir().unwrap();
+    copy_dir(&repo().join("deploy"), &tmp.path().join("deploy"));
+    let overlay = tmp.path().join("my-overlay");
+    std::fs::create_dir_all(&overlay).unwrap();
+    std::fs::write(overlay.join("kustomization.yaml"), yaml).unwrap();
+    let r = render(&overlay);
+    let serve = serve_args(&container(&r.deployment()));
+    assert_eq!(serve.controller.planner.controller_mode, Mode::Report);
 }
 
 // ---------------------------------------------------------------------------------------------
