@@ -1,0 +1,29 @@
+# syntax=docker/dockerfile:1
+# trainguard image: build with the Rust toolchain, run as non-root on distroless.
+#   docker build -t REGISTRY/trainguard:0.1.0 .
+# Not built in this repository's CI (no container engine there); see docs/operations.md.
+
+ARG RUST_VERSION=1.89
+
+FROM docker.io/library/rust:${RUST_VERSION}-bookworm AS build
+WORKDIR /src
+# Manifest and sources only (see .dockerignore); benches/ because Cargo.toml declares a bench.
+COPY Cargo.toml Cargo.lock ./
+COPY src ./src
+COPY benches ./benches
+RUN --mount=type=cache,target=/usr/local/cargo/registry \
+    --mount=type=cache,target=/src/target \
+    cargo build --release --locked --bin trainguard \
+    && install -D -m 0755 target/release/trainguard /out/trainguard
+
+# glibc + libgcc, no shell, no package manager; "nonroot" runs as uid/gid 65532.
+FROM gcr.io/distroless/cc-debian12:nonroot
+LABEL org.opencontainers.image.title="trainguard" \
+      org.opencontainers.image.description="Admission webhook and companion controller for Kubeflow training workloads" \
+      org.opencontainers.image.licenses="Apache-2.0"
+COPY --from=build /out/trainguard /usr/local/bin/trainguard
+USER 65532:65532
+# 9443: HTTPS webhook; 8080: admin (/healthz, /readyz, /metrics).
+EXPOSE 9443 8080
+ENTRYPOINT ["/usr/local/bin/trainguard"]
+CMD ["serve"]

@@ -1,0 +1,929 @@
+//! deploy/ as `kubectl kustomize` renders it, checked against the code and the spec: webhook
+//! names, paths and selectors (webhook spec §1), RBAC against `trainguard::rbac::API_CALLS`, the
+//! Service and probe ports against the server's flags, and the Deployment's hardening.
+//!
+//! Needs `kubectl` (client only, with its built-in kustomize v5+); fails with a clear message
+//! when it is missing or too old.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use clap::{Parser as _, ValueEnum as _};
+use prometheus_client::registry::Registry;
+use tower::ServiceExt as _;
+use trainguard::admin::Readiness;
+use trainguard::cli::serve::ServeArgs;
+use trainguard::cli::{Cli, Command as Subcommand};
+use trainguard::config::LogFormat;
+use trainguard::controller::config::{Mode, resolve_lease_namespace};
+
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, RuleWithOperations, ValidatingWebhookConfiguration, WebhookClientConfig,
+};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Container, PodSpec, Secret, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use k8s_openapi::{ByteString, Resource};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use trainguard::admission::Endpoint;
+use trainguard::cli::certs::{
+    DEFAULT_NAMESPACE, DEFAULT_SECRET, DEFAULT_SERVICE, MUTATING_CONFIGURATION, MUTATING_WEBHOOK, Target,
+    VALIDATING_CONFIGURATION, VALIDATING_WEBHOOK,
+};
+use trainguard::rbac::{API_CALLS, Scope};
+
+const NAMESPACE: &str = DEFAULT_NAMESPACE;
+/// Admin paths of webhook spec §1, served on `--admin-bind` (checked against the admin router).
+const HEALTHZ: &str = "/healthz";
+const READYZ: &str = "/readyz";
+const BREAK_GLASS_LABEL: &str = "trainguard.io/webhook";
+/// kubectl 1.27 ships kustomize v5 (Components, `labels`, multi-document patches).
+const MIN_KUBECTL_MINOR: u32 = 27;
+const MIN_KUSTOMIZE_MAJOR: u32 = 5;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Checks once that kubectl is there and new enough.
+fn kubectl() -> &'static str {
+    static CHECKED: OnceLock<Result<(), String>> = OnceLock::new();
+    let checked = CHECKED.get_or_init(|| {
+        let out = Command::new("kubectl").args(["version", "--client", "-o", "json"]).output().map_err(|e| {
+            format!("kubectl is needed to render deploy/ but could not be run ({e}); install kubectl >= 1.{MIN_KUBECTL_MINOR}")
+        })?;
+        if !out.status.success() {
+            return Err(format!("`kubectl version --client` failed: {}", String::from_utf8_lossy(&out.stderr)));
+        }
+        let v: Value = serde_json::from_slice(&out.stdout).map_err(|e| format!("kubectl version output: {e}"))?;
+        let minor: u32 = v["clientVersion"]["minor"]
+            .as_str()
+            .and_then(|m| m.trim_end_matches('+').parse().ok())
+            .ok_or_else(|| format!("kubectl version has no clientVersion.minor: {v}"))?;
+        let kustomize = v["kustomizeVersion"].as_str().unwrap_or("");
+        let kustomize_major: u32 =
+            kustomize.trim_start_matches('v').split('.').next().and_then(|m| m.parse().ok()).unwrap_or(0);
+        if minor < MIN_KUBECTL_MINOR || kustomize_major < MIN_KUSTOMIZE_MAJOR {
+            return Err(format!(
+                "kubectl 1.{minor} with kustomize {kustomize:?} is too old to render deploy/: \
+                 need kubectl >= 1.{MIN_KUBECTL_MINOR} (kustomize v{MIN_KUSTOMIZE_MAJOR}+)"
+            ));
+        }
+        Ok(())
+    });
+    if let Err(message) = checked {
+        panic!("{message}");
+    }
+    "kubectl"
+}
+
+/// Every object `kubectl kustomize DIR` prints.
+struct Rendered {
+    what: String,
+    objects: Vec<Value>,
+}
+
+fn render(dir: &Path) -> Rendered {
+    let out = Command::new(kubectl()).arg("kustomize").arg(dir).output().expect("running kubectl kustomize");
+    assert!(
+        out.status.success(),
+        "kubectl kustomize {} failed: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let objects: Vec<Value> = serde_saphyr::from_multiple(&text).expect("kustomize output is YAML");
+    Rendered { what: dir.display().to_string(), objects }
+}
+
+fn render_cert_manager() -> Rendered {
+    render(&repo().join("deploy/overlays/cert-manager"))
+}
+
+/// The static-certs overlay from a copy of deploy/ next to freshly generated certs/.
+fn render_static_certs() -> (Rendered, tempfile::TempDir) {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_dir(&repo().join("deploy"), &tmp.path().join("deploy"));
+    let certs = tmp.path().join("certs");
+    let out = Command::new(env!("CARGO_BIN_EXE_trainguard"))
+        .args(["certs", "--service", DEFAULT_SERVICE, "--namespace", NAMESPACE, "--out"])
+        .arg(&certs)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "trainguard certs: {}", String::from_utf8_lossy(&out.stderr));
+    (render(&tmp.path().join("deploy/overlays/static-certs")), tmp)
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &to.join(entry.file_name()));
+        } else {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
+    }
+}
+
+impl Rendered {
+    fn kinds_and_names(&self) -> BTreeSet<String> {
+        self.objects.iter().map(|o| format!("{} {}", o["kind"].as_str().unwrap(), o["metadata"]["name"])).collect()
+    }
+
+    fn raw(&self, kind: &str, name: &str) -> &Value {
+        let mut found = self.objects.iter().filter(|o| o["kind"] == kind && o["metadata"]["name"] == name);
+        let one = found.next().unwrap_or_else(|| panic!("{}: no {kind} {name}", self.what));
+        assert!(found.next().is_none(), "{}: two {kind} {name}", self.what);
+        one
+    }
+
+    /// The object of type `K` named `name`, decoded into the k8s-openapi type.
+    fn get<K: Resource + DeserializeOwned>(&self, name: &str) -> K {
+        let raw = self.raw(K::KIND, name);
+        assert_eq!(raw["apiVersion"], K::API_VERSION, "{} {name}", K::KIND);
+        serde_json::from_value(raw.clone()).unwrap_or_else(|e| panic!("{} {name} does not decode: {e}", K::KIND))
+    }
+
+    fn all<K: Resource + DeserializeOwned>(&self) -> Vec<K> {
+        self.objects
+            .iter()
+            .filter(|o| o["kind"] == K::KIND && o["apiVersion"] == K::API_VERSION)
+            .map(|o| serde_json::from_value(o.clone()).unwrap())
+            .collect()
+    }
+
+    fn deployment(&self) -> Deployment {
+        self.get("trainguard")
+    }
+}
+
+fn pod_spec(d: &Deployment) -> PodSpec {
+    d.spec.as_ref().unwrap().template.spec.clone().unwrap()
+}
+
+fn container(d: &Deployment) -> Container {
+    let containers = pod_spec(d).containers;
+    assert_eq!(containers.len(), 1, "one container");
+    containers[0].clone()
+}
+
+/// The container's command line as `trainguard` itself parses it.
+fn serve_args(c: &Container) -> ServeArgs {
+    let args = c.args.clone().unwrap_or_default();
+    let argv = std::iter::once("trainguard".to_string()).chain(args.iter().cloned());
+    match Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("container args {args:?} do not parse: {e}")) {
+        Cli { command: Subcommand::Serve(serve), .. } => *serve,
+        other => panic!("container runs {:?}, not serve", other.command),
+    }
+}
+
+fn port_of(addr: Option<std::net::SocketAddr>, flag: &str) -> i32 {
+    i32::from(addr.unwrap_or_else(|| panic!("the Deployment sets --{flag} explicitly")).port())
+}
+
+fn container_port(c: &Container, name: &str) -> i32 {
+    c.ports
+        .iter()
+        .flatten()
+        .find(|p| p.name.as_deref() == Some(name))
+        .map(|p| p.container_port)
+        .unwrap_or_else(|| panic!("container has no port named {name}"))
+}
+
+fn resolve(c: &Container, port: &IntOrString) -> i32 {
+    match port {
+        IntOrString::Int(p) => *p,
+        IntOrString::String(name) => container_port(c, name),
+    }
+}
+
+fn pod_labels(d: &Deployment) -> BTreeMap<String, String> {
+    d.spec.as_ref().unwrap().template.metadata.as_ref().unwrap().labels.clone().unwrap()
+}
+
+fn selects(selector: &BTreeMap<String, String>, labels: &BTreeMap<String, String>) -> bool {
+    !selector.is_empty() && selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+}
+
+fn match_labels(s: &LabelSelector) -> BTreeMap<String, String> {
+    assert!(s.match_expressions.is_none(), "selector uses matchLabels only");
+    s.match_labels.clone().unwrap_or_default()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Objects and namespaces
+
+#[test]
+fn each_overlay_renders_exactly_the_expected_objects_in_one_namespace() {
+    let base = [
+        "Namespace \"trainguard-system\"",
+        "ServiceAccount \"trainguard\"",
+        "ClusterRole \"trainguard\"",
+        "ClusterRoleBinding \"trainguard\"",
+        "Role \"trainguard-leader-election\"",
+        "RoleBinding \"trainguard-leader-election\"",
+        "Deployment \"trainguard\"",
+        "PodDisruptionBudget \"trainguard\"",
+        "Service \"trainguard-webhook\"",
+        "Service \"trainguard-metrics\"",
+        "ValidatingWebhookConfiguration \"trainguard-validating\"",
+        "MutatingWebhookConfiguration \"trainguard-mutating\"",
+    ];
+    let cert_manager = [
+        "Issuer \"trainguard-selfsigned\"",
+        "Certificate \"trainguard-ca\"",
+        "Issuer \"trainguard-ca\"",
+        "Certificate \"trainguard-serving\"",
+    ];
+    let (static_certs, _tmp) = render_static_certs();
+    let cases = [
+        (render(&repo().join("deploy/base")), base.iter().collect::<Vec<_>>()),
+        (render_cert_manager(), base.iter().chain(&cert_manager).collect()),
+        (static_certs, base.iter().chain(&["Secret \"trainguard-tls\""]).collect()),
+    ];
+    let cluster_scoped = ["Namespace", "ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration"];
+    let cluster_scoped: BTreeSet<&str> = cluster_scoped.into_iter().chain(["MutatingWebhookConfiguration"]).collect();
+    for (rendered, want) in cases {
+        let want: BTreeSet<String> = want.into_iter().map(|s| s.to_string()).collect();
+        assert_eq!(rendered.kinds_and_names(), want, "{}", rendered.what);
+        for o in &rendered.objects {
+            let kind = o["kind"].as_str().unwrap();
+            let ns = o["metadata"]["namespace"].as_str();
+            if cluster_scoped.contains(kind) {
+                assert_eq!(ns, None, "{}: {kind} is cluster-scoped", rendered.what);
+            } else {
+                assert_eq!(ns, Some(NAMESPACE), "{}: {kind} {}", rendered.what, o["metadata"]["name"]);
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Webhook configurations (webhook spec §1)
+
+/// What both webhook kinds share, pulled out of the two k8s-openapi types.
+#[derive(Debug)]
+struct Webhook {
+    configuration: String,
+    name: String,
+    client_config: WebhookClientConfig,
+    rules: Vec<RuleWithOperations>,
+    object_selector: Option<LabelSelector>,
+    has_namespace_selector: bool,
+    failure_policy: Option<String>,
+    side_effects: String,
+    review_versions: Vec<String>,
+    timeout_seconds: Option<i32>,
+    match_policy: Option<String>,
+    reinvocation_policy: Option<String>,
+    annotations: BTreeMap<String, String>,
+}
+
+fn webhooks(r: &Rendered) -> Vec<Webhook> {
+    let mut out = Vec::new();
+    for c in r.all::<ValidatingWebhookConfiguration>() {
+        for w in c.webhooks.unwrap_or_default() {
+            out.push(Webhook {
+                configuration: format!("ValidatingWebhookConfiguration {}", c.metadata.name.clone().unwrap()),
+                name: w.name,
+                client_config: w.client_config,
+                rules: w.rules.unwrap_or_default(),
+                object_selector: w.object_selector,
+                has_namespace_selector: w.namespace_selector.is_some(),
+                failure_policy: w.failure_policy,
+                side_effects: w.side_effects,
+                review_versions: w.admission_review_versions,
+                timeout_seconds: w.timeout_seconds,
+                match_policy: w.match_policy,
+                reinvocation_policy: None,
+                annotations: c.metadata.annotations.clone().unwrap_or_default(),
+            });
+        }
+    }
+    for c in r.all::<MutatingWebhookConfiguration>() {
+        for w in c.webhooks.unwrap_or_default() {
+            out.push(Webhook {
+                configuration: format!("MutatingWebhookConfiguration {}", c.metadata.name.clone().unwrap()),
+                name: w.name,
+                client_config: w.client_config,
+                rules: w.rules.unwrap_or_default(),
+                object_selector: w.object_selector,
+                has_namespace_selector: w.namespace_selector.is_some(),
+                failure_policy: w.failure_policy,
+                side_effects: w.side_effects,
+                review_versions: w.admission_review_versions,
+                timeout_seconds: w.timeout_seconds,
+                match_policy: w.match_policy,
+                reinvocation_policy: w.reinvocation_policy,
+                annotations: c.metadata.annotations.clone().unwrap_or_default(),
+            });
+        }
+    }
+    out
+}
+
+#[test]
+fn webhooks_match_the_server_routes_and_the_spec() {
+    let r = render_cert_manager();
+    let service: Service = r.get(DEFAULT_SERVICE);
+    let service_port = service.spec.unwrap().ports.unwrap()[0].port;
+
+    // (configuration, webhook name, endpoint, operations, reinvocationPolicy)
+    let want = [
+        (
+            format!("ValidatingWebhookConfiguration {VALIDATING_CONFIGURATION}"),
+            VALIDATING_WEBHOOK,
+            Endpoint::Validate,
+            vec!["CREATE", "UPDATE"],
+            None,
+        ),
+        (
+            format!("MutatingWebhookConfiguration {MUTATING_CONFIGURATION}"),
+            MUTATING_WEBHOOK,
+            Endpoint::Mutate,
+            vec!["CREATE"],
+            Some("IfNeeded"),
+        ),
+    ];
+    let got = webhooks(&r);
+    assert_eq!(got.len(), want.len(), "one webhook per configuration: {got:#?}");
+    // The names the spec gives (certs.rs keys its caBundle patch on them).
+    assert_eq!(
+        [VALIDATING_WEBHOOK, MUTATING_WEBHOOK],
+        ["validate.trainjob.trainguard.io", "default.trainjob.trainguard.io"]
+    );
+
+    for (configuration, name, endpoint, operations, reinvocation) in want {
+        let w = got.iter().find(|w| w.configuration == configuration).unwrap_or_else(|| panic!("{configuration}"));
+        assert_eq!(w.name, name, "{configuration}");
+        let svc = w.client_config.service.as_ref().expect("clientConfig.service");
+        assert_eq!(w.client_config.url, None, "{name}: no url");
+        assert_eq!(svc.name, DEFAULT_SERVICE, "{name}");
+        assert_eq!(svc.namespace, NAMESPACE, "{name}");
+        assert_eq!(svc.path.as_deref(), Some(endpoint.path()), "{name}: the server's route");
+        assert_eq!(svc.port.unwrap_or(443), service_port, "{name}: the Service's port");
+
+        assert_eq!(w.rules.len(), 1, "{name}");
+        let rule = &w.rules[0];
+        assert_eq!(rule.api_groups.as_deref(), Some(&["trainer.kubeflow.org".to_string()][..]), "{name}");
+        assert_eq!(rule.api_versions.as_deref(), Some(&["v1alpha1".to_string()][..]), "{name}");
+        assert_eq!(rule.resources.as_deref(), Some(&["trainjobs".to_string()][..]), "{name}: no subresources");
+        assert_eq!(rule.operations.clone().unwrap(), operations, "{name}");
+        assert_eq!(rule.scope.as_deref(), Some("Namespaced"), "{name}");
+
+        let selector = w.object_selector.clone().expect("objectSelector");
+        assert_eq!(selector.match_labels, None, "{name}");
+        assert_eq!(
+            selector.match_expressions.unwrap(),
+            vec![LabelSelectorRequirement {
+                key: BREAK_GLASS_LABEL.into(),
+                operator: "NotIn".into(),
+                values: Some(vec!["disabled".into()]),
+            }],
+            "{name}: break-glass selector"
+        );
+        assert!(!w.has_namespace_selector, "{name}: every namespace");
+        assert_eq!(w.failure_policy.as_deref(), Some("Fail"), "{name}");
+        assert_eq!(w.side_effects, "None", "{name}");
+        assert_eq!(w.review_versions, ["v1"], "{name}");
+        assert_eq!(w.timeout_seconds, Some(5), "{name}");
+        assert_eq!(w.match_policy.as_deref(), Some("Equivalent"), "{name}");
+        assert_eq!(w.reinvocation_policy.as_deref(), reinvocation, "{name}");
+    }
+}
+
+#[test]
+fn cert_manager_overlay_issues_the_serving_certificate_from_a_ca_and_injects_it() {
+    let r = render_cert_manager();
+    let serving = r.raw("Certificate", "trainguard-serving");
+    let dns: Vec<String> = serde_json::from_value(serving["spec"]["dnsNames"].clone()).unwrap();
+    let target =
+        Target { service: DEFAULT_SERVICE.into(), namespace: NAMESPACE.into(), secret_name: DEFAULT_SECRET.into() };
+    assert_eq!(dns, target.dns_names(), "the names the API server dials");
+    assert_eq!(serving["spec"]["secretName"], DEFAULT_SECRET);
+    assert_eq!(serving["spec"]["issuerRef"]["kind"], "Issuer");
+
+    // serving <- CA Issuer <- CA Certificate (isCA) <- self-signed Issuer
+    let ca_issuer = r.raw("Issuer", serving["spec"]["issuerRef"]["name"].as_str().unwrap());
+    let ca_secret = ca_issuer["spec"]["ca"]["secretName"].as_str().expect("a CA issuer");
+    let ca_cert = r
+        .objects
+        .iter()
+        .find(|o| o["kind"] == "Certificate" && o["spec"]["secretName"] == ca_secret)
+        .expect("a Certificate for the CA secret");
+    assert_eq!(ca_cert["spec"]["isCA"], true);
+    assert_eq!(ca_cert["spec"]["privateKey"]["rotationPolicy"], "Never", "CA renewals keep the key");
+    let root = r.raw("Issuer", ca_cert["spec"]["issuerRef"]["name"].as_str().unwrap());
+    assert!(root["spec"]["selfSigned"].is_object(), "the CA is self-signed");
+
+    for w in webhooks(&r) {
+        assert_eq!(
+            w.annotations.get("cert-manager.io/inject-ca-from").map(String::as_str),
+            Some("trainguard-system/trainguard-serving"),
+            "{}",
+            w.configuration
+        );
+        assert_eq!(w.client_config.ca_bundle, None, "{}: cainjector fills caBundle", w.configuration);
+    }
+    assert_tls_volume(&r.deployment(), serving["spec"]["secretName"].as_str().unwrap());
+}
+
+#[test]
+fn static_certs_overlay_carries_the_generated_secret_and_ca_bundle() {
+    let (r, tmp) = render_static_certs();
+    let read = |f: &str| std::fs::read(tmp.path().join("certs").join(f)).unwrap();
+    let secret: Secret = r.get(DEFAULT_SECRET);
+    assert_eq!(secret.type_.as_deref(), Some("kubernetes.io/tls"));
+    let data = secret.data.unwrap();
+    for file in ["tls.crt", "tls.key", "ca.crt"] {
+        assert_eq!(data.get(file), Some(&ByteString(read(file))), "Secret {file}");
+    }
+    let got = webhooks(&r);
+    assert_eq!(got.len(), 2);
+    for w in got {
+        assert_eq!(w.client_config.ca_bundle, Some(ByteString(read("ca.crt"))), "{}", w.configuration);
+        assert!(!w.annotations.contains_key("cert-manager.io/inject-ca-from"), "{}", w.configuration);
+    }
+    assert_tls_volume(&r.deployment(), DEFAULT_SECRET);
+}
+
+/// The server's `--tls-cert`/`--tls-key` are files of the mounted Secret `secret`, mounted whole
+/// (no subPath) so rotation reaches the pod.
+fn assert_tls_volume(d: &Deployment, secret: &str) {
+    let c = container(d);
+    let volume = pod_spec(d)
+        .volumes
+        .unwrap_or_default()
+        .into_iter()
+        .find(|v| v.secret.as_ref().and_then(|s| s.secret_name.as_deref()) == Some(secret))
+        .unwrap_or_else(|| panic!("no volume from Secret {secret}"));
+    let mount = c
+        .volume_mounts
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .find(|m| m.name == volume.name)
+        .expect("the TLS volume is mounted");
+    assert_eq!(mount.sub_path, None, "whole Secret, so updates reach the pod");
+    assert_eq!(mount.read_only, Some(true));
+    let serve = serve_args(&c);
+    for (flag, path, file) in [("tls-cert", serve.tls_cert, "tls.crt"), ("tls-key", serve.tls_key, "tls.key")] {
+        assert_eq!(path, Path::new(&mount.mount_path).join(file), "--{flag}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// RBAC (controller spec §6)
+
+type Grants = BTreeSet<(String, String, String)>;
+
+fn grants(rules: &[PolicyRule], what: &str) -> Grants {
+    let mut out = Grants::new();
+    for rule in rules {
+        assert!(rule.non_resource_urls.is_none(), "{what}: no non-resource URLs");
+        assert!(rule.resource_names.is_none(), "{what}: resourceNames are not in the table");
+        for group in rule.api_groups.iter().flatten() {
+            for resource in rule.resources.iter().flatten() {
+                for verb in &rule.verbs {
+                    for s in [group, resource, verb] {
+                        assert!(!s.contains('*'), "{what}: wildcard {s:?}");
+                    }
+                    assert!(out.insert((group.clone(), resource.clone(), verb.clone())), "{what}: duplicate grant");
+                }
+            }
+        }
+    }
+    out
+}
+
+fn table(scope: Scope) -> Grants {
+    API_CALLS
+        .iter()
+        .filter(|c| c.scope == scope)
+        .flat_map(|c| c.verbs.iter().map(|v| (c.group.to_string(), c.resource.to_string(), v.to_string())))
+        .collect()
+}
+
+#[test]
+fn rbac_grants_exactly_the_api_call_table() {
+    let r = render_cert_manager();
+    let cluster_roles: Vec<ClusterRole> = r.all();
+    let roles: Vec<Role> = r.all();
+    assert_eq!(cluster_roles.len(), 1, "one ClusterRole");
+    assert_eq!(roles.len(), 1, "one Role");
+    let cases = [
+        (
+            "ClusterRole",
+            grants(&cluster_roles[0].rules.clone().unwrap_or_default(), "ClusterRole"),
+            table(Scope::Cluster),
+        ),
+        ("Role", grants(&roles[0].rules.clone().unwrap_or_default(), "Role"), table(Scope::LeaseNamespace)),
+    ];
+    for (what, got, want) in cases {
+        let missing: Vec<_> = want.difference(&got).collect();
+        let extra: Vec<_> = got.difference(&want).collect();
+        assert!(missing.is_empty() && extra.is_empty(), "{what}: missing {missing:?}, extra {extra:?}");
+    }
+    assert_eq!(roles[0].metadata.namespace.as_deref(), Some(NAMESPACE), "the Lease lives in POD_NAMESPACE");
+
+    // Both roles are bound to the Deployment's ServiceAccount, and nothing else is.
+    let sa = pod_spec(&r.deployment()).service_account_name.expect("serviceAccountName");
+    let crb: Vec<ClusterRoleBinding> = r.all();
+    let rb: Vec<RoleBinding> = r.all();
+    assert_eq!((crb.len(), rb.len()), (1, 1));
+    let bindings = [
+        ("ClusterRole", crb[0].role_ref.clone(), crb[0].subjects.clone(), cluster_roles[0].metadata.name.clone()),
+        ("Role", rb[0].role_ref.clone(), rb[0].subjects.clone(), roles[0].metadata.name.clone()),
+    ];
+    for (kind, role_ref, subjects, role_name) in bindings {
+        assert_eq!(role_ref.kind, kind);
+        assert_eq!(Some(role_ref.name), role_name, "{kind} binding");
+        let subjects = subjects.unwrap_or_default();
+        assert_eq!(subjects.len(), 1, "{kind} binding");
+        assert_eq!(
+            (subjects[0].kind.as_str(), subjects[0].name.as_str(), subjects[0].namespace.as_deref()),
+            ("ServiceAccount", sa.as_str(), Some(NAMESPACE)),
+            "{kind} binding"
+        );
+    }
+    let _: k8s_openapi::api::core::v1::ServiceAccount = r.get(&sa);
+}
+
+#[test]
+fn controller_lease_lives_where_the_role_grants_it() {
+    let r = render_cert_manager();
+    let d = r.deployment();
+    let serve = serve_args(&container(&d));
+    // POD_NAMESPACE comes from the downward API: the Deployment's own namespace.
+    let pod_namespace = d.metadata.namespace.clone();
+    let lease_namespace =
+        resolve_lease_namespace(serve.controller.lease_namespace.as_deref(), pod_namespace.as_deref());
+    let role: Role = r.get("trainguard-leader-election");
+    assert_eq!(Some(lease_namespace), role.metadata.namespace);
+    assert_eq!(serve.controller.lease_name, "trainguard-controller");
+    assert!(serve.controller.enabled, "the controller runs (on the elected leader)");
+    assert_eq!(serve.controller.planner.controller_mode, Mode::Act, "act is the default; report is opt-in");
+}
+
+/// The report-mode overlay shown in docs/operations.md works as written.
+#[test]
+fn documented_report_mode_overlay_switches_the_controller_to_report() {
+    let docs = std::fs::read_to_string(repo().join("docs/operations.md")).unwrap();
+    let start = docs.find("# my-overlay/kustomization.yaml\n").expect("the report-mode example in the docs");
+    let yaml: String = docs[start..]
+        .lines()
+        .take_while(|l| !l.trim_start().starts_with("```"))
+        .map(|l| format!("{}\n", l.strip_prefix("   ").unwrap_or(l)))
+        .collect();
+    let tmp = tempfile::tempdir().unwrap();
+    copy_dir(&repo().join("deploy"), &tmp.path().join("deploy"));
+    let overlay = tmp.path().join("my-overlay");
+    std::fs::create_dir_all(&overlay).unwrap();
+    std::fs::write(overlay.join("kustomization.yaml"), yaml).unwrap();
+    let r = render(&overlay);
+    let serve = serve_args(&container(&r.deployment()));
+    assert_eq!(serve.controller.planner.controller_mode, Mode::Report);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Deployment, Service, PDB
+
+/// The status the real admin router answers for GET `path` (before readiness: /readyz is 503).
+fn admin_status(path: &str) -> http::StatusCode {
+    let router = trainguard::admin::router(Arc::new(Readiness::new(None)), Arc::new(Registry::default()));
+    let request = http::Request::get(path).body(axum::body::Body::empty()).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    runtime.block_on(router.oneshot(request)).unwrap().status()
+}
+
+#[test]
+fn probe_paths_are_served_by_the_admin_port() {
+    let cases = [(HEALTHZ, http::StatusCode::OK), (READYZ, http::StatusCode::SERVICE_UNAVAILABLE)];
+    for (path, status) in cases {
+        assert_eq!(admin_status(path), status, "{path}");
+    }
+    assert_eq!(admin_status("/nope"), http::StatusCode::NOT_FOUND, "the router does answer 404 for unknown paths");
+}
+
+#[test]
+fn service_and_probes_reach_the_server_ports_and_paths() {
+    let r = render_cert_manager();
+    let d = r.deployment();
+    let c = container(&d);
+    let labels = pod_labels(&d);
+    let serve = serve_args(&c);
+    let webhook_port = port_of(serve.bind, "bind");
+    let admin_port = port_of(serve.admin_bind, "admin-bind");
+    assert_eq!(webhook_port, 9443, "webhook port of the issue: Service 443 -> 9443");
+
+    // (Service, port, container port it must reach)
+    let cases = [(DEFAULT_SERVICE, 443, webhook_port), ("trainguard-metrics", 8080, admin_port)];
+    for (name, port, target) in cases {
+        let spec = r.get::<Service>(name).spec.unwrap();
+        assert!(selects(&spec.selector.clone().unwrap(), &labels), "{name} selects the pods");
+        let ports = spec.ports.unwrap();
+        assert_eq!(ports.len(), 1, "{name}");
+        assert_eq!(ports[0].port, port, "{name}");
+        assert_eq!(resolve(&c, ports[0].target_port.as_ref().unwrap()), target, "{name} targetPort");
+    }
+
+    // (probe, path)
+    let probes = [("readiness", c.readiness_probe.clone(), READYZ), ("liveness", c.liveness_probe.clone(), HEALTHZ)];
+    for (what, probe, path) in probes {
+        let get = probe.unwrap_or_else(|| panic!("{what} probe")).http_get.expect("httpGet");
+        assert_eq!(get.path.as_deref(), Some(path), "{what}");
+        assert_eq!(resolve(&c, &get.port), admin_port, "{what}: admin port");
+        assert_eq!(get.scheme.as_deref().unwrap_or("HTTP"), "HTTP", "{what}: admin port is plain HTTP");
+    }
+}
+
+#[test]
+fn deployment_is_highly_available_and_drains_in_time() {
+    let r = render_cert_manager();
+    let d = r.deployment();
+    let spec = d.spec.clone().unwrap();
+    let pod = pod_spec(&d);
+    let c = container(&d);
+    let labels = pod_labels(&d);
+
+    assert_eq!(spec.replicas, Some(2));
+    assert!(selects(&match_labels(&spec.selector), &labels));
+    let rolling = spec.strategy.unwrap().rolling_update.unwrap();
+    assert_eq!(rolling.max_unavailable, Some(IntOrString::Int(0)), "upgrades keep every replica ready");
+
+    let anti = pod.affinity.clone().unwrap().pod_anti_affinity.expect("pod anti-affinity");
+    let terms = anti.preferred_during_scheduling_ignored_during_execution.unwrap();
+    assert!(
+        terms.iter().any(|t| t.pod_affinity_term.topology_key == "kubernetes.io/hostname"
+            && selects(&match_labels(t.pod_affinity_term.label_selector.as_ref().unwrap()), &labels)),
+        "replicas spread over nodes"
+    );
+
+    let pdb = r.get::<PodDisruptionBudget>("trainguard").spec.unwrap();
+    assert_eq!(pdb.min_available, Some(IntOrString::Int(1)));
+    assert!(selects(&match_labels(pdb.selector.as_ref().unwrap()), &labels));
+
+    // SIGTERM: readiness off, keep serving for --drain-delay, then drain for --shutdown-grace.
+    let env = c.env.clone().unwrap_or_default();
+    let serve = serve_args(&c);
+    let drain = serve.drain_delay + serve.shutdown_grace;
+    let grace = Duration::from_secs(u64::try_from(pod.termination_grace_period_seconds.unwrap()).unwrap());
+    assert!(serve.drain_delay > Duration::ZERO, "endpoints need time to drop the pod");
+    assert!(grace > drain, "terminationGracePeriodSeconds {grace:?} must exceed the drain time {drain:?}");
+    // The Deployment turns on JSON logs through the environment.
+    let log_format = env.iter().find(|e| e.name == "TRAINGUARD_LOG_FORMAT").and_then(|e| e.value.clone());
+    assert_eq!(log_format.and_then(|v| LogFormat::from_str(&v, false).ok()), Some(LogFormat::Json));
+
+    let pod_ns = env.iter().find(|e| e.name == "POD_NAMESPACE").expect("POD_NAMESPACE");
+    let field = pod_ns.value_from.as_ref().and_then(|v| v.field_ref.as_ref()).expect("downward API");
+    assert_eq!(field.field_path, "metadata.namespace");
+
+    let image = c.image.clone().unwrap();
+    assert_eq!(image, format!("trainguard:{}", env!("CARGO_PKG_VERSION")), "image tag follows the crate version");
+}
+
+#[test]
+fn deployment_is_hardened() {
+    let r = render_cert_manager();
+    let d = r.deployment();
+    let pod = pod_spec(&d);
+    let c = container(&d);
+    let pod_sc = pod.security_context.clone().expect("pod securityContext");
+    let sc = c.security_context.clone().expect("container securityContext");
+
+    let checks: &[(&str, bool)] = &[
+        ("pod runAsNonRoot", pod_sc.run_as_non_root == Some(true)),
+        ("pod runs as a non-zero uid", pod_sc.run_as_user.is_some_and(|u| u > 0)),
+        ("pod seccomp RuntimeDefault", pod_sc.seccomp_profile.as_ref().is_some_and(|s| s.type_ == "RuntimeDefault")),
+        ("container runAsNonRoot", sc.run_as_non_root == Some(true)),
+        ("readOnlyRootFilesystem", sc.read_only_root_filesystem == Some(true)),
+        ("no privilege escalation", sc.allow_privilege_escalation == Some(false)),
+        ("not privileged", sc.privileged != Some(true)),
+        (
+            "all capabilities dropped, none added",
+            sc.capabilities
+                .as_ref()
+                .is_some_and(|caps| caps.drop.as_deref() == Some(&["ALL".to_string()][..]) && caps.add.is_none()),
+        ),
+        ("container seccomp RuntimeDefault", sc.seccomp_profile.as_ref().is_some_and(|s| s.type_ == "RuntimeDefault")),
+        ("no host network", pod.host_network != Some(true)),
+        ("no host PID", pod.host_pid != Some(true)),
+        // The Secret's files are 0440: readable through fsGroup, not by others.
+        ("fsGroup reads the Secret", pod_sc.fs_group.is_some() && pod_sc.fs_group == pod_sc.run_as_group),
+    ];
+    let failed: Vec<&str> = checks.iter().filter(|(_, ok)| !ok).map(|(what, _)| *what).collect();
+    assert!(failed.is_empty(), "failed: {failed:?}");
+
+    let resources = c.resources.clone().expect("resources");
+    for (what, list) in [("requests", resources.requests), ("limits", resources.limits)] {
+        let list = list.unwrap_or_else(|| panic!("{what}"));
+        for key in ["cpu", "memory"] {
+            assert!(list.contains_key(key), "{what}.{key}");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helm chart (deploy/helm/trainguard): the same objects as the cert-manager overlay.
+//
+// `helm` cannot be installed here, so the chart keeps to the one part of Go templates whose
+// output is plain text substitution — `{{ .Values.a.b }}` and `{{ .Release.Namespace }}` with
+// string, integer or boolean values, no functions, pipelines, control flow or whitespace
+// trimming — and this test renders exactly that, refusing anything else.
+
+const CHART: &str = "deploy/helm/trainguard";
+
+/// Renders every template of the chart with `values` (merged over values.yaml) in `namespace`.
+fn render_chart(namespace: &str, overrides: Value) -> Rendered {
+    let dir = repo().join(CHART);
+    let mut values: Value = serde_saphyr::from_str(&std::fs::read_to_string(dir.join("values.yaml")).unwrap()).unwrap();
+    merge(&mut values, overrides);
+    let mut objects = Vec::new();
+    let mut templates: Vec<PathBuf> =
+        std::fs::read_dir(dir.join("templates")).unwrap().map(|e| e.unwrap().path()).collect();
+    templates.sort();
+    for path in templates {
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        assert!(name.ends_with(".yaml"), "{name}: only .yaml templates (no helpers, no NOTES.txt)");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let rendered = substitute(&text, namespace, &values).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let docs: Vec<Value> =
+            serde_saphyr::from_multiple(&rendered).unwrap_or_else(|e| panic!("{name} renders to bad YAML: {e}"));
+        objects.extend(docs.into_iter().filter(|d| !d.is_null()));
+    }
+    Rendered { what: format!("{CHART} in {namespace}"), objects }
+}
+
+fn merge(base: &mut Value, overrides: Value) {
+    match (base, overrides) {
+        (Value::Object(base), Value::Object(overrides)) => {
+            for (k, v) in overrides {
+                merge(base.entry(k).or_insert(Value::Null), v);
+            }
+        }
+        (base, overrides) => *base = overrides,
+    }
+}
+
+/// Go-template substitution for the subset the chart may use.
+fn substitute(text: &str, namespace: &str, values: &Value) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        let end = rest[start..].find("}}").ok_or("an unclosed {{")? + start;
+        let action = &rest[start + 2..end];
+        if action.starts_with('-') || action.ends_with('-') {
+            return Err(format!("{{{{{action}}}}}: whitespace trimming is not in the supported subset"));
+        }
+        let action = action.trim();
+        let value = if action == ".Release.Namespace" {
+            Value::String(namespace.to_string())
+        } else if let Some(path) = action.strip_prefix(".Values.") {
+            if !path.split('.').all(|k| !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric())) {
+                return Err(format!("{{{{ {action} }}}}: only plain .Values paths are supported"));
+            }
+            path.split('.').try_fold(values, |v, k| v.get(k)).cloned().ok_or(format!("{action} is not in values"))?
+        } else {
+            return Err(format!("{{{{ {action} }}}}: only .Values.x and .Release.Namespace are supported"));
+        };
+        match value {
+            Value::String(s) => out.push_str(&s),
+            Value::Bool(b) => out.push_str(&b.to_string()),
+            // Helm reads numbers as float64, printed without an exponent only below 1e21; keep to
+            // small integers, which print the same in both.
+            Value::Number(n) if n.as_i64().is_some_and(|i| i.abs() < 1_000_000) => out.push_str(&n.to_string()),
+            other => return Err(format!("{action} = {other}: only strings, booleans and small integers")),
+        }
+        rest = &rest[end + 2..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+fn by_kind_and_name(r: &Rendered) -> BTreeMap<String, Value> {
+    r.objects
+        .iter()
+        .map(|o| (format!("{} {}", o["kind"].as_str().unwrap(), o["metadata"]["name"]), o.clone()))
+        .collect()
+}
+
+#[test]
+fn chart_renders_the_cert_manager_overlay() {
+    let chart = by_kind_and_name(&render_chart(NAMESPACE, json!({})));
+    let mut kustomize = by_kind_and_name(&render_cert_manager());
+    // Helm installs into an existing namespace (`--create-namespace`); the chart has no Namespace.
+    assert!(kustomize.remove("Namespace \"trainguard-system\"").is_some());
+    assert_eq!(chart.keys().collect::<Vec<_>>(), kustomize.keys().collect::<Vec<_>>());
+    for (key, object) in &kustomize {
+        assert_eq!(&chart[key], object, "{key}: chart and kustomize differ");
+    }
+}
+
+#[test]
+fn chart_values_and_namespace_reach_every_object() {
+    let values = json!({
+        "image": {"repository": "registry.example.com/ml/trainguard", "tag": "9.9.9", "pullPolicy": "Always"},
+        "replicaCount": 3,
+        "logFormat": "text",
+        "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "2", "memory": "1Gi"}},
+    });
+    let r = render_chart("ml-guard", values);
+    let text = serde_json::to_string(&r.objects).unwrap();
+    assert!(!text.contains("trainguard-system"), "no hard-coded namespace left");
+
+    let d = r.deployment();
+    let c = container(&d);
+    assert_eq!(d.spec.as_ref().unwrap().replicas, Some(3));
+    assert_eq!(c.image.as_deref(), Some("registry.example.com/ml/trainguard:9.9.9"));
+    assert_eq!(c.image_pull_policy.as_deref(), Some("Always"));
+    let env = c.env.clone().unwrap();
+    assert_eq!(env.iter().find(|e| e.name == "TRAINGUARD_LOG_FORMAT").and_then(|e| e.value.as_deref()), Some("text"));
+    let resources = c.resources.clone().unwrap();
+    let quantity = |list: &Option<BTreeMap<String, Quantity>>, key: &str| list.as_ref().unwrap()[key].0.clone();
+    assert_eq!(
+        [
+            quantity(&resources.requests, "cpu"),
+            quantity(&resources.requests, "memory"),
+            quantity(&resources.limits, "cpu"),
+            quantity(&resources.limits, "memory")
+        ],
+        ["250m", "256Mi", "2", "1Gi"]
+    );
+
+    let cluster_scoped =
+        ["ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"];
+    for o in &r.objects {
+        let kind = o["kind"].as_str().unwrap();
+        let want = if cluster_scoped.contains(&kind) { None } else { Some("ml-guard") };
+        assert_eq!(o["metadata"]["namespace"].as_str(), want, "{kind} {}", o["metadata"]["name"]);
+    }
+    let serving = r.raw("Certificate", "trainguard-serving");
+    let target =
+        Target { service: DEFAULT_SERVICE.into(), namespace: "ml-guard".into(), secret_name: DEFAULT_SECRET.into() };
+    let dns: Vec<String> = serde_json::from_value(serving["spec"]["dnsNames"].clone()).unwrap();
+    assert_eq!(dns, target.dns_names());
+    for w in webhooks(&r) {
+        assert_eq!(w.client_config.service.as_ref().unwrap().namespace, "ml-guard", "{}", w.configuration);
+        assert_eq!(
+            w.annotations.get("cert-manager.io/inject-ca-from").map(String::as_str),
+            Some("ml-guard/trainguard-serving")
+        );
+    }
+    for binding in r
+        .all::<ClusterRoleBinding>()
+        .iter()
+        .map(|b| b.subjects.clone())
+        .chain(r.all::<RoleBinding>().iter().map(|b| b.subjects.clone()))
+    {
+        assert_eq!(binding.unwrap()[0].namespace.as_deref(), Some("ml-guard"));
+    }
+}
+
+#[test]
+fn chart_version_follows_the_crate() {
+    let chart: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(repo().join(CHART).join("Chart.yaml")).unwrap()).unwrap();
+    let values: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(repo().join(CHART).join("values.yaml")).unwrap()).unwrap();
+    let version = env!("CARGO_PKG_VERSION");
+    assert_eq!(chart["apiVersion"], "v2");
+    assert_eq!(chart["version"], version);
+    assert_eq!(chart["appVersion"], version);
+    assert_eq!(values["image"]["tag"], version);
+}
+
+#[test]
+fn chart_subset_renderer_refuses_what_it_cannot_render() {
+    let values = json!({"a": {"b": "x", "n": 2, "big": 1e7, "list": [1]}});
+    let cases: &[(&str, Result<&str, &str>)] = &[
+        ("v: {{ .Values.a.b }}", Ok("v: x")),
+        ("v: {{.Values.a.n}}", Ok("v: 2")),
+        ("ns: {{ .Release.Namespace }}", Ok("ns: ns1")),
+        ("{{- .Values.a.b }}", Err("whitespace trimming")),
+        ("{{ .Values.a.b | quote }}", Err("only plain .Values paths")),
+        ("{{ if .Values.a.b }}", Err("only .Values.x and .Release.Namespace")),
+        ("{{ include \"x\" . }}", Err("only .Values.x and .Release.Namespace")),
+        ("{{ .Values.a.missing }}", Err("is not in values")),
+        ("{{ .Values.a.big }}", Err("only strings, booleans and small integers")),
+        ("{{ .Values.a.list }}", Err("only strings, booleans and small integers")),
+        ("{{ .Values.a.b ", Err("an unclosed {{")),
+    ];
+    for (template, want) in cases {
+        let got = substitute(template, "ns1", &values);
+        match (&got, want) {
+            (Ok(text), Ok(expected)) => assert_eq!(text, expected, "{template}"),
+            (Err(e), Err(msg)) => assert!(e.contains(msg), "{template}: {e}"),
+            _ => panic!("{template}: got {got:?}"),
+        }
+    }
+}
