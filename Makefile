@@ -22,6 +22,26 @@ bench:
 	python3 benches/load.py
 	benches/validate.sh 1000 10000
 
+## certs: CA + serving certificate for the in-cluster Service into certs/ (git-ignored), for the static-certs overlay
+certs:
+	$(CARGO) run --release -- certs --service trainguard-webhook --namespace trainguard-system --out certs
+
+## fuzz: libFuzzer targets (needs cargo-fuzz and a nightly toolchain; not part of make test)
+FUZZ_SECONDS ?= 300
+fuzz:
+	cd fuzz && cargo +nightly fuzz run review -- -dict=review.dict -max_total_time=$(FUZZ_SECONDS)
+	cd fuzz && cargo +nightly fuzz run manifests -- -dict=manifests.dict -max_total_time=$(FUZZ_SECONDS)
+
+## soak: two replicas under load for SOAK_MINUTES, certificates rotating, replicas restarted by SIGTERM
+SOAK_MINUTES ?= 2
+soak:
+	$(CARGO) build --release --bin trainguard
+	python3 benches/soak.py --minutes $(SOAK_MINUTES)
+
+## e2e: opt-in checks against a real cluster (current kubectl context with Kubeflow Trainer installed)
+e2e:
+	./scripts/e2e.sh
+
 build:
 	$(CARGO) build --release
 

@@ -2,33 +2,10 @@
 //! into the webhook's JobSet cache and counts the heap bytes it holds, with a counting global
 //! allocator. Budget: 512 bytes per JobSet; exits non-zero above it.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
+mod counting_alloc;
 
 use trainguard::cluster::ClusterCache;
 use trainguard::model::jobset::JobSetView;
-
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
 
 const JOBSETS: usize = 100_000;
 const BUDGET_BYTES: f64 = 512.0;
@@ -38,7 +15,7 @@ fn main() {
     let metrics = trainguard::metrics::WebhookMetrics::register(&mut registry);
     let cache = ClusterCache::new(std::time::Duration::from_secs(60), metrics);
     let namespaces: Vec<String> = (0..200).map(|i| format!("team-{i:03}-ml")).collect();
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = counting_alloc::live_bytes();
     for i in 0..JOBSETS {
         // Built and dropped per object, as a watch event is: only what the cache keeps stays.
         let js: JobSetView = serde_json::from_value(serde_json::json!({
@@ -51,7 +28,7 @@ fn main() {
         .unwrap();
         cache.apply_jobset(&js);
     }
-    let held = (LIVE.load(Ordering::Relaxed) - before) as f64;
+    let held = (counting_alloc::live_bytes() - before) as f64;
     assert_eq!(cache.jobset_count(), JOBSETS);
     let per = held / JOBSETS as f64;
     println!(

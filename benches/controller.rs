@@ -4,10 +4,10 @@
 //!
 //! Run: `cargo bench --bench controller` (figures go to docs/benchmarks.md).
 
-use std::alloc::{GlobalAlloc, Layout, System};
+mod counting_alloc;
+
 use std::collections::HashMap;
 use std::hint::black_box;
-use std::sync::atomic::{AtomicIsize, Ordering};
 
 use criterion::{BatchSize, Criterion, criterion_group};
 use k8s_openapi::jiff::Timestamp;
@@ -22,28 +22,6 @@ use trainguard::controller::snapshot::{Change, Snapshot};
 use trainguard::controller::state::ControllerState;
 use trainguard::model::kubeflow_v1::TrainingKind;
 use trainguard::model::pod::PodView;
-
-/// Counts live heap bytes, to measure the snapshot's memory.
-struct Counting;
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static ALLOC: Counting = Counting;
 
 const JOBS: usize = 10_000;
 const PODS_PER_JOB: usize = 5;
@@ -278,18 +256,18 @@ fn bench(c: &mut Criterion) {
 /// Heap bytes the snapshot holds per pod: live heap before and after 50,000 pods are created and
 /// inserted (the changes themselves are consumed and freed).
 fn memory_per_pod() {
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = counting_alloc::live_bytes();
     let mut s = Snapshot::new();
     for c in base_changes() {
         s.insert(c);
     }
-    let without_pods = LIVE.load(Ordering::Relaxed);
+    let without_pods = counting_alloc::live_bytes();
     let pods = pod_changes();
     let pod_count = pods.len();
     for c in pods {
         s.insert(c);
     }
-    let with_pods = LIVE.load(Ordering::Relaxed);
+    let with_pods = counting_alloc::live_bytes();
     let per_pod = (with_pods - without_pods) as f64 / pod_count as f64;
     eprintln!(
         "snapshot heap: {:.1} MiB for {JOBS} jobs + {NODES} nodes + {JOBS} Workloads; +{:.1} MiB for {pod_count} pods \

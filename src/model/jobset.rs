@@ -1,10 +1,8 @@
 //! Slim views of a `jobset.x-k8s.io/v1alpha2` JobSet and a child `batch/v1` Job: only what the
 //! admission gate reads. Used by the watch-fed caches and by `--state` files alike.
 
-use std::borrow::Cow;
-
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::core::{ApiResource, DynamicResourceScope, Resource};
+use kube::core::{ApiResource, DynamicResourceScope};
 use serde::{Deserialize, Serialize};
 
 use crate::cluster::{ChildJobState, JobSetState};
@@ -60,29 +58,14 @@ impl JobSetView {
     }
 }
 
-impl Resource for JobSetView {
-    type DynamicType = ();
-    type Scope = DynamicResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        JOBSET_KIND.into()
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        JOBSET_GROUP.into()
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        JOBSET_VERSION.into()
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        JOBSET_PLURAL.into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+static_resource!(
+    JobSetView,
+    DynamicResourceScope,
+    group = JOBSET_GROUP,
+    version = JOBSET_VERSION,
+    kind = JOBSET_KIND,
+    plural = JOBSET_PLURAL
+);
 
 pub fn jobset_api_resource() -> ApiResource {
     ApiResource::erase::<JobSetView>(&())
@@ -124,26 +107,4 @@ impl BatchJobView {
     }
 }
 
-impl Resource for BatchJobView {
-    type DynamicType = ();
-    type Scope = DynamicResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        "Job".into()
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        "batch".into()
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        "v1".into()
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        "jobs".into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+static_resource!(BatchJobView, DynamicResourceScope, group = "batch", version = "v1", kind = "Job", plural = "jobs");

@@ -2,11 +2,10 @@
 //! `spec.runPolicy` and `status`, which is all the companion controller reads. Replica specs and
 //! everything else are skipped by serde without being built; unknown fields are tolerated.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use kube::core::{ApiResource, DynamicResourceScope, Resource};
+use kube::core::ApiResource;
 use serde::{Deserialize, Serialize};
 
 pub const KUBEFLOW_GROUP: &str = "kubeflow.org";
@@ -150,29 +149,4 @@ impl TrainingJobView {
     }
 }
 
-impl Resource for TrainingJobView {
-    type DynamicType = ApiResource;
-    type Scope = DynamicResourceScope;
-
-    fn kind(dt: &ApiResource) -> Cow<'_, str> {
-        dt.kind.as_str().into()
-    }
-    fn group(dt: &ApiResource) -> Cow<'_, str> {
-        dt.group.as_str().into()
-    }
-    fn version(dt: &ApiResource) -> Cow<'_, str> {
-        dt.version.as_str().into()
-    }
-    fn api_version(dt: &ApiResource) -> Cow<'_, str> {
-        dt.api_version.as_str().into()
-    }
-    fn plural(dt: &ApiResource) -> Cow<'_, str> {
-        dt.plural.as_str().into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+dynamic_resource!(TrainingJobView);

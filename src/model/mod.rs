@@ -2,6 +2,68 @@
 //! reads and skips the rest without building it; unknown fields are always tolerated.
 //! `tests/differential.rs` pins these views to the full `kube` / `k8s-openapi` types.
 
+/// `kube::Resource` for a slim view of a kind known at compile time.
+macro_rules! static_resource {
+    ($view:ty, $scope:ty, group = $group:expr, version = $version:expr, kind = $kind:expr, plural = $plural:expr) => {
+        impl kube::core::Resource for $view {
+            type DynamicType = ();
+            type Scope = $scope;
+
+            fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+                $kind.into()
+            }
+            fn group(_: &()) -> std::borrow::Cow<'_, str> {
+                $group.into()
+            }
+            fn version(_: &()) -> std::borrow::Cow<'_, str> {
+                $version.into()
+            }
+            fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+                $plural.into()
+            }
+            fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                &self.metadata
+            }
+            fn meta_mut(&mut self) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                &mut self.metadata
+            }
+        }
+    };
+}
+
+/// `kube::Resource` for a slim view shared by several kinds (or versions), chosen at run time
+/// through an `ApiResource`.
+macro_rules! dynamic_resource {
+    ($view:ty) => {
+        impl kube::core::Resource for $view {
+            type DynamicType = kube::core::ApiResource;
+            type Scope = kube::core::DynamicResourceScope;
+
+            fn kind(dt: &kube::core::ApiResource) -> std::borrow::Cow<'_, str> {
+                dt.kind.as_str().into()
+            }
+            fn group(dt: &kube::core::ApiResource) -> std::borrow::Cow<'_, str> {
+                dt.group.as_str().into()
+            }
+            fn version(dt: &kube::core::ApiResource) -> std::borrow::Cow<'_, str> {
+                dt.version.as_str().into()
+            }
+            fn api_version(dt: &kube::core::ApiResource) -> std::borrow::Cow<'_, str> {
+                dt.api_version.as_str().into()
+            }
+            fn plural(dt: &kube::core::ApiResource) -> std::borrow::Cow<'_, str> {
+                dt.plural.as_str().into()
+            }
+            fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                &self.metadata
+            }
+            fn meta_mut(&mut self) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                &mut self.metadata
+            }
+        }
+    };
+}
+
 pub mod jobset;
 pub mod kubeflow_v1;
 pub mod object_only;

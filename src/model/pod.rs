@@ -1,10 +1,8 @@
 //! Slim views of core/v1 `Pod` and `Node`: what the node-failure rule reads (controller spec §3).
 //! `tests/controller_model.rs` pins them to the full k8s-openapi types.
 
-use std::borrow::Cow;
-
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use kube::core::{ClusterResourceScope, NamespaceResourceScope, Resource};
+use kube::core::{ClusterResourceScope, NamespaceResourceScope};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -59,29 +57,7 @@ impl PodView {
     }
 }
 
-impl Resource for PodView {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        "Pod".into()
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        "".into()
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        "v1".into()
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        "pods".into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+static_resource!(PodView, NamespaceResourceScope, group = "", version = "v1", kind = "Pod", plural = "pods");
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -138,26 +114,4 @@ impl NodeView {
     }
 }
 
-impl Resource for NodeView {
-    type DynamicType = ();
-    type Scope = ClusterResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        "Node".into()
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        "".into()
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        "v1".into()
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        "nodes".into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+static_resource!(NodeView, ClusterResourceScope, group = "", version = "v1", kind = "Node", plural = "nodes");

@@ -2,10 +2,8 @@
 //! watch: metadata, `spec.suspend`, `spec.managedBy` and the status it reads. The admission path
 //! keeps its own borrowed view (`trainjob.rs`), which never outlives one request.
 
-use std::borrow::Cow;
-
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::core::{ApiResource, DynamicResourceScope, Resource};
+use kube::core::{ApiResource, DynamicResourceScope};
 use serde::{Deserialize, Serialize};
 
 use super::kubeflow_v1::JobConditionView;
@@ -55,29 +53,14 @@ impl TrainJobStateView {
     }
 }
 
-impl Resource for TrainJobStateView {
-    type DynamicType = ();
-    type Scope = DynamicResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        TRAINJOB_KIND.into()
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        TRAINJOB_GROUP.into()
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        TRAINJOB_VERSION.into()
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        TRAINJOB_RESOURCE.into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+static_resource!(
+    TrainJobStateView,
+    DynamicResourceScope,
+    group = TRAINJOB_GROUP,
+    version = TRAINJOB_VERSION,
+    kind = TRAINJOB_KIND,
+    plural = TRAINJOB_RESOURCE
+);
 
 pub fn trainjob_api_resource() -> ApiResource {
     ApiResource::erase::<TrainJobStateView>(&())

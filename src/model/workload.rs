@@ -1,10 +1,8 @@
 //! Slim view of a Kueue `Workload` (`kueue.x-k8s.io`, v1beta2 since Kueue v0.15, v1beta1 before;
 //! the conditions read here are the same in both): the owner and the status conditions.
 
-use std::borrow::Cow;
-
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::core::{ApiResource, DynamicResourceScope, Resource};
+use kube::core::ApiResource;
 use serde::{Deserialize, Serialize};
 
 use super::kubeflow_v1::JobConditionView;
@@ -47,29 +45,4 @@ pub fn workload_api_resource(version: &str) -> ApiResource {
     }
 }
 
-impl Resource for WorkloadView {
-    type DynamicType = ApiResource;
-    type Scope = DynamicResourceScope;
-
-    fn kind(dt: &ApiResource) -> Cow<'_, str> {
-        dt.kind.as_str().into()
-    }
-    fn group(dt: &ApiResource) -> Cow<'_, str> {
-        dt.group.as_str().into()
-    }
-    fn version(dt: &ApiResource) -> Cow<'_, str> {
-        dt.version.as_str().into()
-    }
-    fn api_version(dt: &ApiResource) -> Cow<'_, str> {
-        dt.api_version.as_str().into()
-    }
-    fn plural(dt: &ApiResource) -> Cow<'_, str> {
-        dt.plural.as_str().into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+dynamic_resource!(WorkloadView);
