@@ -26,11 +26,13 @@ bench:
 certs:
 	$(CARGO) run --release -- certs --service trainguard-webhook --namespace trainguard-system --out certs
 
-## fuzz: libFuzzer targets (needs cargo-fuzz and a nightly toolchain; not part of make test)
+## fuzz: libFuzzer targets from the committed seeds (needs a nightly toolchain; installs cargo-fuzz; not part of make test)
 FUZZ_SECONDS ?= 300
 fuzz:
-	cd fuzz && cargo +nightly fuzz run review -- -dict=review.dict -max_total_time=$(FUZZ_SECONDS)
-	cd fuzz && cargo +nightly fuzz run manifests -- -dict=manifests.dict -max_total_time=$(FUZZ_SECONDS)
+	command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
+	mkdir -p fuzz/corpus/review fuzz/corpus/manifests
+	cd fuzz && cargo +nightly fuzz run review corpus/review seeds/review -- -dict=review.dict -max_len=16384 -timeout=5 -max_total_time=$(FUZZ_SECONDS)
+	cd fuzz && cargo +nightly fuzz run manifests corpus/manifests seeds/manifests regressions/manifests -- -dict=manifests.dict -max_len=65536 -timeout=10 -max_total_time=$(FUZZ_SECONDS)
 
 ## soak: two replicas under load for SOAK_MINUTES, certificates rotating, replicas restarted by SIGTERM
 SOAK_MINUTES ?= 2
