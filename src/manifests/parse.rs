@@ -96,7 +96,9 @@ fn parse_json(source_name: &str, text: &str, limits: &Limits, out: &mut Vec<Docu
                 return Err(ManifestError::Json {
                     source_name: source_name.to_string(),
                     line: e.line(),
-                    column: e.column(),
+                    // serde_json reports column 0 for an error right after a newline; positions
+                    // here are 1-based, like YAML's.
+                    column: e.column().max(1),
                     message: strip_location(&e.to_string()),
                 });
             }
