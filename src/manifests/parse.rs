@@ -428,6 +428,17 @@ mod tests {
     }
 
     #[test]
+    fn json_error_positions_are_one_based() {
+        // The input the manifests fuzz target saved: an error right after a newline, where
+        // serde_json says column 0.
+        let bytes = include_bytes!("../../fuzz/regressions/manifests/json-column-zero");
+        match parse("f.json", bytes, Format::Json, &Limits::default()) {
+            Err(ManifestError::Json { line, column, .. }) => assert!(line >= 1 && column >= 1, "{line}:{column}"),
+            other => panic!("expected a JSON error, got {other:?}"),
+        }
+    }
+
+    #[test]
     fn bad_input_is_a_clear_error() {
         let limits = Limits { max_file_bytes: 64, max_depth: 5, max_alias_replays: 1000 };
         let bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n\
