@@ -34,19 +34,24 @@ fn decision_path(c: &mut Criterion) {
     }
     group.finish();
 
-    // Breakdown: the one-pass decode alone, to see what the rules and the encoding add.
+    // Breakdown: the one-pass decode alone (the fast decoder the server uses, and serde_json's
+    // for comparison), and skipping the whole body without reading anything.
+    type Envelope<'a> = trainguard::model::ReviewEnvelope<
+        'a,
+        Box<trainguard::model::object_only::ObjectOnly<trainguard::model::TrainJobView<'a>>>,
+    >;
     let mut group = c.benchmark_group("decode_only");
-    for (name, body) in &cases[..1] {
-        group.bench_function(format!("{name}_{}B", body.len()), |b| {
-            b.iter(|| {
-                let env: trainguard::model::ReviewEnvelope<
-                    '_,
-                    trainguard::model::object_only::ObjectOnly<trainguard::model::TrainJobView<'_>>,
-                > = serde_json::from_slice(black_box(body)).unwrap();
-                env.request.is_some()
-            })
+    for (name, body) in [&cases[0], &cases[2]] {
+        group.bench_function(format!("fastjson_{name}_{}B", body.len()), |b| {
+            b.iter(|| trainguard::fastjson::from_slice::<Envelope<'_>>(black_box(body)).unwrap().request.is_some())
         });
-        group.bench_function(format!("ignored_any_{}B", body.len()), |b| {
+        group.bench_function(format!("serde_json_{name}_{}B", body.len()), |b| {
+            b.iter(|| serde_json::from_slice::<Envelope<'_>>(black_box(body)).unwrap().request.is_some())
+        });
+        group.bench_function(format!("fastjson_ignored_any_{}B", body.len()), |b| {
+            b.iter(|| trainguard::fastjson::from_slice::<serde::de::IgnoredAny>(black_box(body)).is_ok())
+        });
+        group.bench_function(format!("serde_json_ignored_any_{}B", body.len()), |b| {
             b.iter(|| serde_json::from_slice::<serde::de::IgnoredAny>(black_box(body)).is_ok())
         });
     }

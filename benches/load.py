@@ -110,23 +110,28 @@ def main():
     payloads = {k: os.path.join(ROOT, v) for k, v in PAYLOADS.items()}
     rows = []
     memory = {}
+    ports = {"trainguard": 19443, "baseline": 19444}
     for proto in ["http1", "http2"]:
-        for server in ["trainguard", "baseline"]:
-            port = 19443
-            if server == "trainguard":
-                cmd = [TRAINGUARD, "serve", "--dev", "--dev-dir", work, "--bind", f"127.0.0.1:{port}",
-                       "--admin-bind", "127.0.0.1:18080"] + (["--http2"] if proto == "http2" else [])
-            else:
-                cmd = [BASELINE, f"127.0.0.1:{port}", os.path.join(work, "tls.crt"), os.path.join(work, "tls.key")] \
-                    + (["--http2"] if proto == "http2" else [])
-            proc = start(cmd)
-            try:
-                wait_port(port)
-                time.sleep(0.5)
-                if server == "trainguard" and proto == "http1":
-                    memory["idle_rss_kib"] = rss_kib(proc.pid)
-                for payload, body in payloads.items():
-                    for conns in [1, 16, 64]:
+        # Both servers run on CPU 1 at once (the idle one costs nothing) and each configuration is
+        # measured on trainguard and then at once on the baseline: the machine's speed drifts
+        # over minutes, and the ratio should compare like with like.
+        h2 = ["--http2"] if proto == "http2" else []
+        procs = {
+            "trainguard": start([TRAINGUARD, "serve", "--dev", "--dev-dir", work, "--bind",
+                                 f"127.0.0.1:{ports['trainguard']}", "--admin-bind", "127.0.0.1:18080"] + h2),
+        }
+        try:
+            wait_port(ports["trainguard"])
+            procs["baseline"] = start([BASELINE, f"127.0.0.1:{ports['baseline']}", os.path.join(work, "tls.crt"),
+                                       os.path.join(work, "tls.key")] + h2)
+            wait_port(ports["baseline"])
+            time.sleep(0.5)
+            if proto == "http1":
+                memory["idle_rss_kib"] = rss_kib(procs["trainguard"].pid)
+            for payload, body in payloads.items():
+                for conns in [1, 16, 64]:
+                    for server in ["trainguard", "baseline"]:
+                        proc, port = procs[server], ports[server]
                         cpu0 = cpu_seconds(proc.pid)
                         r = run_wrk(port, body, conns, args.duration, script) if proto == "http1" \
                             else run_h2load(port, body, conns, args.duration)
@@ -134,15 +139,17 @@ def main():
                         r["server_cpu_us_per_req"] = server_cpu / max(r["requests"], 1) * 1e6
                         rows.append(dict(proto=proto, server=server, payload=payload, conns=conns, **r))
                         print(rows[-1], file=sys.stderr)
-                if server == "trainguard" and proto == "http1":
-                    memory["loaded_rss_kib"] = rss_kib(proc.pid)
-            finally:
+            if proto == "http1":
+                memory["loaded_rss_kib"] = rss_kib(procs["trainguard"].pid)
+        finally:
+            for proc in procs.values():
                 proc.terminate()
                 proc.wait(timeout=30)
     lines = [f"Command: `benches/load.py --duration {args.duration}` (generator pinned to CPU 0, server to CPU 1)", ""]
     lines.append("| protocol | payload | conns | trainguard req/s | baseline req/s | ratio | trainguard p50 / p99 µs | "
-                 "baseline p50 / p99 µs | trainguard CPU µs/req | generator CPU (trainguard run) | errors |")
-    lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
+                 "baseline p50 / p99 µs | trainguard CPU µs/req | baseline CPU µs/req | generator CPU (trainguard run) "
+                 "| errors |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for proto in ["http1", "http2"]:
         for payload in PAYLOADS:
             for conns in [1, 16, 64]:
@@ -150,7 +157,8 @@ def main():
                 b = next(r for r in rows if (r["proto"], r["server"], r["payload"], r["conns"]) == (proto, "baseline", payload, conns))
                 lat = lambda r: f"{r['p50_us']} / {r['p99_us']}" if "p50_us" in r else f"mean {r['mean_us']:.0f}"
                 lines.append(f"| {proto} | {payload} | {conns} | {t['rps']:.0f} | {b['rps']:.0f} | {t['rps'] / b['rps']:.0%} | "
-                             f"{lat(t)} | {lat(b)} | {t['server_cpu_us_per_req']:.1f} | {t['gen_cpu']:.0%} | "
+                             f"{lat(t)} | {lat(b)} | {t['server_cpu_us_per_req']:.1f} | {b['server_cpu_us_per_req']:.1f} | "
+                             f"{t['gen_cpu']:.0%} | "
                              f"{t['errors'] + b['errors']} |")
     lines.append("")
     lines.append(f"trainguard RSS: idle {memory.get('idle_rss_kib', 0) / 1024:.1f} MiB, after the HTTP/1.1 runs "

@@ -7,6 +7,7 @@ pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod controller;
+pub mod fastjson;
 pub mod manifests;
 pub mod metrics;
 pub mod model;

@@ -118,6 +118,26 @@ impl WebhookMetrics {
     }
 }
 
+/// The series of one webhook that every request touches, looked up once: each is a handle on
+/// the same value the family exports.
+#[derive(Debug, Clone)]
+pub struct WebhookSeries {
+    pub in_flight: Gauge,
+    pub latency: Histogram,
+    /// `requests_total{code="200"}`; other codes go through the family.
+    pub ok: Counter,
+}
+
+impl WebhookMetrics {
+    pub fn series(&self, webhook: &'static str) -> WebhookSeries {
+        WebhookSeries {
+            in_flight: self.in_flight.get_or_create(&WebhookLabels { webhook }).clone(),
+            latency: self.latency.get_or_create(&WebhookLabels { webhook }).clone(),
+            ok: self.requests.get_or_create(&WebhookCodeLabels { webhook, code: "200" }).clone(),
+        }
+    }
+}
+
 /// HTTP status code as a static label value.
 pub fn code_label(code: u16) -> &'static str {
     match code {

@@ -213,7 +213,14 @@ pub fn review(
     if body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
         return Err(ProtocolError::NotAdmissionReview("a JSON list".to_string()));
     }
-    if let Ok(envelope) = serde_json::from_slice::<ReviewEnvelope<'_, ObjectOnly<TrainJobView<'_>>>>(body) {
+    // The fast decoder first; whatever it leaves (or finds malformed) serde_json decodes again,
+    // so a body it cannot take costs time, never a different answer.
+    // The objects are boxed so that the envelope stays small as serde moves it up through the
+    // layers of the decode.
+    type Decoded<'a> = ReviewEnvelope<'a, Box<ObjectOnly<TrainJobView<'a>>>>;
+    let decoded =
+        crate::fastjson::from_slice::<Decoded<'_>>(body).or_else(|_| serde_json::from_slice::<Decoded<'_>>(body));
+    if let Ok(envelope) = decoded {
         return respond(envelope, |request, operation| {
             let input = rules::DecodedInput {
                 operation,

@@ -64,6 +64,7 @@ macro_rules! dynamic_resource {
     };
 }
 
+pub mod borrowed_str;
 pub mod jobset;
 pub mod kubeflow_v1;
 pub mod object_only;

@@ -7,14 +7,15 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::borrowed_str::option_str;
 use super::object_only::object;
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", bound(deserialize = "O: Deserialize<'de>"))]
 pub struct ReviewEnvelope<'a, O = &'a RawValue> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "option_str")]
     pub api_version: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "option_str")]
     pub kind: Option<Cow<'a, str>>,
     #[serde(borrow, default, deserialize_with = "object")]
     pub request: Option<RequestView<'a, O>>,
@@ -23,17 +24,17 @@ pub struct ReviewEnvelope<'a, O = &'a RawValue> {
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", bound(deserialize = "O: Deserialize<'de>"))]
 pub struct RequestView<'a, O = &'a RawValue> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "option_str")]
     pub uid: Option<Cow<'a, str>>,
     #[serde(borrow, default, deserialize_with = "object")]
     pub kind: Option<GroupVersionKindView<'a>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "option_str")]
     pub sub_resource: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "option_str")]
     pub operation: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "option_str")]
     pub name: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "option_str")]
     pub namespace: Option<Cow<'a, str>>,
     #[serde(default)]
     pub dry_run: Option<bool>,

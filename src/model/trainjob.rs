@@ -11,6 +11,7 @@ use serde::de::{self, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
 use super::KUEUE_QUEUE_LABEL;
+use super::borrowed_str::{BorrowedStr, option_str};
 use super::object_only::{object, objects};
 
 #[derive(Debug, Default, Deserialize)]
@@ -27,11 +28,11 @@ pub struct TrainJobView<'a> {
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MetadataView<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "option_str")]
     pub name: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "option_str")]
     pub generate_name: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "option_str")]
     pub namespace: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     pub labels: Option<QueueNameLabel<'a>>,
@@ -42,7 +43,7 @@ pub struct MetadataView<'a> {
 pub struct SpecView<'a> {
     #[serde(default)]
     pub suspend: Option<bool>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "option_str")]
     pub managed_by: Option<Cow<'a, str>>,
     #[serde(borrow, default, deserialize_with = "object")]
     pub runtime_ref: Option<RuntimeRefView<'a>>,
@@ -57,11 +58,11 @@ pub struct SpecView<'a> {
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RuntimeRefView<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "option_str")]
     pub name: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "option_str")]
     pub api_group: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "option_str")]
     pub kind: Option<Cow<'a, str>>,
 }
 
@@ -75,7 +76,7 @@ pub struct StatusView<'a> {
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct JobStatusView<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "option_str")]
     pub name: Option<Cow<'a, str>>,
     #[serde(default)]
     pub active: Option<i32>,
@@ -96,8 +97,8 @@ impl<'de: 'a, 'a> Deserialize<'de> for QueueNameLabel<'a> {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                 let mut queue = None;
-                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-                    let value = map.next_value::<Cow<'de, str>>()?;
+                while let Some(BorrowedStr(key)) = map.next_key()? {
+                    let BorrowedStr(value) = map.next_value()?;
                     if key == KUEUE_QUEUE_LABEL {
                         queue = Some(value);
                     }

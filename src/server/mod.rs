@@ -12,10 +12,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -119,7 +117,12 @@ pub async fn start(
         }
     });
 
-    let app = routes::router(routes::AppState::new(settings.rules.clone(), cluster, metrics, settings.max_body_bytes));
+    let app = routes::WebhookService::new(routes::AppState::new(
+        settings.rules.clone(),
+        cluster,
+        metrics,
+        settings.max_body_bytes,
+    ));
     let accept_loop = tokio::spawn(accept_loop(listener, tls_config, app, settings.clone(), stop_accepting.clone()));
     readiness.set_listener_up();
     tracing::info!(%webhook_addr, %admin_addr, http2 = settings.http2, "trainguard webhook serving");
@@ -146,7 +149,7 @@ impl RunningServer {
 async fn accept_loop(
     listener: TcpListener,
     tls_config: Arc<rustls::ServerConfig>,
-    app: Router,
+    app: routes::WebhookService,
     settings: ServerSettings,
     stop: CancellationToken,
 ) -> ShutdownReport {
@@ -167,7 +170,7 @@ async fn accept_loop(
         };
         let _ = tcp.set_nodelay(true);
         let acceptor = acceptor.clone();
-        let service = TowerToHyperService::new(app.clone());
+        let service = app.clone();
         let watcher = graceful.watcher();
         let settings = settings.clone();
         tokio::spawn(async move {

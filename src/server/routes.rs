@@ -1,7 +1,10 @@
 //! The HTTP side of admission: paths, methods, content type, body limit and deadline around the
 //! pure [`admission::review`]. Every protocol failure gets a JSON `Status` and a log line.
 
+use std::convert::Infallible;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -9,13 +12,17 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use http::{HeaderValue, StatusCode, header};
+use bytes::Bytes;
+use http::{HeaderValue, Method, StatusCode, header};
+use http_body::Body as HttpBody;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
+use hyper::body::Incoming;
+use tower::ServiceExt as _;
 
 use super::limits::{DEFAULT_TIMEOUT, handler_deadline, parse_timeout_query};
 use crate::admission::{self, Decision, Endpoint, ErrorType, FieldError, ProtocolError, RulesConfig};
 use crate::cluster::ClusterView;
-use crate::metrics::{DecisionLabels, WebhookCodeLabels, WebhookLabels, WebhookMetrics, code_label};
+use crate::metrics::{DecisionLabels, WebhookCodeLabels, WebhookMetrics, WebhookSeries, code_label};
 
 /// What every admission request needs; cloned per request (one Arc).
 #[derive(Clone)]
@@ -25,6 +32,8 @@ struct Inner {
     rules: RulesConfig,
     cluster: Arc<dyn ClusterView>,
     metrics: WebhookMetrics,
+    validate_series: WebhookSeries,
+    mutate_series: WebhookSeries,
     max_body_bytes: usize,
 }
 
@@ -35,7 +44,9 @@ impl AppState {
         metrics: WebhookMetrics,
         max_body_bytes: usize,
     ) -> Self {
-        AppState(Arc::new(Inner { rules, cluster, metrics, max_body_bytes }))
+        let validate_series = metrics.series(Endpoint::Validate.label());
+        let mutate_series = metrics.series(Endpoint::Mutate.label());
+        AppState(Arc::new(Inner { rules, cluster, metrics, validate_series, mutate_series, max_body_bytes }))
     }
 }
 
@@ -49,6 +60,42 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
+/// The webhook's service: the two admission POSTs go straight to their handler; everything else
+/// (wrong paths and methods, with their Status bodies) through the axum [`router`]. Skipping the
+/// router on the hot path saves its per-request boxing, body wrapping and extension map.
+#[derive(Clone)]
+pub struct WebhookService {
+    state: AppState,
+    router: Router,
+}
+
+impl WebhookService {
+    pub fn new(state: AppState) -> Self {
+        WebhookService { router: router(state.clone()), state }
+    }
+}
+
+impl hyper::service::Service<http::Request<Incoming>> for WebhookService {
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+
+    fn call(&self, req: http::Request<Incoming>) -> Self::Future {
+        let endpoint = match (req.method() == Method::POST, req.uri().path()) {
+            (true, path) if path == Endpoint::Validate.path() => Some(Endpoint::Validate),
+            (true, path) if path == Endpoint::Mutate.path() => Some(Endpoint::Mutate),
+            _ => None,
+        };
+        match endpoint {
+            Some(endpoint) => {
+                let state = self.state.clone();
+                Box::pin(async move { Ok(admit(&state, endpoint, req).await) })
+            }
+            None => Box::pin(self.router.clone().oneshot(req.map(Body::new))),
+        }
+    }
+}
+
 async fn validate(State(state): State<AppState>, req: Request) -> Response {
     admit(&state, Endpoint::Validate, req).await
 }
@@ -58,31 +105,47 @@ async fn mutate(State(state): State<AppState>, req: Request) -> Response {
 }
 
 /// Decrements the in-flight gauge however the handler ends.
-struct InFlight(prometheus_client::metrics::gauge::Gauge);
+struct InFlight<'a>(&'a prometheus_client::metrics::gauge::Gauge);
 
-impl Drop for InFlight {
+impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         self.0.dec();
     }
 }
 
-async fn admit(state: &AppState, endpoint: Endpoint, req: Request) -> Response {
+async fn admit<B>(state: &AppState, endpoint: Endpoint, req: http::Request<B>) -> Response
+where
+    B: HttpBody<Data = Bytes>,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
     let start = Instant::now();
-    let metrics = &state.0.metrics;
-    let webhook = endpoint.label();
-    let gauge = metrics.in_flight.get_or_create(&WebhookLabels { webhook }).clone();
-    gauge.inc();
-    let _in_flight = InFlight(gauge);
+    let inner = &state.0;
+    let series = match endpoint {
+        Endpoint::Validate => &inner.validate_series,
+        Endpoint::Mutate => &inner.mutate_series,
+    };
+    series.in_flight.inc();
+    let _in_flight = InFlight(&series.in_flight);
 
     let response = admit_inner(state, endpoint, req, start).await;
 
-    let code = code_label(response.status().as_u16());
-    metrics.requests.get_or_create(&WebhookCodeLabels { webhook, code }).inc();
-    metrics.latency.get_or_create(&WebhookLabels { webhook }).observe(start.elapsed().as_secs_f64());
+    match response.status().as_u16() {
+        200 => series.ok.inc(),
+        code => inner
+            .metrics
+            .requests
+            .get_or_create(&WebhookCodeLabels { webhook: endpoint.label(), code: code_label(code) })
+            .inc(),
+    };
+    series.latency.observe(start.elapsed().as_secs_f64());
     response
 }
 
-async fn admit_inner(state: &AppState, endpoint: Endpoint, req: Request, start: Instant) -> Response {
+async fn admit_inner<B>(state: &AppState, endpoint: Endpoint, req: http::Request<B>, start: Instant) -> Response
+where
+    B: HttpBody<Data = Bytes>,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
     let inner = &state.0;
     let (parts, body) = req.into_parts();
 
@@ -108,8 +171,13 @@ async fn admit_inner(state: &AppState, endpoint: Endpoint, req: Request, start: 
 
     let timeout = parse_timeout_query(parts.uri.query()).unwrap_or(DEFAULT_TIMEOUT);
     let deadline = start + handler_deadline(timeout);
-    let body = match tokio::time::timeout_at(deadline.into(), Limited::new(body, inner.max_body_bytes).collect()).await
-    {
+    // Most bodies have arrived with their headers: poll once before arming the deadline timer.
+    let mut collect = std::pin::pin!(Limited::new(body, inner.max_body_bytes).collect());
+    let collected = match futures::poll!(collect.as_mut()) {
+        Poll::Ready(collected) => Ok(collected),
+        Poll::Pending => tokio::time::timeout_at(deadline.into(), collect).await,
+    };
+    let body = match collected {
         Err(_) => return deadline_missed(endpoint, timeout, inner),
         Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => return too_large(),
         Ok(Err(e)) => {

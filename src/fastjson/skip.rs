@@ -1,0 +1,509 @@
+//! Finding where a JSON value ends without reading it: the hot path skips most of a 5 KB review
+//! (managedFields, the trainer spec, userInfo) and this is where that time goes.
+//!
+//! Containers are skipped 64 bytes at a time, simdjson-style: one pass builds bit masks of the
+//! quotes, backslashes and brackets in the block, a prefix XOR of the unescaped quotes marks what
+//! lies inside strings, and only the brackets outside strings move the depth. What is checked is
+//! the structure: strings close, brackets balance and the closing bracket matches the opening
+//! one. The grammar inside a skipped container (commas, colons, scalars, UTF-8) is not checked;
+//! the API server only sends JSON it encoded itself, and every value a rule reads is parsed in
+//! full (see `docs/webhook.md`, "Decoding").
+
+/// Why a skip failed; the deserializer then hands the body to serde_json, which reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SkipError {
+    /// The input ended inside the value.
+    Eof,
+    /// A closing bracket of the wrong kind, or an unexpected byte.
+    Syntax,
+}
+
+const BLOCK: usize = 64;
+
+/// The bit masks of one 64-byte block: bit `i` stands for byte `i`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Masks {
+    pub quote: u64,
+    pub backslash: u64,
+    /// `{` or `[`
+    pub open: u64,
+    /// `}` or `]`
+    pub close: u64,
+}
+
+/// Masks of a block, byte by byte: the reference the SIMD version is tested against, and the
+/// version used on targets without SSE2.
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))] // the SIMD builders' reference in tests
+pub(crate) fn masks_scalar(block: &[u8; BLOCK]) -> Masks {
+    let mut m = Masks::default();
+    for (i, &b) in block.iter().enumerate() {
+        let bit = 1u64 << i;
+        match b {
+            b'"' => m.quote |= bit,
+            b'\\' => m.backslash |= bit,
+            b'{' | b'[' => m.open |= bit,
+            b'}' | b']' => m.close |= bit,
+            _ => {}
+        }
+    }
+    m
+}
+
+/// How a block's masks are built: SSE2 (part of x86_64), AVX2 when the CPU has it, or byte by
+/// byte elsewhere.
+trait MaskBuilder {
+    fn masks(block: &[u8; BLOCK]) -> Masks;
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+struct Scalar;
+
+#[cfg(not(target_arch = "x86_64"))]
+impl MaskBuilder for Scalar {
+    #[inline(always)]
+    fn masks(block: &[u8; BLOCK]) -> Masks {
+        masks_scalar(block)
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+struct Sse2;
+
+#[cfg(target_arch = "x86_64")]
+impl MaskBuilder for Sse2 {
+    #[inline(always)]
+    fn masks(block: &[u8; BLOCK]) -> Masks {
+        use std::arch::x86_64::{
+            __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8,
+        };
+        // SAFETY: SSE2 is always available on x86_64; each load reads 16 bytes inside `block`.
+        unsafe {
+            let quote = _mm_set1_epi8(b'"' as i8);
+            let backslash = _mm_set1_epi8(b'\\' as i8);
+            // `{` (0x7B) and `[` (0x5B) differ only in bit 0x20, as do `}` and `]`.
+            let case = _mm_set1_epi8(0x20);
+            let open = _mm_set1_epi8(b'{' as i8);
+            let close = _mm_set1_epi8(b'}' as i8);
+            let mut m = Masks::default();
+            for lane in 0..4 {
+                let v = _mm_loadu_si128(block.as_ptr().add(lane * 16) as *const __m128i);
+                let folded = _mm_or_si128(v, case);
+                let shift = lane * 16;
+                let bits = |x| (_mm_movemask_epi8(x) as u32 as u64) << shift;
+                m.quote |= bits(_mm_cmpeq_epi8(v, quote));
+                m.backslash |= bits(_mm_cmpeq_epi8(v, backslash));
+                m.open |= bits(_mm_cmpeq_epi8(folded, open));
+                m.close |= bits(_mm_cmpeq_epi8(folded, close));
+            }
+            m
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+struct Avx2;
+
+#[cfg(target_arch = "x86_64")]
+impl MaskBuilder for Avx2 {
+    /// Only ever inlined into [`container_avx2`], which the CPU was checked to support.
+    #[inline(always)]
+    fn masks(block: &[u8; BLOCK]) -> Masks {
+        use std::arch::x86_64::{
+            __m256i, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_movemask_epi8, _mm256_or_si256, _mm256_set1_epi8,
+        };
+        // SAFETY: called only where AVX2 was detected; each load reads 32 bytes inside `block`.
+        unsafe {
+            let quote = _mm256_set1_epi8(b'"' as i8);
+            let backslash = _mm256_set1_epi8(b'\\' as i8);
+            let case = _mm256_set1_epi8(0x20);
+            let open = _mm256_set1_epi8(b'{' as i8);
+            let close = _mm256_set1_epi8(b'}' as i8);
+            let mut m = Masks::default();
+            for lane in 0..2 {
+                let v = _mm256_loadu_si256(block.as_ptr().add(lane * 32) as *const __m256i);
+                let folded = _mm256_or_si256(v, case);
+                let shift = lane * 32;
+                let bits = |x| (_mm256_movemask_epi8(x) as u32 as u64) << shift;
+                m.quote |= bits(_mm256_cmpeq_epi8(v, quote));
+                m.backslash |= bits(_mm256_cmpeq_epi8(v, backslash));
+                m.open |= bits(_mm256_cmpeq_epi8(folded, open));
+                m.close |= bits(_mm256_cmpeq_epi8(folded, close));
+            }
+            m
+        }
+    }
+}
+
+/// Bit `i` set when byte `i` is escaped by an odd run of backslashes. `carry` says the first
+/// byte is escaped (the previous block ended in such a run) and is updated for the next block.
+/// Backslashes are rare in Kubernetes objects, so this walks them one by one.
+pub(crate) fn escaped(backslash: u64, carry: &mut bool) -> u64 {
+    let mut escaped = u64::from(*carry);
+    *carry = false;
+    let mut rest = backslash;
+    while rest != 0 {
+        let i = rest.trailing_zeros();
+        rest &= rest - 1;
+        if escaped & (1u64 << i) != 0 {
+            continue; // this backslash is itself escaped
+        }
+        if i == 63 {
+            *carry = true;
+        } else {
+            escaped |= 1u64 << (i + 1);
+        }
+    }
+    escaped
+}
+
+/// Bit `i` set when an odd number of bits `0..=i` are set: with the quotes, "inside a string"
+/// (opening quote included, closing quote excluded).
+#[inline(always)]
+pub(crate) fn prefix_xor(mut x: u64) -> u64 {
+    x ^= x << 1;
+    x ^= x << 2;
+    x ^= x << 4;
+    x ^= x << 8;
+    x ^= x << 16;
+    x ^= x << 32;
+    x
+}
+
+/// `input[start]` is `{` or `[`: the index just past its matching closing bracket.
+pub fn container(input: &[u8], start: usize) -> Result<usize, SkipError> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // Both checks read a cached flag after the first call.
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("popcnt") {
+            // SAFETY: the CPU has the features `container_avx2` is compiled for.
+            return unsafe { container_avx2(input, start) };
+        }
+        container_with::<Sse2>(input, start)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    container_with::<Scalar>(input, start)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,popcnt,bmi1")]
+unsafe fn container_avx2(input: &[u8], start: usize) -> Result<usize, SkipError> {
+    container_with::<Avx2>(input, start)
+}
+
+#[inline(always)]
+fn container_with<M: MaskBuilder>(input: &[u8], start: usize) -> Result<usize, SkipError> {
+    let opener = input[start];
+    debug_assert!(opener == b'{' || opener == b'[');
+    let mut depth: u64 = 0;
+    let mut in_string: u64 = 0; // all ones when the previous block ended inside a string
+    let mut escape_carry = false;
+    let mut offset = start;
+    while offset < input.len() {
+        let m = match input.get(offset..offset + BLOCK) {
+            Some(full) => M::masks(full.try_into().expect("64 bytes")),
+            None => tail_masks(&input[offset..]),
+        };
+        let escaped = if m.backslash == 0 && !escape_carry { 0 } else { escaped(m.backslash, &mut escape_carry) };
+        let strings = prefix_xor(m.quote & !escaped) ^ in_string;
+        in_string = ((strings as i64) >> 63) as u64;
+        // Escaped brackets exist only outside strings in invalid JSON; like escaped quotes, they
+        // do not count.
+        let open = m.open & !strings & !escaped;
+        let close = m.close & !strings & !escaped;
+        let closes = u64::from(close.count_ones());
+        if closes < depth {
+            // Depth cannot reach zero in this block (the first block always holds the opener).
+            depth = depth + u64::from(open.count_ones()) - closes;
+        } else {
+            let mut brackets = open | close;
+            while brackets != 0 {
+                let i = brackets.trailing_zeros();
+                brackets &= brackets - 1;
+                if open & (1u64 << i) != 0 {
+                    depth += 1;
+                } else {
+                    depth -= 1;
+                    if depth == 0 {
+                        let end = offset + i as usize;
+                        let matches = (opener == b'{') == (input[end] == b'}');
+                        return if matches { Ok(end + 1) } else { Err(SkipError::Syntax) };
+                    }
+                }
+            }
+        }
+        offset += BLOCK;
+    }
+    Err(SkipError::Eof)
+}
+
+/// The last, short block, padded with spaces.
+#[inline(never)]
+fn tail_masks(tail: &[u8]) -> Masks {
+    let mut padded = [b' '; BLOCK];
+    padded[..tail.len()].copy_from_slice(tail);
+    #[cfg(target_arch = "x86_64")]
+    return Sse2::masks(&padded);
+    #[cfg(not(target_arch = "x86_64"))]
+    masks_scalar(&padded)
+}
+
+/// `input[start]` is `"`: the index just past the closing quote. The content is not checked.
+pub fn string(input: &[u8], start: usize) -> Result<usize, SkipError> {
+    let (mut i, _) = plain_run(input, start + 1);
+    while i < input.len() {
+        match input[i] {
+            b'"' => return Ok(i + 1),
+            b'\\' => i += 2,
+            _ => i += 1,
+        }
+    }
+    Err(SkipError::Eof)
+}
+
+/// From `i`, past the bytes that cannot end a string (anything but `"`, `\\` and control
+/// characters), a block at a time: where the scan stopped (at such a byte, or near the end of
+/// the input, where the caller goes on byte by byte) and whether a non-ASCII byte was passed.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) fn plain_run(input: &[u8], mut i: usize) -> (usize, bool) {
+    use std::arch::x86_64::{
+        __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8,
+    };
+    let mut non_ascii = 0u32;
+    while let Some(chunk) = input.get(i..i + 16) {
+        // SAFETY: SSE2 is part of x86_64; the load reads the 16 bytes of `chunk`.
+        let (stops, high) = unsafe {
+            let v = _mm_loadu_si128(chunk.as_ptr() as *const __m128i);
+            let quote = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
+            let backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
+            let control = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v);
+            let stops = _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), control)) as u32;
+            (stops, _mm_movemask_epi8(v) as u32)
+        };
+        if stops != 0 {
+            let before = stops.trailing_zeros();
+            return (i + before as usize, non_ascii | (high & ((1 << before) - 1)) != 0);
+        }
+        non_ascii |= high;
+        i += 16;
+    }
+    (i, non_ascii != 0)
+}
+
+/// See the x86_64 version; eight bytes at a time in a `u64` elsewhere.
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+pub(crate) fn plain_run(input: &[u8], mut i: usize) -> (usize, bool) {
+    const fn splat(b: u8) -> u64 {
+        u64::from_le_bytes([b; 8])
+    }
+    // Non-zero when some byte of `w` is below `n` (`n` <= 0x80); the lowest flagged byte is exact.
+    let below = |w: u64, n: u8| w.wrapping_sub(splat(n)) & !w & splat(0x80);
+    let mut high = 0u64;
+    while let Some(word) = input.get(i..i + 8) {
+        let w = u64::from_le_bytes(word.try_into().expect("8 bytes"));
+        let stops = below(w ^ splat(b'"'), 1) | below(w ^ splat(b'\\'), 1) | below(w, 0x20);
+        if stops != 0 {
+            let before = stops.trailing_zeros() / 8;
+            high |= w & ((1u64 << (before * 8)) - 1);
+            return (i + before as usize, high & splat(0x80) != 0);
+        }
+        high |= w;
+        i += 8;
+    }
+    (i, high & splat(0x80) != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The obvious byte-at-a-time skip, for comparison: depth counting, and the closing bracket
+    /// must match the opening one.
+    fn container_reference(input: &[u8], start: usize) -> Result<usize, SkipError> {
+        let opener = input[start];
+        let mut depth = 0;
+        let mut i = start;
+        let mut in_string = false;
+        while i < input.len() {
+            let b = input[i];
+            if b == b'\\' {
+                // Outside strings too, like the masks (only invalid JSON has one there).
+                i += 2;
+                continue;
+            }
+            if in_string {
+                if b == b'"' {
+                    in_string = false;
+                }
+            } else {
+                match b {
+                    b'"' => in_string = true,
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            let matches = (opener == b'{') == (b == b'}');
+                            return if matches { Ok(i + 1) } else { Err(SkipError::Syntax) };
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            i += 1;
+        }
+        Err(SkipError::Eof)
+    }
+
+    /// Small deterministic generator so the test needs no extra crate.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+    }
+
+    #[test]
+    fn simd_masks_match_the_scalar_masks() {
+        let alphabet = b"\"\\{}[]a :,\x7b\x5b\xff\x00";
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        for _ in 0..20_000 {
+            let mut block = [0u8; BLOCK];
+            for b in block.iter_mut() {
+                *b = alphabet[(rng.next() % alphabet.len() as u64) as usize];
+            }
+            #[cfg(target_arch = "x86_64")]
+            {
+                assert_eq!(Sse2::masks(&block), masks_scalar(&block), "block {block:?}");
+                if std::arch::is_x86_feature_detected!("avx2") {
+                    assert_eq!(Avx2::masks(&block), masks_scalar(&block), "block {block:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn escapes_match_a_byte_walk() {
+        let mut rng = Rng(7);
+        for _ in 0..20_000 {
+            // Runs of backslashes of every length, across block boundaries.
+            let mut bytes = [0u8; 3 * BLOCK];
+            for b in bytes.iter_mut() {
+                *b = if rng.next().is_multiple_of(3) { b'a' } else { b'\\' };
+            }
+            let mut expected = vec![false; bytes.len()];
+            let mut i = 0;
+            while i < bytes.len() {
+                if bytes[i] == b'\\' && i + 1 < bytes.len() {
+                    expected[i + 1] = true;
+                    i += 2;
+                } else {
+                    i += 1;
+                }
+            }
+            let mut carry = false;
+            for (n, chunk) in bytes.chunks(BLOCK).enumerate() {
+                let block: &[u8; BLOCK] = chunk.try_into().unwrap();
+                let got = escaped(masks_scalar(block).backslash, &mut carry);
+                for bit in 0..BLOCK {
+                    assert_eq!(got >> bit & 1 == 1, expected[n * BLOCK + bit], "byte {}", n * BLOCK + bit);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn prefix_xor_marks_string_interiors() {
+        // quotes at 2 and 5: bytes 2..5 inside.
+        assert_eq!(prefix_xor(0b100100), 0b011100);
+        assert_eq!(prefix_xor(0), 0);
+        assert_eq!(prefix_xor(1 << 63), 1 << 63);
+    }
+
+    type Skipper = fn(&[u8], usize) -> Result<usize, SkipError>;
+
+    /// Every mask builder this CPU can run, so the random tests below cover each.
+    fn skippers() -> Vec<(&'static str, Skipper)> {
+        let mut all: Vec<(&'static str, Skipper)> = vec![("dispatch", container)];
+        #[cfg(target_arch = "x86_64")]
+        {
+            all.push(("sse2", container_with::<Sse2>));
+            if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("popcnt") {
+                all.push(("avx2", |input, start| unsafe { container_avx2(input, start) }));
+            }
+        }
+        all
+    }
+
+    #[test]
+    fn container_cases() {
+        let cases: &[(&str, Result<usize, SkipError>)] = &[
+            ("{}", Ok(2)),
+            ("[]", Ok(2)),
+            ("{} trailing", Ok(2)),
+            (r#"{"a":[1,2,{"b":"}"}]}"#, Ok(21)),
+            (r#"{"a":"\"}"}"#, Ok(11)),
+            (r#"{"a":"\\"}"#, Ok(10)),
+            (r#"{"a":"\\\"}"}"#, Ok(13)),
+            ("{]", Err(SkipError::Syntax)),
+            ("[}", Err(SkipError::Syntax)),
+            ("{", Err(SkipError::Eof)),
+            (r#"{"a":"}"#, Err(SkipError::Eof)),
+            (r#"["\"]"#, Err(SkipError::Eof)),
+        ];
+        for (name, skip) in skippers() {
+            for (input, expected) in cases {
+                assert_eq!(skip(input.as_bytes(), 0), *expected, "{name}: {input}");
+            }
+        }
+    }
+
+    #[test]
+    fn container_matches_the_reference_on_random_json_like_input() {
+        let alphabet = br#"{}[]""\\a,: "#;
+        let mut rng = Rng(42);
+        let mut ended = 0;
+        for round in 0..200_000 {
+            let len = 1 + (rng.next() % 300) as usize;
+            let mut bytes = vec![b'{'];
+            if round % 2 == 0 {
+                bytes[0] = b'[';
+            }
+            for _ in 0..len {
+                bytes.push(alphabet[(rng.next() % alphabet.len() as u64) as usize]);
+            }
+            let expected = container_reference(&bytes, 0);
+            for (name, skip) in skippers() {
+                assert_eq!(skip(&bytes, 0), expected, "{name}: {}", String::from_utf8_lossy(&bytes));
+            }
+            ended += usize::from(expected.is_ok());
+        }
+        // The alphabet must produce both finished and unfinished containers to mean anything.
+        assert!(ended > 10_000 && ended < 190_000, "{ended} of 200000 inputs ended");
+    }
+
+    #[test]
+    fn long_containers_cross_blocks() {
+        for pad in 0..200 {
+            let inner = "x".repeat(pad);
+            let text = format!(r#"{{"k":["{inner}",{{"q":"\"{inner}\\"}}],"z":{{}}}} tail"#);
+            let expected = text.len() - " tail".len();
+            for (name, skip) in skippers() {
+                assert_eq!(skip(text.as_bytes(), 0), Ok(expected), "{name}: {text}");
+            }
+            assert_eq!(container_reference(text.as_bytes(), 0), Ok(expected));
+        }
+    }
+
+    #[test]
+    fn strings() {
+        assert_eq!(string(br#""abc" x"#, 0), Ok(5));
+        assert_eq!(string(br#""a\"c" x"#, 0), Ok(6));
+        assert_eq!(string(br#""a\\" x"#, 0), Ok(5));
+        assert_eq!(string(br#""abc"#, 0), Err(SkipError::Eof));
+        assert_eq!(string(br#""a\"#, 0), Err(SkipError::Eof));
+    }
+}
