@@ -131,3 +131,18 @@ fn pretty_printed_reviews_get_the_same_answers() {
     }
     assert!(compared > 100, "{compared}");
 }
+
+#[test]
+fn raw_overrides_that_are_not_json_are_shape_errors_and_count_as_changed() {
+    use serde_json::value::RawValue;
+    use trainguard::admission::overrides;
+    use trainguard::model::OverridesField;
+    // Bracket-balanced but not JSON: the structural skip hands it over as a raw value.
+    let broken: &RawValue = trainguard::fastjson::from_slice(br#"[{"targetJobs" [1 2]}]"#).expect("structure is fine");
+    let valid: &RawValue = serde_json::from_str(r#"[{"targetJobs":[]}]"#).unwrap();
+    let errors = overrides::shape_errors_raw(OverridesField::PodSpecOverrides, Some(broken));
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].detail.contains("is not valid JSON"), "{errors:?}");
+    assert!(overrides::changed(OverridesField::PodSpecOverrides, Some(valid), Some(broken)));
+    assert!(overrides::changed(OverridesField::PodSpecOverrides, Some(broken), Some(valid)));
+}

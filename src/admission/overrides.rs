@@ -44,14 +44,15 @@ pub fn parse(raw: Option<&RawValue>) -> Value {
 pub fn shape_errors_raw(field: OverridesField, raw: Option<&RawValue>) -> Vec<FieldError> {
     match try_parse(raw) {
         Ok(value) => shape_errors(field, &value),
-        Err(_) => {
+        Err(e) => {
             let kind = if raw.is_some_and(|r| r.get().starts_with('[')) { "list" } else { "object" };
-            vec![FieldError::invalid(
-                "shape",
-                field.path(),
-                format!("\"{kind}\""),
-                "is nested more than 128 levels deep, too deep to check",
-            )]
+            // The hot path checks only the structure of raw values (docs/webhook.md, "Decoding").
+            let detail = if e.to_string().starts_with("recursion limit exceeded") {
+                "is nested more than 128 levels deep, too deep to check".to_string()
+            } else {
+                format!("is not valid JSON: {e}")
+            };
+            vec![FieldError::invalid("shape", field.path(), format!("\"{kind}\""), detail)]
         }
     }
 }
