@@ -3,11 +3,13 @@
 
 HTTP/1.1 keep-alive with wrk (p50/p99 from its latency histogram) and HTTP/2 with h2load
 (mean latency; h2load prints no percentiles), at concurrency 1, 16 and 64, on the ~5 KB and
-~150 KB fixtures. The load generator is pinned to CPU 0 and the server to CPU 1 (taskset), and
-the CPU time of both is recorded: on 2 cores the generator can become the bottleneck, and the
-server's CPU per request is the figure that stays comparable from run to run.
+~150 KB fixtures. The load generator is pinned to CPU 0 and both servers to CPU 1 (taskset);
+each configuration runs on trainguard and then on the baseline, --rounds times, and the table
+shows the medians (a shared VM's speed drifts over minutes; back-to-back runs compare like with
+like). The CPU time of server and generator is recorded: on 2 cores the generator can become the
+bottleneck, and the server's CPU per request is the figure that stays comparable.
 
-Usage: benches/load.py [--duration SECONDS] [--out FILE]   (make bench runs it)
+Usage: benches/load.py [--duration SECONDS] [--rounds N] [--out FILE]   (make bench runs it)
 """
 import argparse
 import os
@@ -93,6 +95,15 @@ def run_h2load(port, body_file, conns, duration):
             "errors": int(req.group(3)) + int(req.group(4)), "gen_cpu": gen_cpu / (duration + 1)}
 
 
+def median_run(runs):
+    """Each figure's median over the rounds (errors are summed: any error counts)."""
+    out = {}
+    for key in runs[0]:
+        values = sorted(r[key] for r in runs)
+        out[key] = sum(values) if key == "errors" else values[len(values) // 2]
+    return out
+
+
 def start(cmd):
     return subprocess.Popen(["taskset", "-c", "1", *cmd], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
@@ -100,6 +111,8 @@ def start(cmd):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--duration", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="runs of each configuration per server, alternating; the table shows medians")
     ap.add_argument("--out", default=os.path.join(TARGET, "load-results.md"))
     args = ap.parse_args()
     ensure_tools()
@@ -130,22 +143,27 @@ def main():
                 memory["idle_rss_kib"] = rss_kib(procs["trainguard"].pid)
             for payload, body in payloads.items():
                 for conns in [1, 16, 64]:
-                    for server in ["trainguard", "baseline"]:
-                        proc, port = procs[server], ports[server]
-                        cpu0 = cpu_seconds(proc.pid)
-                        r = run_wrk(port, body, conns, args.duration, script) if proto == "http1" \
-                            else run_h2load(port, body, conns, args.duration)
-                        server_cpu = cpu_seconds(proc.pid) - cpu0
-                        r["server_cpu_us_per_req"] = server_cpu / max(r["requests"], 1) * 1e6
-                        rows.append(dict(proto=proto, server=server, payload=payload, conns=conns, **r))
-                        print(rows[-1], file=sys.stderr)
+                    runs = {"trainguard": [], "baseline": []}
+                    for _ in range(args.rounds):
+                        for server in ["trainguard", "baseline"]:
+                            proc, port = procs[server], ports[server]
+                            cpu0 = cpu_seconds(proc.pid)
+                            r = run_wrk(port, body, conns, args.duration, script) if proto == "http1" \
+                                else run_h2load(port, body, conns, args.duration)
+                            server_cpu = cpu_seconds(proc.pid) - cpu0
+                            r["server_cpu_us_per_req"] = server_cpu / max(r["requests"], 1) * 1e6
+                            runs[server].append(r)
+                            print(dict(proto=proto, server=server, payload=payload, conns=conns, **r), file=sys.stderr)
+                    for server, rs in runs.items():
+                        rows.append(dict(proto=proto, server=server, payload=payload, conns=conns, **median_run(rs)))
             if proto == "http1":
                 memory["loaded_rss_kib"] = rss_kib(procs["trainguard"].pid)
         finally:
             for proc in procs.values():
                 proc.terminate()
                 proc.wait(timeout=30)
-    lines = [f"Command: `benches/load.py --duration {args.duration}` (generator pinned to CPU 0, server to CPU 1)", ""]
+    lines = [f"Command: `benches/load.py --duration {args.duration} --rounds {args.rounds}` (generator pinned to CPU 0, "
+             f"servers to CPU 1; medians of {args.rounds} alternating runs per configuration)", ""]
     lines.append("| protocol | payload | conns | trainguard req/s | baseline req/s | ratio | trainguard p50 / p99 µs | "
                  "baseline p50 / p99 µs | trainguard CPU µs/req | baseline CPU µs/req | generator CPU (trainguard run) "
                  "| errors |")

@@ -1,7 +1,9 @@
 //! Prometheus metrics of the webhook, named like controller-runtime's so existing dashboards
 //! work. Label values are `&'static str`, so recording a request allocates nothing.
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+static NEXT_INSTANCE: AtomicUsize = AtomicUsize::new(0);
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -58,6 +60,8 @@ pub struct WebhookMetrics {
     pub cache_watch_errors: Family<CacheLabels, Counter>,
     pub cert_expiry: Gauge<f64, AtomicU64>,
     pub cert_reloads: Family<ResultLabels, Counter>,
+    /// Tells apart the metric sets of several servers in one process ([`Self::count_decision`]).
+    instance: usize,
 }
 
 impl WebhookMetrics {
@@ -72,6 +76,7 @@ impl WebhookMetrics {
             cache_watch_errors: Family::default(),
             cert_expiry: Gauge::default(),
             cert_reloads: Family::default(),
+            instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
         };
         registry.register(
             "controller_runtime_webhook_requests",
@@ -129,6 +134,35 @@ pub struct WebhookSeries {
 }
 
 impl WebhookMetrics {
+    /// `trainguard_admission_decisions_total{…}` + 1. Resolving a label set in the family hashes
+    /// four strings under a lock; the handles already resolved are kept per thread, found by the
+    /// addresses of their `&'static str` labels (a miss only costs one more lookup).
+    pub fn count_decision(&self, labels: DecisionLabels) {
+        // Keyed by registry instance too: tests run several servers in one process.
+        type Resolved = Vec<(usize, DecisionLabels, Counter)>;
+        thread_local! {
+            static RESOLVED: std::cell::RefCell<Resolved> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        let same = |a: &DecisionLabels, b: &DecisionLabels| {
+            std::ptr::eq(a.webhook, b.webhook)
+                && std::ptr::eq(a.operation, b.operation)
+                && std::ptr::eq(a.allowed, b.allowed)
+                && std::ptr::eq(a.rule, b.rule)
+        };
+        RESOLVED.with_borrow_mut(|resolved| {
+            if let Some((_, _, counter)) = resolved.iter().find(|(i, l, _)| *i == self.instance && same(l, &labels)) {
+                counter.inc();
+                return;
+            }
+            let counter = self.decisions.get_or_create(&labels).clone();
+            counter.inc();
+            // Label values come from a fixed set, but bound the cache all the same.
+            if resolved.len() < 256 {
+                resolved.push((self.instance, labels, counter));
+            }
+        });
+    }
+
     pub fn series(&self, webhook: &'static str) -> WebhookSeries {
         WebhookSeries {
             in_flight: self.in_flight.get_or_create(&WebhookLabels { webhook }).clone(),
@@ -150,5 +184,40 @@ pub fn code_label(code: u16) -> &'static str {
         500 => "500",
         503 => "503",
         _ => "other",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use prometheus_client::encoding::text::encode;
+
+    use super::*;
+
+    fn exported(registry: &Registry) -> String {
+        let mut text = String::new();
+        encode(&mut text, registry).expect("encodes");
+        text
+    }
+
+    #[test]
+    fn decisions_count_into_their_own_registry() {
+        // Two servers in one process and thread: the per-thread handles must not mix them up.
+        let (mut first, mut second) = (Registry::default(), Registry::default());
+        let (a, b) = (WebhookMetrics::register(&mut first), WebhookMetrics::register(&mut second));
+        let labels = |rule| DecisionLabels { webhook: "/validate", operation: "UPDATE", allowed: "true", rule };
+        for _ in 0..3 {
+            a.count_decision(labels("U1"));
+        }
+        b.count_decision(labels("U1"));
+        b.count_decision(labels("U3"));
+        let line = |rule, n| {
+            format!(
+                "trainguard_admission_decisions_total{{webhook=\"/validate\",operation=\"UPDATE\",allowed=\"true\",rule=\"{rule}\"}} {n}"
+            )
+        };
+        let (first, second) = (exported(&first), exported(&second));
+        assert!(first.contains(&line("U1", 3)), "{first}");
+        assert!(!first.contains("rule=\"U3\""), "{first}");
+        assert!(second.contains(&line("U1", 1)) && second.contains(&line("U3", 1)), "{second}");
     }
 }

@@ -198,16 +198,12 @@ where
 fn record_decision(inner: &Inner, endpoint: Endpoint, reviewed: &admission::Reviewed) {
     let decision = &reviewed.decision;
     let allowed = decision.allowed();
-    inner
-        .metrics
-        .decisions
-        .get_or_create(&DecisionLabels {
-            webhook: endpoint.label(),
-            operation: reviewed.operation,
-            allowed: if allowed { "true" } else { "false" },
-            rule: decision.rule(),
-        })
-        .inc();
+    inner.metrics.count_decision(DecisionLabels {
+        webhook: endpoint.label(),
+        operation: reviewed.operation,
+        allowed: if allowed { "true" } else { "false" },
+        rule: decision.rule(),
+    });
     if allowed {
         tracing::debug!(
             webhook = endpoint.path(), uid = %reviewed.uid, operation = reviewed.operation,
