@@ -173,8 +173,7 @@ pub(crate) fn prefix_xor(mut x: u64) -> u64 {
 pub fn container(input: &[u8], start: usize) -> Result<usize, SkipError> {
     #[cfg(target_arch = "x86_64")]
     {
-        // Both checks read a cached flag after the first call.
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("popcnt") {
+        if has_avx2() {
             // SAFETY: the CPU has the features `container_avx2` is compiled for.
             return unsafe { container_avx2(input, start) };
         }
@@ -182,6 +181,14 @@ pub fn container(input: &[u8], start: usize) -> Result<usize, SkipError> {
     }
     #[cfg(not(target_arch = "x86_64"))]
     container_with::<Scalar>(input, start)
+}
+
+/// Whether [`container_avx2`] may run here. Each check reads a cached flag after the first call.
+#[cfg(target_arch = "x86_64")]
+fn has_avx2() -> bool {
+    std::arch::is_x86_feature_detected!("avx2")
+        && std::arch::is_x86_feature_detected!("popcnt")
+        && std::arch::is_x86_feature_detected!("bmi1")
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -431,7 +438,7 @@ mod tests {
         #[cfg(target_arch = "x86_64")]
         {
             all.push(("sse2", container_with::<Sse2>));
-            if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("popcnt") {
+            if has_avx2() {
                 all.push(("avx2", |input, start| unsafe { container_avx2(input, start) }));
             }
         }
