@@ -582,3 +582,25 @@ fn byte_mutated_reviews() {
 fn random_bytes() {
     fuzz(Shape::RandomBytes);
 }
+
+/// The committed libFuzzer seeds (fuzz/seeds/review), regressions included, pass the same checks
+/// on every run of `make test`, not only under `make fuzz`.
+#[test]
+fn committed_fuzz_seeds_pass_the_checks() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/review");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&dir).expect("fuzz/seeds/review") {
+        let path = entry.expect("a seed").path();
+        let body = std::fs::read(&path).expect("readable seed");
+        for endpoint in [Endpoint::Validate, Endpoint::Mutate] {
+            for suspend_rule in [SuspendRule::Either, SuspendRule::New] {
+                let config = RulesConfig { suspend_rule, ..RulesConfig::default() };
+                if let Err(problem) = review_check::check(endpoint, &body, &config, &trainguard::cluster::Offline) {
+                    panic!("{}: {endpoint:?} {suspend_rule:?}: {problem}", path.display());
+                }
+            }
+        }
+        checked += 1;
+    }
+    assert!(checked >= 14, "only {checked} seeds");
+}
