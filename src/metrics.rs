@@ -3,14 +3,15 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-static NEXT_INSTANCE: AtomicUsize = AtomicUsize::new(0);
-
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+
+/// Numbers each [`WebhookMetrics`] so that [`WebhookMetrics::count_decision`] tells them apart.
+static NEXT_INSTANCE: AtomicUsize = AtomicUsize::new(0);
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WebhookLabels {
@@ -48,6 +49,16 @@ const LATENCY_BUCKETS: &[f64] = &[
     0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0,
     25.0, 30.0, 40.0, 50.0, 60.0,
 ];
+
+/// The series of one webhook that every request touches, looked up once: each is a handle on
+/// the same value the family exports.
+#[derive(Debug, Clone)]
+pub struct WebhookSeries {
+    pub in_flight: Gauge,
+    pub latency: Histogram,
+    /// `requests_total{code="200"}`; other codes go through the family.
+    pub ok: Counter,
+}
 
 #[derive(Debug, Clone)]
 pub struct WebhookMetrics {
@@ -121,19 +132,7 @@ impl WebhookMetrics {
         );
         m
     }
-}
 
-/// The series of one webhook that every request touches, looked up once: each is a handle on
-/// the same value the family exports.
-#[derive(Debug, Clone)]
-pub struct WebhookSeries {
-    pub in_flight: Gauge,
-    pub latency: Histogram,
-    /// `requests_total{code="200"}`; other codes go through the family.
-    pub ok: Counter,
-}
-
-impl WebhookMetrics {
     /// `trainguard_admission_decisions_total{…}` + 1. Resolving a label set in the family hashes
     /// four strings under a lock; the handles already resolved are kept per thread, found by the
     /// addresses of their `&'static str` labels (a miss only costs one more lookup).
