@@ -3,28 +3,39 @@
 //! deletes carry UID (and, for jobs, resourceVersion) preconditions because pod and job names
 //! repeat. In report mode it does the reads and publishes `Would…` events, but no writes.
 //!
+//! One writer: it checks leadership (the token the loop runs under) before every request, and
+//! [`run`] drops whatever is still queued once leadership ends, so a former leader stops within the
+//! request it has in flight. Force-delete tokens are taken here, when a delete is executed, and the
+//! brake is decided here on the node cache as it is at execution time.
+//!
 //! Every request it makes is listed in `crate::rbac::API_CALLS` (checked by the mock-API tests).
 
 use std::collections::HashSet;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
 
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions, PropagationPolicy};
 use kube::{Client, Error as KubeError};
 use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::config::{Mode, PlanConfig, Propagation};
 use super::events::EventSink;
 use super::facts::{JobFacts, NodeFacts, PodFacts};
 use super::metrics::Metrics;
-use super::plan::node_failure::{blocking_finalizers, brake_engaged, node_health, trusted, with_node};
+use super::plan::node_failure::{brake_message, node_health, trusted};
 use super::plan::suspend::{RestoreVerdict, restore_patch, restore_verdict, stash_patch, v1_stuck};
 use super::plan::ttl::{TtlVerdict, delete_failed_message, verdict};
 use super::plan::{
-    Action, BrakeCounts, EventType, JobPatchKind, PlannedEvent, Reason, Rule, Target, TargetKind, job_guard, plus,
+    Action, EventType, JobPatchKind, PlannedEvent, Reason, Rule, Target, TargetKind, TokenBucket, ZoneHealth,
+    job_guard, plus,
 };
-use super::state::{Outcome, Report, Work};
+use super::state::{Outcome, Report, SharedBucket, Work};
 use crate::model::kubeflow_v1::{TrainingJobView, TrainingKind};
 use crate::model::pod::{NodeView, PodView};
 
@@ -38,8 +49,31 @@ pub fn system_clock() -> Clock {
     Arc::new(Timestamp::now)
 }
 
+/// What the executor shares with the controller loop (and, for the bucket, with later terms).
+#[derive(Clone)]
+pub struct Shared {
+    /// Cancelled when leadership ends or on shutdown: no request after that.
+    pub leading: CancellationToken,
+    /// The force-delete budget; tokens are taken when a delete is executed.
+    pub bucket: SharedBucket,
+    /// The brake's view of the node cache, as the loop last updated it.
+    pub zones: Arc<ArcSwap<ZoneHealth>>,
+}
+
+impl Shared {
+    pub fn new(leading: CancellationToken, bucket: SharedBucket) -> Self {
+        Shared { leading, bucket, zones: Arc::default() }
+    }
+
+    /// A bucket of `per_minute` tokens that starts full (tests, one-shot runs).
+    pub fn full_bucket(per_minute: u32) -> SharedBucket {
+        Arc::new(Mutex::new(TokenBucket::per_minute(per_minute)))
+    }
+}
+
 pub struct Executor {
     client: Client,
+    shared: Shared,
     config: PlanConfig,
     events: EventSink,
     metrics: Metrics,
@@ -70,8 +104,9 @@ fn rank(o: Outcome) -> u8 {
         Outcome::Done => 0,
         Outcome::Aborted => 1,
         Outcome::Suppressed => 2,
-        Outcome::Conflict => 3,
-        Outcome::Failed => 4,
+        Outcome::RateLimited(_) => 3,
+        Outcome::Conflict => 4,
+        Outcome::Failed => 5,
     }
 }
 
@@ -83,8 +118,20 @@ fn api_code(e: &KubeError) -> Option<u16> {
 }
 
 impl Executor {
-    pub fn new(client: Client, config: PlanConfig, events: EventSink, metrics: Metrics, clock: Clock) -> Self {
-        Executor { client, config, events, metrics, clock, own_events: HashSet::new() }
+    pub fn new(
+        client: Client,
+        config: PlanConfig,
+        events: EventSink,
+        metrics: Metrics,
+        clock: Clock,
+        shared: Shared,
+    ) -> Self {
+        Executor { client, shared, config, events, metrics, clock, own_events: HashSet::new() }
+    }
+
+    /// Still the leader (or running without election): requests may be made.
+    fn leading(&self) -> bool {
+        !self.shared.leading.is_cancelled()
     }
 
     fn report_mode(&self) -> bool {
@@ -104,6 +151,11 @@ impl Executor {
             if stopped.contains(&rule) {
                 continue;
             }
+            if !self.leading() {
+                debug!(key = ?work.key, "leadership ended: dropping the rest of this work");
+                outcome = Outcome::Aborted;
+                break;
+            }
             let step = match &planned.action {
                 Action::Event(e) => {
                     let write_ok = wrote.is_some_and(|(r, ok)| r == rule && ok);
@@ -122,8 +174,8 @@ impl Executor {
                     self.delete_job(target, *propagation, *expires_at, &mut published).await
                 }
                 Action::PatchJob { target, kind, .. } => self.patch_job(target, kind, work.live_pods).await,
-                Action::ForceDeletePod { target, job, node, brake, .. } => {
-                    self.force_delete_pod(target, job, node, *brake, status_patch.take(), &mut published).await
+                Action::ForceDeletePod { target, job, node, .. } => {
+                    self.force_delete_pod(target, job, node, status_patch.take(), &mut published).await
                 }
             };
             wrote = Some((rule, step.wrote));
@@ -138,6 +190,9 @@ impl Executor {
     }
 
     async fn publish(&self, event: &PlannedEvent, rule: Rule) -> bool {
+        if !self.leading() {
+            return false;
+        }
         info!(
             reason = %event.published_reason,
             kind = event.target.kind.kind(),
@@ -242,6 +297,9 @@ impl Executor {
             }),
             ..DeleteParams::default()
         };
+        if !self.leading() {
+            return Step::stop(Outcome::Aborted);
+        }
         match api.delete(&target.id.name, &params).await {
             Ok(_) => {
                 info!(job = %target.id, kind = kind.kind(), "TTL: deleted");
@@ -311,6 +369,9 @@ impl Executor {
         if self.report_mode() {
             return Step::done(true);
         }
+        if !self.leading() {
+            return Step::stop(Outcome::Aborted);
+        }
         let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
         match api.patch(&target.id.name, &params, &Patch::Merge(&body)).await {
             Ok(_) => {
@@ -333,7 +394,6 @@ impl Executor {
         target: &Target,
         job: &Target,
         node_name: &str,
-        brake: BrakeCounts,
         status_patch: Option<Value>,
         published: &mut Vec<(Arc<str>, Reason, String)>,
     ) -> Step {
@@ -380,25 +440,44 @@ impl Executor {
             info!(pod = %target.id, node = node_name, state = health.state.as_str(), "force delete: re-check says no");
             return Step::stop(Outcome::Aborted);
         }
-        let counts = with_node(brake, health.unhealthy);
-        if brake_engaged(counts, self.config.pause_unhealthy_fraction) {
-            self.metrics.suppressed("zone-brake");
-            let event = self.own_event(
-                target,
-                EventType::Warning,
-                Reason::ForceDeleteSuppressed,
-                format!(
-                    "Not force-deleting: {} of {} nodes in the pod's zone are unhealthy (re-checked live)",
-                    counts.unhealthy, counts.total
+        // The brake on fresh counts: the node cache as it is now, with this node as just read.
+        let zones = self.shared.zones.load_full();
+        if let Some(trip) = zones.trip(node_name, node.as_ref(), self.config.pause_unhealthy_fraction) {
+            self.metrics.suppressed(trip.metric_reason());
+            let message = brake_message(
+                &trip,
+                &self.config,
+                &format!(
+                    "re-checked when the delete was due, on the current node cache and a live read of node {node_name}"
                 ),
-                "zone-brake".to_string(),
             );
+            let reason = trip.metric_reason().to_string();
+            let event = self.own_event(target, EventType::Warning, Reason::ForceDeleteSuppressed, message, reason);
             self.publish_own(event, Rule::NodeFailure, published).await;
             return Step::stop(Outcome::Suppressed);
         }
         if self.report_mode() {
             self.metrics.force_deletion("would-delete");
             return Step::done(true);
+        }
+        // Tokens are spent on deletes that are executed, not on plans.
+        let next_token = {
+            let mut bucket = self.shared.bucket.lock().unwrap_or_else(|e| e.into_inner());
+            if bucket.try_take(now) { None } else { Some(bucket.next_token_at(now, 0)) }
+        };
+        if let Some(next) = next_token {
+            self.metrics.suppressed("rate-limit");
+            let message = format!(
+                "Not force-deleting yet: rate limit of {} force deletes a minute reached",
+                self.config.max_force_deletes_per_minute
+            );
+            let event =
+                self.own_event(target, EventType::Warning, Reason::ForceDeleteSuppressed, message, "rate-limit".into());
+            self.publish_own(event, Rule::NodeFailure, published).await;
+            return Step::stop(next.map_or(Outcome::Suppressed, Outcome::RateLimited));
+        }
+        if !self.leading() {
+            return Step::stop(Outcome::Aborted);
         }
         if let Some(patch) = status_patch {
             let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
@@ -416,35 +495,18 @@ impl Executor {
                 }
             }
         }
+        if !self.leading() {
+            return Step::stop(Outcome::Aborted);
+        }
         let params = DeleteParams {
             grace_period_seconds: Some(0),
             preconditions: Some(Preconditions { uid: Some(pod.uid.to_string()), resource_version: None }),
             ..DeleteParams::default()
         };
         match pods.delete(&target.id.name, &params).await {
-            Ok(result) => {
+            Ok(_) => {
                 info!(pod = %target.id, job = %job.id, node = node_name, state = health.state.as_str(), "force-deleted stuck pod");
                 self.metrics.force_deletion("deleted");
-                if let Some(still) = result.left()
-                    && let Ok(Some(still)) = PodFacts::from_view(&still)
-                {
-                    let blocking = blocking_finalizers(&still);
-                    if !blocking.is_empty() {
-                        let message = format!(
-                            "Pod force-deleted but still held by finalizer(s) {}: trainguard never removes finalizers",
-                            blocking.join(", ")
-                        );
-                        let episode = format!("finalizers:{}", blocking.join(","));
-                        let event = self.own_event(
-                            target,
-                            EventType::Warning,
-                            Reason::PodBlockedByFinalizers,
-                            message,
-                            episode,
-                        );
-                        self.publish_own(event, Rule::NodeFailure, published).await;
-                    }
-                }
                 Step::done(true)
             }
             Err(e) if matches!(api_code(&e), Some(404 | 409)) => {
@@ -457,5 +519,37 @@ impl Executor {
                 Step::stop(Outcome::Failed)
             }
         }
+    }
+}
+
+/// The executor task: executes work in order until leadership ends or the queue closes. Work still
+/// queued when leadership ends is dropped unexecuted — the next leader plans it afresh from its own
+/// watches — and the item in progress stops before its next request.
+pub async fn run(
+    mut executor: Executor,
+    mut work: mpsc::UnboundedReceiver<Work>,
+    reports: mpsc::UnboundedSender<(Report, Duration)>,
+) {
+    let leading = executor.shared.leading.clone();
+    loop {
+        let next = tokio::select! {
+            biased;
+            _ = leading.cancelled() => None,
+            next = work.recv() => next,
+        };
+        let Some(item) = next else { break };
+        let started = Instant::now();
+        let report = executor.execute(item).await;
+        if reports.send((report, started.elapsed())).is_err() {
+            break;
+        }
+    }
+    work.close();
+    let mut dropped = 0usize;
+    while work.try_recv().is_ok() {
+        dropped += 1;
+    }
+    if dropped > 0 {
+        info!(dropped, "leadership ended: queued work dropped unexecuted");
     }
 }

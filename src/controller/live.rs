@@ -13,10 +13,10 @@ use tracing::{debug, info};
 
 use super::config::PlanConfig;
 use super::events::EventSink;
-use super::execute::{Executor, system_clock};
+use super::execute::{self, Executor, Shared, system_clock};
 use super::metrics::Metrics;
 use super::snapshot::Key;
-use super::state::{ControllerState, Outcome, Report, Work};
+use super::state::{ControllerState, Outcome, Report, SharedBucket, Work, new_bucket};
 use super::watch::{self, WatchMsg};
 
 /// Watch messages handled before planning, at most, so a flood of events is planned in batches.
@@ -35,13 +35,27 @@ fn controller_label(key: &Key) -> String {
 fn result_label(outcome: Outcome) -> &'static str {
     match outcome {
         Outcome::Done | Outcome::Aborted => "success",
-        Outcome::Conflict | Outcome::Suppressed => "requeue",
+        Outcome::Conflict | Outcome::Suppressed | Outcome::RateLimited(_) => "requeue",
         Outcome::Failed => "error",
     }
 }
 
-/// Runs the controller until `shutdown` is cancelled.
+/// Runs the controller until `shutdown` is cancelled, with a force-delete budget of its own that
+/// starts empty.
 pub async fn run(client: Client, config: PlanConfig, metrics: Metrics, shutdown: CancellationToken) {
+    let bucket = new_bucket(&config);
+    run_with_bucket(client, config, metrics, bucket, shutdown).await
+}
+
+/// Runs the controller until `shutdown` is cancelled (for an elected controller: until leadership
+/// ends). `bucket` is the force-delete budget, carried from one leadership term to the next.
+pub async fn run_with_bucket(
+    client: Client,
+    config: PlanConfig,
+    metrics: Metrics,
+    bucket: SharedBucket,
+    shutdown: CancellationToken,
+) {
     info!(mode = ?config.mode, node_failure = ?config.node_failure, "controller starting");
     let watches_stop = shutdown.child_token();
     let (tx, mut rx) = mpsc::channel::<WatchMsg>(4096);
@@ -49,27 +63,21 @@ pub async fn run(client: Client, config: PlanConfig, metrics: Metrics, shutdown:
     let mut pending: HashSet<_> = watch::sources().into_iter().collect();
 
     // Unbounded both ways: the loop never waits on the executor, and work per key is one at a time.
-    let (work_tx, mut work_rx) = mpsc::unbounded_channel::<Work>();
+    let (work_tx, work_rx) = mpsc::unbounded_channel::<Work>();
     let (report_tx, mut report_rx) = mpsc::unbounded_channel::<(Report, Duration)>();
     let instance = std::env::var("POD_NAME").ok();
-    let mut executor = Executor::new(
+    let shared = Shared::new(shutdown.clone(), bucket.clone());
+    let executor = Executor::new(
         client.clone(),
         config.clone(),
         EventSink::new(client, instance),
         metrics.clone(),
         system_clock(),
+        shared.clone(),
     );
-    let executor_task = tokio::spawn(async move {
-        while let Some(work) = work_rx.recv().await {
-            let started = Instant::now();
-            let report = executor.execute(work).await;
-            if report_tx.send((report, started.elapsed())).is_err() {
-                break;
-            }
-        }
-    });
+    let executor_task = tokio::spawn(execute::run(executor, work_rx, report_tx));
 
-    let mut state = ControllerState::new(config);
+    let mut state = ControllerState::with_bucket(config, bucket);
     loop {
         let sleep = state.next_wake().map(|wake| {
             let wait = wake.duration_since(Timestamp::now());
@@ -96,6 +104,11 @@ pub async fn run(client: Client, config: PlanConfig, metrics: Metrics, shutdown:
             _ = tokio::time::sleep(sleep.unwrap_or(Duration::MAX)), if sleep.is_some() => {}
         }
         let now = Timestamp::now();
+        // The executor decides the brake on the node cache as it is when a delete is due.
+        let zones = state.zones();
+        if !std::sync::Arc::ptr_eq(&shared.zones.load(), &zones) {
+            shared.zones.store(zones);
+        }
         state.fire_due(now);
         let started = Instant::now();
         let planned = state.plan_dirty(now);
@@ -122,8 +135,11 @@ pub async fn run(client: Client, config: PlanConfig, metrics: Metrics, shutdown:
     info!("controller stopping");
     watches_stop.cancel();
     drop(work_tx);
-    // The executor finishes the work item it is on (a few API calls), then stops.
+    // The executor stops before its next request and drops what is queued (it watches the same
+    // token); a new leader plans everything again from its own watches.
     let _ = executor_task.await;
+    // A former leader must not keep exporting what it last saw.
+    metrics.clear_leader_gauges();
     for w in watches {
         let _ = w.await;
     }

@@ -188,6 +188,14 @@ impl Metrics {
         }
     }
 
+    /// Drops every series of the gauges only the leader computes, so a replica that stopped
+    /// leading exports none of them (instead of its last values).
+    pub fn clear_leader_gauges(&self) {
+        self.ttl_scheduled_jobs.clear();
+        self.suspend_not_reconciled_jobs.clear();
+        self.pods_stuck_terminating.clear();
+    }
+
     pub fn ttl_deletion(&self, kind: &str, result: &str) {
         self.ttl_deletions_total.get_or_create(&KindResultLabels { kind: kind.into(), result: result.into() }).inc();
     }

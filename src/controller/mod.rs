@@ -61,8 +61,10 @@ pub async fn run(
     info!(lease = %lease.name, namespace = %lease.namespace, identity = %lease.identity, "leader election");
     let lead_client = client.clone();
     let lead_metrics = metrics.clone();
+    // One budget for every term of this process: a new term must not start with a fresh burst.
+    let bucket = state::new_bucket(&config);
     leader::run_elected(client, lease, metrics, shutdown, move |token| {
-        live::run(lead_client.clone(), config.clone(), lead_metrics.clone(), token)
+        live::run_with_bucket(lead_client.clone(), config.clone(), lead_metrics.clone(), bucket.clone(), token)
     })
     .await;
     Ok(())

@@ -72,6 +72,8 @@ pub struct Snapshot {
     workloads: HashMap<NsName, WorkloadFacts>,
     /// The node list is complete (a relist finished, or a file snapshot had nodes).
     nodes_listed: bool,
+    /// Bumped whenever a node's facts (or the completeness of the list) change.
+    nodes_version: u64,
     /// Job or TrainJob UID → its key (to find a Workload's owner).
     owner_by_uid: HashMap<Str, Key>,
     /// Owner UID → its Workload.
@@ -127,6 +129,11 @@ impl Snapshot {
     }
     pub fn set_nodes_listed(&mut self, listed: bool) {
         self.nodes_listed = listed;
+        self.nodes_version += 1;
+    }
+    /// Changes whenever a node changes: what derived node tables are keyed on.
+    pub fn nodes_version(&self) -> u64 {
+        self.nodes_version
     }
     pub fn terminating_pods(&self) -> impl Iterator<Item = &NsName> {
         self.terminating.iter()
@@ -268,6 +275,7 @@ impl Snapshot {
         };
         // Health and the zone brake may change for every candidate, not only the node's own pods.
         if changed {
+            self.nodes_version += 1;
             dirty.extend(self.terminating.iter().cloned().map(Key::Pod));
         }
     }
@@ -342,6 +350,7 @@ impl Snapshot {
                 }
                 if !self.nodes_listed {
                     self.nodes_listed = true;
+                    self.nodes_version += 1;
                     dirty.extend(self.terminating.iter().cloned().map(Key::Pod));
                 }
             }

@@ -4,6 +4,7 @@
 //! deduplication per episode, in-flight work, error backoff and the force-delete token bucket.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
@@ -34,8 +35,10 @@ pub enum Outcome {
     Conflict,
     /// Any other error: retry with backoff (1s doubling to 5m).
     Failed,
-    /// The executor's own brake or rate-limit re-check held it back: re-planned on node changes.
+    /// The executor's brake re-check held it back: re-planned on node changes.
     Suppressed,
+    /// The rate limit held it back at execution: re-planned when the next token is due.
+    RateLimited(Timestamp),
 }
 
 /// What the executor reports back for one [`Work`].
@@ -97,17 +100,39 @@ pub struct ControllerState {
     /// Keys that became dirty while in flight: re-planned when their report arrives.
     deferred: HashSet<Key>,
     failures: HashMap<Key, u32>,
-    bucket: TokenBucket,
+    /// The force-delete budget; the executor takes the tokens, the planner only looks.
+    bucket: SharedBucket,
+    /// The brake's view of the node cache, recomputed when a node changes.
+    zones: Arc<ZoneHealth>,
+    zones_version: Option<u64>,
     observations: HashMap<Key, Vec<Observation>>,
     gauges: HashMap<Observation, i64>,
     synced: bool,
     scratch: Vec<Key>,
 }
 
+/// The force-delete token bucket shared by the planner (which looks), the executor (which takes)
+/// and successive leadership terms of one process (so a new term brings no fresh burst).
+pub type SharedBucket = Arc<Mutex<TokenBucket>>;
+
+/// A bucket that starts empty (see [`TokenBucket::empty`]).
+pub fn new_bucket(config: &PlanConfig) -> SharedBucket {
+    Arc::new(Mutex::new(TokenBucket::empty(config.max_force_deletes_per_minute)))
+}
+
 impl ControllerState {
+    /// A state with a bucket of its own, starting empty.
     pub fn new(config: PlanConfig) -> Self {
+        let bucket = new_bucket(&config);
+        Self::with_bucket(config, bucket)
+    }
+
+    /// A state planning against `bucket` (the one the executor takes tokens from).
+    pub fn with_bucket(config: PlanConfig, bucket: SharedBucket) -> Self {
         ControllerState {
-            bucket: TokenBucket::per_minute(config.max_force_deletes_per_minute),
+            bucket,
+            zones: Arc::default(),
+            zones_version: None,
             snapshot: Snapshot::new(),
             config,
             first_seen_suspended: HashMap::new(),
@@ -231,12 +256,14 @@ impl ControllerState {
             return Vec::new();
         }
         let keys: Vec<Key> = std::mem::take(&mut self.dirty).into_iter().collect();
-        // Zone health reads every node: only worth it when a terminating pod is to be planned.
-        let needs_zones = keys
-            .iter()
-            .any(|k| matches!(k, Key::Pod(id) if self.snapshot.pod(id).is_some_and(|p| p.deletion.is_some())));
-        let zones =
-            if needs_zones { ZoneHealth::compute(&self.snapshot, now, &self.config) } else { ZoneHealth::default() };
+        let zones = self.zones();
+        // The planner looks at a copy: tokens are taken when a delete is executed.
+        let mut bucket = {
+            let mut shared = self.bucket.lock().unwrap_or_else(|e| e.into_inner());
+            // Refilling is idempotent; it starts the clock of a bucket nobody has used yet.
+            shared.available(now);
+            shared.clone()
+        };
         let mut waiting = 0;
         let mut out = Vec::with_capacity(keys.len());
         for key in keys {
@@ -251,7 +278,7 @@ impl ControllerState {
                     config: &self.config,
                     first_seen_suspended: &self.first_seen_suspended,
                 };
-                let mut budget = Budget { bucket: &mut self.bucket, waiting };
+                let mut budget = Budget { bucket: &mut bucket, waiting };
                 let plan = plan_key(&input, &key, &zones, &mut budget);
                 waiting = budget.waiting;
                 plan
@@ -336,6 +363,11 @@ impl ControllerState {
                 self.failures.remove(&report.key);
                 self.dirty.insert(report.key);
             }
+            Outcome::RateLimited(at) => {
+                self.failures.remove(&report.key);
+                let wake = self.timers.by_key.get(&report.key).map_or(at, |t| (*t).min(at));
+                self.timers.set(&report.key, Some(wake));
+            }
             Outcome::Failed => {
                 let n = self.failures.entry(report.key.clone()).or_default();
                 *n += 1;
@@ -348,8 +380,19 @@ impl ControllerState {
         }
     }
 
-    /// Takes a token from the force-delete bucket outside the planner (the executor's re-check).
-    pub fn bucket(&mut self) -> &mut TokenBucket {
-        &mut self.bucket
+    /// The force-delete bucket this state plans against.
+    pub fn bucket(&self) -> SharedBucket {
+        self.bucket.clone()
+    }
+
+    /// The brake's view of the node cache, recomputed only when a node changed (it does not
+    /// depend on time). The live loop hands the same value to the executor.
+    pub fn zones(&mut self) -> Arc<ZoneHealth> {
+        let version = self.snapshot.nodes_version();
+        if self.zones_version != Some(version) {
+            self.zones = Arc::new(ZoneHealth::compute(&self.snapshot));
+            self.zones_version = Some(version);
+        }
+        self.zones.clone()
     }
 }

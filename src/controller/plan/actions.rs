@@ -175,8 +175,7 @@ impl NodeState {
     }
 }
 
-/// Unhealthy and total node counts of the brake's domain, without the candidate's own node: the
-/// executor adds the live state of that node before deciding again.
+/// Unhealthy (`Ready` not True) and total node counts of a brake domain (a zone or the cluster).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct BrakeCounts {
     pub unhealthy: u32,
@@ -217,8 +216,6 @@ pub enum Action {
         node: Str,
         node_state: NodeState,
         stuck_since: Timestamp,
-        /// Brake domain counts without this node.
-        brake: BrakeCounts,
     },
     Event(PlannedEvent),
     Requeue {

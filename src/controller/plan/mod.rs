@@ -20,7 +20,7 @@ pub use actions::{
     Action, BrakeCounts, EventType, JobPatchKind, KeyPlan, NodeState, Observation, Planned, PlannedEvent, Reason, Rule,
     Target, TargetKind,
 };
-pub use node_failure::{Budget, ZoneHealth};
+pub use node_failure::{BrakeTrip, Budget, ZoneHealth};
 pub use ratelimit::TokenBucket;
 
 use super::config::{Mode, PlanConfig};
@@ -36,7 +36,7 @@ pub struct PlanInput<'a> {
     pub first_seen_suspended: &'a HashMap<Str, Timestamp>,
 }
 
-/// Plans one key. `zones` must have been computed from the same snapshot at the same `now`.
+/// Plans one key. `zones` must have been computed from the same snapshot.
 pub fn plan_key(input: &PlanInput<'_>, key: &Key, zones: &ZoneHealth, budget: &mut Budget<'_>) -> KeyPlan {
     let mut out = KeyPlan::default();
     match key {
@@ -63,7 +63,7 @@ pub fn plan_key(input: &PlanInput<'_>, key: &Key, zones: &ZoneHealth, budget: &m
 /// oldest deletion first (so the rate limit serves them in that order). Keys with nothing to do
 /// are left out.
 pub fn plan_all(input: &PlanInput<'_>, bucket: &mut TokenBucket) -> Vec<(Key, KeyPlan)> {
-    let zones = ZoneHealth::compute(input.snapshot, input.now, input.config);
+    let zones = ZoneHealth::compute(input.snapshot);
     let mut budget = Budget { bucket, waiting: 0 };
     let mut keys: Vec<Key> = input.snapshot.jobs().map(|j| Key::Job(j.key.clone())).collect();
     keys.sort();

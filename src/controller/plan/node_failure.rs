@@ -69,43 +69,127 @@ pub fn brake_engaged(counts: BrakeCounts, fraction: f64) -> bool {
     counts.unhealthy > 2 && counts.total > 0 && f64::from(counts.unhealthy) / f64::from(counts.total) >= fraction
 }
 
-/// Adds the candidate's own node to the counts of the rest of its domain.
-pub fn with_node(others: BrakeCounts, unhealthy: bool) -> BrakeCounts {
-    BrakeCounts { unhealthy: others.unhealthy + u32::from(unhealthy), total: others.total + 1 }
+/// Whether a node counts as down for the brake: its `Ready` condition is not True, at once (the
+/// node lifecycle controller's zone state). The per-pod trigger waits `--node-not-ready-for`; the
+/// brake must not, or in a staggered outage the first node's pods go before the nodes that failed a
+/// minute later are counted.
+pub fn down_for_brake(node: &NodeFacts) -> bool {
+    node.ready != ReadyStatus::True
 }
 
-/// Unhealthy/total nodes per zone and for the whole cluster, at one `now`.
+/// Which brake held a force delete back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BrakeTrip {
+    /// The candidate's zone (or the cluster, for a node without a zone label).
+    Zone { zone: Option<Str>, counts: BrakeCounts },
+    /// The whole cluster: failures spread over zones none of which trips on its own.
+    Cluster { counts: BrakeCounts },
+}
+
+impl BrakeTrip {
+    pub fn counts(&self) -> BrakeCounts {
+        match self {
+            BrakeTrip::Zone { counts, .. } | BrakeTrip::Cluster { counts } => *counts,
+        }
+    }
+
+    pub fn domain(&self) -> String {
+        match self {
+            BrakeTrip::Zone { zone: Some(z), .. } => format!("zone {z}"),
+            BrakeTrip::Zone { zone: None, .. } | BrakeTrip::Cluster { .. } => "the cluster".to_string(),
+        }
+    }
+
+    /// The `reason` label of `trainguard_force_delete_suppressed_total`.
+    pub fn metric_reason(&self) -> &'static str {
+        match self {
+            BrakeTrip::Zone { zone: Some(_), .. } => "zone-brake",
+            _ => "cluster-brake",
+        }
+    }
+}
+
+/// The brake counts of a candidate's node: its zone's and the cluster's, node included.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BrakeView {
+    pub zone: BrakeCounts,
+    pub cluster: BrakeCounts,
+    pub zoned: bool,
+}
+
+/// The node cache reduced to what the brake reads: for every node its zone and whether it is down
+/// (`Ready` not True), and the resulting counts per zone and for the cluster. Time does not enter,
+/// so the live controller recomputes it only when a node changes and hands the same value to the
+/// executor, which decides on it at execution time.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ZoneHealth {
+    nodes: HashMap<Str, (Option<Str>, bool)>,
     zones: HashMap<Str, BrakeCounts>,
     cluster: BrakeCounts,
 }
 
 impl ZoneHealth {
-    pub fn compute(snapshot: &Snapshot, now: Timestamp, config: &PlanConfig) -> Self {
+    pub fn compute(snapshot: &Snapshot) -> Self {
         let mut health = ZoneHealth::default();
         for node in snapshot.nodes() {
-            let unhealthy = node_health(Some(node), true, now, config).unhealthy;
+            let down = down_for_brake(node);
+            health.nodes.insert(node.name.clone(), (node.zone.clone(), down));
             for counts in std::iter::once(&mut health.cluster)
                 .chain(node.zone.as_ref().map(|z| health.zones.entry(z.clone()).or_default()))
             {
                 counts.total += 1;
-                counts.unhealthy += u32::from(unhealthy);
+                counts.unhealthy += u32::from(down);
             }
         }
         health
     }
 
-    /// The counts of the node's brake domain (its zone, else the cluster) without the node itself.
-    pub fn others(&self, node: Option<&NodeFacts>, now: Timestamp, config: &PlanConfig) -> BrakeCounts {
-        let Some(node) = node else { return self.cluster };
-        let domain = node.zone.as_ref().and_then(|z| self.zones.get(z)).copied().unwrap_or(self.cluster);
-        let unhealthy = node_health(Some(node), true, now, config).unhealthy;
-        BrakeCounts {
-            unhealthy: domain.unhealthy.saturating_sub(u32::from(unhealthy)),
-            total: domain.total.saturating_sub(1),
+    /// The counts around `node_name` with that node as `node` says it is now (`None`: the node is
+    /// gone, which counts as down), instead of as the cache last saw it.
+    pub fn view(&self, node_name: &str, node: Option<&NodeFacts>) -> BrakeView {
+        let mut zone_counts: HashMap<Option<&Str>, BrakeCounts> = HashMap::new();
+        let mut cluster = self.cluster;
+        // Take the cached contribution of the node out…
+        if let Some((zone, down)) = self.nodes.get(node_name) {
+            cluster = minus(cluster, *down);
+            if let Some(z) = zone {
+                zone_counts.insert(Some(z), minus(self.zones.get(z).copied().unwrap_or_default(), *down));
+            }
         }
+        // …and put its current state in.
+        let zone = node.and_then(|n| n.zone.as_ref());
+        let down = node.is_none_or(down_for_brake);
+        cluster = with_node(cluster, down);
+        let Some(z) = zone else { return BrakeView { zone: cluster, cluster, zoned: false } };
+        let base = zone_counts.remove(&Some(z)).unwrap_or_else(|| self.zones.get(z).copied().unwrap_or_default());
+        BrakeView { zone: with_node(base, down), cluster, zoned: true }
     }
+
+    /// The brake of spec §3 step 2 for a force delete on `node_name`: the zone's rule, then the
+    /// same rule over the whole cluster.
+    pub fn trip(&self, node_name: &str, node: Option<&NodeFacts>, fraction: f64) -> Option<BrakeTrip> {
+        let view = self.view(node_name, node);
+        if brake_engaged(view.zone, fraction) {
+            let zone = if view.zoned { node.and_then(|n| n.zone.clone()) } else { None };
+            return Some(BrakeTrip::Zone { zone, counts: view.zone });
+        }
+        if brake_engaged(view.cluster, fraction) {
+            return Some(BrakeTrip::Cluster { counts: view.cluster });
+        }
+        None
+    }
+}
+
+fn minus(counts: BrakeCounts, down: bool) -> BrakeCounts {
+    BrakeCounts {
+        unhealthy: counts.unhealthy.saturating_sub(u32::from(down)),
+        total: counts.total.saturating_sub(1),
+    }
+}
+
+/// Adds one node to counts.
+pub fn with_node(others: BrakeCounts, unhealthy: bool) -> BrakeCounts {
+    BrakeCounts { unhealthy: others.unhealthy + u32::from(unhealthy), total: others.total + 1 }
 }
 
 /// The training job a terminating pod belongs to, if the companion may act for it.
@@ -193,12 +277,8 @@ pub fn plan(
                     &target,
                     EventType::Warning,
                     Reason::PodBlockedByFinalizers,
-                    format!(
-                        "Pod was force-deleted by trainguard but is still held by finalizer(s) {}: trainguard never \
-                         removes finalizers; the job cannot recreate this pod until they are removed",
-                        blocking.join(", ")
-                    ),
-                    format!("finalizers:{}", blocking.join(",")),
+                    finalizers_message(&blocking, "was"),
+                    finalizers_episode(&blocking),
                 ),
             );
         }
@@ -260,10 +340,7 @@ pub fn plan(
         return;
     }
 
-    let others = zones.others(node, now, config);
-    let counts = with_node(others, true);
-    if brake_engaged(counts, config.pause_unhealthy_fraction) {
-        let domain = node.and_then(|n| n.zone.as_deref()).map_or("the cluster".to_string(), |z| format!("zone {z}"));
+    if let Some(trip) = zones.trip(node_name, node, config.pause_unhealthy_fraction) {
         out.push(
             Rule::NodeFailure,
             event(
@@ -271,12 +348,8 @@ pub fn plan(
                 &target,
                 EventType::Warning,
                 Reason::ForceDeleteSuppressed,
-                format!(
-                    "Not force-deleting: {} of {} nodes in {domain} are unhealthy (>2 and >= {}), which looks like a \
-                     zone outage or a network partition, not a node failure; re-evaluated on every node change",
-                    counts.unhealthy, counts.total, config.pause_unhealthy_fraction
-                ),
-                "zone-brake".to_string(),
+                brake_message(&trip, config, "re-evaluated on every node change"),
+                trip.metric_reason().to_string(),
             ),
         );
         return;
@@ -326,7 +399,6 @@ pub fn plan(
             node: node_name.clone(),
             node_state: health.state,
             stuck_since: deletion,
-            brake: others,
         },
     );
     let message = format!(
@@ -349,4 +421,47 @@ pub fn plan(
         }
         out.push(Rule::NodeFailure, done);
     }
+    // Predicted with the force delete (so `plan` shows it), published once the delete went through.
+    let blocking = blocking_finalizers(pod);
+    if !blocking.is_empty() {
+        let mut held = event(
+            config,
+            &target,
+            EventType::Warning,
+            Reason::PodBlockedByFinalizers,
+            finalizers_message(&blocking, verb(config, "was", "would be")),
+            finalizers_episode(&blocking),
+        );
+        if let Action::Event(e) = &mut held {
+            e.after_write = true;
+        }
+        out.push(Rule::NodeFailure, held);
+    }
+}
+
+/// The `ForceDeleteSuppressed` text for a brake: which domain, the counts, the rule, and `when`
+/// (what re-checks it).
+pub fn brake_message(trip: &BrakeTrip, config: &PlanConfig, when: &str) -> String {
+    let counts = trip.counts();
+    format!(
+        "Not force-deleting: {} of {} nodes in {} are not Ready (>2 and >= {}), which looks like a zone outage or \
+         a network partition, not a node failure; {when}",
+        counts.unhealthy,
+        counts.total,
+        trip.domain(),
+        config.pause_unhealthy_fraction
+    )
+}
+
+/// `was` is "was" once the force delete happened, "would be" for a prediction in report mode.
+pub fn finalizers_message(blocking: &[&str], was: &str) -> String {
+    format!(
+        "Pod {was} force-deleted by trainguard but is held by finalizer(s) {}: trainguard never removes finalizers; \
+         the job cannot recreate this pod until they are removed",
+        blocking.join(", ")
+    )
+}
+
+pub fn finalizers_episode(blocking: &[&str]) -> String {
+    format!("finalizers:{}", blocking.join(","))
 }

@@ -1,5 +1,7 @@
-//! The force-delete token bucket (`--max-force-deletes-per-minute`): full at start, refilled
-//! continuously, one token per force delete. Pure: time is an argument.
+//! The force-delete token bucket (`--max-force-deletes-per-minute`): refilled continuously, one
+//! token per force delete. The live controller starts it empty and keeps it across leadership terms
+//! (a new term must not bring a fresh burst); `trainguard plan` starts it full. Pure: time is an
+//! argument.
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
@@ -15,6 +17,11 @@ impl TokenBucket {
     pub fn per_minute(per_minute: u32) -> Self {
         let capacity = f64::from(per_minute);
         TokenBucket { capacity, tokens: capacity, at: None }
+    }
+
+    /// An empty bucket that fills at `per_minute` a minute from the first time it is asked.
+    pub fn empty(per_minute: u32) -> Self {
+        TokenBucket { capacity: f64::from(per_minute), tokens: 0.0, at: None }
     }
 
     fn refill(&mut self, now: Timestamp) {
@@ -83,6 +90,16 @@ mod tests {
         assert!(!b.try_take(t(5)));
         // Never more than the capacity.
         assert_eq!(b.available(t(10_000)), 3.0);
+    }
+
+    #[test]
+    fn empty_fills_from_the_first_use() {
+        let mut b = TokenBucket::empty(3);
+        assert!(!b.try_take(t(0)));
+        assert_eq!(b.next_token_at(t(0), 0), Some(t(20)));
+        assert!(!b.try_take(t(19)));
+        assert!(b.try_take(t(20)));
+        assert!(!b.try_take(t(20)));
     }
 
     #[test]
