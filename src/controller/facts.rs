@@ -7,7 +7,7 @@ use std::sync::Arc;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::jiff::Timestamp;
 
-use crate::model::jobset::{JOBSET_NAME_LABEL, JobSetView};
+use crate::model::jobset::{BatchJobView, JOBSET_GROUP, JOBSET_KIND, JOBSET_NAME_LABEL, JobSetView};
 use crate::model::kubeflow_v1::{
     JOB_NAME_LABEL, JobConditionView, KUBEFLOW_GROUP, TRAINING_OPERATOR_MANAGED_BY, TrainingJobView, TrainingKind,
 };
@@ -64,7 +64,8 @@ pub enum PodOwner {
     /// A v1 job: `training.kubeflow.org/job-name` label plus a controller ownerRef to one of the
     /// six kinds; the UID is the ownerRef's.
     V1 { job: JobKey, uid: Str },
-    /// A pod labelled `jobset.sigs.k8s.io/jobset-name`; the JobSet (and its TrainJob) decide.
+    /// A pod labelled `jobset.sigs.k8s.io/jobset-name` (the label only groups it; whether it is a
+    /// TrainJob pod is decided by its ownerReference chain, see [`PodFacts::controller_job`]).
     JobSet(NsName),
 }
 
@@ -165,6 +166,17 @@ impl TrainJobFacts {
     }
 }
 
+/// A `batch/v1` Job a JobSet controls (other Jobs are not kept): the middle link of the chain
+/// Pod → batch Job → JobSet → TrainJob.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchJobFacts {
+    pub id: NsName,
+    pub uid: Str,
+    /// Name and UID of the controlling JobSet.
+    pub jobset: Str,
+    pub jobset_uid: Str,
+}
+
 /// A JobSet owned by a TrainJob (other JobSets are not ours and are not kept).
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobSetFacts {
@@ -208,6 +220,9 @@ pub struct PodFacts {
     pub deletion_grace_seconds: Option<i64>,
     pub finalizers: Box<[Str]>,
     pub phase: PodPhase,
+    /// Name and UID of the controlling `batch/v1` Job (JobSet pods only): the first link of the
+    /// ownerReference chain that alone makes a JobSet pod a TrainJob pod.
+    pub controller_job: Option<(Str, Str)>,
     /// Condition `DisruptionTarget=True` is present.
     pub disruption_target: bool,
     /// That condition has reason `DeletionByTrainguard`: this pod's deletion was escalated by us.
@@ -388,7 +403,37 @@ impl JobSetFacts {
     }
 }
 
+impl BatchJobFacts {
+    /// `None` for a Job no JobSet controls: not ours.
+    pub fn from_view(job: &BatchJobView) -> Result<Option<Self>, FactsError> {
+        let meta = &job.metadata;
+        let Some(owner) =
+            controller_owner(meta).filter(|o| o.kind == JOBSET_KIND && group_of(&o.api_version) == JOBSET_GROUP)
+        else {
+            return Ok(None);
+        };
+        Ok(Some(BatchJobFacts {
+            id: ns_name(meta, "Job")?,
+            uid: required(meta, "Job", "uid")?.into(),
+            jobset: owner.name.as_str().into(),
+            jobset_uid: owner.uid.as_str().into(),
+        }))
+    }
+}
+
 impl PodFacts {
+    /// Counts for a job's suspend verdict: not terminating, and (for JobSet pods) still running —
+    /// a finished initializer or a failed pod its Job keeps is not one the suspension waits for.
+    pub fn counts_as_live(&self) -> bool {
+        self.deletion.is_none()
+            && match self.owner {
+                PodOwner::V1 { .. } => true,
+                PodOwner::JobSet(_) => {
+                    self.controller_job.is_some() && !matches!(self.phase, PodPhase::Succeeded | PodPhase::Failed)
+                }
+            }
+    }
+
     /// `None` for a pod that is not a training pod: no v1 labels plus controller ownerRef to one
     /// of the six kinds, and no JobSet label.
     pub fn from_view(pod: &PodView) -> Result<Option<Self>, FactsError> {
@@ -422,6 +467,9 @@ impl PodFacts {
             deletion_grace_seconds: meta.deletion_grace_period_seconds,
             finalizers: meta.finalizers.iter().flatten().map(|f| Str::from(f.as_str())).collect(),
             phase: PodPhase::parse(pod.phase()),
+            controller_job: controller_owner(meta)
+                .filter(|o| o.kind == "Job" && group_of(&o.api_version) == "batch")
+                .map(|o| (Str::from(o.name.as_str()), Str::from(o.uid.as_str()))),
             disruption_target: disruption.is_some(),
             disrupted_by_trainguard: disruption.is_some_and(|c| c.reason.as_deref() == Some(DISRUPTION_REASON)),
         }))

@@ -5,9 +5,9 @@
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::facts::{FactsError, JobFacts, JobSetFacts, NodeFacts, NsName, PodFacts, TrainJobFacts, WorkloadFacts};
+use super::facts::{BatchJobFacts, FactsError, JobFacts, JobSetFacts, NodeFacts, NsName, PodFacts, TrainJobFacts, WorkloadFacts};
 use super::snapshot::{Change, Snapshot};
-use crate::model::jobset::{JOBSET_GROUP, JOBSET_KIND, JobSetView};
+use crate::model::jobset::{BatchJobView, JOBSET_GROUP, JOBSET_KIND, JobSetView};
 use crate::model::kubeflow_v1::{KUBEFLOW_GROUP, TrainingJobView, TrainingKind};
 use crate::model::pod::{NodeView, PodView};
 use crate::model::trainjob_state::TrainJobStateView;
@@ -61,6 +61,8 @@ pub fn change_from_value(value: &Value) -> Result<Option<Change>, ObjectError> {
         }
         (JOBSET_GROUP, JOBSET_KIND) => JobSetFacts::from_view(&decode::<JobSetView>(value)?)?
             .map(|facts| Change::JobSet(facts.id.clone(), Some(facts))),
+        ("batch", "Job") => BatchJobFacts::from_view(&decode::<BatchJobView>(value)?)?
+            .map(|facts| Change::BatchJob(facts.id.clone(), Some(facts))),
         ("", "Pod") => {
             PodFacts::from_view(&decode::<PodView>(value)?)?.map(|facts| Change::Pod(facts.id.clone(), Some(facts)))
         }

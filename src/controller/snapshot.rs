@@ -5,7 +5,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use super::facts::{
-    JobFacts, JobKey, JobSetFacts, NodeFacts, NsName, PodFacts, PodOwner, Str, TrainJobFacts, WorkloadFacts,
+    BatchJobFacts, JobFacts, JobKey, JobSetFacts, NodeFacts, NsName, PodFacts, PodOwner, Str, TrainJobFacts, WorkloadFacts,
 };
 use crate::model::kubeflow_v1::TrainingKind;
 
@@ -39,6 +39,8 @@ pub enum Source {
     Jobs(TrainingKind),
     TrainJobs,
     JobSets,
+    /// `batch/v1` Jobs labelled `jobset.sigs.k8s.io/jobset-name`.
+    BatchJobs,
     /// Pods labelled `training.kubeflow.org/job-name`.
     V1Pods,
     /// Pods labelled `jobset.sigs.k8s.io/jobset-name`.
@@ -53,6 +55,7 @@ pub enum Change {
     Job(JobKey, Option<JobFacts>),
     TrainJob(NsName, Option<TrainJobFacts>),
     JobSet(NsName, Option<JobSetFacts>),
+    BatchJob(NsName, Option<BatchJobFacts>),
     Pod(NsName, Option<PodFacts>),
     Node(Str, Option<NodeFacts>),
     Workload(NsName, Option<WorkloadFacts>),
@@ -67,6 +70,7 @@ pub struct Snapshot {
     jobs: HashMap<JobKey, JobFacts>,
     trainjobs: HashMap<NsName, TrainJobFacts>,
     jobsets: HashMap<NsName, JobSetFacts>,
+    batch_jobs: HashMap<NsName, BatchJobFacts>,
     pods: HashMap<NsName, PodFacts>,
     nodes: HashMap<Str, NodeFacts>,
     workloads: HashMap<NsName, WorkloadFacts>,
@@ -78,7 +82,7 @@ pub struct Snapshot {
     owner_by_uid: HashMap<Str, Key>,
     /// Owner UID → its Workload.
     workload_by_owner: HashMap<Str, NsName>,
-    /// Pods without `deletionTimestamp`, counted per owner.
+    /// Pods that count for the suspend verdict ([`PodFacts::counts_as_live`]), per owner.
     live_pods: HashMap<PodOwner, u32>,
     /// Pods with `deletionTimestamp`: the node-failure candidates (few, normally).
     terminating: BTreeSet<NsName>,
@@ -108,6 +112,9 @@ impl Snapshot {
     }
     pub fn jobset(&self, id: &NsName) -> Option<&JobSetFacts> {
         self.jobsets.get(id)
+    }
+    pub fn batch_job(&self, id: &NsName) -> Option<&BatchJobFacts> {
+        self.batch_jobs.get(id)
     }
     pub fn pod(&self, id: &NsName) -> Option<&PodFacts> {
         self.pods.get(id)
@@ -166,6 +173,7 @@ impl Snapshot {
             Change::Job(key, facts) => self.set_job(key, facts, dirty),
             Change::TrainJob(id, facts) => self.set_trainjob(id, facts, dirty),
             Change::JobSet(id, facts) => self.set_jobset(id, facts, dirty),
+            Change::BatchJob(id, facts) => self.set_batch_job(id, facts, dirty),
             Change::Pod(id, facts) => self.set_pod(id, facts, dirty),
             Change::Node(name, facts) => self.set_node(name, facts, dirty),
             Change::Workload(id, facts) => self.set_workload(id, facts, dirty),
@@ -224,6 +232,22 @@ impl Snapshot {
             }
         }
         self.dirty_terminating(dirty, &OwnerId::JobSet(id));
+    }
+
+    fn set_batch_job(&mut self, id: NsName, facts: Option<BatchJobFacts>, dirty: &mut Vec<Key>) {
+        let id = self.intern_id(id);
+        let old = self.batch_jobs.remove(&id).map(|j| j.jobset);
+        let new = facts.as_ref().map(|j| j.jobset.clone());
+        if let Some(mut facts) = facts {
+            facts.id = id.clone();
+            self.batch_jobs.insert(id.clone(), facts);
+        }
+        // The chain of the JobSet's pods changed: their plans (and its TrainJob's) may too.
+        for jobset in [old, new].into_iter().flatten() {
+            let js = NsName { namespace: id.namespace.clone(), name: jobset };
+            self.dirty_owner(&PodOwner::JobSet(js.clone()), dirty);
+            self.dirty_terminating(dirty, &OwnerId::JobSet(js));
+        }
     }
 
     fn set_pod(&mut self, id: NsName, facts: Option<PodFacts>, dirty: &mut Vec<Key>) {
@@ -325,6 +349,12 @@ impl Snapshot {
                     self.set_jobset(id, None, dirty);
                 }
             }
+            Source::BatchJobs => {
+                let gone: Vec<NsName> = self.batch_jobs.keys().filter(|k| !seen.contains(*k)).cloned().collect();
+                for id in gone {
+                    self.set_batch_job(id, None, dirty);
+                }
+            }
             Source::V1Pods | Source::JobSetPods => {
                 let v1 = source == Source::V1Pods;
                 let gone: Vec<NsName> = self
@@ -364,7 +394,7 @@ impl Snapshot {
     }
 
     fn count_pod(&mut self, pod: &PodFacts, delta: i32) {
-        if pod.deletion.is_some() {
+        if !pod.counts_as_live() {
             return;
         }
         if delta > 0 {

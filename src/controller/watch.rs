@@ -1,5 +1,5 @@
-//! The watches: kube-rs watchers for the six `kubeflow.org/v1` kinds, TrainJobs, JobSets, training
-//! pods (two label selectors), nodes and Kueue Workloads. Each object is decoded into its slim view,
+//! The watches: kube-rs watchers for the six `kubeflow.org/v1` kinds, TrainJobs, JobSets, the
+//! `batch/v1` Jobs of JobSets, training pods (two label selectors), nodes and Kueue Workloads. Each object is decoded into its slim view,
 //! reduced to compact facts right here, and sent to the controller loop as a snapshot [`Change`];
 //! the full objects are dropped at once. A kind whose CRD is absent (404 on the initial list) is
 //! skipped with one log line and retried every few minutes.
@@ -18,10 +18,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::facts::{
-    FactsError, JobFacts, JobKey, JobSetFacts, NodeFacts, NsName, PodFacts, TrainJobFacts, WorkloadFacts,
+    BatchJobFacts, FactsError, JobFacts, JobKey, JobSetFacts, NodeFacts, NsName, PodFacts, TrainJobFacts, WorkloadFacts,
 };
 use super::snapshot::{Change, Source};
-use crate::model::jobset::{JOBSET_NAME_LABEL, JobSetView};
+use crate::model::jobset::{BatchJobView, JOBSET_NAME_LABEL, JobSetView};
 use crate::model::kubeflow_v1::{JOB_NAME_LABEL, TrainingJobView, TrainingKind};
 use crate::model::pod::{NodeView, PodView};
 use crate::model::trainjob_state::TrainJobStateView;
@@ -45,6 +45,7 @@ pub fn sources() -> Vec<Source> {
     s.extend([
         Source::TrainJobs,
         Source::JobSets,
+        Source::BatchJobs,
         Source::V1Pods,
         Source::JobSetPods,
         Source::Nodes,
@@ -86,6 +87,12 @@ async fn run_source(client: Client, source: Source, tx: mpsc::Sender<WatchMsg>) 
         Source::JobSets => {
             let api: Api<JobSetView> = Api::all(client);
             watch_loop(vec![api], watcher::Config::default(), source, tx, jobset_change).await
+        }
+        Source::BatchJobs => {
+            // Only the Jobs JobSets create carry the label; the rest of the cluster's Jobs stay out.
+            let api: Api<BatchJobView> = Api::all(client);
+            let config = watcher::Config::default().labels(JOBSET_NAME_LABEL);
+            watch_loop(vec![api], config, source, tx, batch_job_change).await
         }
         Source::V1Pods => {
             let api: Api<PodView> = Api::all(client);
@@ -129,6 +136,11 @@ fn jobset_change(js: &JobSetView) -> Converted {
     Ok((id.clone(), Change::JobSet(id, JobSetFacts::from_view(js)?)))
 }
 
+fn batch_job_change(job: &BatchJobView) -> Converted {
+    let id = id_of(&job.metadata);
+    Ok((id.clone(), Change::BatchJob(id, BatchJobFacts::from_view(job)?)))
+}
+
 fn pod_change(pod: &PodView) -> Converted {
     let id = id_of(&pod.metadata);
     Ok((id.clone(), Change::Pod(id, PodFacts::from_view(pod)?)))
@@ -154,6 +166,7 @@ fn removal(source: Source, id: NsName) -> Change {
         Source::Jobs(kind) => Change::Job(JobKey { kind, id }, None),
         Source::TrainJobs => Change::TrainJob(id, None),
         Source::JobSets => Change::JobSet(id, None),
+        Source::BatchJobs => Change::BatchJob(id, None),
         Source::V1Pods | Source::JobSetPods => Change::Pod(id, None),
         Source::Nodes => Change::Node(id.name, None),
         Source::Workloads => Change::Workload(id, None),

@@ -444,6 +444,7 @@ impl FakeApi {
     /// the store holds at least one object of that resource (otherwise their "CRD" is absent).
     fn served(&self, store: &Store, collection: &str) -> bool {
         collection.starts_with("/api/v1/")
+            || collection.starts_with("/apis/batch/")
             || collection.starts_with("/apis/coordination.k8s.io/")
             || store.served.iter().any(|c| c == collection)
             || store.objects.iter().any(|o| collection_of(o) == collection)

@@ -14,7 +14,7 @@ use super::ratelimit::TokenBucket;
 use super::{event, fmt_duration, plus, verb};
 use crate::controller::config::{NodeFailureMode, PlanConfig};
 use crate::controller::facts::{
-    DISRUPTION_REASON, JOB_TRACKING_FINALIZER, NodeFacts, PodFacts, PodOwner, PodPhase, ReadyStatus, Str,
+    DISRUPTION_REASON, JOB_TRACKING_FINALIZER, NodeFacts, NsName, PodFacts, PodOwner, PodPhase, ReadyStatus, Str,
 };
 use crate::controller::snapshot::Snapshot;
 
@@ -214,8 +214,22 @@ pub fn owning_job(pod: &PodFacts, snapshot: &Snapshot) -> Result<Target, &'stati
             })
         }
         PodOwner::JobSet(id) => {
-            let jobset = snapshot.jobset(id).ok_or("JobSet not owned by a known TrainJob")?;
-            let tj = snapshot.trainjob_of(jobset).ok_or("JobSet not owned by a known TrainJob")?;
+            // Labels are copied freely (a debug pod, say): only the controller ownerReference
+            // chain Pod → batch Job → JobSet → TrainJob makes it ours, each link matched by UID.
+            let (job_name, job_uid) = pod.controller_job.as_ref().ok_or("no controller ownerReference to a Job")?;
+            let job_id = NsName { namespace: id.namespace.clone(), name: job_name.clone() };
+            let job = snapshot
+                .batch_job(&job_id)
+                .filter(|j| j.uid == *job_uid)
+                .ok_or("controlling Job not known, or not controlled by a JobSet")?;
+            if job.jobset != id.name {
+                return Err("the JobSet label does not match the ownerReference chain");
+            }
+            let jobset = snapshot
+                .jobset(id)
+                .filter(|js| js.uid == job.jobset_uid)
+                .ok_or("controlling JobSet not known, or not controlled by a TrainJob")?;
+            let tj = snapshot.trainjob_of(jobset).ok_or("JobSet not controlled by a known TrainJob")?;
             if tj.deleting {
                 return Err("owning TrainJob is being deleted");
             }
