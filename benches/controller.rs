@@ -87,6 +87,7 @@ fn pod(job: &JobFacts, i: usize, r: usize) -> PodFacts {
         deletion_grace_seconds: terminating.then_some(30),
         finalizers: Box::new([]),
         phase: PodPhase::Running,
+        controller_job: None,
         disruption_target: terminating,
         disrupted_by_trainguard: false,
     }

@@ -10,12 +10,13 @@ use std::sync::Arc;
 use controller_support::api::{FakeApi, status, success};
 use controller_support::*;
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 use trainguard::controller::config::{Mode, PlanConfig};
 use trainguard::controller::events::EventSink;
-use trainguard::controller::execute::Executor;
+use trainguard::controller::execute::{Executor, Shared};
 use trainguard::controller::metrics::Metrics;
 use trainguard::controller::objects::snapshot_from_values;
-use trainguard::controller::plan::{Action, PlanInput, TokenBucket, plan_all};
+use trainguard::controller::plan::{Action, PlanInput, TokenBucket, ZoneHealth, plan_all};
 use trainguard::controller::state::{Outcome, Report, Work};
 
 type Answer = (u16, Value);
@@ -45,12 +46,21 @@ fn works(objects: &[Value], now: i64, config: &PlanConfig) -> Vec<Work> {
         .collect()
 }
 
+/// Leading, with a full bucket and an empty node cache (the brake then sees only the live node).
+fn shared(config: &PlanConfig) -> Shared {
+    Shared::new(CancellationToken::new(), Shared::full_bucket(config.max_force_deletes_per_minute))
+}
+
 /// Runs the work through an executor whose clock reads T0+`now`.
 async fn execute(api: &FakeApi, config: &PlanConfig, now: i64, works: Vec<Work>) -> Vec<Report> {
+    execute_shared(api, config, now, works, shared(config)).await
+}
+
+async fn execute_shared(api: &FakeApi, config: &PlanConfig, now: i64, works: Vec<Work>, shared: Shared) -> Vec<Report> {
     let (client, server) = api.client();
     let events = EventSink::new(client.clone(), Some("trainguard-0".into()));
     let mut executor =
-        Executor::new(client, config.clone(), events, Metrics::unregistered(), Arc::new(move || at(now)));
+        Executor::new(client, config.clone(), events, Metrics::unregistered(), Arc::new(move || at(now)), shared);
     let mut reports = Vec::new();
     for work in works {
         reports.push(executor.execute(work).await);
@@ -304,7 +314,7 @@ async fn force_delete_rechecks_on_live_state() {
             vec![],
         ),
         (
-            "still held by another finalizer after the delete: reported, never stripped",
+            "held by a finalizer the cache did not show: reported after the delete, never stripped",
             (200, pod.clone()),
             Some((200, dead.clone())),
             Some((200, pod.clone())),
@@ -337,6 +347,39 @@ async fn force_delete_rechecks_on_live_state() {
 }
 
 #[tokio::test]
+async fn finalizer_warning_predicted_by_the_plan_is_published_once_after_the_delete() {
+    let mut objects = stuck_pod_world();
+    objects[1] = set(objects[1].clone(), "/metadata/finalizers", json!(["example.com/keep"]));
+    let c = PlanConfig::default();
+    let w = works(&objects, 420, &c);
+    let planned: Vec<&str> = w[0]
+        .actions
+        .iter()
+        .filter_map(|a| match &a.action {
+            Action::Event(e) => Some(e.reason.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(planned, ["ForceDeletedStuckPod", "ForceDeletedStuckPod", "PodBlockedByFinalizers"]);
+    // Delete fails: nothing is reported.
+    let api = FakeApi::new();
+    api.on("GET", POD_PATH, 200, objects[1].clone())
+        .on("GET", NODE_PATH, 200, objects[2].clone())
+        .on("PATCH", &format!("{POD_PATH}/status"), 200, objects[1].clone())
+        .on("DELETE", POD_PATH, 500, status(500, "InternalError"));
+    execute(&api, &c, 420, w.clone()).await;
+    assert_eq!(api.event_reasons(), Vec::<String>::new());
+    // Delete accepted, pod still there with the finalizer: one warning, not two.
+    let api = FakeApi::new();
+    api.on("GET", POD_PATH, 200, objects[1].clone())
+        .on("GET", NODE_PATH, 200, objects[2].clone())
+        .on("PATCH", &format!("{POD_PATH}/status"), 200, objects[1].clone())
+        .on("DELETE", POD_PATH, 200, objects[1].clone());
+    execute(&api, &c, 420, w).await;
+    assert_eq!(api.event_reasons(), ["ForceDeletedStuckPod", "ForceDeletedStuckPod", "PodBlockedByFinalizers"]);
+}
+
+#[tokio::test]
 async fn force_delete_brake_rechecked_with_the_live_node() {
     let job = pytorchjob("a");
     let objects = vec![
@@ -353,22 +396,16 @@ async fn force_delete_brake_rechecked_with_the_live_node() {
     // 3 of 6 (0.5) at planning: it acts.
     let w = works(&objects, 420, &c);
     assert!(w[0].actions.iter().any(|a| matches!(a.action, Action::ForceDeletePod { .. })));
-    // Between planning and execution a fourth node of the zone went down: the executor's
-    // re-check (brake counts of the rest of the zone, plus the live node) must hold back.
+    // Between planning and execution a fourth node of the zone went down: the executor decides on
+    // the node cache as it is when the delete is due, not on the counts seen at planning.
     let mut more = objects.clone();
     more[5] = unreachable(node("n4", Some("z")), 0);
     let (snapshot, _) = snapshot_from_values(&more).unwrap();
-    let zones = trainguard::controller::plan::ZoneHealth::compute(&snapshot, at(420), &c);
-    let others = zones.others(snapshot.node("n1"), at(420), &c);
-    let mut w = w;
-    for a in &mut w[0].actions {
-        if let Action::ForceDeletePod { brake, .. } = &mut a.action {
-            *brake = others;
-        }
-    }
+    let shared = shared(&c);
+    shared.zones.store(Arc::new(ZoneHealth::compute(&snapshot)));
     let api = FakeApi::new();
     api.on("GET", POD_PATH, 200, objects[1].clone()).on("GET", NODE_PATH, 200, objects[2].clone());
-    let reports = execute(&api, &c, 420, w).await;
+    let reports = execute_shared(&api, &c, 420, w, shared).await;
     assert_eq!(outcomes(&reports), [Outcome::Suppressed]);
     assert_eq!(api.calls(), [format!("GET {POD_PATH}"), format!("GET {NODE_PATH}")]);
     assert_eq!(api.event_reasons(), ["ForceDeleteSuppressed"]);
@@ -497,4 +534,185 @@ async fn every_executor_call_is_in_the_api_call_table() {
     for (g, r, v) in &calls {
         assert!(trainguard::rbac::allowed(g, r, v), "{g}/{r} {v}");
     }
+}
+
+/// `n` pods of job `a` stuck terminating on the unreachable node n1, plus healthy nodes.
+fn many_stuck_pods(n: usize) -> Vec<Value> {
+    let job = pytorchjob("a");
+    let mut objects = vec![job.clone(), unreachable(node("n1", None), 0)];
+    objects.extend((1..=6).map(|i| node(&format!("h{i}"), None)));
+    objects.extend((0..n).map(|i| deleting(v1_pod(&job, &format!("a-worker-{i}"), "n1"), 300)));
+    objects
+}
+
+#[tokio::test]
+async fn lease_lost_with_destructive_work_queued_makes_no_write_after_the_loss() {
+    let objects = many_stuck_pods(6);
+    let c = PlanConfig::default();
+    let queued = works(&objects, 420, &c);
+    assert_eq!(queued.len(), 6, "one force delete per pod");
+    let api = FakeApi::with_objects(objects);
+    let leading = CancellationToken::new();
+    let lost_at: Arc<std::sync::Mutex<Option<std::time::Instant>>> = Arc::default();
+    // The lease is lost while the first grace-0 DELETE is in flight.
+    {
+        let (leading, lost_at) = (leading.clone(), lost_at.clone());
+        api.on_request(move |seen| {
+            if seen.method == "DELETE" && !leading.is_cancelled() {
+                *lost_at.lock().unwrap() = Some(std::time::Instant::now());
+                leading.cancel();
+            }
+        });
+    }
+    let (client, server) = api.client();
+    let shared = Shared::new(leading.clone(), Shared::full_bucket(c.max_force_deletes_per_minute));
+    let events = EventSink::new(client.clone(), Some("trainguard-0".into()));
+    let executor = Executor::new(client, c.clone(), events, Metrics::unregistered(), Arc::new(|| at(420)), shared);
+    let (work_tx, work_rx) = tokio::sync::mpsc::unbounded_channel();
+    let (report_tx, mut report_rx) = tokio::sync::mpsc::unbounded_channel();
+    for w in queued {
+        work_tx.send(w).unwrap();
+    }
+    // The executor returns on its own (the queue is still open): it drops the queued work.
+    tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        trainguard::controller::execute::run(executor, work_rx, report_tx),
+    )
+    .await
+    .expect("the executor stops once leadership ends");
+    server.abort();
+    let lost_at = lost_at.lock().unwrap().expect("the lease was lost");
+    let after: Vec<String> = api.seen().iter().filter(|s| s.at > lost_at).map(|s| s.line()).collect();
+    assert_eq!(after, Vec::<String>::new(), "no request of any kind after the loss");
+    let writes: Vec<String> = api.seen().iter().filter(|s| s.method != "GET").map(|s| s.line()).collect();
+    assert_eq!(
+        writes,
+        [
+            "PATCH /api/v1/namespaces/ml/pods/a-worker-0/status".to_string(),
+            "DELETE /api/v1/namespaces/ml/pods/a-worker-0".to_string()
+        ],
+        "the delete in flight completes; its events and the 5 queued pods are dropped"
+    );
+    let mut reports = Vec::new();
+    while let Ok(r) = report_rx.try_recv() {
+        reports.push(r.0);
+    }
+    assert_eq!(reports.len(), 1, "only the item in progress reports back");
+    assert_eq!(api.violations(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn executor_does_nothing_once_leadership_has_ended() {
+    // Every kind of work: a TTL delete, a stash patch, a force delete.
+    let stuck = set(suspended(with_ttl(pytorchjob("s"), 3600)), "/metadata/resourceVersion", json!("200"));
+    let mut objects = many_stuck_pods(1);
+    objects.extend([
+        with_ttl(succeeded(pytorchjob("t"), 0), 60),
+        stuck.clone(),
+        workload(&stuck, vec![cond("Evicted", "True", Some(0))]),
+    ]);
+    let c = PlanConfig { stash_ttl_on_stuck_suspend: true, ..PlanConfig::default() };
+    let queued = works(&objects, 420, &c);
+    assert_eq!(queued.len(), 3);
+    let api = FakeApi::with_objects(objects);
+    let ended = CancellationToken::new();
+    ended.cancel();
+    let shared = Shared::new(ended, Shared::full_bucket(20));
+    let reports = execute_shared(&api, &c, 420, queued, shared).await;
+    assert_eq!(outcomes(&reports), [Outcome::Aborted; 3]);
+    assert_eq!(api.seen().len(), 0, "not even a GET or an event");
+}
+
+#[tokio::test]
+async fn rate_limit_tokens_are_taken_at_execution_only() {
+    let objects = many_stuck_pods(3);
+    let c = PlanConfig { max_force_deletes_per_minute: 1, ..PlanConfig::default() };
+    let bucket = |tokens: u32| {
+        let b = Shared::full_bucket(1);
+        // Start from `tokens` of 1 by spending the difference at T0+420.
+        for _ in tokens..1 {
+            assert!(b.lock().unwrap().try_take(at(420)));
+        }
+        b
+    };
+    let planned = |objects: &[Value]| {
+        let w = works(objects, 420, &PlanConfig::default());
+        assert!(w.iter().all(|w| w.actions.iter().any(|a| matches!(a.action, Action::ForceDeletePod { .. }))));
+        w
+    };
+
+    // An empty bucket: nothing is written, the key is re-planned when the next token is due.
+    let api = FakeApi::with_objects(objects.clone());
+    let shared = Shared::new(CancellationToken::new(), bucket(0));
+    let reports = execute_shared(&api, &c, 420, planned(&objects)[..1].to_vec(), shared).await;
+    assert_eq!(outcomes(&reports), [Outcome::RateLimited(at(480))]);
+    assert_eq!(api.writes(), Vec::<String>::new());
+    assert_eq!(api.event_reasons(), ["ForceDeleteSuppressed"]);
+
+    // One token, three deletes due: the first takes it, the other two wait.
+    let api = FakeApi::with_objects(objects.clone());
+    let b = bucket(1);
+    let shared = Shared::new(CancellationToken::new(), b.clone());
+    let reports = execute_shared(&api, &c, 420, planned(&objects), shared).await;
+    assert_eq!(outcomes(&reports), [Outcome::Done, Outcome::RateLimited(at(480)), Outcome::RateLimited(at(480))]);
+    assert_eq!(api.writes().iter().filter(|w| w.starts_with("DELETE")).count(), 1);
+
+    // Report mode spends none.
+    let report = PlanConfig { mode: Mode::Report, ..c.clone() };
+    let api = FakeApi::with_objects(objects.clone());
+    let b = bucket(1);
+    let shared = Shared::new(CancellationToken::new(), b.clone());
+    let reports = execute_shared(&api, &report, 420, planned(&objects), shared).await;
+    assert_eq!(outcomes(&reports), [Outcome::Done; 3]);
+    assert_eq!(api.writes(), Vec::<String>::new());
+    assert_eq!(b.lock().unwrap().available(at(420)), 1.0, "report mode took no token");
+
+    // A plan the live re-check aborts (the node is Ready again) spends none.
+    let mut back = objects.clone();
+    back[1] = node("n1", None);
+    let api = FakeApi::with_objects(back);
+    let b = bucket(1);
+    let shared = Shared::new(CancellationToken::new(), b.clone());
+    let reports = execute_shared(&api, &c, 420, planned(&objects), shared).await;
+    assert_eq!(outcomes(&reports), [Outcome::Aborted; 3]);
+    assert_eq!(b.lock().unwrap().available(at(420)), 1.0, "aborted plans took no token");
+}
+
+#[tokio::test]
+async fn cluster_brake_decided_at_execution_on_fresh_counts() {
+    let job = pytorchjob("a");
+    let pod = deleting(v1_pod(&job, "a-master-0", "a1"), 300);
+    // Planned with one node down per zone: it acts.
+    let calm = vec![
+        job.clone(),
+        pod.clone(),
+        unreachable(node("a1", Some("a")), 0),
+        node("a2", Some("a")),
+        node("b1", Some("b")),
+        node("b2", Some("b")),
+        node("c1", Some("c")),
+        node("c2", Some("c")),
+    ];
+    let c = PlanConfig::default();
+    let w = works(&calm, 420, &c);
+    assert!(w[0].actions.iter().any(|a| matches!(a.action, Action::ForceDeletePod { .. })));
+    // By execution, nodes of b and c failed a few seconds ago: no zone trips on its own (2 of 2
+    // stays under the small-zone floor), the cluster does (4 of 6). The fresh NotReady nodes
+    // count at once, long before --node-not-ready-for.
+    let mut now = calm.clone();
+    now[4] = unreachable(node("b1", Some("b")), 415);
+    now[5] = unreachable(node("b2", Some("b")), 415);
+    now[6] = unreachable(node("c1", Some("c")), 415);
+    let (snapshot, _) = snapshot_from_values(&now).unwrap();
+    let shared = shared(&c);
+    shared.zones.store(Arc::new(ZoneHealth::compute(&snapshot)));
+    let api = FakeApi::with_objects(now);
+    let reports = execute_shared(&api, &c, 420, w, shared).await;
+    assert_eq!(outcomes(&reports), [Outcome::Suppressed]);
+    assert_eq!(api.writes(), Vec::<String>::new());
+    let event = api.seen().into_iter().find(|s| s.rbac.0 == "events.k8s.io").unwrap();
+    assert_eq!(event.body["reason"], "ForceDeleteSuppressed");
+    let note = event.body["note"].as_str().unwrap();
+    assert!(note.contains("4 of 6 nodes in the cluster are not Ready"), "{note}");
+    assert!(note.contains("re-checked when the delete was due"), "{note}");
 }

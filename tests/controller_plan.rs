@@ -607,13 +607,43 @@ fn zone_brake_and_small_zone_floor() {
             braked,
         ),
         (
-            "other zone's outage does not brake zone a",
-            vec![down("a1", "a"), up("a2", "a"), up("a3", "a"), down("b1", "b"), down("b2", "b"), down("b3", "b")],
+            "other zone's outage does not brake zone a (cluster 4 of 9)",
+            vec![
+                down("a1", "a"),
+                up("a2", "a"),
+                up("a3", "a"),
+                down("b1", "b"),
+                down("b2", "b"),
+                down("b3", "b"),
+                up("c1", "c"),
+                up("c2", "c"),
+                up("c3", "c"),
+            ],
             acted,
         ),
         (
-            "NotReady nodes not yet past the bound do not count",
+            "staggered outage: nodes NotReady for 20s already count (3 of 4)",
             vec![down("a1", "a"), unreachable(up("a2", "a"), 400), unreachable(up("a3", "a"), 400), up("a4", "a")],
+            braked,
+        ),
+        (
+            "NotReady without the taint yet counts too (Ready is not True)",
+            vec![
+                down("a1", "a"),
+                set(unreachable(up("a2", "a"), 400), "/spec/taints", json!([])),
+                set(unreachable(up("a3", "a"), 400), "/spec/taints", json!([])),
+                up("a4", "a"),
+            ],
+            braked,
+        ),
+        (
+            "cluster brake: spread over small zones none of which trips (5 of 6)",
+            vec![down("a1", "a"), up("a2", "a"), down("b1", "b"), down("b2", "b"), down("c1", "c"), down("c2", "c")],
+            braked,
+        ),
+        (
+            "cluster floor: 2 down in all, whatever the fraction",
+            vec![down("a1", "a"), down("b1", "b"), up("c1", "c")],
             acted,
         ),
     ];
@@ -670,8 +700,11 @@ fn finalizers_after_the_force_delete() {
             json!({"phase": "Failed", "conditions": [{"type": "DisruptionTarget", "status": "True", "reason": "DeletionByTrainguard"}]}),
         )
     };
-    let world =
-        |pod: Value| vec![tj.clone(), jobset_of(&tj, 0), pod, unreachable(node("n1", None), 0), node("h1", None)];
+    let world = |pod: Value| {
+        let mut objects = trainjob_chain(&tj, 0);
+        objects.extend([pod, unreachable(node("n1", None), 0), node("h1", None)]);
+        objects
+    };
     let c = PlanConfig::default();
     // The Job controller's job-tracking finalizer is expected: wait, never warn.
     assert_eq!(plan_lines(&world(ours(json!(["batch.kubernetes.io/job-tracking"]))), 10_000, &c), Vec::<String>::new());
@@ -690,8 +723,18 @@ fn trainjob_pods_handled_and_unrelated_jobset_pods_ignored() {
     let theirs = deleting(jobset_pod("other", "other-w-0-0-y", "n1"), 300);
     let unrelated_jobset = json!({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
         "metadata": {"name": "other", "namespace": "ml", "uid": "js-other"}});
-    let objects =
-        vec![tj.clone(), jobset_of(&tj, 0), unrelated_jobset, ours, theirs, dead, node("h1", None), node("h2", None)];
+    let objects = vec![
+        tj.clone(),
+        jobset_of(&tj, 0),
+        jobset_job("t"),
+        unrelated_jobset,
+        jobset_job("other"),
+        ours,
+        theirs,
+        dead,
+        node("h1", None),
+        node("h2", None),
+    ];
     let lines = plan_lines(&objects, 420, &PlanConfig::default());
     assert_eq!(
         lines,
@@ -721,4 +764,144 @@ fn report_mode_prefixes_write_events_with_would() {
     // Events that stand for no write keep their reason.
     let lines = plan_json(&[with_ttl(succeeded(pytorchjob("b"), 600), 60)], 0, &report, &HashMap::new());
     assert_eq!(lines[0]["reason"], "TTLClockSkew");
+}
+
+/// Sets `field` of the object's first ownerReference.
+fn owner_ref(mut object: Value, field: &str, value: Value) -> Value {
+    object["metadata"]["ownerReferences"][0][field] = value;
+    object
+}
+
+#[test]
+fn only_pods_proven_ours_by_the_owner_reference_chain() {
+    let tj = trainjob("t");
+    let pod = || deleting(jobset_pod("t", "t-node-0-0-x", "n1"), 300);
+    let batch_job = || jobset_job("t");
+    let rest = || vec![unreachable(node("n1", None), 0), node("h1", None), node("h2", None)];
+    let acts = "force-delete-pod Pod ml/t-node-0-0-x node-failure node-unreachable";
+    // (name, objects, force-deleted?)
+    let cases: Vec<(&str, Vec<Value>, bool)> = vec![
+        (
+            "full chain: Pod → batch Job → JobSet → TrainJob",
+            vec![tj.clone(), jobset_of(&tj, 0), batch_job(), pod()],
+            true,
+        ),
+        (
+            "labels copied onto a debug pod, no ownerReference",
+            vec![tj.clone(), jobset_of(&tj, 0), batch_job(), set(pod(), "/metadata/ownerReferences", json!([]))],
+            false,
+        ),
+        (
+            "ownerReference to the Job, but not as controller",
+            vec![tj.clone(), jobset_of(&tj, 0), batch_job(), owner_ref(pod(), "controller", json!(false))],
+            false,
+        ),
+        (
+            "controller ownerReference to a Job of another UID (a recreated Job)",
+            vec![tj.clone(), jobset_of(&tj, 0), batch_job(), owner_ref(pod(), "uid", json!("job-old"))],
+            false,
+        ),
+        (
+            "the batch Job is not in the snapshot: not proven, not touched",
+            vec![tj.clone(), jobset_of(&tj, 0), pod()],
+            false,
+        ),
+        (
+            "the batch Job is controlled by another JobSet than the pod's label says",
+            vec![tj.clone(), jobset_of(&tj, 0), owner_ref(batch_job(), "name", json!("other")), pod()],
+            false,
+        ),
+        (
+            "the batch Job points at a JobSet of another UID",
+            vec![tj.clone(), jobset_of(&tj, 0), owner_ref(batch_job(), "uid", json!("js-old")), pod()],
+            false,
+        ),
+        ("the JobSet is not in the snapshot", vec![tj.clone(), batch_job(), pod()], false),
+        (
+            "the JobSet is controlled by no TrainJob",
+            vec![tj.clone(), set(jobset_of(&tj, 0), "/metadata/ownerReferences", json!([])), batch_job(), pod()],
+            false,
+        ),
+        ("the TrainJob is not in the snapshot", vec![jobset_of(&tj, 0), batch_job(), pod()], false),
+        (
+            "the TrainJob is managed by MultiKueue",
+            vec![
+                set(tj.clone(), "/spec/managedBy", json!("kueue.x-k8s.io/multikueue")),
+                jobset_of(&tj, 0),
+                batch_job(),
+                pod(),
+            ],
+            false,
+        ),
+        (
+            "the TrainJob opted out",
+            vec![label(tj.clone(), "trainguard.io/ignore", "true"), jobset_of(&tj, 0), batch_job(), pod()],
+            false,
+        ),
+    ];
+    for (name, mut objects, want) in cases {
+        objects.extend(rest());
+        let lines = plan_lines(&objects, 420, &PlanConfig::default());
+        assert_eq!(lines.iter().any(|l| l == acts), want, "{name}: {lines:#?}");
+        if !want {
+            assert!(!lines.iter().any(|l| l.contains("t-node-0-0-x")), "{name}: not even an event: {lines:#?}");
+        }
+    }
+}
+
+#[test]
+fn trainjob_suspend_counts_only_running_pods() {
+    let tj = set(
+        set(trainjob("t"), "/spec/suspend", json!(true)),
+        "/status/conditions",
+        json!([cond("Suspended", "True", Some(0))]),
+    );
+    let phase = |name: &str, phase: &str| set(jobset_pod("t", name, "n1"), "/status/phase", json!(phase));
+    let alarm = vec!["event TrainJob ml/t suspend SuspendNotReconciled"];
+    let world = |pods: Vec<Value>| {
+        let mut objects = trainjob_chain(&tj, 0);
+        objects.extend(pods);
+        objects.push(node("n1", None));
+        objects
+    };
+    run(vec![
+        case(
+            "a finished dataset initializer and a failed pod the Job keeps: no alarm",
+            world(vec![phase("t-dataset-initializer-0-0-a", "Succeeded"), phase("t-node-0-0-b", "Failed")]),
+            vec![(120, vec![]), (100_000, vec![])],
+        ),
+        case(
+            "a pod still running: alarm after the bound",
+            world(vec![phase("t-dataset-initializer-0-0-a", "Succeeded"), phase("t-node-0-0-b", "Running")]),
+            vec![(60, vec!["requeue TrainJob ml/t suspend suspend-stuck-after @+120"]), (120, alarm.clone())],
+        ),
+        case("a pending pod counts too", world(vec![phase("t-node-0-0-b", "Pending")]), vec![(120, alarm.clone())]),
+        case(
+            "a running pod that only copied the labels does not count",
+            world(vec![set(phase("t-debug", "Running"), "/metadata/ownerReferences", json!([]))]),
+            vec![(100_000, vec![])],
+        ),
+    ]);
+}
+
+#[test]
+fn finalizer_warning_is_predicted_with_the_force_delete() {
+    let (job, pod, dead) = failed_node_world();
+    let held = set(pod, "/metadata/finalizers", json!(["example.com/keep-logs"]));
+    let lines = plan_lines(&[job, held, dead, node("h1", None)], 420, &PlanConfig::default());
+    assert_eq!(
+        lines,
+        [
+            "patch-pod-status Pod ml/a-master-0 node-failure mark-failed-before-force-delete",
+            "force-delete-pod Pod ml/a-master-0 node-failure node-unreachable",
+            "event Pod ml/a-master-0 node-failure ForceDeletedStuckPod",
+            "event PyTorchJob ml/a node-failure ForceDeletedStuckPod",
+            "event Pod ml/a-master-0 node-failure PodBlockedByFinalizers",
+        ]
+    );
+    // The Job controller's own finalizer is expected: no warning.
+    let (job, pod, dead) = failed_node_world();
+    let tracked = set(pod, "/metadata/finalizers", json!(["batch.kubernetes.io/job-tracking"]));
+    let lines = plan_lines(&[job, tracked, dead, node("h1", None)], 420, &PlanConfig::default());
+    assert!(!lines.iter().any(|l| l.contains("PodBlockedByFinalizers")), "{lines:#?}");
 }

@@ -28,7 +28,9 @@ use super::config::{Mode, PlanConfig, Propagation};
 use super::events::EventSink;
 use super::facts::{JobFacts, NodeFacts, PodFacts};
 use super::metrics::Metrics;
-use super::plan::node_failure::{brake_message, node_health, trusted};
+use super::plan::node_failure::{
+    blocking_finalizers, brake_message, finalizers_episode, finalizers_message, node_health, trusted,
+};
 use super::plan::suspend::{RestoreVerdict, restore_patch, restore_verdict, stash_patch, v1_stuck};
 use super::plan::ttl::{TtlVerdict, delete_failed_message, verdict};
 use super::plan::{
@@ -146,6 +148,15 @@ impl Executor {
         let mut wrote: Option<(Rule, bool)> = None;
         let mut stopped: HashSet<Rule> = HashSet::new();
         let mut status_patch: Option<Value> = None;
+        // Finalizer warnings the planner already predicted (published after the delete).
+        let predicted: HashSet<String> = work
+            .actions
+            .iter()
+            .filter_map(|p| match &p.action {
+                Action::Event(e) if e.reason == Reason::PodBlockedByFinalizers => Some(e.episode.clone()),
+                _ => None,
+            })
+            .collect();
         for planned in &work.actions {
             let rule = planned.rule;
             if stopped.contains(&rule) {
@@ -175,7 +186,7 @@ impl Executor {
                 }
                 Action::PatchJob { target, kind, .. } => self.patch_job(target, kind, work.live_pods).await,
                 Action::ForceDeletePod { target, job, node, .. } => {
-                    self.force_delete_pod(target, job, node, status_patch.take(), &mut published).await
+                    self.force_delete_pod(target, job, node, status_patch.take(), &predicted, &mut published).await
                 }
             };
             wrote = Some((rule, step.wrote));
@@ -395,6 +406,7 @@ impl Executor {
         job: &Target,
         node_name: &str,
         status_patch: Option<Value>,
+        predicted: &HashSet<String>,
         published: &mut Vec<(Arc<str>, Reason, String)>,
     ) -> Step {
         let pods: Api<PodView> = Api::namespaced(self.client.clone(), &target.id.namespace);
@@ -504,9 +516,27 @@ impl Executor {
             ..DeleteParams::default()
         };
         match pods.delete(&target.id.name, &params).await {
-            Ok(_) => {
+            Ok(result) => {
                 info!(pod = %target.id, job = %job.id, node = node_name, state = health.state.as_str(), "force-deleted stuck pod");
                 self.metrics.force_deletion("deleted");
+                // A finalizer the cache did not show yet: reported now rather than on the next pass.
+                if let Some(still) = result.left()
+                    && let Ok(Some(still)) = PodFacts::from_view(&still)
+                {
+                    let blocking = blocking_finalizers(&still);
+                    let episode = finalizers_episode(&blocking);
+                    if !blocking.is_empty() && !predicted.contains(&episode) {
+                        let message = finalizers_message(&blocking, "was");
+                        let event = self.own_event(
+                            target,
+                            EventType::Warning,
+                            Reason::PodBlockedByFinalizers,
+                            message,
+                            episode,
+                        );
+                        self.publish_own(event, Rule::NodeFailure, published).await;
+                    }
+                }
                 Step::done(true)
             }
             Err(e) if matches!(api_code(&e), Some(404 | 409)) => {

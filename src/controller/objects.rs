@@ -5,7 +5,9 @@
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::facts::{BatchJobFacts, FactsError, JobFacts, JobSetFacts, NodeFacts, NsName, PodFacts, TrainJobFacts, WorkloadFacts};
+use super::facts::{
+    BatchJobFacts, FactsError, JobFacts, JobSetFacts, NodeFacts, NsName, PodFacts, TrainJobFacts, WorkloadFacts,
+};
 use super::snapshot::{Change, Snapshot};
 use crate::model::jobset::{BatchJobView, JOBSET_GROUP, JOBSET_KIND, JobSetView};
 use crate::model::kubeflow_v1::{KUBEFLOW_GROUP, TrainingJobView, TrainingKind};

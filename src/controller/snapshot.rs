@@ -5,7 +5,8 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use super::facts::{
-    BatchJobFacts, JobFacts, JobKey, JobSetFacts, NodeFacts, NsName, PodFacts, PodOwner, Str, TrainJobFacts, WorkloadFacts,
+    BatchJobFacts, JobFacts, JobKey, JobSetFacts, NodeFacts, NsName, PodFacts, PodOwner, Str, TrainJobFacts,
+    WorkloadFacts,
 };
 use crate::model::kubeflow_v1::TrainingKind;
 

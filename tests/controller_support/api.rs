@@ -31,6 +31,8 @@ pub struct Seen {
     pub body: Value,
     /// (group, resource, verb) as RBAC sees it.
     pub rbac: (String, String, String),
+    /// When the fake received it.
+    pub at: std::time::Instant,
 }
 
 impl Seen {
@@ -41,6 +43,8 @@ impl Seen {
 }
 
 type Routes = HashMap<(String, String), VecDeque<(u16, Value)>>;
+/// Called with every request once it is recorded, before it is answered.
+type Hook = Arc<dyn Fn(&Seen) + Send + Sync>;
 
 /// An open watch: its collection, label selector and stream.
 struct Watch {
@@ -64,6 +68,7 @@ pub struct FakeApi {
     seen: Arc<Mutex<Vec<Seen>>>,
     violations: Arc<Mutex<Vec<String>>>,
     store: Arc<Mutex<Store>>,
+    hook: Arc<Mutex<Option<Hook>>>,
 }
 
 /// A Kubernetes `Status` error body.
@@ -212,6 +217,11 @@ impl FakeApi {
         self
     }
 
+    /// Calls `hook` with every request as it arrives (after it is recorded, before the answer).
+    pub fn on_request(&self, hook: impl Fn(&Seen) + Send + Sync + 'static) {
+        *self.hook.lock().unwrap() = Some(Arc::new(hook));
+    }
+
     /// Drops every scripted response for `method path`.
     pub fn clear(&self, method: &str, path: &str) {
         self.routes.lock().unwrap().remove(&(method.to_string(), path.to_string()));
@@ -318,14 +328,20 @@ impl FakeApi {
         if !trainguard::rbac::allowed(&rbac.0, &rbac.1, &rbac.2) {
             self.violations.lock().unwrap().push(format!("not in the API-call table: {rbac:?} ({method} {path})"));
         }
-        self.seen.lock().unwrap().push(Seen {
+        let seen = Seen {
             method: method.clone(),
             path: path.clone(),
             query: query.clone(),
             content_type: content_type.clone(),
             body: body.clone(),
             rbac: rbac.clone(),
-        });
+            at: std::time::Instant::now(),
+        };
+        self.seen.lock().unwrap().push(seen.clone());
+        let hook = self.hook.lock().unwrap().clone();
+        if let Some(hook) = hook {
+            hook(&seen);
+        }
         {
             let mut routes = self.routes.lock().unwrap();
             if let Some(queue) = routes.get_mut(&(method.clone(), path.clone())) {

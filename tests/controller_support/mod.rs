@@ -191,6 +191,27 @@ pub fn jobset_of(trainjob: &Value, active: i64) -> Value {
     })
 }
 
+/// The `batch/v1` Job `<jobset>-node-0` the JobSet controls: the link between its pods and it.
+pub fn jobset_job(jobset: &str) -> Value {
+    json!({
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": format!("{jobset}-node-0"), "namespace": "ml", "uid": format!("job-{jobset}"),
+                     "labels": {"jobset.sigs.k8s.io/jobset-name": jobset, "jobset.sigs.k8s.io/replicatedjob-name": "node"},
+                     "ownerReferences": [{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": jobset,
+                                          "uid": format!("js-{jobset}"), "controller": true}]},
+        "spec": {"template": {"spec": {"containers": [{"name": "node", "image": "x"}]}}},
+        "status": {"active": 1}
+    })
+}
+
+/// A TrainJob with its JobSet (`active` jobs) and the JobSet's one batch Job.
+pub fn trainjob_chain(trainjob: &Value, active: i64) -> Vec<Value> {
+    let name = trainjob["metadata"]["name"].as_str().unwrap();
+    vec![trainjob.clone(), jobset_of(trainjob, active), jobset_job(name)]
+}
+
+/// A pod of the JobSet's batch Job `<jobset>-node-0` (controller ownerReference), with the JobSet labels.
 pub fn jobset_pod(jobset: &str, name: &str, node: &str) -> Value {
     json!({
         "apiVersion": "v1",

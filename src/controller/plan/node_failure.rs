@@ -181,10 +181,7 @@ impl ZoneHealth {
 }
 
 fn minus(counts: BrakeCounts, down: bool) -> BrakeCounts {
-    BrakeCounts {
-        unhealthy: counts.unhealthy.saturating_sub(u32::from(down)),
-        total: counts.total.saturating_sub(1),
-    }
+    BrakeCounts { unhealthy: counts.unhealthy.saturating_sub(u32::from(down)), total: counts.total.saturating_sub(1) }
 }
 
 /// Adds one node to counts.
