@@ -273,3 +273,55 @@ async fn losing_the_lease_stops_the_controller() {
         assert_eq!(api.violations(), Vec::<String>::new());
     }
 }
+
+/// The gauges only the leader computes are dropped when its controller stops, so a former leader
+/// exports nothing stale (and alerts never see two replicas' values).
+#[tokio::test]
+async fn a_stopped_controller_exports_no_leader_gauges() {
+    // A suspended job stuck past the bound, a pod stuck terminating, a TTL scheduled in an hour.
+    let stuck = suspended(with_ttl(pytorchjob("s"), 3600));
+    let now = k8s_openapi::jiff::Timestamp::now().as_second() - T0;
+    let objects = vec![
+        stuck.clone(),
+        workload(&stuck, vec![cond("Evicted", "True", Some(now - 600))]),
+        with_ttl(succeeded(pytorchjob("t"), now), 3600),
+    ];
+    let api = FakeApi::with_objects(objects);
+    api.serve("/apis/kueue.x-k8s.io/v1beta2/workloads");
+    let (client, _server) = api.client();
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let stop = CancellationToken::new();
+    let config = PlanConfig { mode: Mode::Report, ..PlanConfig::default() };
+    let run = tokio::spawn(live::run(client, config, metrics, stop.clone()));
+    let exported = |registry: &Registry| {
+        let mut text = String::new();
+        encode(&mut text, registry).unwrap();
+        text.lines()
+            .filter(|l| {
+                l.starts_with("trainguard_suspend_not_reconciled_jobs{")
+                    || l.starts_with("trainguard_ttl_scheduled_jobs{")
+                    || l.starts_with("trainguard_pods_stuck_terminating{")
+            })
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    for _ in 0..100 {
+        if exported(&registry).len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut while_leading = exported(&registry);
+    while_leading.sort();
+    assert_eq!(
+        while_leading,
+        [
+            r#"trainguard_suspend_not_reconciled_jobs{kind="PyTorchJob"} 1"#,
+            r#"trainguard_ttl_scheduled_jobs{kind="PyTorchJob"} 1"#,
+        ]
+    );
+    stop.cancel();
+    tokio::time::timeout(Duration::from_secs(5), run).await.expect("stops promptly").unwrap();
+    assert_eq!(exported(&registry), Vec::<String>::new(), "nothing stale after stopping");
+}
