@@ -232,3 +232,53 @@ fn relist_forgets_the_memory_of_objects_that_are_gone() {
     state.apply(Change::Relisted(Source::Jobs(kind), HashSet::new()), at(200));
     assert_eq!(state.remembered(), 0);
 }
+
+/// `n` pods of job `a` stuck on the unreachable node n1 (deleted at 300), and healthy nodes.
+fn stuck_pods(n: usize) -> Vec<Value> {
+    let job = pytorchjob("a");
+    let mut objects = vec![job.clone(), unreachable(node("n1", None), 0)];
+    objects.extend((1..=6).map(|i| node(&format!("h{i}"), None)));
+    objects.extend((0..n).map(|i| deleting(v1_pod(&job, &format!("a-worker-{i}"), "n1"), 300)));
+    objects
+}
+
+fn force_deletes(work: &[Work]) -> usize {
+    work.iter().filter(|w| w.actions.iter().any(|a| matches!(a.action, Action::ForceDeletePod { .. }))).count()
+}
+
+#[test]
+fn the_bucket_starts_empty_and_planning_spends_no_token() {
+    let config = PlanConfig { max_force_deletes_per_minute: 2, ..PlanConfig::default() };
+    let mut state = ControllerState::new(config);
+    for o in stuck_pods(2) {
+        apply(&mut state, &o, 0);
+    }
+    state.set_synced();
+    // Empty at the start: nothing dispatched, a timer at the first token (60s / 2).
+    let work = plan(&mut state, 420);
+    assert_eq!(force_deletes(&work), 0);
+    assert_eq!(state.next_wake(), Some(at(450)));
+    for w in &work {
+        done(&mut state, w, Outcome::Done, 420);
+    }
+    // At 450 one token: one pod dispatched, the other told to wait for the next.
+    state.fire_due(at(450));
+    let work = plan(&mut state, 450);
+    assert_eq!(force_deletes(&work), 1);
+    // The planner only looked: the token is still in the bucket for the executor to take.
+    assert!(state.bucket().lock().unwrap().try_take(at(450)));
+    assert!(!state.bucket().lock().unwrap().try_take(at(450)));
+}
+
+#[test]
+fn rate_limited_at_execution_requeues_when_the_next_token_is_due() {
+    let mut state = synced(&stuck_pods(1), 0);
+    state.bucket().lock().unwrap().available(at(0));
+    state.fire_due(at(420));
+    let work = plan(&mut state, 420);
+    assert_eq!(force_deletes(&work), 1);
+    done(&mut state, &work[0], Outcome::RateLimited(at(423)), 420);
+    assert_eq!(state.next_wake(), Some(at(423)));
+    state.fire_due(at(423));
+    assert_eq!(force_deletes(&plan(&mut state, 423)), 1, "planned again once the token is due");
+}
