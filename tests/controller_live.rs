@@ -325,3 +325,37 @@ async fn a_stopped_controller_exports_no_leader_gauges() {
     tokio::time::timeout(Duration::from_secs(5), run).await.expect("stops promptly").unwrap();
     assert_eq!(exported(&registry), Vec::<String>::new(), "nothing stale after stopping");
 }
+
+/// TrainJob pods through the live watches: the batch Job watch links pod → Job → JobSet →
+/// TrainJob, so the stuck pod is force-deleted; a pod that only copied its labels is not.
+#[tokio::test]
+async fn trainjob_pods_are_proven_through_the_watched_owner_chain() {
+    let tj = trainjob("t");
+    let mut objects = trainjob_chain(&tj, 1);
+    objects.extend([
+        deleting(jobset_pod("t", "t-node-0-0-x", "n1"), 300),
+        set(deleting(jobset_pod("t", "t-debug", "n1"), 300), "/metadata/ownerReferences", json!([])),
+        unreachable(node("n1", None), 0),
+        node("n2", None),
+        node("n3", None),
+    ]);
+    let api = FakeApi::with_objects(objects);
+    let (client, _server) = api.client();
+    let stop = CancellationToken::new();
+    let run = tokio::spawn(live::run(client, PlanConfig::default(), Metrics::unregistered(), stop.clone()));
+    wait_for(&api, "the force delete of the TrainJob pod", |api| {
+        api.writes().contains(&"DELETE /api/v1/namespaces/ml/pods/t-node-0-0-x".to_string())
+    })
+    .await;
+    // Give the debug pod every chance to be (wrongly) handled too.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        !api.seen().iter().any(|s| s.path.ends_with("/pods/t-debug") || s.path.ends_with("/pods/t-debug/status")),
+        "{:#?}",
+        api.calls()
+    );
+    assert!(api.calls().iter().any(|c| c.starts_with("GET /apis/batch/v1/jobs")), "the batch Jobs are watched");
+    assert_eq!(api.violations(), Vec::<String>::new());
+    stop.cancel();
+    tokio::time::timeout(Duration::from_secs(5), run).await.expect("stops promptly").unwrap();
+}
