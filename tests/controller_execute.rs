@@ -676,6 +676,21 @@ async fn rate_limit_tokens_are_taken_at_execution_only() {
     let reports = execute_shared(&api, &c, 420, planned(&objects), shared).await;
     assert_eq!(outcomes(&reports), [Outcome::Aborted; 3]);
     assert_eq!(b.lock().unwrap().available(at(420)), 1.0, "aborted plans took no token");
+
+    // The token of a delete that did not happen (the pod went away under the status patch, or the
+    // delete failed) is given back.
+    for (method, path, code) in [
+        ("PATCH", "/api/v1/namespaces/ml/pods/a-worker-0/status", 404),
+        ("DELETE", "/api/v1/namespaces/ml/pods/a-worker-0", 500),
+    ] {
+        let api = FakeApi::with_objects(objects.clone());
+        api.on(method, path, code, status(code, "x"));
+        let b = bucket(1);
+        let shared = Shared::new(CancellationToken::new(), b.clone());
+        execute_shared(&api, &c, 420, planned(&objects)[..1].to_vec(), shared).await;
+        assert!(api.calls().contains(&format!("{method} {path}")), "{:?}", api.calls());
+        assert_eq!(b.lock().unwrap().available(at(420)), 1.0, "{method} {code}: token given back");
+    }
 }
 
 #[tokio::test]

@@ -34,8 +34,8 @@ use super::plan::node_failure::{
 use super::plan::suspend::{RestoreVerdict, restore_patch, restore_verdict, stash_patch, v1_stuck};
 use super::plan::ttl::{TtlVerdict, delete_failed_message, verdict};
 use super::plan::{
-    Action, EventType, JobPatchKind, PlannedEvent, Reason, Rule, Target, TargetKind, TokenBucket, ZoneHealth,
-    job_guard, plus,
+    Action, EventType, JobPatchKind, NodeState, PlannedEvent, Reason, Rule, Target, TargetKind, TokenBucket,
+    ZoneHealth, job_guard, plus,
 };
 use super::state::{Outcome, Report, SharedBucket, Work};
 use crate::model::kubeflow_v1::{TrainingJobView, TrainingKind};
@@ -472,7 +472,11 @@ impl Executor {
             self.metrics.force_deletion("would-delete");
             return Step::done(true);
         }
-        // Tokens are spent on deletes that are executed, not on plans.
+        if !self.leading() {
+            return Step::stop(Outcome::Aborted);
+        }
+        // Tokens are spent on deletes that are executed, not on plans (given back below when
+        // nothing was deleted after all).
         let next_token = {
             let mut bucket = self.shared.bucket.lock().unwrap_or_else(|e| e.into_inner());
             if bucket.try_take(now) { None } else { Some(bucket.next_token_at(now, 0)) }
@@ -488,9 +492,39 @@ impl Executor {
             self.publish_own(event, Rule::NodeFailure, published).await;
             return Step::stop(next.map_or(Outcome::Suppressed, Outcome::RateLimited));
         }
-        if !self.leading() {
-            return Step::stop(Outcome::Aborted);
+        let step = self
+            .status_patch_and_delete(
+                &pods,
+                target,
+                job,
+                node_name,
+                &pod,
+                health.state,
+                status_patch,
+                predicted,
+                published,
+            )
+            .await;
+        if !matches!(step, Step { outcome: Outcome::Done, wrote: true }) {
+            self.shared.bucket.lock().unwrap_or_else(|e| e.into_inner()).refund();
         }
+        step
+    }
+
+    /// Steps 3–5 of a force delete whose token is taken.
+    #[allow(clippy::too_many_arguments)]
+    async fn status_patch_and_delete(
+        &mut self,
+        pods: &Api<PodView>,
+        target: &Target,
+        job: &Target,
+        node_name: &str,
+        pod: &PodFacts,
+        state: NodeState,
+        status_patch: Option<Value>,
+        predicted: &HashSet<String>,
+        published: &mut Vec<(Arc<str>, Reason, String)>,
+    ) -> Step {
         if let Some(patch) = status_patch {
             let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
             match pods.patch_status(&target.id.name, &params, &Patch::Strategic(&patch)).await {
@@ -517,7 +551,7 @@ impl Executor {
         };
         match pods.delete(&target.id.name, &params).await {
             Ok(result) => {
-                info!(pod = %target.id, job = %job.id, node = node_name, state = health.state.as_str(), "force-deleted stuck pod");
+                info!(pod = %target.id, job = %job.id, node = node_name, state = state.as_str(), "force-deleted stuck pod");
                 self.metrics.force_deletion("deleted");
                 // A finalizer the cache did not show yet: reported now rather than on the next pass.
                 if let Some(still) = result.left()

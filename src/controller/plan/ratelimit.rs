@@ -55,6 +55,11 @@ impl TokenBucket {
         }
     }
 
+    /// Gives back a token taken for a delete that did not happen (never beyond the capacity).
+    pub fn refund(&mut self) {
+        self.tokens = (self.tokens + 1.0).min(self.capacity);
+    }
+
     /// When the `n`-th waiting caller (0-based) will find a token; None if the bucket never refills.
     pub fn next_token_at(&mut self, now: Timestamp, n: u32) -> Option<Timestamp> {
         self.refill(now);
@@ -100,6 +105,14 @@ mod tests {
         assert!(!b.try_take(t(19)));
         assert!(b.try_take(t(20)));
         assert!(!b.try_take(t(20)));
+        b.refund();
+        assert!(b.try_take(t(20)));
+        b.refund();
+        b.refund();
+        assert_eq!(b.available(t(20)), 2.0);
+        b.refund();
+        b.refund();
+        assert_eq!(b.available(t(20)), 3.0, "never beyond the capacity");
     }
 
     #[test]
