@@ -28,6 +28,8 @@ fn fixtures_line_by_line() {
         ),
         ("node-failure.yaml", &["--now", "2025-01-01T00:06:00Z"], "node-failure.early.expected.jsonl"),
         ("node-failure.yaml", &["--now", "2025-01-01T00:08:00Z"], "node-failure.expected.jsonl"),
+        // A staggered outage over small zones: the cluster-wide brake, counting late nodes at once.
+        ("brake.yaml", &["--now", "2025-01-01T00:08:10Z"], "brake.expected.jsonl"),
         (
             "restore.json",
             &["--now", "2025-01-01T00:10:00Z", "--controller-mode", "report"],
@@ -52,7 +54,7 @@ fn fixtures_line_by_line() {
 
 #[test]
 fn every_line_has_the_fields_spec_5_requires() {
-    for snapshot in ["ttl-and-suspend.yaml", "node-failure.yaml", "restore.json"] {
+    for snapshot in ["ttl-and-suspend.yaml", "node-failure.yaml", "brake.yaml", "restore.json"] {
         let out =
             plan(&["--snapshot", &data(snapshot), "--now", "2025-01-01T00:08:00Z", "--stash-ttl-on-stuck-suspend"]);
         for line in String::from_utf8(out.stdout).unwrap().lines() {
