@@ -81,10 +81,11 @@ fn every_line_has_the_fields_spec_5_requires() {
 
 #[test]
 fn several_files_a_directory_and_stdin() {
-    // The directory holds all three fixtures; the same objects from files give the same plan.
+    // The directory holds all the fixtures; the same objects from files give the same plan.
     let dir = plan(&["--snapshot", DATA, "--now", "2025-01-01T00:08:00Z"]);
     let files = plan(&[
         "--snapshot",
+        &data("brake.yaml"),
         &data("node-failure.yaml"),
         &data("restore.json"),
         &data("ttl-and-suspend.yaml"),
