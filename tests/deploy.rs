@@ -278,7 +278,8 @@ struct Webhook {
     client_config: WebhookClientConfig,
     rules: Vec<RuleWithOperations>,
     object_selector: Option<LabelSelector>,
-    has_namespace_selector: bool,
+    namespace_selector: Option<LabelSelector>,
+    match_conditions: bool,
     failure_policy: Option<String>,
     side_effects: String,
     review_versions: Vec<String>,
@@ -298,7 +299,8 @@ fn webhooks(r: &Rendered) -> Vec<Webhook> {
                 client_config: w.client_config,
                 rules: w.rules.unwrap_or_default(),
                 object_selector: w.object_selector,
-                has_namespace_selector: w.namespace_selector.is_some(),
+                namespace_selector: w.namespace_selector,
+                match_conditions: w.match_conditions.is_some_and(|m| !m.is_empty()),
                 failure_policy: w.failure_policy,
                 side_effects: w.side_effects,
                 review_versions: w.admission_review_versions,
@@ -317,7 +319,8 @@ fn webhooks(r: &Rendered) -> Vec<Webhook> {
                 client_config: w.client_config,
                 rules: w.rules.unwrap_or_default(),
                 object_selector: w.object_selector,
-                has_namespace_selector: w.namespace_selector.is_some(),
+                namespace_selector: w.namespace_selector,
+                match_conditions: w.match_conditions.is_some_and(|m| !m.is_empty()),
                 failure_policy: w.failure_policy,
                 side_effects: w.side_effects,
                 review_versions: w.admission_review_versions,
@@ -391,7 +394,17 @@ fn webhooks_match_the_server_routes_and_the_spec() {
             }],
             "{name}: break-glass selector"
         );
-        assert!(!w.has_namespace_selector, "{name}: every namespace");
+        assert_eq!(
+            w.namespace_selector.clone().and_then(|s| s.match_expressions),
+            Some(vec![LabelSelectorRequirement {
+                key: BREAK_GLASS_LABEL.into(),
+                operator: "NotIn".into(),
+                values: Some(vec!["disabled".into()]),
+            }]),
+            "{name}: namespace-level opt-out"
+        );
+        // The expressions themselves are evaluated in tests/admission_cel.rs.
+        assert_eq!(w.match_conditions, reinvocation.is_none(), "{name}: matchConditions on the validating webhook only");
         assert_eq!(w.failure_policy.as_deref(), Some("Fail"), "{name}");
         assert_eq!(w.side_effects, "None", "{name}");
         assert_eq!(w.review_versions, ["v1"], "{name}");
