@@ -210,3 +210,119 @@ fn match_conditions_table() {
     let create = json!({"uid": "u", "operation": "CREATE", "object": trainjob(), "oldObject": null});
     assert_eq!(called(&conditions, &create), Ok(true), "CREATE");
 }
+
+/// The opt-out ValidatingAdmissionPolicy: its variables, then its validations (all must hold).
+struct Policy {
+    variables: Vec<(String, Program)>,
+    validations: Vec<Program>,
+}
+
+impl Policy {
+    fn load() -> Policy {
+        let docs = yaml_docs("deploy/components/opt-out-policy/policy.yaml");
+        let policy = docs.iter().find(|d| d["kind"] == "ValidatingAdmissionPolicy").expect("policy");
+        let binding = docs.iter().find(|d| d["kind"] == "ValidatingAdmissionPolicyBinding").expect("binding");
+        assert_eq!(binding["spec"]["policyName"], policy["metadata"]["name"]);
+        assert_eq!(binding["spec"]["validationActions"], json!(["Deny"]));
+        assert_eq!(policy["spec"]["failurePolicy"], "Fail");
+        let rules = &policy["spec"]["matchConstraints"]["resourceRules"];
+        assert_eq!(rules[0]["resources"], json!(["trainjobs"]), "the main resource only, no subresources");
+        assert_eq!(rules[0]["operations"], json!(["CREATE", "UPDATE"]));
+        let variables = policy["spec"]["variables"].as_array().expect("variables").iter().map(|v| {
+            let name = v["name"].as_str().unwrap().to_string();
+            let program = compile(&name, v["expression"].as_str().unwrap());
+            (name, program)
+        });
+        let validations = policy["spec"]["validations"].as_array().expect("validations");
+        Policy {
+            variables: variables.collect(),
+            validations: validations.iter().map(|v| compile("validation", v["expression"].as_str().unwrap())).collect(),
+        }
+    }
+
+    /// Whether the API server admits `request` (an error counts as a denial: failurePolicy Fail).
+    fn admits(&self, request: &Value) -> Result<bool, String> {
+        let null = Value::Null;
+        let object = request.get("object").unwrap_or(&null);
+        let old_object = request.get("oldObject").unwrap_or(&null);
+        let base = [("object", object), ("oldObject", old_object), ("request", request)];
+        let mut variables = serde_json::Map::new();
+        for (name, program) in &self.variables {
+            let mut context = Context::default();
+            for (n, v) in base {
+                context.add_variable(n, cel::to_value(v).unwrap()).unwrap();
+            }
+            let value = program.execute(&context).map_err(|e| format!("variable {name}: {e}"))?;
+            variables.insert(name.clone(), value.json().map_err(|e| e.to_string())?);
+        }
+        let variables = Value::Object(variables);
+        let mut all = true;
+        for program in &self.validations {
+            let vars = [base[0], base[1], base[2], ("variables", &variables)];
+            all &= eval(program, &vars)?;
+        }
+        Ok(all)
+    }
+}
+
+fn request(operation: &str, old: Value, new: Value, groups: Value) -> Value {
+    json!({"uid": "u", "operation": operation, "userInfo": {"username": "u", "groups": groups},
+           "object": new, "oldObject": old})
+}
+
+#[test]
+fn opt_out_policy_table() {
+    let policy = Policy::load();
+    let label = "/metadata/labels/trainguard.io~1webhook";
+    let plain = trainjob();
+    let labelled = |v: &str| with(trainjob(), label, Some(json!(v)));
+    let alice = json!(["ml-team:editors", "system:authenticated"]);
+    let admin = json!(["system:masters", "system:authenticated"]);
+    // (case, operation, old, new, groups, admitted)
+    let cases: Vec<(&str, &str, Value, Value, Value, bool)> = vec![
+        ("create without the label", "CREATE", Value::Null, plain.clone(), alice.clone(), true),
+        ("create labelled by a user", "CREATE", Value::Null, labelled("disabled"), alice.clone(), false),
+        ("create labelled by an admin", "CREATE", Value::Null, labelled("disabled"), admin.clone(), true),
+        ("create without labels map", "CREATE", Value::Null, with(trainjob(), "/metadata/labels", None), alice.clone(), true),
+        ("update adds the label", "UPDATE", plain.clone(), labelled("disabled"), alice.clone(), false),
+        ("update changes the value", "UPDATE", labelled("x"), labelled("disabled"), alice.clone(), false),
+        ("update keeps the value", "UPDATE", labelled("disabled"), with(labelled("disabled"), "/spec/suspend", Some(json!(true))), alice.clone(), true),
+        ("update removes the label", "UPDATE", labelled("disabled"), plain.clone(), alice.clone(), true),
+        ("update, no label either side", "UPDATE", plain.clone(), with(plain.clone(), "/spec/suspend", Some(json!(true))), alice.clone(), true),
+        ("admin adds the label", "UPDATE", plain.clone(), labelled("disabled"), admin.clone(), true),
+        ("no groups sent", "UPDATE", plain.clone(), labelled("disabled"), Value::Null, false),
+        ("old object without labels map", "UPDATE", with(trainjob(), "/metadata/labels", None), labelled("disabled"), alice.clone(), false),
+    ];
+    for (name, operation, old, new, groups, want) in cases {
+        let mut req = request(operation, old, new, groups.clone());
+        if groups.is_null() {
+            req["userInfo"].as_object_mut().unwrap().remove("groups");
+        }
+        assert_eq!(policy.admits(&req), Ok(want), "{name}");
+    }
+}
+
+/// On every UPDATE fixture the policy and the webhook's rule O1 agree: the policy denies exactly
+/// the updates the webhook denies with O1.
+#[test]
+fn opt_out_policy_agrees_with_rule_o1_on_every_fixture() {
+    let policy = Policy::load();
+    let mut compared = 0;
+    for case in common::load_cases() {
+        if case.expect.endpoint != "validate" || case.expect.http != 200 {
+            continue;
+        }
+        let review: Value = serde_json::from_slice(&case.review).unwrap();
+        let request = &review["request"];
+        let valid = ["object", "oldObject"].iter().all(|k| {
+            request[*k].is_object() && TrainJobView::decode(&RawValue::from_string(request[*k].to_string()).unwrap()).is_ok()
+        });
+        if request["operation"] != "UPDATE" || request["kind"]["kind"] != "TrainJob" || !request["subResource"].is_null() || !valid {
+            continue;
+        }
+        let o1 = case.expect.rule.split(',').any(|r| r == "O1");
+        assert_eq!(policy.admits(request), Ok(!o1), "{}: the policy and O1 agree", case.name);
+        compared += 1;
+    }
+    assert!(compared > 50, "only {compared} UPDATE fixtures compared");
+}

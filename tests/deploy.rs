@@ -244,14 +244,19 @@ fn each_overlay_renders_exactly_the_expected_objects_in_one_namespace() {
         "Issuer \"trainguard-ca\"",
         "Certificate \"trainguard-serving\"",
     ];
+    let opt_out_policy =
+        ["ValidatingAdmissionPolicy \"trainguard-opt-out\"", "ValidatingAdmissionPolicyBinding \"trainguard-opt-out\""];
     let (static_certs, _tmp) = render_static_certs();
     let cases = [
         (render(&repo().join("deploy/base")), base.iter().collect::<Vec<_>>()),
-        (render_cert_manager(), base.iter().chain(&cert_manager).collect()),
-        (static_certs, base.iter().chain(&["Secret \"trainguard-tls\""]).collect()),
+        (render_cert_manager(), base.iter().chain(&cert_manager).chain(&opt_out_policy).collect()),
+        (static_certs, base.iter().chain(&["Secret \"trainguard-tls\""]).chain(&opt_out_policy).collect()),
     ];
     let cluster_scoped = ["Namespace", "ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration"];
-    let cluster_scoped: BTreeSet<&str> = cluster_scoped.into_iter().chain(["MutatingWebhookConfiguration"]).collect();
+    let cluster_scoped: BTreeSet<&str> = cluster_scoped
+        .into_iter()
+        .chain(["MutatingWebhookConfiguration", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"])
+        .collect();
     for (rendered, want) in cases {
         let want: BTreeSet<String> = want.into_iter().map(|s| s.to_string()).collect();
         assert_eq!(rendered.kinds_and_names(), want, "{}", rendered.what);
@@ -799,6 +804,20 @@ fn substitute(text: &str, namespace: &str, values: &Value) -> Result<String, Str
             return Err(format!("{{{{{action}}}}}: whitespace trimming is not in the supported subset"));
         }
         let action = action.trim();
+        // `{{ if .Values.flag }} … {{ end }}` on a boolean value, not nested: the only control flow.
+        if let Some(path) = action.strip_prefix("if .Values.") {
+            let flag = path.split('.').try_fold(values, |v, k| v.get(k)).and_then(Value::as_bool);
+            let flag = flag.ok_or(format!("{{{{ {action} }}}}: only a boolean .Values path"))?;
+            let body_start = end + 2;
+            let close = rest[body_start..].find("{{ end }}").ok_or("an `if` without {{ end }}")? + body_start;
+            if rest[body_start..close].contains("{{ if ") {
+                return Err("nested `if` is not in the supported subset".to_string());
+            }
+            let body = if flag { substitute(&rest[body_start..close], namespace, values)? } else { String::new() };
+            out.push_str(&body);
+            rest = &rest[close + "{{ end }}".len()..];
+            continue;
+        }
         let value = if action == ".Release.Namespace" {
             Value::String(namespace.to_string())
         } else if let Some(path) = action.strip_prefix(".Values.") {
@@ -873,8 +892,14 @@ fn chart_values_and_namespace_reach_every_object() {
         ["250m", "256Mi", "2", "1Gi"]
     );
 
-    let cluster_scoped =
-        ["ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"];
+    let cluster_scoped = [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ValidatingWebhookConfiguration",
+        "MutatingWebhookConfiguration",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    ];
     for o in &r.objects {
         let kind = o["kind"].as_str().unwrap();
         let want = if cluster_scoped.contains(&kind) { None } else { Some("ml-guard") };
@@ -903,6 +928,16 @@ fn chart_values_and_namespace_reach_every_object() {
 }
 
 #[test]
+fn chart_opt_out_policy_can_be_left_out_for_kubernetes_1_29() {
+    let has_policy = |r: &Rendered| r.objects.iter().any(|o| o["kind"] == "ValidatingAdmissionPolicy");
+    assert!(has_policy(&render_chart(NAMESPACE, json!({}))), "on by default");
+    let off = render_chart(NAMESPACE, json!({"optOutPolicy": {"enabled": false}}));
+    let kinds: BTreeSet<&str> = off.objects.iter().filter_map(|o| o["kind"].as_str()).collect();
+    assert!(!kinds.iter().any(|k| k.starts_with("ValidatingAdmissionPolicy")), "{kinds:?}");
+    assert!(kinds.contains("ValidatingWebhookConfiguration"), "the rest stays: {kinds:?}");
+}
+
+#[test]
 fn chart_version_follows_the_crate() {
     let chart: Value =
         serde_saphyr::from_str(&std::fs::read_to_string(repo().join(CHART).join("Chart.yaml")).unwrap()).unwrap();
@@ -917,14 +952,19 @@ fn chart_version_follows_the_crate() {
 
 #[test]
 fn chart_subset_renderer_refuses_what_it_cannot_render() {
-    let values = json!({"a": {"b": "x", "n": 2, "big": 1e7, "list": [1]}});
+    let values = json!({"a": {"b": "x", "n": 2, "big": 1e7, "list": [1]}, "on": true, "off": false});
     let cases: &[(&str, Result<&str, &str>)] = &[
         ("v: {{ .Values.a.b }}", Ok("v: x")),
         ("v: {{.Values.a.n}}", Ok("v: 2")),
         ("ns: {{ .Release.Namespace }}", Ok("ns: ns1")),
         ("{{- .Values.a.b }}", Err("whitespace trimming")),
         ("{{ .Values.a.b | quote }}", Err("only plain .Values paths")),
-        ("{{ if .Values.a.b }}", Err("only .Values.x and .Release.Namespace")),
+        ("{{ if .Values.a.b }}", Err("only a boolean .Values path")),
+        ("{{ if .Values.on }}x{{ .Values.a.b }}{{ end }}y", Ok("xxy")),
+        ("{{ if .Values.off }}x{{ end }}y", Ok("y")),
+        ("{{ if .Values.on }}x", Err("without {{ end }}")),
+        ("{{ if .Values.on }}{{ if .Values.on }}{{ end }}{{ end }}", Err("nested")),
+        ("{{ else }}", Err("only .Values.x and .Release.Namespace")),
         ("{{ include \"x\" . }}", Err("only .Values.x and .Release.Namespace")),
         ("{{ .Values.a.missing }}", Err("is not in values")),
         ("{{ .Values.a.big }}", Err("only strings, booleans and small integers")),
