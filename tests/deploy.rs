@@ -531,6 +531,31 @@ fn table(scope: Scope) -> Grants {
         .collect()
 }
 
+/// The optional component for the TTL stash remedy grants exactly the `ClusterTtlStash` rows, to
+/// the same ServiceAccount; the Helm chart renders the same objects when `ttlStash.enabled`.
+#[test]
+fn ttl_stash_component_grants_exactly_its_rows() {
+    let path = repo().join("deploy/components/ttl-stash-rbac/rbac.yaml");
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let component = Rendered { what: "components/ttl-stash-rbac".into(), objects: docs };
+    let roles: Vec<ClusterRole> = component.all();
+    let bindings: Vec<ClusterRoleBinding> = component.all();
+    assert_eq!((roles.len(), bindings.len(), component.objects.len()), (1, 1, 2));
+    let got = grants(&roles[0].rules.clone().unwrap_or_default(), "trainguard-ttl-stash");
+    assert_eq!(got, table(Scope::ClusterTtlStash));
+    assert_eq!(bindings[0].role_ref.name, roles[0].metadata.name.clone().unwrap());
+    let subject = &bindings[0].subjects.clone().unwrap()[0];
+    let sa = pod_spec(&render_cert_manager().deployment()).service_account_name.expect("serviceAccountName");
+    assert_eq!((subject.kind.as_str(), subject.name.as_str(), subject.namespace.as_deref()), ("ServiceAccount", sa.as_str(), Some(NAMESPACE)));
+
+    let off = by_kind_and_name(&render_chart(NAMESPACE, json!({})));
+    assert!(!off.contains_key("ClusterRole \"trainguard-ttl-stash\""), "off by default");
+    let on = by_kind_and_name(&render_chart(NAMESPACE, json!({"ttlStash": {"enabled": true}})));
+    for (key, object) in by_kind_and_name(&component) {
+        assert_eq!(on.get(&key), Some(&object), "{key}: chart and component differ");
+    }
+}
+
 #[test]
 fn rbac_grants_exactly_the_api_call_table() {
     let r = render_cert_manager();
