@@ -31,8 +31,9 @@ fn yaml_docs(path: &str) -> Vec<Value> {
 /// The matchConditions of the validating webhook in `path` (kustomize base or Helm template).
 fn match_conditions(path: &str) -> Vec<(String, String)> {
     let text = repo_file(path);
-    // The Helm template's only actions are in metadata and clientConfig; blank them to read YAML.
+    // The Helm template's only actions are its namespace and the `if`/`end` lines around it.
     let text = text.replace("{{ .Release.Namespace }}", "ns");
+    let text: String = text.lines().filter(|l| !l.starts_with("{{ ")).map(|l| format!("{l}\n")).collect();
     let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
     let validating = docs.iter().find(|d| d["kind"] == "ValidatingWebhookConfiguration").expect("validating");
     let conditions = validating["webhooks"][0]["matchConditions"].as_array().expect("matchConditions");

@@ -419,6 +419,40 @@ fn webhooks_match_the_server_routes_and_the_spec() {
     }
 }
 
+/// Install order: `kubectl apply -k … -l 'trainguard.io/install-step!=webhooks'` applies all but
+/// the webhook configurations; they follow once the Deployment is Available. The Helm chart does
+/// the same with `webhooks.enabled=false`, then `true`.
+#[test]
+fn webhook_configurations_can_be_applied_last() {
+    let step = |o: &Value| o["metadata"]["labels"]["trainguard.io/install-step"].as_str().map(str::to_string);
+    let (static_certs, _tmp) = render_static_certs();
+    for r in [render_cert_manager(), static_certs] {
+        let last: BTreeSet<String> = r
+            .objects
+            .iter()
+            .filter(|o| step(o).is_some())
+            .map(|o| format!("{} {}", o["kind"].as_str().unwrap(), o["metadata"]["name"]))
+            .collect();
+        let want = [
+            format!("MutatingWebhookConfiguration \"{MUTATING_CONFIGURATION}\""),
+            format!("ValidatingWebhookConfiguration \"{VALIDATING_CONFIGURATION}\""),
+        ];
+        assert_eq!(last, want.into_iter().collect(), "{}: only the webhook configurations wait", r.what);
+        assert!(r.objects.iter().filter_map(step).all(|s| s == "webhooks"), "{}", r.what);
+    }
+    let chart = by_kind_and_name(&render_chart(NAMESPACE, json!({})));
+    let first = by_kind_and_name(&render_chart(NAMESPACE, json!({"webhooks": {"enabled": false}})));
+    let missing: BTreeSet<&String> = chart.keys().filter(|k| !first.contains_key(*k)).collect();
+    assert_eq!(
+        missing.into_iter().cloned().collect::<Vec<_>>(),
+        [
+            format!("MutatingWebhookConfiguration \"{MUTATING_CONFIGURATION}\""),
+            format!("ValidatingWebhookConfiguration \"{VALIDATING_CONFIGURATION}\"")
+        ],
+        "webhooks.enabled=false leaves out the webhook configurations only"
+    );
+}
+
 #[test]
 fn cert_manager_overlay_issues_the_serving_certificate_from_a_ca_and_injects_it() {
     let r = render_cert_manager();
