@@ -177,7 +177,12 @@ fn match_conditions_table() {
     let base = trainjob();
     // (case, old, new, webhook called)
     let cases: Vec<(&str, Value, Value, bool)> = vec![
-        ("suspend only (Kueue preemption)", base.clone(), with(base.clone(), "/spec/suspend", Some(json!(true))), false),
+        (
+            "suspend only (Kueue preemption)",
+            base.clone(),
+            with(base.clone(), "/spec/suspend", Some(json!(true))),
+            false,
+        ),
         ("resume", with(base.clone(), "/spec/suspend", Some(json!(true))), base.clone(), false),
         ("status only", base.clone(), with(base.clone(), "/status", Some(json!({}))), false),
         ("another label", base.clone(), with(base.clone(), "/metadata/labels/x", Some(json!("y"))), false),
@@ -194,14 +199,34 @@ fn match_conditions_table() {
         ("overrides removed", base.clone(), with(base.clone(), "/spec/podTemplateOverrides", None), true),
         ("podSpecOverrides added", base.clone(), with(base.clone(), "/spec/podSpecOverrides", Some(json!([]))), true),
         ("runtimePatches added", base.clone(), with(base.clone(), "/spec/runtimePatches", Some(json!([]))), true),
-        ("managedBy changed", base.clone(), with(base.clone(), "/spec/managedBy", Some(json!("kueue.x-k8s.io/multikueue"))), true),
+        (
+            "managedBy changed",
+            base.clone(),
+            with(base.clone(), "/spec/managedBy", Some(json!("kueue.x-k8s.io/multikueue"))),
+            true,
+        ),
         ("managedBy removed", base.clone(), with(base.clone(), "/spec/managedBy", None), true),
         ("spec removed", base.clone(), with(base.clone(), "/spec", None), true),
         ("opt-out label added", base.clone(), with(base.clone(), label, Some(json!("disabled"))), true),
-        ("opt-out label value changed", with(base.clone(), label, Some(json!("x"))), with(base.clone(), label, Some(json!("disabled"))), true),
+        (
+            "opt-out label value changed",
+            with(base.clone(), label, Some(json!("x"))),
+            with(base.clone(), label, Some(json!("disabled"))),
+            true,
+        ),
         ("opt-out label removed", with(base.clone(), label, Some(json!("x"))), base.clone(), true),
-        ("opt-out label kept", with(base.clone(), label, Some(json!("x"))), with(base.clone(), label, Some(json!("x"))), false),
-        ("label added to an object without labels", with(base.clone(), "/metadata/labels", None), with(with(base.clone(), "/metadata/labels", None), "/metadata/labels", Some(json!({OPT_OUT_LABEL: "x"}))), true),
+        (
+            "opt-out label kept",
+            with(base.clone(), label, Some(json!("x"))),
+            with(base.clone(), label, Some(json!("x"))),
+            false,
+        ),
+        (
+            "label added to an object without labels",
+            with(base.clone(), "/metadata/labels", None),
+            with(with(base.clone(), "/metadata/labels", None), "/metadata/labels", Some(json!({OPT_OUT_LABEL: "x"}))),
+            true,
+        ),
     ];
     for (name, old, new, want) in cases {
         assert_eq!(judged_fields_differ(&old, &new), want, "{name}: the reference agrees with the table");
@@ -284,15 +309,43 @@ fn opt_out_policy_table() {
         ("create without the label", "CREATE", Value::Null, plain.clone(), alice.clone(), true),
         ("create labelled by a user", "CREATE", Value::Null, labelled("disabled"), alice.clone(), false),
         ("create labelled by an admin", "CREATE", Value::Null, labelled("disabled"), admin.clone(), true),
-        ("create without labels map", "CREATE", Value::Null, with(trainjob(), "/metadata/labels", None), alice.clone(), true),
+        (
+            "create without labels map",
+            "CREATE",
+            Value::Null,
+            with(trainjob(), "/metadata/labels", None),
+            alice.clone(),
+            true,
+        ),
         ("update adds the label", "UPDATE", plain.clone(), labelled("disabled"), alice.clone(), false),
         ("update changes the value", "UPDATE", labelled("x"), labelled("disabled"), alice.clone(), false),
-        ("update keeps the value", "UPDATE", labelled("disabled"), with(labelled("disabled"), "/spec/suspend", Some(json!(true))), alice.clone(), true),
+        (
+            "update keeps the value",
+            "UPDATE",
+            labelled("disabled"),
+            with(labelled("disabled"), "/spec/suspend", Some(json!(true))),
+            alice.clone(),
+            true,
+        ),
         ("update removes the label", "UPDATE", labelled("disabled"), plain.clone(), alice.clone(), true),
-        ("update, no label either side", "UPDATE", plain.clone(), with(plain.clone(), "/spec/suspend", Some(json!(true))), alice.clone(), true),
+        (
+            "update, no label either side",
+            "UPDATE",
+            plain.clone(),
+            with(plain.clone(), "/spec/suspend", Some(json!(true))),
+            alice.clone(),
+            true,
+        ),
         ("admin adds the label", "UPDATE", plain.clone(), labelled("disabled"), admin.clone(), true),
         ("no groups sent", "UPDATE", plain.clone(), labelled("disabled"), Value::Null, false),
-        ("old object without labels map", "UPDATE", with(trainjob(), "/metadata/labels", None), labelled("disabled"), alice.clone(), false),
+        (
+            "old object without labels map",
+            "UPDATE",
+            with(trainjob(), "/metadata/labels", None),
+            labelled("disabled"),
+            alice.clone(),
+            false,
+        ),
     ];
     for (name, operation, old, new, groups, want) in cases {
         let mut req = request(operation, old, new, groups.clone());
@@ -316,9 +369,14 @@ fn opt_out_policy_agrees_with_rule_o1_on_every_fixture() {
         let review: Value = serde_json::from_slice(&case.review).unwrap();
         let request = &review["request"];
         let valid = ["object", "oldObject"].iter().all(|k| {
-            request[*k].is_object() && TrainJobView::decode(&RawValue::from_string(request[*k].to_string()).unwrap()).is_ok()
+            request[*k].is_object()
+                && TrainJobView::decode(&RawValue::from_string(request[*k].to_string()).unwrap()).is_ok()
         });
-        if request["operation"] != "UPDATE" || request["kind"]["kind"] != "TrainJob" || !request["subResource"].is_null() || !valid {
+        if request["operation"] != "UPDATE"
+            || request["kind"]["kind"] != "TrainJob"
+            || !request["subResource"].is_null()
+            || !valid
+        {
             continue;
         }
         let o1 = case.expect.rule.split(',').any(|r| r == "O1");

@@ -409,7 +409,11 @@ fn webhooks_match_the_server_routes_and_the_spec() {
             "{name}: namespace-level opt-out"
         );
         // The expressions themselves are evaluated in tests/admission_cel.rs.
-        assert_eq!(w.match_conditions, reinvocation.is_none(), "{name}: matchConditions on the validating webhook only");
+        assert_eq!(
+            w.match_conditions,
+            reinvocation.is_none(),
+            "{name}: matchConditions on the validating webhook only"
+        );
         assert_eq!(w.failure_policy.as_deref(), Some("Fail"), "{name}");
         assert_eq!(w.side_effects, "None", "{name}");
         assert_eq!(w.review_versions, ["v1"], "{name}");
@@ -580,7 +584,10 @@ fn ttl_stash_component_grants_exactly_its_rows() {
     assert_eq!(bindings[0].role_ref.name, roles[0].metadata.name.clone().unwrap());
     let subject = &bindings[0].subjects.clone().unwrap()[0];
     let sa = pod_spec(&render_cert_manager().deployment()).service_account_name.expect("serviceAccountName");
-    assert_eq!((subject.kind.as_str(), subject.name.as_str(), subject.namespace.as_deref()), ("ServiceAccount", sa.as_str(), Some(NAMESPACE)));
+    assert_eq!(
+        (subject.kind.as_str(), subject.name.as_str(), subject.namespace.as_deref()),
+        ("ServiceAccount", sa.as_str(), Some(NAMESPACE))
+    );
 
     let off = by_kind_and_name(&render_chart(NAMESPACE, json!({})));
     assert!(!off.contains_key("ClusterRole \"trainguard-ttl-stash\""), "off by default");

@@ -10,9 +10,9 @@ use serde::Deserialize;
 use serde::de::{self, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
-use super::{KUEUE_QUEUE_LABEL, OPT_OUT_LABEL};
 use super::borrowed_str::{BorrowedStr, option_str};
 use super::object_only::{object, objects};
+use super::{KUEUE_QUEUE_LABEL, OPT_OUT_LABEL};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
