@@ -296,6 +296,15 @@ fn request(operation: &str, old: Value, new: Value, groups: Value) -> Value {
            "object": new, "oldObject": old})
 }
 
+/// The policy's group list is the webhook's default `--opt-out-groups`.
+#[test]
+fn opt_out_policy_groups_are_the_flag_default() {
+    let policy = Policy::load();
+    let (_, program) = policy.variables.iter().find(|(n, _)| n == "optOutGroups").expect("optOutGroups");
+    let groups = program.execute(&Context::default()).expect("a constant").json().expect("JSON");
+    assert_eq!(groups, json!(trainguard::model::DEFAULT_OPT_OUT_GROUPS));
+}
+
 #[test]
 fn opt_out_policy_table() {
     let policy = Policy::load();
