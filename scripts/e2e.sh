@@ -3,9 +3,11 @@
 # cluster with Kubeflow Trainer (TrainJob CRD) installed and trainguard deployed
 # (docs/operations.md). Nothing here runs in `make test`: the project machines have no cluster.
 #
-# It creates a suspended TrainJob in a scratch namespace, checks that server-side dry runs get
-# the webhook's verdicts (a managedBy change is denied by validate.trainjob.trainguard.io; an
-# overrides change while suspended and stopped is allowed), and deletes the namespace.
+# It creates two TrainJobs in a scratch namespace, one suspended and one running, checks that
+# server-side dry runs get the webhook's verdicts (an overrides change of the running one is
+# denied by validate.trainjob.trainguard.io, rule U2; the same change while suspended and stopped
+# is allowed; a managedBy change is denied — by Trainer's own CRD validation, which runs before
+# any webhook, so trainguard's M1 is only a backstop there), and deletes the namespace.
 set -euo pipefail
 
 ns="trainguard-e2e-$$"
@@ -18,21 +20,19 @@ kubectl get validatingwebhookconfiguration -o name | grep -q trainguard || fail 
 kubectl create namespace "$ns" >/dev/null
 trap 'kubectl delete namespace "$ns" --wait=false >/dev/null 2>&1 || true' EXIT
 
-cat <<YAML | kubectl -n "$ns" apply -f - >/dev/null
+for name in suspended running; do
+  suspend=true; [ "$name" = running ] && suspend=false
+  cat <<YAML | kubectl -n "$ns" apply -f - >/dev/null
 apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainJob
 metadata:
-  name: e2e
+  name: $name
 spec:
-  suspend: true
+  suspend: $suspend
   runtimeRef:
     name: torch-distributed
 YAML
-
-out=$(kubectl -n "$ns" patch trainjob e2e --type=merge --dry-run=server \
-  -p '{"spec":{"managedBy":"kueue.x-k8s.io/multikueue"}}' 2>&1) && fail "managedBy change was allowed: $out"
-echo "$out" | grep -q 'validate.trainjob.trainguard.io' || fail "managedBy change denied, but not by trainguard: $out"
-echo "e2e: managedBy change denied by trainguard"
+done
 
 field=$(kubectl get crd trainjobs.trainer.kubeflow.org -o json | grep -o '"runtimePatches"\|"podTemplateOverrides"\|"podSpecOverrides"' | head -1 | tr -d '"')
 [ -n "$field" ] || fail "no known overrides field in the TrainJob CRD"
@@ -40,7 +40,25 @@ case "$field" in
   runtimePatches) patch='{"spec":{"runtimePatches":[{"manager":"e2e.trainguard.io/test","trainingRuntimeSpec":{}}]}}' ;;
   *) patch="{\"spec\":{\"$field\":[{\"targetJobs\":[{\"name\":\"node\"}]}]}}" ;;
 esac
-kubectl -n "$ns" patch trainjob e2e --type=merge --dry-run=server -p "$patch" >/dev/null \
+
+# A rule only trainguard decides: the overrides of a running TrainJob are frozen.
+out=$(kubectl -n "$ns" patch trainjob running --type=merge --dry-run=server -p "$patch" 2>&1) \
+  && fail "changing $field of a running TrainJob was allowed: $out"
+echo "$out" | grep -q 'validate.trainjob.trainguard.io' || fail "$field change denied, but not by trainguard: $out"
+echo "$out" | grep -q "spec.$field: Forbidden" || fail "$field change denied by trainguard without the U2 message: $out"
+echo "e2e: $field change of a running TrainJob denied by trainguard"
+
+kubectl -n "$ns" patch trainjob suspended --type=merge --dry-run=server -p "$patch" >/dev/null \
   || fail "changing $field of a suspended, never-started TrainJob was denied"
 echo "e2e: $field change of a suspended TrainJob allowed"
+
+# A suspend-only update never waits on trainguard (matchConditions); it must go through.
+kubectl -n "$ns" patch trainjob running --type=merge --dry-run=server -p '{"spec":{"suspend":true}}' >/dev/null \
+  || fail "suspending a running TrainJob was denied"
+echo "e2e: suspend-only update allowed"
+
+# Trainer's CRD already makes managedBy immutable; whoever refuses it, it must be refused.
+out=$(kubectl -n "$ns" patch trainjob suspended --type=merge --dry-run=server \
+  -p '{"spec":{"managedBy":"kueue.x-k8s.io/multikueue"}}' 2>&1) && fail "managedBy change was allowed: $out"
+echo "e2e: managedBy change denied"
 echo "e2e: ok"

@@ -4,7 +4,7 @@
 use clap::{Args, ValueEnum};
 
 use crate::admission::{RulesConfig, SuspendRule};
-use crate::model::{DEFAULT_MANAGED_BY, MULTIKUEUE_MANAGED_BY};
+use crate::model::{DEFAULT_MANAGED_BY, DEFAULT_OPT_OUT_GROUPS, MULTIKUEUE_MANAGED_BY};
 
 /// Options that change admission verdicts; `serve`, `validate` and `review` take the same ones so
 /// CI and the cluster agree.
@@ -23,11 +23,26 @@ pub struct RulesArgs {
         default_values_t = [DEFAULT_MANAGED_BY.to_string(), MULTIKUEUE_MANAGED_BY.to_string()]
     )]
     pub allowed_managed_by: Vec<String>,
+
+    /// Groups (request.userInfo.groups) whose members may add the opt-out label
+    /// trainguard.io/webhook to a TrainJob or change its value (comma-separated or repeated).
+    /// Removing it is allowed to everyone.
+    #[arg(
+        long,
+        env = "TRAINGUARD_OPT_OUT_GROUPS",
+        value_delimiter = ',',
+        default_values_t = DEFAULT_OPT_OUT_GROUPS.iter().map(|g| g.to_string())
+    )]
+    pub opt_out_groups: Vec<String>,
 }
 
 impl RulesArgs {
     pub fn rules_config(&self) -> RulesConfig {
-        RulesConfig { suspend_rule: self.suspend_rule, allowed_managed_by: self.allowed_managed_by.clone() }
+        RulesConfig {
+            suspend_rule: self.suspend_rule,
+            allowed_managed_by: self.allowed_managed_by.clone(),
+            opt_out_groups: self.opt_out_groups.clone(),
+        }
     }
 }
 

@@ -1,6 +1,6 @@
 //! Every Kubernetes API call the binary makes, in one table (controller spec §6). The executor's
 //! mock-API tests check each call they see against it, and the deploy test checks that the
-//! ClusterRole and the Lease Role grant exactly this.
+//! ClusterRole, the Lease Role and the optional TTL-stash ClusterRole grant exactly this.
 
 /// One group/resource and the verbs trainguard uses on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,10 +20,15 @@ pub struct ApiCall {
 pub enum Scope {
     Cluster,
     LeaseNamespace,
+    /// Cluster-wide, granted only by the optional component for `--stash-ttl-on-stuck-suspend`.
+    ClusterTtlStash,
 }
 
-const TRAINING_OPERATOR_VERBS: &[&str] = &["get", "list", "watch", "delete", "patch"];
+/// GET: the live re-check before each delete (TTL) and patch (stash).
+const TRAINING_OPERATOR_VERBS: &[&str] = &["get", "list", "watch", "delete"];
 const READ: &[&str] = &["get", "list", "watch"];
+/// Watched into caches only; never read one by one.
+const WATCH: &[&str] = &["list", "watch"];
 
 pub const API_CALLS: &[ApiCall] = &[
     ApiCall {
@@ -31,54 +36,96 @@ pub const API_CALLS: &[ApiCall] = &[
         resource: "tfjobs",
         verbs: TRAINING_OPERATOR_VERBS,
         scope: Scope::Cluster,
-        purpose: "controller: TTL, suspend report, node failure (patch: stash remedy only)",
+        purpose: "controller: TTL, suspend report, node failure",
     },
     ApiCall {
         group: "kubeflow.org",
         resource: "pytorchjobs",
         verbs: TRAINING_OPERATOR_VERBS,
         scope: Scope::Cluster,
-        purpose: "controller: TTL, suspend report, node failure (patch: stash remedy only)",
+        purpose: "controller: TTL, suspend report, node failure",
     },
     ApiCall {
         group: "kubeflow.org",
         resource: "mpijobs",
         verbs: TRAINING_OPERATOR_VERBS,
         scope: Scope::Cluster,
-        purpose: "controller: TTL, suspend report, node failure (patch: stash remedy only)",
+        purpose: "controller: TTL, suspend report, node failure",
     },
     ApiCall {
         group: "kubeflow.org",
         resource: "xgboostjobs",
         verbs: TRAINING_OPERATOR_VERBS,
         scope: Scope::Cluster,
-        purpose: "controller: TTL, suspend report, node failure (patch: stash remedy only)",
+        purpose: "controller: TTL, suspend report, node failure",
     },
     ApiCall {
         group: "kubeflow.org",
         resource: "paddlejobs",
         verbs: TRAINING_OPERATOR_VERBS,
         scope: Scope::Cluster,
-        purpose: "controller: TTL, suspend report, node failure (patch: stash remedy only)",
+        purpose: "controller: TTL, suspend report, node failure",
     },
     ApiCall {
         group: "kubeflow.org",
         resource: "jaxjobs",
         verbs: TRAINING_OPERATOR_VERBS,
         scope: Scope::Cluster,
-        purpose: "controller: TTL, suspend report, node failure (patch: stash remedy only)",
+        purpose: "controller: TTL, suspend report, node failure",
+    },
+    ApiCall {
+        group: "kubeflow.org",
+        resource: "tfjobs",
+        verbs: &["patch"],
+        scope: Scope::ClusterTtlStash,
+        purpose: "controller: TTL stash remedy (opt-in)",
+    },
+    ApiCall {
+        group: "kubeflow.org",
+        resource: "pytorchjobs",
+        verbs: &["patch"],
+        scope: Scope::ClusterTtlStash,
+        purpose: "controller: TTL stash remedy (opt-in)",
+    },
+    ApiCall {
+        group: "kubeflow.org",
+        resource: "mpijobs",
+        verbs: &["patch"],
+        scope: Scope::ClusterTtlStash,
+        purpose: "controller: TTL stash remedy (opt-in)",
+    },
+    ApiCall {
+        group: "kubeflow.org",
+        resource: "xgboostjobs",
+        verbs: &["patch"],
+        scope: Scope::ClusterTtlStash,
+        purpose: "controller: TTL stash remedy (opt-in)",
+    },
+    ApiCall {
+        group: "kubeflow.org",
+        resource: "paddlejobs",
+        verbs: &["patch"],
+        scope: Scope::ClusterTtlStash,
+        purpose: "controller: TTL stash remedy (opt-in)",
+    },
+    ApiCall {
+        group: "kubeflow.org",
+        resource: "jaxjobs",
+        verbs: &["patch"],
+        scope: Scope::ClusterTtlStash,
+        purpose: "controller: TTL stash remedy (opt-in)",
     },
     ApiCall {
         group: "trainer.kubeflow.org",
         resource: "trainjobs",
-        verbs: READ,
+        verbs: WATCH,
         scope: Scope::Cluster,
         purpose: "controller: TrainJob suspend report",
     },
     ApiCall {
         group: "jobset.x-k8s.io",
         resource: "jobsets",
-        verbs: READ,
+        verbs: WATCH,
         scope: Scope::Cluster,
         purpose: "webhook gate (G1, G2); controller: TrainJob pods",
     },
@@ -107,7 +154,7 @@ pub const API_CALLS: &[ApiCall] = &[
     ApiCall {
         group: "kueue.x-k8s.io",
         resource: "workloads",
-        verbs: READ,
+        verbs: WATCH,
         scope: Scope::Cluster,
         purpose: "controller: Kueue guards",
     },

@@ -244,14 +244,19 @@ fn each_overlay_renders_exactly_the_expected_objects_in_one_namespace() {
         "Issuer \"trainguard-ca\"",
         "Certificate \"trainguard-serving\"",
     ];
+    let opt_out_policy =
+        ["ValidatingAdmissionPolicy \"trainguard-opt-out\"", "ValidatingAdmissionPolicyBinding \"trainguard-opt-out\""];
     let (static_certs, _tmp) = render_static_certs();
     let cases = [
         (render(&repo().join("deploy/base")), base.iter().collect::<Vec<_>>()),
-        (render_cert_manager(), base.iter().chain(&cert_manager).collect()),
-        (static_certs, base.iter().chain(&["Secret \"trainguard-tls\""]).collect()),
+        (render_cert_manager(), base.iter().chain(&cert_manager).chain(&opt_out_policy).collect()),
+        (static_certs, base.iter().chain(&["Secret \"trainguard-tls\""]).chain(&opt_out_policy).collect()),
     ];
     let cluster_scoped = ["Namespace", "ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration"];
-    let cluster_scoped: BTreeSet<&str> = cluster_scoped.into_iter().chain(["MutatingWebhookConfiguration"]).collect();
+    let cluster_scoped: BTreeSet<&str> = cluster_scoped
+        .into_iter()
+        .chain(["MutatingWebhookConfiguration", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"])
+        .collect();
     for (rendered, want) in cases {
         let want: BTreeSet<String> = want.into_iter().map(|s| s.to_string()).collect();
         assert_eq!(rendered.kinds_and_names(), want, "{}", rendered.what);
@@ -278,7 +283,8 @@ struct Webhook {
     client_config: WebhookClientConfig,
     rules: Vec<RuleWithOperations>,
     object_selector: Option<LabelSelector>,
-    has_namespace_selector: bool,
+    namespace_selector: Option<LabelSelector>,
+    match_conditions: bool,
     failure_policy: Option<String>,
     side_effects: String,
     review_versions: Vec<String>,
@@ -298,7 +304,8 @@ fn webhooks(r: &Rendered) -> Vec<Webhook> {
                 client_config: w.client_config,
                 rules: w.rules.unwrap_or_default(),
                 object_selector: w.object_selector,
-                has_namespace_selector: w.namespace_selector.is_some(),
+                namespace_selector: w.namespace_selector,
+                match_conditions: w.match_conditions.is_some_and(|m| !m.is_empty()),
                 failure_policy: w.failure_policy,
                 side_effects: w.side_effects,
                 review_versions: w.admission_review_versions,
@@ -317,7 +324,8 @@ fn webhooks(r: &Rendered) -> Vec<Webhook> {
                 client_config: w.client_config,
                 rules: w.rules.unwrap_or_default(),
                 object_selector: w.object_selector,
-                has_namespace_selector: w.namespace_selector.is_some(),
+                namespace_selector: w.namespace_selector,
+                match_conditions: w.match_conditions.is_some_and(|m| !m.is_empty()),
                 failure_policy: w.failure_policy,
                 side_effects: w.side_effects,
                 review_versions: w.admission_review_versions,
@@ -391,7 +399,21 @@ fn webhooks_match_the_server_routes_and_the_spec() {
             }],
             "{name}: break-glass selector"
         );
-        assert!(!w.has_namespace_selector, "{name}: every namespace");
+        assert_eq!(
+            w.namespace_selector.clone().and_then(|s| s.match_expressions),
+            Some(vec![LabelSelectorRequirement {
+                key: BREAK_GLASS_LABEL.into(),
+                operator: "NotIn".into(),
+                values: Some(vec!["disabled".into()]),
+            }]),
+            "{name}: namespace-level opt-out"
+        );
+        // The expressions themselves are evaluated in tests/admission_cel.rs.
+        assert_eq!(
+            w.match_conditions,
+            reinvocation.is_none(),
+            "{name}: matchConditions on the validating webhook only"
+        );
         assert_eq!(w.failure_policy.as_deref(), Some("Fail"), "{name}");
         assert_eq!(w.side_effects, "None", "{name}");
         assert_eq!(w.review_versions, ["v1"], "{name}");
@@ -399,6 +421,40 @@ fn webhooks_match_the_server_routes_and_the_spec() {
         assert_eq!(w.match_policy.as_deref(), Some("Equivalent"), "{name}");
         assert_eq!(w.reinvocation_policy.as_deref(), reinvocation, "{name}");
     }
+}
+
+/// Install order: `kubectl apply -k … -l 'trainguard.io/install-step!=webhooks'` applies all but
+/// the webhook configurations; they follow once the Deployment is Available. The Helm chart does
+/// the same with `webhooks.enabled=false`, then `true`.
+#[test]
+fn webhook_configurations_can_be_applied_last() {
+    let step = |o: &Value| o["metadata"]["labels"]["trainguard.io/install-step"].as_str().map(str::to_string);
+    let (static_certs, _tmp) = render_static_certs();
+    for r in [render_cert_manager(), static_certs] {
+        let last: BTreeSet<String> = r
+            .objects
+            .iter()
+            .filter(|o| step(o).is_some())
+            .map(|o| format!("{} {}", o["kind"].as_str().unwrap(), o["metadata"]["name"]))
+            .collect();
+        let want = [
+            format!("MutatingWebhookConfiguration \"{MUTATING_CONFIGURATION}\""),
+            format!("ValidatingWebhookConfiguration \"{VALIDATING_CONFIGURATION}\""),
+        ];
+        assert_eq!(last, want.into_iter().collect(), "{}: only the webhook configurations wait", r.what);
+        assert!(r.objects.iter().filter_map(step).all(|s| s == "webhooks"), "{}", r.what);
+    }
+    let chart = by_kind_and_name(&render_chart(NAMESPACE, json!({})));
+    let first = by_kind_and_name(&render_chart(NAMESPACE, json!({"webhooks": {"enabled": false}})));
+    let missing: BTreeSet<&String> = chart.keys().filter(|k| !first.contains_key(*k)).collect();
+    assert_eq!(
+        missing.into_iter().cloned().collect::<Vec<_>>(),
+        [
+            format!("MutatingWebhookConfiguration \"{MUTATING_CONFIGURATION}\""),
+            format!("ValidatingWebhookConfiguration \"{VALIDATING_CONFIGURATION}\"")
+        ],
+        "webhooks.enabled=false leaves out the webhook configurations only"
+    );
 }
 
 #[test]
@@ -511,6 +567,34 @@ fn table(scope: Scope) -> Grants {
         .filter(|c| c.scope == scope)
         .flat_map(|c| c.verbs.iter().map(|v| (c.group.to_string(), c.resource.to_string(), v.to_string())))
         .collect()
+}
+
+/// The optional component for the TTL stash remedy grants exactly the `ClusterTtlStash` rows, to
+/// the same ServiceAccount; the Helm chart renders the same objects when `ttlStash.enabled`.
+#[test]
+fn ttl_stash_component_grants_exactly_its_rows() {
+    let path = repo().join("deploy/components/ttl-stash-rbac/rbac.yaml");
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let component = Rendered { what: "components/ttl-stash-rbac".into(), objects: docs };
+    let roles: Vec<ClusterRole> = component.all();
+    let bindings: Vec<ClusterRoleBinding> = component.all();
+    assert_eq!((roles.len(), bindings.len(), component.objects.len()), (1, 1, 2));
+    let got = grants(&roles[0].rules.clone().unwrap_or_default(), "trainguard-ttl-stash");
+    assert_eq!(got, table(Scope::ClusterTtlStash));
+    assert_eq!(bindings[0].role_ref.name, roles[0].metadata.name.clone().unwrap());
+    let subject = &bindings[0].subjects.clone().unwrap()[0];
+    let sa = pod_spec(&render_cert_manager().deployment()).service_account_name.expect("serviceAccountName");
+    assert_eq!(
+        (subject.kind.as_str(), subject.name.as_str(), subject.namespace.as_deref()),
+        ("ServiceAccount", sa.as_str(), Some(NAMESPACE))
+    );
+
+    let off = by_kind_and_name(&render_chart(NAMESPACE, json!({})));
+    assert!(!off.contains_key("ClusterRole \"trainguard-ttl-stash\""), "off by default");
+    let on = by_kind_and_name(&render_chart(NAMESPACE, json!({"ttlStash": {"enabled": true}})));
+    for (key, object) in by_kind_and_name(&component) {
+        assert_eq!(on.get(&key), Some(&object), "{key}: chart and component differ");
+    }
 }
 
 #[test]
@@ -786,6 +870,20 @@ fn substitute(text: &str, namespace: &str, values: &Value) -> Result<String, Str
             return Err(format!("{{{{{action}}}}}: whitespace trimming is not in the supported subset"));
         }
         let action = action.trim();
+        // `{{ if .Values.flag }} … {{ end }}` on a boolean value, not nested: the only control flow.
+        if let Some(path) = action.strip_prefix("if .Values.") {
+            let flag = path.split('.').try_fold(values, |v, k| v.get(k)).and_then(Value::as_bool);
+            let flag = flag.ok_or(format!("{{{{ {action} }}}}: only a boolean .Values path"))?;
+            let body_start = end + 2;
+            let close = rest[body_start..].find("{{ end }}").ok_or("an `if` without {{ end }}")? + body_start;
+            if rest[body_start..close].contains("{{ if ") {
+                return Err("nested `if` is not in the supported subset".to_string());
+            }
+            let body = if flag { substitute(&rest[body_start..close], namespace, values)? } else { String::new() };
+            out.push_str(&body);
+            rest = &rest[close + "{{ end }}".len()..];
+            continue;
+        }
         let value = if action == ".Release.Namespace" {
             Value::String(namespace.to_string())
         } else if let Some(path) = action.strip_prefix(".Values.") {
@@ -860,8 +958,14 @@ fn chart_values_and_namespace_reach_every_object() {
         ["250m", "256Mi", "2", "1Gi"]
     );
 
-    let cluster_scoped =
-        ["ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"];
+    let cluster_scoped = [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ValidatingWebhookConfiguration",
+        "MutatingWebhookConfiguration",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    ];
     for o in &r.objects {
         let kind = o["kind"].as_str().unwrap();
         let want = if cluster_scoped.contains(&kind) { None } else { Some("ml-guard") };
@@ -890,6 +994,16 @@ fn chart_values_and_namespace_reach_every_object() {
 }
 
 #[test]
+fn chart_opt_out_policy_can_be_left_out_for_kubernetes_1_29() {
+    let has_policy = |r: &Rendered| r.objects.iter().any(|o| o["kind"] == "ValidatingAdmissionPolicy");
+    assert!(has_policy(&render_chart(NAMESPACE, json!({}))), "on by default");
+    let off = render_chart(NAMESPACE, json!({"optOutPolicy": {"enabled": false}}));
+    let kinds: BTreeSet<&str> = off.objects.iter().filter_map(|o| o["kind"].as_str()).collect();
+    assert!(!kinds.iter().any(|k| k.starts_with("ValidatingAdmissionPolicy")), "{kinds:?}");
+    assert!(kinds.contains("ValidatingWebhookConfiguration"), "the rest stays: {kinds:?}");
+}
+
+#[test]
 fn chart_version_follows_the_crate() {
     let chart: Value =
         serde_saphyr::from_str(&std::fs::read_to_string(repo().join(CHART).join("Chart.yaml")).unwrap()).unwrap();
@@ -904,14 +1018,19 @@ fn chart_version_follows_the_crate() {
 
 #[test]
 fn chart_subset_renderer_refuses_what_it_cannot_render() {
-    let values = json!({"a": {"b": "x", "n": 2, "big": 1e7, "list": [1]}});
+    let values = json!({"a": {"b": "x", "n": 2, "big": 1e7, "list": [1]}, "on": true, "off": false});
     let cases: &[(&str, Result<&str, &str>)] = &[
         ("v: {{ .Values.a.b }}", Ok("v: x")),
         ("v: {{.Values.a.n}}", Ok("v: 2")),
         ("ns: {{ .Release.Namespace }}", Ok("ns: ns1")),
         ("{{- .Values.a.b }}", Err("whitespace trimming")),
         ("{{ .Values.a.b | quote }}", Err("only plain .Values paths")),
-        ("{{ if .Values.a.b }}", Err("only .Values.x and .Release.Namespace")),
+        ("{{ if .Values.a.b }}", Err("only a boolean .Values path")),
+        ("{{ if .Values.on }}x{{ .Values.a.b }}{{ end }}y", Ok("xxy")),
+        ("{{ if .Values.off }}x{{ end }}y", Ok("y")),
+        ("{{ if .Values.on }}x", Err("without {{ end }}")),
+        ("{{ if .Values.on }}{{ if .Values.on }}{{ end }}{{ end }}", Err("nested")),
+        ("{{ else }}", Err("only .Values.x and .Release.Namespace")),
         ("{{ include \"x\" . }}", Err("only .Values.x and .Release.Namespace")),
         ("{{ .Values.a.missing }}", Err("is not in values")),
         ("{{ .Values.a.big }}", Err("only strings, booleans and small integers")),

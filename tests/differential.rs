@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use trainguard::admission::overrides;
 use trainguard::cluster::{ChildJobState, ClusterView, GateFacts, JobSetFacts, JobSetState, StaticView};
 use trainguard::model::jobset::{BatchJobView, JobSetView};
-use trainguard::model::{KUEUE_QUEUE_LABEL, OverridesField, ReviewEnvelope, TrainJobView};
+use trainguard::model::{KUEUE_QUEUE_LABEL, OPT_OUT_LABEL, OverridesField, ReviewEnvelope, TrainJobView};
 
 // ---- AdmissionReview and TrainJob, on every fixture ---------------------------------------------
 
@@ -52,6 +52,8 @@ fn compare_trainjob(case: &str, which: &str, full: &DynamicObject, raw: &RawValu
     );
     let queue = full.metadata.labels.as_ref().and_then(|l| l.get(KUEUE_QUEUE_LABEL));
     same("kueue queue label", json!(queue), json!(ours.kueue_queue()));
+    let opt_out = full.metadata.labels.as_ref().and_then(|l| l.get(OPT_OUT_LABEL));
+    same("opt-out label", json!(opt_out), json!(ours.opt_out_label()));
     let field = |name: &str| spec.and_then(|s| s.get(name)).cloned().unwrap_or(Value::Null);
     same("spec.suspend", field("suspend"), json!(ours.spec().and_then(|s| s.suspend)));
     same("spec.managedBy", field("managedBy"), json!(ours.managed_by_raw()));
@@ -141,6 +143,8 @@ fn envelope_and_trainjob_views_agree_with_kube() {
         same("name", json!(req.name), json!(mine.name.as_deref().unwrap_or("")));
         same("namespace", json!(req.namespace), json!(mine.namespace));
         same("dryRun", json!(req.dry_run), json!(mine.dry_run.unwrap_or(false)));
+        let groups: Option<Vec<String>> = mine.groups().map(|g| serde_json::from_str(g.get()).expect("groups"));
+        same("userInfo.groups", json!(req.user_info.groups), json!(groups));
         if req.kind.kind != "TrainJob" {
             continue;
         }

@@ -91,7 +91,7 @@ fn every_field_name_has_every_row() {
     assert!(missing.is_empty(), "missing fixtures: {missing:?}");
     // And every rule of spec §3–§5 decides at least one fixture.
     let rules: BTreeSet<&str> = cases.iter().flat_map(|c| c.expect.rule.split(',')).collect();
-    for rule in ["U0", "U1", "U2", "G1", "G2", "G3", "G4", "G5", "M1", "M2", "shape", "name", "cluster-unknown"] {
+    for rule in ["U0", "U1", "U2", "G1", "G2", "G3", "G4", "G5", "M1", "M2", "O1", "shape", "name", "cluster-unknown"] {
         assert!(rules.contains(rule), "no fixture is decided by {rule}");
     }
 }
@@ -163,5 +163,46 @@ fn reviewed_summary_matches_the_request() {
         assert_eq!(reviewed.operation, expected_op, "{}", case.name);
         assert_eq!(reviewed.decision.allowed(), case.expect.allowed, "{}", case.name);
         assert_eq!(reviewed.decision.audit_rules(), case.expect.rule, "{}", case.name);
+    }
+}
+
+/// O1 with other `--opt-out-groups` and other requesters: the label-adding fixture, re-sent.
+#[test]
+fn opt_out_groups_decide_who_may_set_the_label() {
+    let cases = load_cases();
+    let case = cases.iter().find(|c| c.name == "general/o1-label-added").expect("fixture");
+    let review: Value = serde_json::from_slice(&case.review).expect("fixture is JSON");
+    // (case, opt-out groups, request.userInfo.groups, allowed)
+    let table: &[(&str, &[&str], Value, bool)] = &[
+        ("default group, not a member", &["system:masters"], json!(["ml-team:editors"]), false),
+        ("default group, member", &["system:masters"], json!(["system:authenticated", "system:masters"]), true),
+        ("custom group, member", &["ml-platform"], json!(["ml-platform"]), true),
+        ("custom group, masters no longer enough", &["ml-platform"], json!(["system:masters"]), false),
+        ("several groups, one matches", &["a", "b"], json!(["b"]), true),
+        ("empty list: nobody", &[], json!(["system:masters"]), false),
+        ("no groups sent", &["system:masters"], Value::Null, false),
+        ("group names match exactly", &["system:masters"], json!(["system:masters2", "System:Masters"]), false),
+    ];
+    for (name, allowed_groups, groups, want) in table {
+        let mut body = review.clone();
+        body["request"]["userInfo"]["groups"] = groups.clone();
+        let config = trainguard::admission::RulesConfig {
+            opt_out_groups: allowed_groups.iter().map(|g| g.to_string()).collect(),
+            ..case.config()
+        };
+        let got = trainguard::admission::review(
+            case.endpoint(),
+            &serde_json::to_vec(&body).unwrap(),
+            &config,
+            case.cluster().as_ref(),
+        )
+        .expect("answered");
+        assert_eq!(got.decision.allowed(), *want, "{name}: {}", got.decision.message());
+        let rule = if *want { "U1" } else { "O1" };
+        assert_eq!(got.decision.rule(), rule, "{name}");
+        if !want {
+            assert!(got.decision.message().contains("--opt-out-groups"), "{name}: names the flag");
+            assert!(got.decision.message().contains("trainguard.io/webhook"), "{name}: names the label");
+        }
     }
 }

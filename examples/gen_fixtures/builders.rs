@@ -291,6 +291,8 @@ pub enum Actor {
     Kueue,
     /// Kubeflow Trainer's controller manager (status updates).
     Trainer,
+    /// A cluster admin (`system:masters`), who may set the opt-out label.
+    Admin,
 }
 
 impl Actor {
@@ -310,6 +312,10 @@ impl Actor {
                 "uid": "5e0c1a4b-8f3d-4b7e-a2c9-6f1d0e3b9a77",
                 "username": "system:serviceaccount:kueue-system:kueue-controller-manager"
             }),
+            Actor::Admin => json!({
+                "groups": ["system:masters", "system:authenticated"],
+                "username": "kubernetes-admin"
+            }),
             Actor::Trainer => json!({
                 "groups": ["system:serviceaccounts", "system:serviceaccounts:kubeflow-system", "system:authenticated"],
                 "uid": "a3d2c1b0-9e8f-4a7b-b6c5-d4e3f2a1b0c9",
@@ -320,7 +326,7 @@ impl Actor {
 
     fn field_manager(self) -> &'static str {
         match self {
-            Actor::Alice => "kubectl-edit",
+            Actor::Alice | Actor::Admin => "kubectl-edit",
             Actor::Kueue => "kueue-admission",
             Actor::Trainer => "trainer",
         }

@@ -438,6 +438,67 @@ fn general_cases() -> Vec<Case> {
         Expect::allowed("U0"),
     );
 
+    // O1: the opt-out label is set or changed only by --opt-out-groups; removing it is free.
+    let opt_out = "/metadata/labels/trainguard.io~1webhook";
+    let o1_message = "metadata.labels[trainguard.io/webhook]: Forbidden: setting or changing the opt-out label";
+    let labelled = |value: &str| running_job.clone().with(opt_out, json!(value));
+    add(
+        "o1-label-added",
+        review(Review::update(&id("o1-added"), running_job.clone(), labelled("disabled"))),
+        Cluster::Offline,
+        Expect::denied(403, "O1", &[o1_message, "members of \"system:masters\" (--opt-out-groups)"]),
+    );
+    add(
+        "o1-label-value-changed",
+        review(Review::update(&id("o1-changed"), labelled("audit"), labelled("disabled"))),
+        Cluster::Offline,
+        Expect::denied(403, "O1", &[o1_message]),
+    );
+    add(
+        "o1-label-added-by-admin",
+        review(Review::update(&id("o1-admin"), running_job.clone(), labelled("disabled")).by(Actor::Admin)),
+        Cluster::Offline,
+        Expect::allowed("U1"),
+    );
+    add(
+        "o1-label-removed",
+        review(Review::update(&id("o1-removed"), labelled("audit"), running_job.clone())),
+        Cluster::Offline,
+        Expect::allowed("U1"),
+    );
+    add(
+        "o1-label-kept",
+        review(Review::update(
+            &id("o1-kept"),
+            labelled("audit"),
+            labelled("audit").with("/metadata/labels/stage", json!("eval")),
+        )),
+        Cluster::Offline,
+        Expect::allowed("U1"),
+    );
+    add(
+        "o1-and-u2-together",
+        review(Review::update(
+            &id("o1-u2"),
+            running_job.clone(),
+            labelled("disabled").with(key, overrides(f, Placement::A100)),
+        )),
+        Cluster::Offline,
+        Expect::denied(403, "O1,U2", &[o1_message, "spec.podTemplateOverrides: Forbidden"]),
+    );
+    add(
+        "o1-status-subresource",
+        review(Review::update(&id("o1-u0"), running_job.clone(), labelled("disabled")).status_subresource()),
+        Cluster::Offline,
+        Expect::allowed("U0"),
+    );
+    add(
+        "o1-create-labelled",
+        review(Review::create(&id("o1-create"), new_trainjob(Some(f), true).with(opt_out, json!("audit")))),
+        Cluster::Offline,
+        Expect::allowed("allow-create"),
+    );
+
     // M2: CREATE with a managedBy outside the allowed set; not re-checked on UPDATE.
     let allowed_set = "must be one of \"trainer.kubeflow.org/trainjob-controller\", \"kueue.x-k8s.io/multikueue\"";
     add(

@@ -229,6 +229,7 @@ pub fn review(
                 name: request.name.as_deref().unwrap_or(""),
                 object: request.object.as_ref().map(|o| &o.0),
                 old_object: request.old_object.as_ref().map(|o| &o.0),
+                groups: request.groups(),
             };
             match endpoint {
                 Endpoint::Validate => rules::validate_decoded(&input, config, cluster),
@@ -248,6 +249,7 @@ pub fn review(
             name: request.name.as_deref().unwrap_or(""),
             object: request.object,
             old_object: request.old_object,
+            groups: request.groups(),
         };
         match endpoint {
             Endpoint::Validate => rules::validate(&input, config, cluster),

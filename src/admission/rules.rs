@@ -7,7 +7,9 @@ use super::errors::{ErrorType, FieldError, quote};
 use super::overrides;
 use super::{Decision, Operation};
 use crate::cluster::{ClusterView, GateFacts, JobSetFacts};
-use crate::model::{DEFAULT_MANAGED_BY, MULTIKUEUE_MANAGED_BY, OverridesField, TrainJobView};
+use crate::model::{
+    DEFAULT_MANAGED_BY, DEFAULT_OPT_OUT_GROUPS, MULTIKUEUE_MANAGED_BY, OPT_OUT_LABEL, OverridesField, TrainJobView,
+};
 
 /// When a change of the overrides may come with `suspend: false` (spec §3, U4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -25,6 +27,8 @@ pub struct RulesConfig {
     pub suspend_rule: SuspendRule,
     /// Values `spec.managedBy` may take on CREATE (M2).
     pub allowed_managed_by: Vec<String>,
+    /// Groups whose members may add or change the opt-out label (O1).
+    pub opt_out_groups: Vec<String>,
 }
 
 impl Default for RulesConfig {
@@ -32,6 +36,7 @@ impl Default for RulesConfig {
         RulesConfig {
             suspend_rule: SuspendRule::Either,
             allowed_managed_by: vec![DEFAULT_MANAGED_BY.to_string(), MULTIKUEUE_MANAGED_BY.to_string()],
+            opt_out_groups: DEFAULT_OPT_OUT_GROUPS.iter().map(|g| g.to_string()).collect(),
         }
     }
 }
@@ -46,6 +51,8 @@ pub struct RuleInput<'a> {
     pub name: &'a str,
     pub object: Option<&'a RawValue>,
     pub old_object: Option<&'a RawValue>,
+    /// `request.userInfo.groups`, raw; None when absent.
+    pub groups: Option<&'a RawValue>,
 }
 
 /// A request whose objects are already decoded (the fast path of [`super::review`]).
@@ -57,6 +64,8 @@ pub struct DecodedInput<'r, 'a> {
     pub name: &'r str,
     pub object: Option<&'r TrainJobView<'a>>,
     pub old_object: Option<&'r TrainJobView<'a>>,
+    /// `request.userInfo.groups`, raw; None when absent.
+    pub groups: Option<&'r RawValue>,
 }
 
 /// Validating webhook entry point over raw objects: decodes only what the operation needs.
@@ -87,6 +96,7 @@ pub fn validate(input: &RuleInput<'_>, config: &RulesConfig, cluster: &dyn Clust
         name: input.name,
         object: new.as_ref(),
         old_object: old.as_ref(),
+        groups: input.groups,
     };
     validate_decoded(&decoded, config, cluster)
 }
@@ -184,6 +194,40 @@ fn is_dns1035_label(s: &str) -> bool {
         && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
 }
 
+/// O1: adding the opt-out label, or changing its value, takes the webhook away from a TrainJob,
+/// so only members of `--opt-out-groups` may do it. Removing it is allowed to everyone.
+fn opt_out_error(
+    old: &TrainJobView<'_>,
+    new: &TrainJobView<'_>,
+    groups: Option<&RawValue>,
+    config: &RulesConfig,
+) -> Option<FieldError> {
+    let value = new.opt_out_label()?;
+    if old.opt_out_label() == Some(value) || in_any_group(groups, &config.opt_out_groups) {
+        return None;
+    }
+    let allowed: Vec<String> = config.opt_out_groups.iter().map(|g| quote(g)).collect();
+    let who = if allowed.is_empty() { "nobody (the list is empty)".to_string() } else { allowed.join(", ") };
+    Some(FieldError::new(
+        "O1",
+        ErrorType::Forbidden,
+        format!("metadata.labels[{OPT_OUT_LABEL}]"),
+        format!(
+            "setting or changing the opt-out label takes this TrainJob away from trainguard's checks; only \
+             members of {who} (--opt-out-groups) may do it. Removing the label is allowed"
+        ),
+    ))
+}
+
+/// Whether the requester's groups (raw JSON list) meet `allowed`. Groups that do not read as a
+/// list of strings meet nothing: the rule fails closed.
+fn in_any_group(groups: Option<&RawValue>, allowed: &[String]) -> bool {
+    let Some(groups) = groups.and_then(|g| serde_json::from_str::<Vec<String>>(g.get()).ok()) else {
+        return false;
+    };
+    groups.iter().any(|g| allowed.contains(g))
+}
+
 /// The suspend transition of an UPDATE that changes the overrides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Transition {
@@ -205,6 +249,7 @@ fn validate_update(
     cluster: &dyn ClusterView,
 ) -> Decision {
     let mut errors = Vec::new();
+    errors.extend(opt_out_error(old, new, input.groups, config));
     if old.managed_by() != new.managed_by() {
         let value = new.managed_by_raw().map_or_else(|| "null".to_string(), quote);
         errors.push(FieldError::invalid(

@@ -150,6 +150,8 @@ pub fn check(new: NewObject, old: Option<OldObject<'_>>, ctx: &Context<'_>) -> R
         name: &name,
         object: Some(&object),
         old_object: old.map(|o| o.json),
+        // Offline checks have no requester: an opt-out label added in a manifest is reported (O1).
+        groups: None,
     };
     let decision = rules::validate(&input, ctx.config, ctx.cluster);
     if let crate::admission::Outcome::BadRequest { message, .. } = &decision.outcome {

@@ -74,8 +74,8 @@ pub mod trainjob;
 pub mod trainjob_state;
 pub mod workload;
 
-pub use review::{GroupVersionKindView, RequestView, ReviewEnvelope};
-pub use trainjob::{OverridesField, TrainJobView};
+pub use review::{GroupVersionKindView, RequestView, ReviewEnvelope, UserInfoView};
+pub use trainjob::{LabelsView, OverridesField, TrainJobView};
 
 /// API group, version and kind of the one object trainguard admits.
 pub const TRAINJOB_GROUP: &str = "trainer.kubeflow.org";
@@ -85,6 +85,12 @@ pub const TRAINJOB_RESOURCE: &str = "trainjobs";
 
 /// Label Kueue puts on every job it queues.
 pub const KUEUE_QUEUE_LABEL: &str = "kueue.x-k8s.io/queue-name";
+
+/// The per-object opt-out label: `disabled` keeps a TrainJob away from both webhooks.
+pub const OPT_OUT_LABEL: &str = "trainguard.io/webhook";
+
+/// Groups whose members may set or change the opt-out label by default.
+pub const DEFAULT_OPT_OUT_GROUPS: &[&str] = &["system:masters"];
 
 /// `spec.managedBy` read when the field is absent.
 pub const DEFAULT_MANAGED_BY: &str = "trainer.kubeflow.org/trainjob-controller";

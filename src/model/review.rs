@@ -38,10 +38,20 @@ pub struct RequestView<'a, O = &'a RawValue> {
     pub namespace: Option<Cow<'a, str>>,
     #[serde(default)]
     pub dry_run: Option<bool>,
+    #[serde(borrow, default, deserialize_with = "object")]
+    pub user_info: Option<UserInfoView<'a>>,
     #[serde(default)]
     pub object: Option<O>,
     #[serde(default)]
     pub old_object: Option<O>,
+}
+
+/// `request.userInfo`: only the groups, kept raw. They are read only by rule O1 (a change of the
+/// opt-out label), so the common request does not build a list.
+#[derive(Debug, Deserialize, Default)]
+pub struct UserInfoView<'a> {
+    #[serde(borrow, default)]
+    pub groups: Option<&'a RawValue>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -58,5 +68,10 @@ impl<O> RequestView<'_, O> {
     /// The sub-resource, with `""` read as none (the API server sends either).
     pub fn sub_resource(&self) -> Option<&str> {
         self.sub_resource.as_deref().filter(|s| !s.is_empty())
+    }
+
+    /// `request.userInfo.groups`, raw (None when absent or null).
+    pub fn groups(&self) -> Option<&RawValue> {
+        self.user_info.as_ref().and_then(|u| u.groups).filter(|g| g.get() != "null")
     }
 }

@@ -10,9 +10,9 @@ use serde::Deserialize;
 use serde::de::{self, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
-use super::KUEUE_QUEUE_LABEL;
 use super::borrowed_str::{BorrowedStr, option_str};
 use super::object_only::{object, objects};
+use super::{KUEUE_QUEUE_LABEL, OPT_OUT_LABEL};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -35,7 +35,7 @@ pub struct MetadataView<'a> {
     #[serde(borrow, default, deserialize_with = "option_str")]
     pub namespace: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
-    pub labels: Option<QueueNameLabel<'a>>,
+    pub labels: Option<LabelsView<'a>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -82,28 +82,33 @@ pub struct JobStatusView<'a> {
     pub active: Option<i32>,
 }
 
-/// `metadata.labels`, of which only Kueue's queue-name label is kept. Values must still be
-/// strings, as in the full type.
+/// `metadata.labels`, of which only Kueue's queue-name label and trainguard's opt-out label are
+/// kept. Values must still be strings, as in the full type.
 #[derive(Debug, Default)]
-pub struct QueueNameLabel<'a>(pub Option<Cow<'a, str>>);
+pub struct LabelsView<'a> {
+    pub queue: Option<Cow<'a, str>>,
+    pub opt_out: Option<Cow<'a, str>>,
+}
 
-impl<'de: 'a, 'a> Deserialize<'de> for QueueNameLabel<'a> {
+impl<'de: 'a, 'a> Deserialize<'de> for LabelsView<'a> {
     fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct LabelsVisitor;
         impl<'de> Visitor<'de> for LabelsVisitor {
-            type Value = QueueNameLabel<'de>;
+            type Value = LabelsView<'de>;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("a map of string labels")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                let mut queue = None;
+                let mut labels = LabelsView::default();
                 while let Some(BorrowedStr(key)) = map.next_key()? {
                     let BorrowedStr(value) = map.next_value()?;
                     if key == KUEUE_QUEUE_LABEL {
-                        queue = Some(value);
+                        labels.queue = Some(value);
+                    } else if key == OPT_OUT_LABEL {
+                        labels.opt_out = Some(value);
                     }
                 }
-                Ok(QueueNameLabel(queue))
+                Ok(labels)
             }
         }
         deserializer.deserialize_map(LabelsVisitor)
@@ -184,7 +189,12 @@ impl<'a> TrainJobView<'a> {
     }
 
     pub fn kueue_queue(&self) -> Option<&str> {
-        self.metadata.as_ref().and_then(|m| m.labels.as_ref()).and_then(|l| l.0.as_deref())
+        self.metadata.as_ref().and_then(|m| m.labels.as_ref()).and_then(|l| l.queue.as_deref())
+    }
+
+    /// The value of the opt-out label `trainguard.io/webhook`, if set.
+    pub fn opt_out_label(&self) -> Option<&str> {
+        self.metadata.as_ref().and_then(|m| m.labels.as_ref()).and_then(|l| l.opt_out.as_deref())
     }
 
     /// `status.jobsStatus[i]` entries with `active > 0`, in status order (rule G4).
