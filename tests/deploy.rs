@@ -968,3 +968,28 @@ fn chart_passes_helm_lint_and_renders_its_notes() {
         assert!(notes.contains(want), "NOTES lack {want:?}:\n{notes}");
     }
 }
+
+#[test]
+fn static_certs_overlay_before_make_certs_points_at_certs_readme() {
+    // A checkout as cloned: certs/ holds only its README.
+    let tmp = tempfile::tempdir().unwrap();
+    copy_dir(&repo().join("deploy"), &tmp.path().join("deploy"));
+    std::fs::create_dir_all(tmp.path().join("certs")).unwrap();
+    std::fs::copy(repo().join("certs/README.md"), tmp.path().join("certs/README.md")).unwrap();
+    let out = Command::new(kubectl())
+        .arg("kustomize")
+        .arg(tmp.path().join("deploy/overlays/static-certs"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "the overlay must not render without certificates");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let certs = tmp.path().join("certs");
+    assert!(stderr.contains(&certs.display().to_string()), "kustomize names the certs/ directory: {stderr}");
+    // The README there says what to run, and quotes the error a user sees.
+    let readme = std::fs::read_to_string(repo().join("certs/README.md")).unwrap();
+    assert!(readme.contains("make certs") && readme.contains("unable to find one of 'kustomization.yaml'"));
+    assert!(stderr.contains("unable to find one of 'kustomization.yaml'"), "{stderr}");
+    // Only the README is tracked there; what `make certs` writes is ignored.
+    let ignore = std::fs::read_to_string(repo().join(".gitignore")).unwrap();
+    assert!(ignore.lines().any(|l| l == "/certs/*") && ignore.lines().any(|l| l == "!/certs/README.md"));
+}
