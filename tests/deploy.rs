@@ -976,11 +976,8 @@ fn static_certs_overlay_before_make_certs_points_at_certs_readme() {
     copy_dir(&repo().join("deploy"), &tmp.path().join("deploy"));
     std::fs::create_dir_all(tmp.path().join("certs")).unwrap();
     std::fs::copy(repo().join("certs/README.md"), tmp.path().join("certs/README.md")).unwrap();
-    let out = Command::new(kubectl())
-        .arg("kustomize")
-        .arg(tmp.path().join("deploy/overlays/static-certs"))
-        .output()
-        .unwrap();
+    let out =
+        Command::new(kubectl()).arg("kustomize").arg(tmp.path().join("deploy/overlays/static-certs")).output().unwrap();
     assert!(!out.status.success(), "the overlay must not render without certificates");
     let stderr = String::from_utf8_lossy(&out.stderr);
     let certs = tmp.path().join("certs");
