@@ -331,3 +331,76 @@ fn version_flag_prints_version_and_commit() {
         assert!(String::from_utf8(head.stdout).unwrap().starts_with(commit), "commit {commit} is not HEAD");
     }
 }
+
+fn kubectl_kustomize(dir: &Path) -> Vec<Value> {
+    let kubectl = tool("kubectl");
+    let out = Command::new(&kubectl)
+        .arg("kustomize")
+        .arg(dir)
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}; run scripts/install-test-deps.sh", kubectl.display()));
+    assert!(out.status.success(), "kubectl kustomize: {}", String::from_utf8_lossy(&out.stderr));
+    serde_saphyr::from_multiple(&String::from_utf8(out.stdout).unwrap()).unwrap()
+}
+
+/// The ServiceMonitor selects the metrics Service and names its port, in kustomize and Helm.
+fn check_service_monitor(what: &str, objects: &[Value], namespace: &str) {
+    let find = |kind: &str| -> Vec<&Value> { objects.iter().filter(|o| o["kind"] == kind).collect() };
+    let monitors = find("ServiceMonitor");
+    assert_eq!(monitors.len(), 1, "{what}: one ServiceMonitor");
+    let monitor = monitors[0];
+    assert_eq!(monitor["metadata"]["namespace"], namespace, "{what}");
+    assert_eq!(find("PrometheusRule").len(), 1, "{what}: one PrometheusRule");
+    let selector = monitor["spec"]["selector"]["matchLabels"].as_object().unwrap();
+    let selected: Vec<&Value> = find("Service")
+        .into_iter()
+        .filter(|s| selector.iter().all(|(k, v)| &s["metadata"]["labels"][k] == v))
+        .collect();
+    assert_eq!(selected.len(), 1, "{what}: selects exactly one Service");
+    let port = &monitor["spec"]["endpoints"][0]["port"];
+    let ports = selected[0]["spec"]["ports"].as_array().unwrap();
+    assert!(ports.iter().any(|p| &p["name"] == port), "{what}: Service has port {port}");
+    assert_eq!(selected[0]["metadata"]["name"].as_str().unwrap().ends_with("-metrics"), true, "{what}");
+}
+
+#[test]
+fn monitoring_component_and_chart_values_scrape_the_metrics_service() {
+    // As docs/operations.md shows it: an overlay beside the checkout adding the component.
+    let tmp = tempfile::tempdir().unwrap();
+    copy_dir(&repo().join("deploy"), &tmp.path().join("trainguard/deploy"));
+    let overlay = tmp.path().join("my-trainguard");
+    std::fs::create_dir_all(&overlay).unwrap();
+    let kustomization = "resources: [../trainguard/deploy/overlays/cert-manager]\n\
+                         components: [../trainguard/deploy/components/monitoring]\n";
+    std::fs::write(overlay.join("kustomization.yaml"), kustomization).unwrap();
+    check_service_monitor("kustomize", &kubectl_kustomize(&overlay), "trainguard-system");
+
+    let helm = tool("helm");
+    let out = Command::new(&helm)
+        .args(["template", "team-b", "deploy/helm/trainguard", "-n", "ml"])
+        .args(["--set", "monitoring.serviceMonitor.enabled=true", "--set", "monitoring.prometheusRule.enabled=true"])
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "helm template: {}", String::from_utf8_lossy(&out.stderr));
+    let objects: Vec<Value> = serde_saphyr::from_multiple(&String::from_utf8(out.stdout).unwrap()).unwrap();
+    let objects: Vec<Value> = objects.into_iter().filter(|o| !o.is_null()).collect();
+    check_service_monitor("helm", &objects, "ml");
+    // The release's own names reach the alert expressions.
+    let rule = objects.iter().find(|o| o["kind"] == "PrometheusRule").unwrap();
+    let text = rule["spec"].to_string();
+    assert!(text.contains(r#"deployment=\"team-b-trainguard\""#) && text.contains(r#"namespace=\"ml\""#), "{text}");
+    assert!(!text.contains("trainguard-system"), "{text}");
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &to.join(entry.file_name()));
+        } else {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
+    }
+}
