@@ -360,7 +360,7 @@ fn check_service_monitor(what: &str, objects: &[Value], namespace: &str) {
     let port = &monitor["spec"]["endpoints"][0]["port"];
     let ports = selected[0]["spec"]["ports"].as_array().unwrap();
     assert!(ports.iter().any(|p| &p["name"] == port), "{what}: Service has port {port}");
-    assert_eq!(selected[0]["metadata"]["name"].as_str().unwrap().ends_with("-metrics"), true, "{what}");
+    assert!(selected[0]["metadata"]["name"].as_str().unwrap().ends_with("-metrics"), "{what}");
 }
 
 #[test]
