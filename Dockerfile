@@ -1,20 +1,24 @@
 # syntax=docker/dockerfile:1
 # trainguard image: build with the Rust toolchain, run as non-root on distroless.
-#   docker build -t REGISTRY/trainguard:0.1.0 .
-# Not built in this repository's CI (no container engine there); see docs/operations.md.
+#   docker build --build-arg TRAINGUARD_GIT_COMMIT=$(git rev-parse --short=12 HEAD) -t REGISTRY/trainguard:0.1.0 .
+# Built and pushed for linux/amd64 and linux/arm64 by .github/workflows/release.yml; `make test`
+# lints it with hadolint (no container engine on the development machines).
 
 ARG RUST_VERSION=1.89
 
 FROM docker.io/library/rust:${RUST_VERSION}-bookworm AS build
 WORKDIR /src
 # Manifest and sources only (see .dockerignore); benches/ because Cargo.toml declares a bench.
-COPY Cargo.toml Cargo.lock ./
+COPY Cargo.toml Cargo.lock build.rs ./
 COPY src ./src
 COPY benches ./benches
+# No .git in the build context: the release workflow passes the commit for `--version`.
+ARG TRAINGUARD_GIT_COMMIT=unknown
+ENV TRAINGUARD_GIT_COMMIT=${TRAINGUARD_GIT_COMMIT}
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked --bin trainguard \
-    && install -D -m 0755 target/release/trainguard /out/trainguard
+    cargo build --profile dist --locked --bin trainguard \
+    && install -D -m 0755 target/dist/trainguard /out/trainguard
 
 # glibc + libgcc, no shell, no package manager; "nonroot" runs as uid/gid 65532.
 FROM gcr.io/distroless/cc-debian12:nonroot

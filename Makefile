@@ -1,16 +1,26 @@
 # trainguard — see README.md. Every target works on a fresh clone.
 CARGO ?= cargo
+# kubectl, helm, actionlint, hadolint as scripts/install-test-deps.sh installs them.
+TRAINGUARD_TOOLS ?= $(HOME)/.cache/trainguard-tools
+export TRAINGUARD_TOOLS
+export PATH := $(TRAINGUARD_TOOLS)/bin:$(PATH)
 
 .PHONY: run test build lint fmt bench e2e certs soak
 
 ## run: the webhook on localhost with self-generated certificates, no cluster needed
+## (dev profile: reuses what `make test` built)
 run:
-	$(CARGO) run --release -- serve --dev
+	$(CARGO) run --bin trainguard -- serve --dev
 
 ## test: build and run every test (no cluster, no network)
 test:
 	./scripts/install-test-deps.sh
+	actionlint
+	hadolint Dockerfile
 	$(CARGO) build --all-targets
+	@# The binary as `make run` builds it: without the test-only dependency features (tokio's
+	@# test-util and others) it is a separate build, done here so that `make run` starts at once.
+	$(CARGO) build --bin trainguard
 	$(CARGO) nextest run --no-fail-fast
 
 ## bench: decision-path (Criterion), cache memory, and end-to-end load vs a bare TLS baseline
@@ -18,13 +28,13 @@ bench:
 	$(CARGO) bench --bench admission
 	$(CARGO) bench --bench cache_memory
 	$(CARGO) bench --bench controller
-	$(CARGO) build --release --bin trainguard --example baseline_server
+	$(CARGO) build --profile dist --bin trainguard --example baseline_server
 	python3 benches/load.py
 	benches/validate.sh 1000 10000
 
-## certs: CA + serving certificate for the in-cluster Service into certs/ (git-ignored), for the static-certs overlay
+## certs: CA + serving certificate for the in-cluster Service into certs/ (see certs/README.md)
 certs:
-	$(CARGO) run --release -- certs --service trainguard-webhook --namespace trainguard-system --out certs
+	$(CARGO) run --bin trainguard -- certs --service trainguard-webhook --namespace trainguard-system --out certs
 
 ## fuzz: libFuzzer targets from the committed seeds (needs a nightly toolchain; installs cargo-fuzz; not part of make test)
 FUZZ_SECONDS ?= 300
@@ -37,13 +47,14 @@ fuzz:
 ## soak: two replicas under load for SOAK_MINUTES, certificates rotating, replicas restarted by SIGTERM
 SOAK_MINUTES ?= 2
 soak:
-	$(CARGO) build --release --bin trainguard
+	$(CARGO) build --profile dist --bin trainguard
 	python3 benches/soak.py --minutes $(SOAK_MINUTES)
 
 ## e2e: opt-in checks against a real cluster (current kubectl context with Kubeflow Trainer installed)
 e2e:
 	./scripts/e2e.sh
 
+## build: optimised binary in target/release (quick to build); `--profile dist` is what ships
 build:
 	$(CARGO) build --release
 

@@ -26,8 +26,8 @@ from procutil import rss_kib, wait_port  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TARGET = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
-TRAINGUARD = os.path.join(TARGET, "release", "trainguard")
-BASELINE = os.path.join(TARGET, "release", "examples", "baseline_server")
+TRAINGUARD = os.path.join(TARGET, "dist", "trainguard")
+BASELINE = os.path.join(TARGET, "dist", "examples", "baseline_server")
 PATH = "/validate-trainer-kubeflow-org-v1alpha1-trainjob"
 PAYLOADS = {"small": "fixtures/bench/small-update.review.json", "large": "fixtures/bench/large-update.review.json"}
 CLK = os.sysconf("SC_CLK_TCK")

@@ -25,7 +25,7 @@ from procutil import rss_kib, wait_port  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TARGET = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
-BIN = os.path.join(TARGET, "release", "trainguard")
+BIN = os.path.join(TARGET, "dist", "trainguard")
 PATH = "/validate-trainer-kubeflow-org-v1alpha1-trainjob"
 BODY = open(os.path.join(ROOT, "fixtures/bench/small-update.review.json"), "rb").read()
 UID = json.loads(BODY)["request"]["uid"]

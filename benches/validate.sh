@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmark of `trainguard validate` over N TrainJob files (issue 3: 10,000 files in under 2 s,
+# Benchmark of `trainguard validate` over N TrainJob files (target: 10,000 files in under 2 s,
 # --git-base included, memory flat in the number of files).
 #
 # Builds a temporary git repository with N TrainJob manifests (one per file, ~1 KiB each, in
@@ -13,8 +13,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if [[ -z "${TRAINGUARD:-}" ]]; then
-  cargo build --release --quiet
-  TRAINGUARD="${CARGO_TARGET_DIR:-target}/release/trainguard"
+  cargo build --profile dist --quiet --bin trainguard
+  TRAINGUARD="${CARGO_TARGET_DIR:-target}/dist/trainguard"
 fi
 TRAINGUARD="$(realpath "$TRAINGUARD")"
 sizes=("$@")

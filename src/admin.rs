@@ -1,4 +1,4 @@
-//! The admin port (plain HTTP): `/healthz` (process alive), `/readyz` (spec §4) and `/metrics`.
+//! The admin port (plain HTTP): `/healthz` (process alive), `/readyz` (docs/webhook.md §4) and `/metrics`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

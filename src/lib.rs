@@ -2,6 +2,7 @@
 
 pub mod admin;
 pub mod admission;
+pub mod build_info;
 pub mod certgen;
 pub mod cli;
 pub mod cluster;

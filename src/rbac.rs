@@ -1,4 +1,4 @@
-//! Every Kubernetes API call the binary makes, in one table (controller spec §6). The executor's
+//! Every Kubernetes API call the binary makes, in one table (docs/controller.md (API calls)). The executor's
 //! mock-API tests check each call they see against it, and the deploy test checks that the
 //! ClusterRole, the Lease Role and the optional TTL-stash ClusterRole grant exactly this.
 

@@ -58,7 +58,7 @@ fn validate_stdin(dir: &Path, args: &[&str], stdin: Option<&[u8]>) -> Run {
     run
 }
 
-/// Every row of the spec, CREATE and UPDATE, through `validate --old old.yaml new.yaml` (plus
+/// Every row of the rules (docs/webhook.md), CREATE and UPDATE, through `validate --old old.yaml new.yaml` (plus
 /// `--state state.yaml` where the case has one). Expected: exit status and the verdict line.
 #[test]
 fn spec_rows() {

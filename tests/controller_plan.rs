@@ -1,4 +1,4 @@
-//! Planner scenarios (controller spec §0–§3), time-stepped: each case is a set of objects and the
+//! Planner scenarios (docs/controller.md, "How it decides" through "Node failure"), time-stepped: each case is a set of objects and the
 //! exact actions the planner takes at successive instants (seconds after T0).
 
 mod controller_support;

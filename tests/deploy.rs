@@ -1,9 +1,10 @@
-//! deploy/ as `kubectl kustomize` renders it, checked against the code and the spec: webhook
-//! names, paths and selectors (webhook spec §1), RBAC against `trainguard::rbac::API_CALLS`, the
+//! deploy/ as `kubectl kustomize` renders it, checked against the code and docs/webhook.md: webhook
+//! names, paths and selectors (docs/webhook.md §1), RBAC against `trainguard::rbac::API_CALLS`, the
 //! Service and probe ports against the server's flags, and the Deployment's hardening.
 //!
-//! Needs `kubectl` (client only, with its built-in kustomize v5+); fails with a clear message
-//! when it is missing or too old.
+//! Needs `kubectl` (client only, with its built-in kustomize v5+) and `helm`, as
+//! scripts/install-test-deps.sh installs them; fails with a clear message when one is missing or
+//! too old.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -41,7 +42,7 @@ use trainguard::cli::certs::{
 use trainguard::rbac::{API_CALLS, Scope};
 
 const NAMESPACE: &str = DEFAULT_NAMESPACE;
-/// Admin paths of webhook spec §1, served on `--admin-bind` (checked against the admin router).
+/// Admin paths of docs/webhook.md §1, served on `--admin-bind` (checked against the admin router).
 const HEALTHZ: &str = "/healthz";
 const READYZ: &str = "/readyz";
 const BREAK_GLASS_LABEL: &str = "trainguard.io/webhook";
@@ -53,12 +54,25 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// A tool scripts/install-test-deps.sh installs: from its directory (which the Makefile puts
+/// first on PATH), else from PATH.
+fn tool(name: &str) -> PathBuf {
+    let dir = std::env::var_os("TRAINGUARD_TOOLS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/trainguard-tools"));
+    let installed = dir.join("bin").join(name);
+    if installed.exists() { installed } else { PathBuf::from(name) }
+}
+
 /// Checks once that kubectl is there and new enough.
-fn kubectl() -> &'static str {
+fn kubectl() -> PathBuf {
     static CHECKED: OnceLock<Result<(), String>> = OnceLock::new();
     let checked = CHECKED.get_or_init(|| {
-        let out = Command::new("kubectl").args(["version", "--client", "-o", "json"]).output().map_err(|e| {
-            format!("kubectl is needed to render deploy/ but could not be run ({e}); install kubectl >= 1.{MIN_KUBECTL_MINOR}")
+        let out = Command::new(tool("kubectl")).args(["version", "--client", "-o", "json"]).output().map_err(|e| {
+            format!(
+                "kubectl is needed to render deploy/ but could not be run ({e}); \
+                 run scripts/install-test-deps.sh (or install kubectl >= 1.{MIN_KUBECTL_MINOR})"
+            )
         })?;
         if !out.status.success() {
             return Err(format!("`kubectl version --client` failed: {}", String::from_utf8_lossy(&out.stderr)));
@@ -82,7 +96,7 @@ fn kubectl() -> &'static str {
     if let Err(message) = checked {
         panic!("{message}");
     }
-    "kubectl"
+    tool("kubectl")
 }
 
 /// Every object `kubectl kustomize DIR` prints.
@@ -163,6 +177,10 @@ impl Rendered {
 
     fn deployment(&self) -> Deployment {
         self.get("trainguard")
+    }
+
+    fn deployment_named(&self, name: &str) -> Deployment {
+        self.get(name)
     }
 }
 
@@ -273,7 +291,7 @@ fn each_overlay_renders_exactly_the_expected_objects_in_one_namespace() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Webhook configurations (webhook spec §1)
+// Webhook configurations (docs/webhook.md §1)
 
 /// What both webhook kinds share, pulled out of the two k8s-openapi types.
 #[derive(Debug)]
@@ -364,7 +382,7 @@ fn webhooks_match_the_server_routes_and_the_spec() {
     ];
     let got = webhooks(&r);
     assert_eq!(got.len(), want.len(), "one webhook per configuration: {got:#?}");
-    // The names the spec gives (certs.rs keys its caBundle patch on them).
+    // The names docs/webhook.md §1 gives (certs.rs keys its caBundle patch on them).
     assert_eq!(
         [VALIDATING_WEBHOOK, MUTATING_WEBHOOK],
         ["validate.trainjob.trainguard.io", "default.trainjob.trainguard.io"]
@@ -538,7 +556,7 @@ fn assert_tls_volume(d: &Deployment, secret: &str) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// RBAC (controller spec §6)
+// RBAC (docs/controller.md (API calls))
 
 type Grants = BTreeSet<(String, String, String)>;
 
@@ -662,15 +680,17 @@ fn controller_lease_lives_where_the_role_grants_it() {
 #[test]
 fn documented_report_mode_overlay_switches_the_controller_to_report() {
     let docs = std::fs::read_to_string(repo().join("docs/operations.md")).unwrap();
-    let start = docs.find("# my-overlay/kustomization.yaml\n").expect("the report-mode example in the docs");
+    let start =
+        docs.find("# my-trainguard/kustomization.yaml, report mode").expect("the report-mode example in the docs");
     let yaml: String = docs[start..]
         .lines()
         .take_while(|l| !l.trim_start().starts_with("```"))
         .map(|l| format!("{}\n", l.strip_prefix("   ").unwrap_or(l)))
         .collect();
     let tmp = tempfile::tempdir().unwrap();
-    copy_dir(&repo().join("deploy"), &tmp.path().join("deploy"));
-    let overlay = tmp.path().join("my-overlay");
+    // As the docs lay it out: the checkout in trainguard/, the overlay beside it.
+    copy_dir(&repo().join("deploy"), &tmp.path().join("trainguard/deploy"));
+    let overlay = tmp.path().join("my-trainguard");
     std::fs::create_dir_all(&overlay).unwrap();
     std::fs::write(overlay.join("kustomization.yaml"), yaml).unwrap();
     let r = render(&overlay);
@@ -817,95 +837,45 @@ fn deployment_is_hardened() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Helm chart (deploy/helm/trainguard): the same objects as the cert-manager overlay.
-//
-// `helm` cannot be installed here, so the chart keeps to the one part of Go templates whose
-// output is plain text substitution — `{{ .Values.a.b }}` and `{{ .Release.Namespace }}` with
-// string, integer or boolean values, no functions, pipelines, control flow or whitespace
-// trimming — and this test renders exactly that, refusing anything else.
+// Helm chart (deploy/helm/trainguard): the same objects as the cert-manager overlay, rendered
+// by `helm template` itself.
 
 const CHART: &str = "deploy/helm/trainguard";
+/// The label only the chart sets: it keeps the selectors of two releases apart.
+const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
 
-/// Renders every template of the chart with `values` (merged over values.yaml) in `namespace`.
+fn helm(args: &[&str]) -> String {
+    let helm = tool("helm");
+    let out = Command::new(&helm).args(args).current_dir(repo()).output().unwrap_or_else(|e| {
+        panic!("helm is needed to render the chart but could not be run ({e}); run scripts/install-test-deps.sh")
+    });
+    assert!(out.status.success(), "helm {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `helm template RELEASE` in `namespace` with `overrides` as a values file.
+fn render_release(release: &str, namespace: &str, overrides: Value) -> Rendered {
+    let values = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(values.path(), overrides.to_string()).unwrap();
+    let text = helm(&["template", release, CHART, "-n", namespace, "-f", values.path().to_str().unwrap()]);
+    let objects: Vec<Value> = serde_saphyr::from_multiple(&text).expect("helm output is YAML");
+    let objects = objects.into_iter().filter(|o| !o.is_null()).collect();
+    Rendered { what: format!("{CHART} as {release} in {namespace}"), objects }
+}
+
 fn render_chart(namespace: &str, overrides: Value) -> Rendered {
-    let dir = repo().join(CHART);
-    let mut values: Value = serde_saphyr::from_str(&std::fs::read_to_string(dir.join("values.yaml")).unwrap()).unwrap();
-    merge(&mut values, overrides);
-    let mut objects = Vec::new();
-    let mut templates: Vec<PathBuf> =
-        std::fs::read_dir(dir.join("templates")).unwrap().map(|e| e.unwrap().path()).collect();
-    templates.sort();
-    for path in templates {
-        let name = path.file_name().unwrap().to_string_lossy().to_string();
-        assert!(name.ends_with(".yaml"), "{name}: only .yaml templates (no helpers, no NOTES.txt)");
-        let text = std::fs::read_to_string(&path).unwrap();
-        let rendered = substitute(&text, namespace, &values).unwrap_or_else(|e| panic!("{name}: {e}"));
-        let docs: Vec<Value> =
-            serde_saphyr::from_multiple(&rendered).unwrap_or_else(|e| panic!("{name} renders to bad YAML: {e}"));
-        objects.extend(docs.into_iter().filter(|d| !d.is_null()));
-    }
-    Rendered { what: format!("{CHART} in {namespace}"), objects }
+    render_release("trainguard", namespace, overrides)
 }
 
-fn merge(base: &mut Value, overrides: Value) {
-    match (base, overrides) {
-        (Value::Object(base), Value::Object(overrides)) => {
-            for (k, v) in overrides {
-                merge(base.entry(k).or_insert(Value::Null), v);
-            }
+fn without_instance_label(v: &mut Value) {
+    match v {
+        Value::Object(map) => {
+            map.remove(INSTANCE_LABEL);
+            map.values_mut().for_each(without_instance_label);
         }
-        (base, overrides) => *base = overrides,
+        Value::Array(items) => items.iter_mut().for_each(without_instance_label),
+        _ => {}
     }
-}
-
-/// Go-template substitution for the subset the chart may use.
-fn substitute(text: &str, namespace: &str, values: &Value) -> Result<String, String> {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(start) = rest.find("{{") {
-        out.push_str(&rest[..start]);
-        let end = rest[start..].find("}}").ok_or("an unclosed {{")? + start;
-        let action = &rest[start + 2..end];
-        if action.starts_with('-') || action.ends_with('-') {
-            return Err(format!("{{{{{action}}}}}: whitespace trimming is not in the supported subset"));
-        }
-        let action = action.trim();
-        // `{{ if .Values.flag }} … {{ end }}` on a boolean value, not nested: the only control flow.
-        if let Some(path) = action.strip_prefix("if .Values.") {
-            let flag = path.split('.').try_fold(values, |v, k| v.get(k)).and_then(Value::as_bool);
-            let flag = flag.ok_or(format!("{{{{ {action} }}}}: only a boolean .Values path"))?;
-            let body_start = end + 2;
-            let close = rest[body_start..].find("{{ end }}").ok_or("an `if` without {{ end }}")? + body_start;
-            if rest[body_start..close].contains("{{ if ") {
-                return Err("nested `if` is not in the supported subset".to_string());
-            }
-            let body = if flag { substitute(&rest[body_start..close], namespace, values)? } else { String::new() };
-            out.push_str(&body);
-            rest = &rest[close + "{{ end }}".len()..];
-            continue;
-        }
-        let value = if action == ".Release.Namespace" {
-            Value::String(namespace.to_string())
-        } else if let Some(path) = action.strip_prefix(".Values.") {
-            if !path.split('.').all(|k| !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric())) {
-                return Err(format!("{{{{ {action} }}}}: only plain .Values paths are supported"));
-            }
-            path.split('.').try_fold(values, |v, k| v.get(k)).cloned().ok_or(format!("{action} is not in values"))?
-        } else {
-            return Err(format!("{{{{ {action} }}}}: only .Values.x and .Release.Namespace are supported"));
-        };
-        match value {
-            Value::String(s) => out.push_str(&s),
-            Value::Bool(b) => out.push_str(&b.to_string()),
-            // Helm reads numbers as float64, printed without an exponent only below 1e21; keep to
-            // small integers, which print the same in both.
-            Value::Number(n) if n.as_i64().is_some_and(|i| i.abs() < 1_000_000) => out.push_str(&n.to_string()),
-            other => return Err(format!("{action} = {other}: only strings, booleans and small integers")),
-        }
-        rest = &rest[end + 2..];
-    }
-    out.push_str(rest);
-    Ok(out)
 }
 
 fn by_kind_and_name(r: &Rendered) -> BTreeMap<String, Value> {
@@ -917,7 +887,11 @@ fn by_kind_and_name(r: &Rendered) -> BTreeMap<String, Value> {
 
 #[test]
 fn chart_renders_the_cert_manager_overlay() {
-    let chart = by_kind_and_name(&render_chart(NAMESPACE, json!({})));
+    let mut chart = render_chart(NAMESPACE, json!({}));
+    for o in &mut chart.objects {
+        without_instance_label(o);
+    }
+    let chart = by_kind_and_name(&chart);
     let mut kustomize = by_kind_and_name(&render_cert_manager());
     // Helm installs into an existing namespace (`--create-namespace`); the chart has no Namespace.
     assert!(kustomize.remove("Namespace \"trainguard-system\"").is_some());
@@ -934,6 +908,14 @@ fn chart_values_and_namespace_reach_every_object() {
         "replicaCount": 3,
         "logFormat": "text",
         "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "2", "memory": "1Gi"}},
+        "nodeSelector": {"pool": "system"},
+        "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "system", "effect": "NoSchedule"}],
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}
+        ]}}},
+        "priorityClassName": "system-cluster-critical",
+        "controllerMode": "report",
+        "extraArgs": ["--suspend-rule=new", "--cache-stale-after=2m"],
     });
     let r = render_chart("ml-guard", values);
     let text = serde_json::to_string(&r.objects).unwrap();
@@ -944,6 +926,20 @@ fn chart_values_and_namespace_reach_every_object() {
     assert_eq!(d.spec.as_ref().unwrap().replicas, Some(3));
     assert_eq!(c.image.as_deref(), Some("registry.example.com/ml/trainguard:9.9.9"));
     assert_eq!(c.image_pull_policy.as_deref(), Some("Always"));
+    let pod = pod_spec(&d);
+    assert_eq!(pod.node_selector, Some(BTreeMap::from([("pool".to_string(), "system".to_string())])));
+    let tolerations = pod.tolerations.clone().unwrap();
+    assert_eq!((tolerations.len(), tolerations[0].key.as_deref()), (1, Some("dedicated")));
+    let affinity = pod.affinity.clone().unwrap();
+    assert!(affinity.node_affinity.is_some() && affinity.pod_anti_affinity.is_none(), "affinity replaces the default");
+    assert_eq!(pod.priority_class_name.as_deref(), Some("system-cluster-critical"));
+    // The container's command line, as the binary parses it.
+    let serve = serve_args(&c);
+    assert_eq!(serve.controller.planner.controller_mode, Mode::Report);
+    let args = c.args.clone().unwrap();
+    for extra in ["--suspend-rule=new", "--cache-stale-after=2m"] {
+        assert!(args.iter().any(|a| a == extra), "{extra} in {args:?}");
+    }
     let env = c.env.clone().unwrap();
     assert_eq!(env.iter().find(|e| e.name == "TRAINGUARD_LOG_FORMAT").and_then(|e| e.value.as_deref()), Some("text"));
     let resources = c.resources.clone().unwrap();
@@ -1017,32 +1013,80 @@ fn chart_version_follows_the_crate() {
 }
 
 #[test]
-fn chart_subset_renderer_refuses_what_it_cannot_render() {
-    let values = json!({"a": {"b": "x", "n": 2, "big": 1e7, "list": [1]}, "on": true, "off": false});
-    let cases: &[(&str, Result<&str, &str>)] = &[
-        ("v: {{ .Values.a.b }}", Ok("v: x")),
-        ("v: {{.Values.a.n}}", Ok("v: 2")),
-        ("ns: {{ .Release.Namespace }}", Ok("ns: ns1")),
-        ("{{- .Values.a.b }}", Err("whitespace trimming")),
-        ("{{ .Values.a.b | quote }}", Err("only plain .Values paths")),
-        ("{{ if .Values.a.b }}", Err("only a boolean .Values path")),
-        ("{{ if .Values.on }}x{{ .Values.a.b }}{{ end }}y", Ok("xxy")),
-        ("{{ if .Values.off }}x{{ end }}y", Ok("y")),
-        ("{{ if .Values.on }}x", Err("without {{ end }}")),
-        ("{{ if .Values.on }}{{ if .Values.on }}{{ end }}{{ end }}", Err("nested")),
-        ("{{ else }}", Err("only .Values.x and .Release.Namespace")),
-        ("{{ include \"x\" . }}", Err("only .Values.x and .Release.Namespace")),
-        ("{{ .Values.a.missing }}", Err("is not in values")),
-        ("{{ .Values.a.big }}", Err("only strings, booleans and small integers")),
-        ("{{ .Values.a.list }}", Err("only strings, booleans and small integers")),
-        ("{{ .Values.a.b ", Err("an unclosed {{")),
-    ];
-    for (template, want) in cases {
-        let got = substitute(template, "ns1", &values);
-        match (&got, want) {
-            (Ok(text), Ok(expected)) => assert_eq!(text, expected, "{template}"),
-            (Err(e), Err(msg)) => assert!(e.contains(msg), "{template}: {e}"),
-            _ => panic!("{template}: got {got:?}"),
-        }
+fn chart_second_release_collides_with_nothing() {
+    let first = render_release("trainguard", "ml", json!({}));
+    let second = render_release("team-b", "ml", json!({}));
+    let names = |r: &Rendered| r.kinds_and_names();
+    let shared: Vec<String> = names(&first).intersection(&names(&second)).cloned().collect();
+    assert!(shared.is_empty(), "both releases create {shared:?}");
+
+    // Every reference in the second release stays inside it.
+    let d = second.deployment_named("team-b-trainguard");
+    let pod = pod_spec(&d);
+    let labels = pod_labels(&d);
+    let first_labels = pod_labels(&first.deployment());
+    for svc in second.all::<Service>() {
+        let selector = svc.spec.unwrap().selector.unwrap();
+        assert!(selects(&selector, &labels), "{:?} selects its own pods", svc.metadata.name);
+        assert!(!selects(&selector, &first_labels), "{:?} selects the other release's pods", svc.metadata.name);
     }
+    let pdb = second.get::<PodDisruptionBudget>("team-b-trainguard").spec.unwrap();
+    assert!(!selects(&match_labels(pdb.selector.as_ref().unwrap()), &first_labels));
+    assert_eq!(pod.service_account_name.as_deref(), Some("team-b-trainguard"));
+    let secret = pod.volumes.unwrap()[0].secret.clone().unwrap().secret_name.unwrap();
+    let serving = second.raw("Certificate", "team-b-trainguard-serving");
+    assert_eq!(serving["spec"]["secretName"], secret.as_str());
+    let dns: Vec<String> = serde_json::from_value(serving["spec"]["dnsNames"].clone()).unwrap();
+    let target = Target { service: "team-b-trainguard-webhook".into(), namespace: "ml".into(), secret_name: secret };
+    assert_eq!(dns, target.dns_names());
+    for w in webhooks(&second) {
+        assert_eq!(w.client_config.service.as_ref().unwrap().name, "team-b-trainguard-webhook", "{}", w.configuration);
+        assert_eq!(
+            w.annotations.get("cert-manager.io/inject-ca-from").map(String::as_str),
+            Some("ml/team-b-trainguard-serving")
+        );
+    }
+    let binding: ClusterRoleBinding = second.get("team-b-trainguard");
+    assert_eq!(binding.role_ref.name, "team-b-trainguard");
+    assert_eq!(binding.subjects.unwrap()[0].name, "team-b-trainguard");
+    // One Lease per release: two leaders, one per installation.
+    let serve = serve_args(&container(&d));
+    assert_eq!(serve.controller.lease_name, "team-b-trainguard-controller");
+    assert_eq!(serve_args(&container(&first.deployment())).controller.lease_name, "trainguard-controller");
+}
+
+#[test]
+fn chart_passes_helm_lint_and_renders_its_notes() {
+    helm(&["lint", "--strict", CHART]);
+    let notes = helm(&["install", "team-b", CHART, "-n", "ml", "--dry-run=client"]);
+    let notes = &notes[notes.find("NOTES:").expect("NOTES.txt rendered")..];
+    for want in [
+        "rollout status deploy/team-b-trainguard",
+        "pod-security.kubernetes.io/enforce=restricted",
+        "kubectl apply --dry-run=server",
+    ] {
+        assert!(notes.contains(want), "NOTES lack {want:?}:\n{notes}");
+    }
+}
+
+#[test]
+fn static_certs_overlay_before_make_certs_points_at_certs_readme() {
+    // A checkout as cloned: certs/ holds only its README.
+    let tmp = tempfile::tempdir().unwrap();
+    copy_dir(&repo().join("deploy"), &tmp.path().join("deploy"));
+    std::fs::create_dir_all(tmp.path().join("certs")).unwrap();
+    std::fs::copy(repo().join("certs/README.md"), tmp.path().join("certs/README.md")).unwrap();
+    let out =
+        Command::new(kubectl()).arg("kustomize").arg(tmp.path().join("deploy/overlays/static-certs")).output().unwrap();
+    assert!(!out.status.success(), "the overlay must not render without certificates");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let certs = tmp.path().join("certs");
+    assert!(stderr.contains(&certs.display().to_string()), "kustomize names the certs/ directory: {stderr}");
+    // The README there says what to run, and quotes the error a user sees.
+    let readme = std::fs::read_to_string(repo().join("certs/README.md")).unwrap();
+    assert!(readme.contains("make certs") && readme.contains("unable to find one of 'kustomization.yaml'"));
+    assert!(stderr.contains("unable to find one of 'kustomization.yaml'"), "{stderr}");
+    // Only the README is tracked there; what `make certs` writes is ignored.
+    let ignore = std::fs::read_to_string(repo().join(".gitignore")).unwrap();
+    assert!(ignore.lines().any(|l| l == "/certs/*") && ignore.lines().any(|l| l == "!/certs/README.md"));
 }

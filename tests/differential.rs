@@ -304,7 +304,7 @@ struct UpstreamSpec {
     suspend: Option<bool>,
     managed_by: Option<String>,
     // The overrides stay untyped on both sides on purpose: trainguard compares them as JSON and
-    // reports their shape as field errors (422), never as a decode failure (spec §2).
+    // reports their shape as field errors (422), never as a decode failure (docs/webhook.md §2).
     pod_spec_overrides: Option<Value>,
     pod_template_overrides: Option<Value>,
     runtime_patches: Option<Value>,

@@ -1,4 +1,4 @@
-//! Bad input (spec §1, §6, §8): decode errors name the JSON path, messages stay under 1 KiB,
+//! Bad input (docs/webhook.md §1, §6, §8): decode errors name the JSON path, messages stay under 1 KiB,
 //! deep nesting neither overflows the stack nor slips a change through, and no body whatever
 //! makes `review` panic; every answered review echoes the request's uid.
 

@@ -82,7 +82,7 @@ fn runtime_patch() -> impl Strategy<Value = Value> {
         })
 }
 
-/// The overrides under one of the three field names (webhook spec §2), or none.
+/// The overrides under one of the three field names (docs/webhook.md §2), or none.
 fn overrides() -> impl Strategy<Value = Option<(&'static str, Value)>> {
     prop_oneof![
         Just(None),

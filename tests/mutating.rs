@@ -1,4 +1,4 @@
-//! Spec §7: the defaulting patch applies, adds without overwriting, leaves the overrides alone,
+//! docs/webhook.md §7: the defaulting patch applies, adds without overwriting, leaves the overrides alone,
 //! escapes its JSON pointers, and is idempotent (reviewing the patched object yields no patch).
 
 mod common;
@@ -17,7 +17,7 @@ fn mutate(review_json: &Value) -> (Option<json_patch::Patch>, String) {
     (common::patch_of(&reviewed.body), reviewed.decision.audit_rules())
 }
 
-/// Applies the patch, checks every spec §7 promise about it, and returns the patched object.
+/// Applies the patch, checks every docs/webhook.md §7 promise about it, and returns the patched object.
 fn apply_and_check(name: &str, object: &Value, patch: &json_patch::Patch) -> Value {
     let mut patched = object.clone();
     json_patch::patch(&mut patched, patch).unwrap_or_else(|e| panic!("{name}: patch does not apply: {e}"));
@@ -64,7 +64,7 @@ fn fixture_patches_apply_and_are_idempotent() {
         let patch = common::patch_of(&reviewed.body).expect("fixture expects a patch");
         let mut request: Value = serde_json::from_slice(&case.review).expect("json");
         let patched = apply_and_check(&case.name, &request["request"]["object"], &patch);
-        // Each default as spec §7 lists it, or the value that was already there.
+        // Each default as docs/webhook.md §7 lists it, or the value that was already there.
         let object = &request["request"]["object"];
         let defaults = [
             ("/spec/suspend", json!(false)),

@@ -1,4 +1,4 @@
-//! Spec §2: when do the overrides count as changed? A table of cases, then properties over
+//! docs/webhook.md §2: when do the overrides count as changed? A table of cases, then properties over
 //! generated values.
 
 use proptest::prelude::*;

@@ -1,6 +1,6 @@
 //! Every fixture through `trainguard::admission::review`, held to its expected verdict: HTTP
 //! outcome, allowed, status code, audit rule, message, warnings, patch, uid echo, and the denial
-//! format of spec §6 (see `common::check_verdict`).
+//! format of docs/webhook.md §6 (see `common::check_verdict`).
 
 mod common;
 
@@ -38,7 +38,7 @@ fn bench_payloads_get_their_verdict_and_sizes() {
     assert!((130_000..180_000).contains(&large), "large-update is {large} bytes, meant to be ~150 KB");
 }
 
-/// The table is complete: each overrides field name has every row of spec §3–§5 and §7.
+/// The table is complete: each overrides field name has every row of docs/webhook.md §3–§5 and §7.
 #[test]
 fn every_field_name_has_every_row() {
     let cases = load_cases();
@@ -89,14 +89,14 @@ fn every_field_name_has_every_row() {
         }
     }
     assert!(missing.is_empty(), "missing fixtures: {missing:?}");
-    // And every rule of spec §3–§5 decides at least one fixture.
+    // And every rule of docs/webhook.md §3–§5 decides at least one fixture.
     let rules: BTreeSet<&str> = cases.iter().flat_map(|c| c.expect.rule.split(',')).collect();
     for rule in ["U0", "U1", "U2", "G1", "G2", "G3", "G4", "G5", "M1", "M2", "O1", "shape", "name", "cluster-unknown"] {
         assert!(rules.contains(rule), "no fixture is decided by {rule}");
     }
 }
 
-/// Spec §8: `dryRun: true` gets exactly the decision it would get otherwise.
+/// docs/webhook.md §8: `dryRun: true` gets exactly the decision it would get otherwise.
 #[test]
 fn dry_run_gets_the_same_response() {
     for case in load_cases().iter().filter(|c| c.name.starts_with("general/dry-run-")) {
@@ -134,7 +134,7 @@ fn u0_and_u1_never_look_at_the_cluster() {
     }
 }
 
-/// CREATE never consults the cluster either (spec §5).
+/// CREATE never consults the cluster either (docs/webhook.md §5).
 #[test]
 fn create_never_looks_at_the_cluster() {
     let cases: Vec<Case> = load_cases().into_iter().filter(|c| c.name.contains("/create-")).collect();

@@ -11,7 +11,7 @@ pub const TRAINJOB_UID: &str = "7d0f6a2e-5b7c-4e0a-9a51-3f2c1d9e8b44";
 pub const DEFAULT_MANAGED_BY: &str = "trainer.kubeflow.org/trainjob-controller";
 pub const KUEUE_QUEUE: &str = "team-a";
 
-/// The three names of the pod-level overrides field (spec §2), one Trainer release each.
+/// The three names of the pod-level overrides field (docs/webhook.md §2), one Trainer release each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Field {
     PodSpecOverrides,
@@ -46,11 +46,11 @@ pub enum Placement {
     /// Pinned to H100 nodes.
     H100,
     /// The same as `H100`, spelled differently: numbers as floats, empty lists/maps added,
-    /// runtime patches reordered with a fresh `time`. Semantically unchanged (spec §2).
+    /// runtime patches reordered with a fresh `time`. Semantically unchanged (docs/webhook.md §2).
     H100Respelled,
     /// Moved to A100 nodes: a real change.
     A100,
-    /// An item without a target (`targetJobs: []` / `manager: ""`): a shape error (spec §5).
+    /// An item without a target (`targetJobs: []` / `manager: ""`): a shape error (docs/webhook.md §5).
     BadShape,
 }
 

@@ -1,5 +1,5 @@
-//! The fixture table: every row of spec §1–§8, with the verdict each must get. The verdicts are
-//! written here by hand from the spec, never computed by trainguard.
+//! The fixture table: every row of docs/webhook.md §1–§8, with the verdict each must get. The verdicts are
+//! written here by hand from the rules, never computed by trainguard.
 
 use serde_json::{Value, json};
 
@@ -21,7 +21,7 @@ pub fn all_cases() -> Vec<Case> {
     cases
 }
 
-// Cluster states the gate may see (spec §4), as `kubectl get jobsets,jobs -o json` prints them.
+// Cluster states the gate may see (docs/webhook.md §4), as `kubectl get jobsets,jobs -o json` prints them.
 
 /// The old run is up: the JobSet counts an active job, whose two pods run.
 fn running() -> Cluster {
@@ -72,7 +72,7 @@ fn kueue_labelled(job: Value) -> Value {
     job.with("/metadata/labels/kueue.x-k8s.io~1queue-name", json!(KUEUE_QUEUE))
 }
 
-/// The rows of spec §3–§5 and §7 that involve the overrides, for one field name.
+/// The rows of docs/webhook.md §3–§5 and §7 that involve the overrides, for one field name.
 fn field_cases(f: Field) -> Vec<Case> {
     let dir = format!("fixtures/admission/{}", f.json_name());
     let id = |name: &str| format!("{}/{name}", f.json_name());

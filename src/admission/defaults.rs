@@ -1,4 +1,4 @@
-//! The mutating (defaulting) webhook of spec §7: adds, never overwrites, never touches the
+//! The mutating (defaulting) webhook of docs/webhook.md §7: adds, never overwrites, never touches the
 //! overrides. Returns no patch when there is nothing to add, so it is idempotent under
 //! `reinvocationPolicy: IfNeeded`.
 

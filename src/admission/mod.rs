@@ -55,7 +55,7 @@ pub enum Endpoint {
 }
 
 impl Endpoint {
-    /// The HTTP path, as in Trainer's own webhooks (spec §1).
+    /// The HTTP path, as in Trainer's own webhooks (docs/webhook.md §1).
     pub fn path(self) -> &'static str {
         match self {
             Endpoint::Validate => "/validate-trainer-kubeflow-org-v1alpha1-trainjob",
@@ -301,7 +301,7 @@ fn respond<O>(
     })
 }
 
-/// Spec §8: a review for another kind gets a 400 denial naming what was expected and what came.
+/// docs/webhook.md §8: a review for another kind gets a 400 denial naming what was expected and what came.
 fn kind_mismatch<O>(request: &RequestView<'_, O>) -> Option<String> {
     let gvk = request.kind.as_ref();
     let (group, version, kind) = gvk.map_or(("", "", ""), |k| (k.group.as_ref(), k.version.as_ref(), k.kind.as_ref()));

@@ -1,4 +1,4 @@
-//! "Did the overrides change?" (spec §2) and their shape (spec §5).
+//! "Did the overrides change?" (docs/webhook.md §2) and their shape (docs/webhook.md §5).
 //!
 //! Equality is semantic: absent ≡ null ≡ `[]` for the field; inside items absent, null, `{}` and
 //! `[]` are equal; numbers compare by value. `runtimePatches` is a map keyed by `manager`, so its
@@ -118,7 +118,7 @@ fn numbers_equal(x: &Number, y: &Number) -> bool {
     }
 }
 
-/// Spec §5 shape: list items need a non-empty `targetJobs` of non-empty names, runtime patches a
+/// docs/webhook.md §5 shape: list items need a non-empty `targetJobs` of non-empty names, runtime patches a
 /// non-empty `manager`. Several items may target the same job (Kueue appends its own).
 pub fn shape_errors(field: OverridesField, value: &Value) -> Vec<FieldError> {
     let path = field.path();

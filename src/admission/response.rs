@@ -14,7 +14,7 @@ use crate::model::{TRAINJOB_GROUP, TRAINJOB_RESOURCE};
 /// Audit annotation key; the API server prefixes it with the webhook name.
 pub const AUDIT_RULE_KEY: &str = "trainguard.io/rule";
 
-/// The `status` of a denial: code and reason from the most definite error present (spec §6).
+/// The `status` of a denial: code and reason from the most definite error present (docs/webhook.md §6).
 pub fn status(decision: &Decision, object_name: &str) -> Option<Status> {
     match &decision.outcome {
         Outcome::Allowed { .. } => None,

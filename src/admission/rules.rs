@@ -1,4 +1,4 @@
-//! The validating rules of spec §3–§5, as a pure function of the request, the configuration and
+//! The validating rules of docs/webhook.md §3–§5, as a pure function of the request, the configuration and
 //! a [`ClusterView`]. No I/O: the view answers from memory.
 
 use serde_json::value::RawValue;
@@ -11,7 +11,7 @@ use crate::model::{
     DEFAULT_MANAGED_BY, DEFAULT_OPT_OUT_GROUPS, MULTIKUEUE_MANAGED_BY, OPT_OUT_LABEL, OverridesField, TrainJobView,
 };
 
-/// When a change of the overrides may come with `suspend: false` (spec §3, U4).
+/// When a change of the overrides may come with `suspend: false` (docs/webhook.md §3, U4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum SuspendRule {
     /// Either old or new suspended is enough (Trainer ≥ v2.2.1 semantics); U4 goes through the gate.
@@ -399,7 +399,7 @@ struct GateResult {
     offline: bool,
 }
 
-/// Spec §4: evidence that the old run is still there. G2 and G5 apply to U4 only.
+/// docs/webhook.md §4: evidence that the old run is still there. G2 and G5 apply to U4 only.
 fn evaluate_gate(
     subject: &Subject<'_>,
     old: &TrainJobView<'_>,

@@ -30,7 +30,7 @@ pub const DEFAULT_NAMESPACE: &str = "trainguard-system";
 pub const DEFAULT_SECRET: &str = "trainguard-tls";
 pub const VALIDATING_CONFIGURATION: &str = "trainguard-validating";
 pub const MUTATING_CONFIGURATION: &str = "trainguard-mutating";
-/// Webhook names inside the configurations (webhook spec §1): the strategic-merge key.
+/// Webhook names inside the configurations (docs/webhook.md §1): the strategic-merge key.
 pub const VALIDATING_WEBHOOK: &str = "validate.trainjob.trainguard.io";
 pub const MUTATING_WEBHOOK: &str = "default.trainjob.trainguard.io";
 

@@ -20,7 +20,7 @@ use crate::config::LogFormat;
 #[derive(Debug, Parser)]
 #[command(
     name = "trainguard",
-    version,
+    version = crate::build_info::LONG_VERSION,
     about = "Admission webhook and companion controller for Kubeflow training workloads",
     long_about = "Admission webhook and companion controller for Kubeflow training workloads.\n\n\
         Start with `trainguard serve --dev` to run the webhook on localhost with self-generated \

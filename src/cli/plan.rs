@@ -1,4 +1,4 @@
-//! `trainguard plan`: the dry run of the companion controller (controller spec §5). Reads objects
+//! `trainguard plan`: the dry run of the companion controller (docs/controller.md (`trainguard plan`)). Reads objects
 //! as `kubectl get -o yaml|json` prints them and prints, one JSON object a line, every action the
 //! planner would take at `--now` and when it would next wake. Touches no cluster.
 

@@ -15,7 +15,7 @@ use crate::cluster::{ClusterView, Offline};
 use crate::config::RulesArgs;
 use crate::manifests::Limits;
 
-/// Largest request read, as the server's default body limit (spec §1).
+/// Largest request read, as the server's default body limit (docs/webhook.md §1).
 pub const DEFAULT_MAX_BODY_BYTES: u64 = 7 * 1024 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]

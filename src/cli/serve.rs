@@ -146,7 +146,17 @@ pub fn run(args: ServeArgs, log_format: LogFormat) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Everything `/metrics` exports (tests/monitoring.rs checks dashboards and alerts against it).
+pub fn metrics_registry() -> (Registry, WebhookMetrics, crate::controller::Metrics) {
+    let mut registry = Registry::default();
+    let metrics = WebhookMetrics::register(&mut registry);
+    let controller_metrics = crate::controller::Metrics::register(&mut registry);
+    crate::build_info::register(&mut registry);
+    (registry, metrics, controller_metrics)
+}
+
 async fn serve(mut args: ServeArgs, mode: ClusterMode) -> anyhow::Result<()> {
+    tracing::info!(version = crate::build_info::VERSION, commit = crate::build_info::COMMIT, "trainguard starting");
     let default_bind = |dev: &str, prod: &str| -> SocketAddr {
         (if args.dev { dev } else { prod }).parse().expect("constant address parses")
     };
@@ -163,9 +173,7 @@ async fn serve(mut args: ServeArgs, mode: ClusterMode) -> anyhow::Result<()> {
         None
     };
 
-    let mut registry = Registry::default();
-    let metrics = WebhookMetrics::register(&mut registry);
-    let controller_metrics = crate::controller::Metrics::register(&mut registry);
+    let (registry, metrics, controller_metrics) = metrics_registry();
     let shutdown = tokio_util::sync::CancellationToken::new();
     let mut controller: Option<tokio::task::JoinHandle<Result<(), crate::controller::ControllerError>>> = None;
 

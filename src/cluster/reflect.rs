@@ -3,7 +3,7 @@
 //!
 //! Readiness follows the first sync of each cache (a CRD that is not installed counts as synced
 //! and empty). A watch that breaks later keeps the cache serving until it has been broken for
-//! `stale_after`; after that, gated decisions answer "state unknown" (spec §4).
+//! `stale_after`; after that, gated decisions answer "state unknown" (docs/webhook.md §4).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-/// What the gate (spec §4) knows about one TrainJob's JobSet and its child Jobs.
+/// What the gate (docs/webhook.md §4) knows about one TrainJob's JobSet and its child Jobs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GateFacts {
     /// No cluster: only the TrainJob's own status (G4) can be consulted.

@@ -1,4 +1,4 @@
-//! The controller's knobs (spec §4): clap flags, each also an env var `TRAINGUARD_<FLAG>`, and the
+//! The controller's knobs (docs/controller.md (Events, Metrics and Knobs)): clap flags, each also an env var `TRAINGUARD_<FLAG>`, and the
 //! plain [`PlanConfig`] the planner reads. `serve` flattens [`ControllerArgs`]; `plan` takes the
 //! planner's part of it, so a dry run uses the very same flags.
 
@@ -157,7 +157,7 @@ impl PlannerArgs {
     }
 }
 
-/// Every controller knob of `trainguard serve` (spec §4). `serve` flattens this group.
+/// Every controller knob of `trainguard serve` (docs/controller.md (Events, Metrics and Knobs)). `serve` flattens this group.
 #[derive(Debug, Clone, Args)]
 pub struct ControllerArgs {
     /// Run the companion controller (on the elected leader only).

@@ -261,7 +261,7 @@ impl Executor {
         Api::namespaced_with(self.client.clone(), namespace, &kind.api_resource())
     }
 
-    /// Spec §1 at expiry: live GET, re-check, DELETE with UID + resourceVersion preconditions.
+    /// docs/controller.md (TTL after finished) at expiry: live GET, re-check, DELETE with UID + resourceVersion preconditions.
     async fn delete_job(
         &mut self,
         target: &Target,
@@ -345,7 +345,7 @@ impl Executor {
         }
     }
 
-    /// Spec §2 remedy and restore: live GET, re-check, merge patch with the live resourceVersion.
+    /// docs/controller.md (Preemption (suspend)) remedy and restore: live GET, re-check, merge patch with the live resourceVersion.
     async fn patch_job(&mut self, target: &Target, kind: &JobPatchKind, live_pods: u32) -> Step {
         let TargetKind::Job(job_kind) = target.kind else { return Step::stop(Outcome::Aborted) };
         let api = self.job_api(job_kind, &target.id.namespace);
@@ -398,7 +398,7 @@ impl Executor {
         }
     }
 
-    /// Spec §3 steps 1–5: live GET of pod and node, re-check, brake, status patch (UID
+    /// docs/controller.md (Node failure) steps 1–5: live GET of pod and node, re-check, brake, status patch (UID
     /// precondition), DELETE with grace 0 and UID precondition. Finalizers are never touched.
     async fn force_delete_pod(
         &mut self,

@@ -21,7 +21,7 @@ pub type Str = Arc<str>;
 
 /// Label that opts a training job (v1 job or TrainJob) out of everything the companion does.
 pub const IGNORE_LABEL: &str = "trainguard.io/ignore";
-/// Where the opt-in remedy of spec §2 keeps `ttlSecondsAfterFinished` while a job is suspended.
+/// Where the opt-in remedy of docs/controller.md (Preemption (suspend)) keeps `ttlSecondsAfterFinished` while a job is suspended.
 pub const STASH_ANNOTATION: &str = "trainguard.io/stashed-ttl-seconds-after-finished";
 /// The Job controller's finalizer on pods of `batch/v1` Jobs (JobSet pods carry it).
 pub const JOB_TRACKING_FINALIZER: &str = "batch.kubernetes.io/job-tracking";
@@ -251,7 +251,7 @@ pub enum ReadyStatus {
     Absent,
 }
 
-/// A Kueue Workload, reduced to the guards of spec §0.
+/// A Kueue Workload, reduced to the guards of docs/controller.md (How it decides).
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkloadFacts {
     pub id: NsName,

@@ -1,4 +1,4 @@
-//! The controller's metrics (spec §4), under controller-runtime's names where one exists so
+//! The controller's metrics (docs/controller.md (Events, Metrics and Knobs)), under controller-runtime's names where one exists so
 //! existing dashboards work. No object names as labels. Registered into the registry the server
 //! exposes on `/metrics`; cloning shares the underlying series.
 

@@ -1,6 +1,6 @@
 //! The live controller's bookkeeping, free of I/O so it can be tested and benchmarked without a
 //! runtime: the snapshot, the keys to re-plan, one timer per key (requeue at the exact time a rule
-//! can next fire — no polling), the memory spec §2 allows ("first seen suspended"), event
+//! can next fire — no polling), the memory docs/controller.md (Preemption (suspend)) allows ("first seen suspended"), event
 //! deduplication per episode, in-flight work, error backoff and the force-delete token bucket.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -157,7 +157,7 @@ impl ControllerState {
         &self.config
     }
 
-    /// Applies a watch change. `now` stamps "first seen suspended" (spec §2's one in-memory fact).
+    /// Applies a watch change. `now` stamps "first seen suspended" (docs/controller.md (Preemption (suspend)) one in-memory fact).
     pub fn apply(&mut self, change: Change, now: Timestamp) {
         match &change {
             Change::Job(key, facts) => {

@@ -1,4 +1,4 @@
-//! Slim views of core/v1 `Pod` and `Node`: what the node-failure rule reads (controller spec §3).
+//! Slim views of core/v1 `Pod` and `Node`: what the node-failure rule reads (docs/controller.md (Node failure)).
 //! `tests/controller_model.rs` pins them to the full k8s-openapi types.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};

@@ -123,7 +123,7 @@ pub enum ClusterMode {
     Unknown,
 }
 
-/// A cluster whose caches cannot answer (spec §4: before the first sync, or a broken watch).
+/// A cluster whose caches cannot answer (docs/webhook.md §4: before the first sync, or a broken watch).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct UnknownCluster;
 
@@ -220,7 +220,7 @@ impl Observed {
 }
 
 /// Every way `observed` differs from the case's expected verdict, including the response shape
-/// of spec §1 and the denial format of spec §6. Empty when it matches.
+/// of docs/webhook.md §1 and the denial format of docs/webhook.md §6. Empty when it matches.
 pub fn check_verdict(case: &Case, observed: &Observed) -> Vec<String> {
     let e = &case.expect;
     let mut problems = Vec::new();
@@ -287,7 +287,7 @@ pub fn check_verdict(case: &Case, observed: &Observed) -> Vec<String> {
     problems
 }
 
-/// Spec §6: code and reason from the most definite error, causes with field and reason, the
+/// docs/webhook.md §6: code and reason from the most definite error, causes with field and reason, the
 /// message rendered like Kubernetes `field.ErrorList` and under 1 KiB.
 pub fn check_denial_format(status: &Value) -> Vec<String> {
     let mut problems = Vec::new();
@@ -328,7 +328,7 @@ pub fn check_denial_format(status: &Value) -> Vec<String> {
             "FieldValueRequired" => "Required value",
             "InternalError" => "Internal error",
             other => {
-                problems.push(format!("cause reason {other:?} is not one of spec §6"));
+                problems.push(format!("cause reason {other:?} is not one of docs/webhook.md §6"));
                 continue;
             }
         };

@@ -7,7 +7,7 @@ use serde_json::Value;
 use trainguard::admission::{Endpoint, RulesConfig, review};
 use trainguard::cluster::ClusterView;
 
-/// Denial messages stay under this (webhook spec §6).
+/// Denial messages stay under this (docs/webhook.md §6).
 pub const MAX_MESSAGE_BYTES: usize = 1024;
 
 /// The response review as the API server reads it (`patch` is base64, as Go's `[]byte`).
@@ -146,7 +146,7 @@ pub fn check(
         let patch: json_patch::Patch =
             serde_json::from_slice(&patch).map_err(|e| format!("patch is not a JSON Patch: {e}"))?;
         if patch.0.is_empty() {
-            return Err("an empty patch is sent (spec §7: no patch then)".into());
+            return Err("an empty patch is sent (docs/webhook.md §7: no patch then)".into());
         }
         check_patch_is_idempotent(endpoint, body, &patch, config, cluster)?;
     } else if response.patch_type.is_some() {
@@ -155,7 +155,7 @@ pub fn check(
     Ok(Some(reviewed.decision.rule()))
 }
 
-/// Spec §7: the patch applies to the object it was computed for, and reviewing the patched object
+/// docs/webhook.md §7: the patch applies to the object it was computed for, and reviewing the patched object
 /// again yields no patch (safe under `reinvocationPolicy: IfNeeded`).
 fn check_patch_is_idempotent(
     endpoint: Endpoint,

@@ -1,5 +1,5 @@
 //! What the planner outputs: actions on named objects, each tagged with the rule that asked for
-//! it, and their rendering as the JSON lines `trainguard plan` prints (spec §5).
+//! it, and their rendering as the JSON lines `trainguard plan` prints (docs/controller.md (`trainguard plan`)).
 
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Map, Value, json};
@@ -62,7 +62,7 @@ pub struct Target {
     pub resource_version: Str,
 }
 
-/// Event reasons (spec §4). In report mode, those that stand for a write are prefixed `Would`.
+/// Event reasons (docs/controller.md (Events, Metrics and Knobs)). In report mode, those that stand for a write are prefixed `Would`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Reason {
     TTLExpiredDeleted,
@@ -72,7 +72,7 @@ pub enum Reason {
     SuspendNotReconciled,
     TTLStashedWhileSuspended,
     TTLRestored,
-    /// The stash annotation holds something that is not a TTL; nothing is moved (not in spec §4's
+    /// The stash annotation holds something that is not a TTL; nothing is moved (not in docs/controller.md (Events, Metrics and Knobs)
     /// list: added so a bad annotation is reported instead of silently ignored).
     TTLRestoreFailed,
     PodStuckTerminating,
@@ -268,7 +268,7 @@ pub struct Planned {
 }
 
 impl Planned {
-    /// The JSON line `trainguard plan` prints (spec §5).
+    /// The JSON line `trainguard plan` prints (docs/controller.md (`trainguard plan`)).
     pub fn to_line(&self) -> Value {
         let target = self.action.target();
         let mut line = Map::new();
@@ -321,7 +321,7 @@ impl Planned {
     }
 }
 
-/// Gauge contributions of one key (spec §4 metrics).
+/// Gauge contributions of one key (docs/controller.md (Events, Metrics and Knobs) metrics).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Observation {
     /// A job with a TTL deletion scheduled (`trainguard_ttl_scheduled_jobs{kind}`).

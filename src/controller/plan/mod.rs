@@ -2,7 +2,7 @@
 //! live controller plans one key at a time as watch events and timers arrive; `trainguard plan`
 //! plans every key of a file snapshot. Both call the functions here.
 //!
-//! Guard order (spec §0): gone or deleting → stop; not managed by the operator → stop; opted out →
+//! Guard order (docs/controller.md (How it decides)): gone or deleting → stop; not managed by the operator → stop; opted out →
 //! stop; finished (job or Workload) → only TTL (and putting a stashed TTL back); a job that is not
 //! suspended raises no suspend alarm, whatever its Workload says.
 
@@ -87,7 +87,7 @@ pub fn plan_all(input: &PlanInput<'_>, bucket: &mut TokenBucket) -> Vec<(Key, Ke
         .collect()
 }
 
-/// Spec §0's first guards for a v1 job: `Some(reason)` when nothing may be done to it.
+/// docs/controller.md (How it decides) first guards for a v1 job: `Some(reason)` when nothing may be done to it.
 pub fn job_guard(job: &JobFacts) -> Option<&'static str> {
     if job.deleting {
         Some("being deleted")

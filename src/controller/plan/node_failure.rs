@@ -1,4 +1,4 @@
-//! Spec §3: a training pod stuck Terminating on a failed node blocks its fixed-name replacement, so
+//! docs/controller.md (Node failure): a training pod stuck Terminating on a failed node blocks its fixed-name replacement, so
 //! the job hangs in `Restarting`. The companion escalates that existing deletion to grace 0 (as
 //! PodGC does for deleted and out-of-service nodes), within the zone brake and the rate limit.
 
@@ -18,7 +18,7 @@ use crate::controller::facts::{
 };
 use crate::controller::snapshot::Snapshot;
 
-/// A node's health at `now`, by spec §3's definition of unhealthy.
+/// A node's health at `now`, by docs/controller.md (Node failure) definition of unhealthy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NodeHealth {
     pub state: NodeState,
@@ -63,7 +63,7 @@ fn trusted_from(mode: NodeFailureMode, health: &NodeHealth) -> Option<Timestamp>
     }
 }
 
-/// Spec §3 step 2: more than 2 nodes unhealthy and at least the fraction of the domain — the node
+/// docs/controller.md (Node failure) step 2: more than 2 nodes unhealthy and at least the fraction of the domain — the node
 /// lifecycle controller's own definition of a disrupted zone. The floor keeps small zones working.
 pub fn brake_engaged(counts: BrakeCounts, fraction: f64) -> bool {
     counts.unhealthy > 2 && counts.total > 0 && f64::from(counts.unhealthy) / f64::from(counts.total) >= fraction
@@ -263,7 +263,7 @@ pub fn blocking_finalizers(pod: &PodFacts) -> Vec<&str> {
     pod.finalizers.iter().map(|f| &**f).filter(|f| *f != JOB_TRACKING_FINALIZER).collect()
 }
 
-/// Spec §3 for one pod at `now`.
+/// docs/controller.md (Node failure) for one pod at `now`.
 pub fn plan(
     pod: &PodFacts,
     snapshot: &Snapshot,

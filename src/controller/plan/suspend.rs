@@ -1,4 +1,4 @@
-//! Spec §2: a preempted (suspended) job whose pods or status never caught up is reported, and
+//! docs/controller.md (Preemption (suspend)): a preempted (suspended) job whose pods or status never caught up is reported, and
 //! with `--stash-ttl-on-stuck-suspend` its TTL is moved aside so the operator can finish the
 //! suspension; the TTL is moved back when the job is resumed. Never writes `suspend` or status.
 
@@ -42,7 +42,7 @@ impl fmt::Display for StuckWhy {
     }
 }
 
-/// Spec §2 `stuck` for a v1 job, without the time bound.
+/// docs/controller.md (Preemption (suspend)) `stuck` for a v1 job, without the time bound.
 pub fn v1_stuck(job: &JobFacts, live_pods: u32) -> StuckWhy {
     if !job.suspend || job.finished.is_some() {
         return StuckWhy::default();
@@ -229,7 +229,7 @@ pub fn plan_restore(job: &JobFacts, target: &Target, config: &PlanConfig, out: &
     }
 }
 
-/// Spec §2 for a TrainJob: suspended while its JobSet still reports active jobs or has pods.
+/// docs/controller.md (Preemption (suspend)) for a TrainJob: suspended while its JobSet still reports active jobs or has pods.
 pub fn trainjob_stuck(tj: &TrainJobFacts, jobset_active: i64, live_pods: u32) -> StuckWhy {
     if !tj.suspend || tj.finished {
         return StuckWhy::default();

@@ -1,4 +1,4 @@
-//! Spec §1: TTL after finished, as a backstop for the training operator (which never applies it
+//! docs/controller.md (TTL after finished): TTL after finished, as a backstop for the training operator (which never applies it
 //! to an `ExitCode` failure without `completionTime`, and before v1.8.1 stalled suspended jobs).
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -30,7 +30,7 @@ pub enum TtlVerdict {
     },
 }
 
-/// Spec §1 for one job at `now`. Also the executor's re-check on the live object.
+/// docs/controller.md (TTL after finished) for one job at `now`. Also the executor's re-check on the live object.
 pub fn verdict(job: &JobFacts, now: Timestamp, config: &PlanConfig) -> TtlVerdict {
     if let Some(why) = job_guard(job) {
         return TtlVerdict::Skip(why);
