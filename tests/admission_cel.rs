@@ -28,12 +28,26 @@ fn yaml_docs(path: &str) -> Vec<Value> {
     docs.into_iter().filter(|d| !d.is_null()).collect()
 }
 
+/// `line` with every `{{ … }}` template action replaced by `x`.
+fn without_actions(line: &str) -> String {
+    let mut out = String::new();
+    let mut rest = line;
+    while let Some(start) = rest.find("{{") {
+        let end = rest[start..].find("}}").map_or(rest.len(), |e| start + e + 2);
+        out.push_str(&rest[..start]);
+        out.push('x');
+        rest = &rest[end..];
+    }
+    out + rest
+}
+
 /// The matchConditions of the validating webhook in `path` (kustomize base or Helm template).
 fn match_conditions(path: &str) -> Vec<(String, String)> {
     let text = repo_file(path);
-    // The Helm template's only actions are its namespace and the `if`/`end` lines around it.
-    let text = text.replace("{{ .Release.Namespace }}", "ns");
-    let text: String = text.lines().filter(|l| !l.starts_with("{{ ")).map(|l| format!("{l}\n")).collect();
+    // The Helm template's actions are names inside values (replaced by a placeholder) and the
+    // `if`/`end` lines around it (dropped); the expressions themselves hold none.
+    let text: String =
+        text.lines().filter(|l| !l.starts_with("{{ ")).map(|l| format!("{}\n", without_actions(l))).collect();
     let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
     let validating = docs.iter().find(|d| d["kind"] == "ValidatingWebhookConfiguration").expect("validating");
     let conditions = validating["webhooks"][0]["matchConditions"].as_array().expect("matchConditions");
