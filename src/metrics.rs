@@ -38,6 +38,11 @@ pub struct CacheLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ListenerLabels {
+    pub listener: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
     pub result: &'static str,
 }
@@ -71,6 +76,8 @@ pub struct WebhookMetrics {
     pub cache_watch_errors: Family<CacheLabels, Counter>,
     pub cert_expiry: Gauge<f64, AtomicU64>,
     pub cert_reloads: Family<ResultLabels, Counter>,
+    /// Open connections per listener (`webhook`, `admin`), to compare with their caps.
+    pub connections: Family<ListenerLabels, Gauge>,
     /// Tells apart the metric sets of several servers in one process ([`Self::count_decision`]).
     instance: usize,
 }
@@ -87,6 +94,7 @@ impl WebhookMetrics {
             cache_watch_errors: Family::default(),
             cert_expiry: Gauge::default(),
             cert_reloads: Family::default(),
+            connections: Family::default(),
             instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
         };
         registry.register(
@@ -130,7 +138,17 @@ impl WebhookMetrics {
             "Serving certificate reload attempts by result",
             m.cert_reloads.clone(),
         );
+        registry.register(
+            "trainguard_open_connections",
+            "Open connections per listener (capped by --max-connections and --max-admin-connections)",
+            m.connections.clone(),
+        );
         m
+    }
+
+    /// The open-connections gauge of one listener.
+    pub fn open_connections(&self, listener: &'static str) -> Gauge {
+        self.connections.get_or_create(&ListenerLabels { listener }).clone()
     }
 
     /// `trainguard_admission_decisions_total{…}` + 1. Resolving a label set in the family hashes
