@@ -78,6 +78,8 @@ pub struct WebhookMetrics {
     pub cert_reloads: Family<ResultLabels, Counter>,
     /// Open connections per listener (`webhook`, `admin`), to compare with their caps.
     pub connections: Family<ListenerLabels, Gauge>,
+    /// Bytes held by unfinished request bodies (capped by --max-inflight-body-bytes).
+    pub inflight_body_bytes: Gauge,
     /// Tells apart the metric sets of several servers in one process ([`Self::count_decision`]).
     instance: usize,
 }
@@ -95,6 +97,7 @@ impl WebhookMetrics {
             cert_expiry: Gauge::default(),
             cert_reloads: Family::default(),
             connections: Family::default(),
+            inflight_body_bytes: Gauge::default(),
             instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
         };
         registry.register(
@@ -142,6 +145,11 @@ impl WebhookMetrics {
             "trainguard_open_connections",
             "Open connections per listener (capped by --max-connections and --max-admin-connections)",
             m.connections.clone(),
+        );
+        registry.register(
+            "trainguard_inflight_body_bytes",
+            "Bytes held by unfinished request bodies (capped by --max-inflight-body-bytes)",
+            m.inflight_body_bytes.clone(),
         );
         m
     }

@@ -12,6 +12,7 @@
 
 use std::time::Duration;
 
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::{Semaphore, TryAcquireError};
 use tokio::time::Instant;
 
@@ -54,18 +55,20 @@ pub struct BodyBudget {
     reserve: Semaphore,
     shared: Semaphore,
     total: usize,
+    /// `trainguard_inflight_body_bytes`: bytes held, exported.
+    gauge: Gauge,
 }
 
 impl BodyBudget {
     /// `total` bytes, a quarter of them reserved for small bodies. The shared part must hold the
     /// largest body, or such a body could never be read.
-    pub fn new(total: usize, max_body: usize) -> Result<Self, BudgetError> {
+    pub fn new(total: usize, max_body: usize, gauge: Gauge) -> Result<Self, BudgetError> {
         let reserve = total / 4;
         let shared = total - reserve;
         if shared < max_body {
             return Err(BudgetError::TooSmall { budget: total, max_body });
         }
-        Ok(BodyBudget { reserve: Semaphore::new(reserve), shared: Semaphore::new(shared), total })
+        Ok(BodyBudget { reserve: Semaphore::new(reserve), shared: Semaphore::new(shared), total, gauge })
     }
 
     /// Bytes currently held by unfinished bodies.
@@ -107,6 +110,14 @@ impl<'a> Held<'a> {
         if n == 0 {
             return Ok(());
         }
+        let taken = self.take_inner(n, until).await;
+        if taken.is_ok() {
+            self.budget.gauge.inc_by(n as i64);
+        }
+        taken
+    }
+
+    async fn take_inner(&mut self, n: usize, until: Instant) -> Result<(), Exhausted> {
         // A chunk never exceeds the body limit, which fits in the shared part (checked in `new`);
         // the cast cannot truncate below that.
         let permits = u32::try_from(n).map_err(|_| Exhausted)?;
@@ -161,6 +172,9 @@ impl<'a> Held<'a> {
 
 impl Drop for Held<'_> {
     fn drop(&mut self) {
+        if self.bytes() > 0 {
+            self.budget.gauge.dec_by(self.bytes() as i64);
+        }
         if self.reserve > 0 {
             self.budget.reserve.add_permits(self.reserve);
         }
@@ -193,10 +207,10 @@ mod tests {
 
     #[test]
     fn the_shared_part_must_hold_the_largest_body() {
-        assert!(BodyBudget::new(64 << 20, 7 << 20).is_ok());
-        assert!(BodyBudget::new(8 << 20, 6 << 20).is_ok());
+        assert!(BodyBudget::new(64 << 20, 7 << 20, Gauge::default()).is_ok());
+        assert!(BodyBudget::new(8 << 20, 6 << 20, Gauge::default()).is_ok());
         assert_eq!(
-            BodyBudget::new(8 << 20, 7 << 20).unwrap_err(),
+            BodyBudget::new(8 << 20, 7 << 20, Gauge::default()).unwrap_err(),
             BudgetError::TooSmall { budget: 8 << 20, max_body: 7 << 20 }
         );
     }
@@ -207,7 +221,7 @@ mod tests {
 
     #[tokio::test]
     async fn large_bodies_cannot_touch_the_reserve_and_small_ones_still_pass() {
-        let budget = BodyBudget::new(400 * KIB, 100 * KIB).unwrap(); // reserve 100 KiB, shared 300 KiB
+        let budget = BodyBudget::new(400 * KIB, 100 * KIB, Gauge::default()).unwrap(); // reserve 100 KiB, shared 300 KiB
         let mut big = Held::new(&budget, BodyClass::Large);
         big.take(300 * KIB, soon()).await.unwrap();
         assert_eq!(big.take(1, soon()).await, Err(Exhausted), "shared part spent; the reserve is not for it");
@@ -221,7 +235,7 @@ mod tests {
 
     #[tokio::test]
     async fn small_bodies_overflow_into_the_shared_part() {
-        let budget = BodyBudget::new(400 * KIB, 100 * KIB).unwrap();
+        let budget = BodyBudget::new(400 * KIB, 100 * KIB, Gauge::default()).unwrap();
         let mut a = Held::new(&budget, BodyClass::Small);
         a.take(100 * KIB, soon()).await.unwrap();
         let mut b = Held::new(&budget, BodyClass::Small);
@@ -231,7 +245,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_waiting_body_goes_on_when_budget_comes_back() {
-        let budget = std::sync::Arc::new(BodyBudget::new(400 * KIB, 100 * KIB).unwrap());
+        let budget = std::sync::Arc::new(BodyBudget::new(400 * KIB, 100 * KIB, Gauge::default()).unwrap());
         let mut big = Held::new(&budget, BodyClass::Large);
         big.take(300 * KIB, soon()).await.unwrap();
         let waiter = {
@@ -250,7 +264,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_timed_out_wait_holds_nothing() {
-        let budget = BodyBudget::new(400 * KIB, 100 * KIB).unwrap();
+        let budget = BodyBudget::new(400 * KIB, 100 * KIB, Gauge::default()).unwrap();
         let mut big = Held::new(&budget, BodyClass::Large);
         big.take(250 * KIB, soon()).await.unwrap();
         let mut other = Held::new(&budget, BodyClass::Large);

@@ -99,7 +99,11 @@ pub async fn start(
     metrics: WebhookMetrics,
     registry: Arc<Registry>,
 ) -> Result<RunningServer, ServerError> {
-    let body_budget = Arc::new(budget::BodyBudget::new(settings.max_inflight_body_bytes, settings.max_body_bytes)?);
+    let body_budget = Arc::new(budget::BodyBudget::new(
+        settings.max_inflight_body_bytes,
+        settings.max_body_bytes,
+        metrics.inflight_body_bytes.clone(),
+    )?);
     for (flag, value) in [
         ("--max-connections", settings.max_connections),
         ("--max-admin-connections", settings.max_admin_connections),

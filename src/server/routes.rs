@@ -176,7 +176,7 @@ where
     let deadline = tokio::time::Instant::from_std(start + handler_deadline(timeout));
     // Held until the answer is built: the body's bytes count against the budget while they exist.
     let mut held = Held::new(&inner.budget, BodyClass::of(declared));
-    let body = match read_body(body, inner.max_body_bytes, declared, &mut held, deadline).await {
+    let body = match read_body(body, inner.max_body_bytes, &mut held, deadline).await {
         Ok(body) => body,
         Err(BodyError::Deadline) => return deadline_missed(endpoint, timeout, inner),
         Err(BodyError::TooLarge) => return too_large(),
@@ -208,7 +208,6 @@ enum BodyError {
 async fn read_body<B>(
     body: B,
     max: usize,
-    declared: Option<u64>,
     held: &mut Held<'_>,
     deadline: tokio::time::Instant,
 ) -> Result<Bytes, BodyError>
@@ -232,14 +231,15 @@ where
         }
         let until = deadline.min(tokio::time::Instant::now() + BUDGET_WAIT);
         held.take(data.len(), until).await.map_err(|_| BodyError::Budget)?;
-        // One chunk (the usual case) is kept as it is; more are copied into one buffer, sized
-        // from the declared length once (bounded by the limit, whatever a client declares).
+        // One chunk (the usual case) is kept as it is; more are copied into one buffer. It grows
+        // with what arrived, not with what the client declared: an upload that stalls holds
+        // memory for the bytes it sent (and counted), not for the ones it promised. (Keeping
+        // the chunks instead would pin hyper's read buffers, up to 64 KiB per chunk.)
         match first.take() {
             None if rest.is_empty() => first = Some(data),
             None => rest.extend_from_slice(&data),
             Some(previous) => {
-                let hint = declared.map_or(0, |n| n.min(max as u64) as usize);
-                rest.reserve(hint.max(previous.len() + data.len()));
+                rest.reserve_exact(2 * (previous.len() + data.len()));
                 rest.extend_from_slice(&previous);
                 rest.extend_from_slice(&data);
             }
