@@ -47,6 +47,31 @@ pub struct ResultLabels {
     pub result: &'static str,
 }
 
+/// `trainguard_log_lines_dropped_total`: log lines the non-blocking writer dropped because its
+/// queue was full (read from the writer's own counter at scrape time).
+#[derive(Debug)]
+pub struct LogLinesDropped(pub tracing_appender::non_blocking::ErrorCounter);
+
+impl prometheus_client::encoding::EncodeMetric for LogLinesDropped {
+    fn encode(&self, encoder: prometheus_client::encoding::MetricEncoder) -> Result<(), std::fmt::Error> {
+        prometheus_client::metrics::counter::ConstCounter::new(self.0.dropped_lines() as u64).encode(encoder)
+    }
+
+    fn metric_type(&self) -> prometheus_client::metrics::MetricType {
+        prometheus_client::metrics::MetricType::Counter
+    }
+}
+
+impl LogLinesDropped {
+    pub fn register(self, registry: &mut Registry) {
+        registry.register(
+            "trainguard_log_lines_dropped",
+            "Log lines dropped because the log writer's queue was full (logging never blocks a request)",
+            self,
+        );
+    }
+}
+
 /// controller-runtime's webhook latency buckets, with sub-millisecond ones in front: trainguard
 /// answers in microseconds, and a dashboard built for controller-runtime still reads the rest.
 const LATENCY_BUCKETS: &[f64] = &[
@@ -223,6 +248,39 @@ mod tests {
         let mut text = String::new();
         encode(&mut text, registry).expect("encodes");
         text
+    }
+
+    #[test]
+    fn dropped_log_lines_are_exported_as_a_counter() {
+        use std::io::Write;
+        /// A log sink that is slower than the lines coming in.
+        struct Slow;
+        impl Write for Slow {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let (mut writer, _guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+            .buffered_lines_limit(2)
+            .lossy(true)
+            .finish(Slow);
+        let mut registry = Registry::default();
+        LogLinesDropped(writer.error_counter()).register(&mut registry);
+        assert!(exported(&registry).contains("trainguard_log_lines_dropped_total 0"), "{}", exported(&registry));
+        let started = std::time::Instant::now();
+        for _ in 0..50 {
+            writer.write_all(b"denied\n").unwrap();
+        }
+        assert!(started.elapsed() < std::time::Duration::from_millis(500), "the writer blocked the caller");
+        let dropped = writer.error_counter().dropped_lines();
+        assert!(dropped >= 40, "{dropped}");
+        let text = exported(&registry);
+        assert!(text.contains("# TYPE trainguard_log_lines_dropped counter"), "{text}");
+        assert!(text.contains(&format!("trainguard_log_lines_dropped_total {dropped}")), "{text}");
     }
 
     #[test]

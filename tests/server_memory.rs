@@ -174,4 +174,5 @@ async fn slow_large_uploads_keep_rss_bounded_and_reviews_prompt() {
     // The pressure was real: the uploads were more than the budget, and the server pushed back.
     assert!(sent_mib > 64.0, "the clients wrote only {sent_mib:.0} MiB");
     assert!(throttled > 0, "no upload was answered 429:\n{metrics}");
+    assert!(metrics.contains("trainguard_log_lines_dropped_total "), "{metrics}");
 }

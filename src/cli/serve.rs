@@ -163,15 +163,21 @@ impl ServeArgs {
 
 /// Parses and installs everything, then serves until SIGTERM or SIGINT.
 pub fn run(args: ServeArgs, log_format: LogFormat) -> anyhow::Result<ExitCode> {
-    crate::telemetry::init(log_format);
+    // Held to the end: dropping it flushes the queued log lines.
+    let logging = crate::telemetry::init(log_format);
     crate::server::tls::install_default_provider();
     let mode = args.cluster_mode()?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
-    runtime.block_on(serve(args, mode))?;
+    runtime.block_on(serve(args, mode, logging.dropped.clone()))?;
+    drop(logging);
     Ok(ExitCode::SUCCESS)
 }
 
-async fn serve(mut args: ServeArgs, mode: ClusterMode) -> anyhow::Result<()> {
+async fn serve(
+    mut args: ServeArgs,
+    mode: ClusterMode,
+    log_lines_dropped: tracing_appender::non_blocking::ErrorCounter,
+) -> anyhow::Result<()> {
     let default_bind = |dev: &str, prod: &str| -> SocketAddr {
         (if args.dev { dev } else { prod }).parse().expect("constant address parses")
     };
@@ -191,6 +197,7 @@ async fn serve(mut args: ServeArgs, mode: ClusterMode) -> anyhow::Result<()> {
     let mut registry = Registry::default();
     let metrics = WebhookMetrics::register(&mut registry);
     let controller_metrics = crate::controller::Metrics::register(&mut registry);
+    crate::metrics::LogLinesDropped(log_lines_dropped).register(&mut registry);
     let shutdown = tokio_util::sync::CancellationToken::new();
     let mut controller: Option<tokio::task::JoinHandle<Result<(), crate::controller::ControllerError>>> = None;
 
