@@ -232,3 +232,57 @@ async fn the_admin_port_has_a_header_timeout_and_a_connection_cap() {
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_advertises_its_windows_streams_and_header_limit() {
+    let mut server = start(Options { http2: true, http2_max_concurrent_streams: 7, ..Default::default() }).await;
+    let mut tls = client_tls(&[&server.ca_pem], rustls::ALL_VERSIONS);
+    tls.alpn_protocols = vec![b"h2".to_vec()];
+    let tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let conn = TlsConnector::from(Arc::new(tls)).connect("localhost".try_into().unwrap(), tcp).await.unwrap();
+    let (send, connection) = h2::client::handshake(conn).await.unwrap();
+    tokio::spawn(connection);
+    let mut send = send.ready().await.unwrap();
+
+    // A 150 KB review can be sent whole at once: the stream's capacity (the smaller of the
+    // stream and connection windows) reaches 256 KiB without any data sent.
+    let request = |extra: Option<String>| {
+        let mut b =
+            http::Request::post(format!("https://localhost{VALIDATE}")).header("content-type", "application/json");
+        if let Some(v) = extra {
+            b = b.header("x-padding", v);
+        }
+        b.body(()).unwrap()
+    };
+    let (response, mut stream) = send.send_request(request(None), false).unwrap();
+    stream.reserve_capacity(300 * 1024);
+    let mut capacity = 0;
+    let until = Instant::now() + Duration::from_secs(5);
+    while capacity < 256 * 1024 && Instant::now() < until {
+        match tokio::time::timeout(Duration::from_millis(200), std::future::poll_fn(|cx| stream.poll_capacity(cx)))
+            .await
+        {
+            Ok(Some(Ok(n))) => capacity = capacity.max(n),
+            Ok(other) => panic!("stream capacity: {other:?}"),
+            Err(_) => {}
+        }
+    }
+    assert_eq!(capacity, 256 * 1024, "stream window as the server advertised it");
+    assert_eq!(send.current_max_send_streams(), 7, "max concurrent streams as configured");
+    let body = update_review(UID, trainjob(false, "a"), trainjob(false, "a"));
+    stream.send_data(body.into(), true).unwrap();
+    let response = tokio::time::timeout(Duration::from_secs(5), response).await.unwrap().unwrap();
+    assert_eq!(response.status(), 200);
+
+    // Headers beyond the 32 KiB header-list limit are refused (hyper's default allows 16 MiB).
+    let mut send = send.ready().await.unwrap();
+    let refused = match send.send_request(request(Some("x".repeat(40 * 1024))), true) {
+        Err(_) => true,
+        Ok((response, _)) => match tokio::time::timeout(Duration::from_secs(5), response).await.unwrap() {
+            Err(_) => true,
+            Ok(r) => r.status() == http::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+        },
+    };
+    assert!(refused, "a 40 KiB header list was accepted");
+    server.shutdown().await;
+}
