@@ -106,11 +106,8 @@ def check_payload(port, name, body_file, ca):
     conn.close()
     r = review["response"]
     rule = r.get("auditAnnotations", {}).get("trainguard.io/rule")
-    want = {"small": (True, "allow-unchanged"), "large": (True, "allow-unchanged"), "gated": (True, None),
-            "denied": (False, "U2")}[name]
-    ok = resp.status == 200 and r["allowed"] == want[0] and (want[1] is None or rule == want[1])
-    if name == "gated":
-        ok = ok and rule not in ("allow-unchanged", None)
+    want = {"small": (True, "U1"), "large": (True, "U1"), "gated": (True, "allow-gate"), "denied": (False, "U2")}[name]
+    ok = resp.status == 200 and r["allowed"] == want[0] and rule == want[1]
     if not ok:
         raise SystemExit(f"payload {name}: unexpected answer (HTTP {resp.status}, allowed {r['allowed']}, rule {rule})")
     return rule
