@@ -11,9 +11,9 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use trainguard::server::conn::http2 as tuned;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
+use trainguard::server::conn::http2 as tuned;
 
 const ANSWER: &[u8] = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"2b9a1c5e-7d0f-4c1a-9e55-3f7d8a4b1c20","allowed":true,"status":{}}}"#;
 

@@ -274,15 +274,47 @@ async fn http2_advertises_its_windows_streams_and_header_limit() {
     let response = tokio::time::timeout(Duration::from_secs(5), response).await.unwrap().unwrap();
     assert_eq!(response.status(), 200);
 
-    // Headers beyond the 32 KiB header-list limit are refused (hyper's default allows 16 MiB).
-    let mut send = send.ready().await.unwrap();
-    let refused = match send.send_request(request(Some("x".repeat(40 * 1024))), true) {
-        Err(_) => true,
-        Ok((response, _)) => match tokio::time::timeout(Duration::from_secs(5), response).await.unwrap() {
+    // The header-list limit: 12 KiB of headers pass, 20 KiB are refused.
+    let mut outcomes = Vec::new();
+    for size in [12 * 1024, 20 * 1024] {
+        let mut send = send.clone().ready().await.unwrap();
+        let refused = match send.send_request(request(Some("x".repeat(size))), true) {
             Err(_) => true,
-            Ok(r) => r.status() == http::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-        },
-    };
-    assert!(refused, "a 40 KiB header list was accepted");
+            Ok((response, _)) => match tokio::time::timeout(Duration::from_secs(5), response).await.unwrap() {
+                Err(_) => true,
+                Ok(r) => r.status() == http::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            },
+        };
+        outcomes.push(refused);
+    }
+    let refused = outcomes == [false, true];
+    assert!(refused, "12 KiB and 20 KiB of headers refused: {outcomes:?} (want [false, true])");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_http2_connections_close_too() {
+    let mut server =
+        start(Options { http2: true, idle_timeout: Duration::from_millis(400), ..Default::default() }).await;
+    let mut tls = client_tls(&[&server.ca_pem], rustls::ALL_VERSIONS);
+    tls.alpn_protocols = vec![b"h2".to_vec()];
+    let tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let conn = TlsConnector::from(Arc::new(tls)).connect("localhost".try_into().unwrap(), tcp).await.unwrap();
+    let (send, connection) = h2::client::handshake(conn).await.unwrap();
+    let connection = tokio::spawn(connection);
+    let mut send = send.ready().await.unwrap();
+    let body = update_review(UID, trainjob(false, "a"), trainjob(false, "a"));
+    let request = http::Request::post(format!("https://localhost{VALIDATE}"))
+        .header("content-type", "application/json")
+        .body(())
+        .unwrap();
+    let (response, mut stream) = send.send_request(request, false).unwrap();
+    stream.send_data(body.into(), true).unwrap();
+    assert_eq!(response.await.unwrap().status(), 200);
+    // Then silence: the server sends GOAWAY and the connection ends.
+    let started = Instant::now();
+    let ended = tokio::time::timeout(Duration::from_secs(5), connection).await;
+    assert!(ended.is_ok(), "idle HTTP/2 connection still open after 5 s");
+    assert!(started.elapsed() >= Duration::from_millis(300), "closed before the idle timeout: {:?}", started.elapsed());
     server.shutdown().await;
 }

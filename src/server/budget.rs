@@ -104,20 +104,20 @@ impl<'a> Held<'a> {
         self.reserve + self.shared
     }
 
-    /// Takes `n` more bytes, waiting until `until` at most. The first attempt does not touch the
-    /// timer (the common case: budget is there).
-    pub async fn take(&mut self, n: usize, until: Instant) -> Result<(), Exhausted> {
+    /// Takes `n` more bytes, waiting [`BUDGET_WAIT`] at most and never past `deadline`. The
+    /// first attempt reads no clock and arms no timer (the common case: budget is there).
+    pub async fn take(&mut self, n: usize, deadline: Instant) -> Result<(), Exhausted> {
         if n == 0 {
             return Ok(());
         }
-        let taken = self.take_inner(n, until).await;
+        let taken = self.take_inner(n, deadline).await;
         if taken.is_ok() {
             self.budget.gauge.inc_by(n as i64);
         }
         taken
     }
 
-    async fn take_inner(&mut self, n: usize, until: Instant) -> Result<(), Exhausted> {
+    async fn take_inner(&mut self, n: usize, deadline: Instant) -> Result<(), Exhausted> {
         // A chunk never exceeds the body limit, which fits in the shared part (checked in `new`);
         // the cast cannot truncate below that.
         let permits = u32::try_from(n).map_err(|_| Exhausted)?;
@@ -156,6 +156,7 @@ impl<'a> Held<'a> {
                 })
             }
         };
+        let until = deadline.min(Instant::now() + BUDGET_WAIT);
         match tokio::time::timeout_at(until, wait).await {
             Ok(Ok((true, n))) => {
                 self.reserve += n;

@@ -30,8 +30,9 @@ pub mod http2 {
     /// handlers have not read yet is buffered outside the body budget, so HTTP/2 connections
     /// are capped at `max-inflight-body-bytes / CONNECTION_WINDOW` (see [`max_connections`]).
     pub const CONNECTION_WINDOW: u32 = 4 * 1024 * 1024;
-    /// Headers of an admission request are well under 1 KiB; hyper's default allows 16 MiB.
-    pub const MAX_HEADER_LIST: u32 = 32 * 1024;
+    /// Headers of an admission request are well under 1 KiB. hyper's default today, set here so
+    /// that a dependency update cannot raise it.
+    pub const MAX_HEADER_LIST: u32 = 16 * 1024;
     /// Ping an idle connection this often; close it when the peer does not answer within
     /// [`KEEP_ALIVE_TIMEOUT`] (a peer that vanished without a FIN).
     pub const KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(30);

@@ -19,7 +19,7 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use tower::ServiceExt as _;
 
-use super::budget::{BUDGET_WAIT, BodyBudget, BodyClass, Held};
+use super::budget::{BodyBudget, BodyClass, Held};
 use super::limits::{DEFAULT_TIMEOUT, handler_deadline, parse_timeout_query};
 use crate::admission::{self, Decision, Endpoint, ErrorType, FieldError, ProtocolError, RulesConfig};
 use crate::cluster::ClusterView;
@@ -229,8 +229,7 @@ where
         if held.bytes() + data.len() > max {
             return Err(BodyError::TooLarge);
         }
-        let until = deadline.min(tokio::time::Instant::now() + BUDGET_WAIT);
-        held.take(data.len(), until).await.map_err(|_| BodyError::Budget)?;
+        held.take(data.len(), deadline).await.map_err(|_| BodyError::Budget)?;
         // One chunk (the usual case) is kept as it is; more are copied into one buffer. It grows
         // with what arrived, not with what the client declared: an upload that stalls holds
         // memory for the bytes it sent (and counted), not for the ones it promised. (Keeping
@@ -248,7 +247,7 @@ where
     Ok(first.unwrap_or_else(|| Bytes::from(rest)))
 }
 
-/// The body budget stayed spent for [`BUDGET_WAIT`]: a retryable 429 (the API server's client
+/// The body budget stayed spent for [`super::budget::BUDGET_WAIT`]: a retryable 429 (the API server's client
 /// retries it after `Retry-After`).
 fn budget_exhausted(endpoint: Endpoint, inner: &Inner) -> Response {
     tracing::warn!(
