@@ -318,3 +318,36 @@ async fn idle_http2_connections_close_too() {
     assert!(started.elapsed() >= Duration::from_millis(300), "closed before the idle timeout: {:?}", started.elapsed());
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn limits_that_cannot_work_are_refused_at_start() {
+    trainguard::server::tls::install_default_provider();
+    let dir = tempfile::tempdir().unwrap();
+    write_secret_volume(dir.path(), &chain(), 1);
+    let cases: &[(Options, &str)] = &[
+        (
+            Options { max_inflight_body_bytes: 8 << 20, max_body_bytes: 7 << 20, ..Default::default() },
+            "--max-inflight-body-bytes (8388608) must be at least 4/3 of --max-body-bytes (7340032)",
+        ),
+        (Options { max_connections: 0, ..Default::default() }, "--max-connections must be at least 1"),
+        (Options { max_admin_connections: 0, ..Default::default() }, "--max-admin-connections must be at least 1"),
+        (
+            Options { http2_max_concurrent_streams: 0, ..Default::default() },
+            "--http2-max-concurrent-streams must be at least 1",
+        ),
+    ];
+    for (opts, want) in cases {
+        let mut registry = prometheus_client::registry::Registry::default();
+        let metrics = trainguard::metrics::WebhookMetrics::register(&mut registry);
+        let started = trainguard::server::start(
+            settings_for(dir.path(), opts),
+            opts.cluster.clone(),
+            None,
+            metrics,
+            Arc::new(registry),
+        )
+        .await;
+        let error = started.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(error.contains(want), "want {want:?}, got {error:?}");
+    }
+}
