@@ -81,7 +81,7 @@ pub struct Tracked<S> {
     activity: Arc<Activity>,
 }
 
-struct Finished(Arc<Activity>);
+pub struct Finished(Arc<Activity>);
 
 impl Drop for Finished {
     fn drop(&mut self) {
@@ -92,21 +92,35 @@ impl Drop for Finished {
 impl<S> hyper::service::Service<http::Request<Incoming>> for Tracked<S>
 where
     S: hyper::service::Service<http::Request<Incoming>, Response = Response, Error = Infallible>,
-    S::Future: Send + 'static,
 {
     type Response = Response;
     type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+    type Future = TrackedFuture<S::Future>;
 
     fn call(&self, req: http::Request<Incoming>) -> Self::Future {
         self.activity.started.fetch_add(1, Ordering::Relaxed);
-        let finished = Finished(self.activity.clone());
-        let fut = self.inner.call(req);
-        Box::pin(async move {
-            let out = fut.await;
-            drop(finished);
-            out
-        })
+        TrackedFuture { inner: self.inner.call(req), finished: Some(Finished(self.activity.clone())) }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The service's future, counting the request finished when it completes or is dropped
+    /// (without a second boxing of the future on the hot path).
+    pub struct TrackedFuture<F> {
+        #[pin]
+        inner: F,
+        finished: Option<Finished>,
+    }
+}
+
+impl<F: Future> Future for TrackedFuture<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<F::Output> {
+        let this = self.project();
+        let out = std::task::ready!(this.inner.poll(cx));
+        this.finished.take();
+        std::task::Poll::Ready(out)
     }
 }
 
