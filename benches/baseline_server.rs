@@ -1,6 +1,6 @@
 //! The ceiling for any webhook on this machine: bare hyper + rustls, same TLS configuration as
-//! trainguard, reading the whole body and answering a fixed AdmissionReview. `benches/load.py`
-//! runs it beside trainguard.
+//! trainguard and the same HTTP/2 tuning (windows, stream limit, header-list limit), reading the
+//! whole body and answering a fixed AdmissionReview. `benches/load.py` runs it beside trainguard.
 //!
 //! Usage: baseline_server ADDR CERT KEY [--http2]
 
@@ -13,6 +13,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
+use trainguard::server::conn::http2 as tuned;
 
 const ANSWER: &[u8] = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"2b9a1c5e-7d0f-4c1a-9e55-3f7d8a4b1c20","allowed":true,"status":{}}}"#;
 
@@ -46,7 +47,13 @@ async fn main() {
             });
             let io = TokioIo::new(tls);
             let _ = if h2 {
-                hyper::server::conn::http2::Builder::new(TokioExecutor::new()).serve_connection(io, service).await
+                hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                    .initial_stream_window_size(tuned::STREAM_WINDOW)
+                    .initial_connection_window_size(tuned::CONNECTION_WINDOW)
+                    .max_concurrent_streams(128)
+                    .max_header_list_size(tuned::MAX_HEADER_LIST)
+                    .serve_connection(io, service)
+                    .await
             } else {
                 hyper::server::conn::http1::Builder::new().serve_connection(io, service).await
             };

@@ -2,16 +2,26 @@
 """End-to-end load over TLS: trainguard vs a bare hyper + rustls baseline.
 
 HTTP/1.1 keep-alive with wrk (p50/p99 from its latency histogram) and HTTP/2 with h2load
-(mean latency; h2load prints no percentiles), at concurrency 1, 16 and 64, on the ~5 KB and
-~150 KB fixtures. The load generator is pinned to CPU 0 and both servers to CPU 1 (taskset);
+(mean latency; h2load prints no percentiles), at concurrency 1, 16 and 64 (and, over HTTP/2,
+16 streams multiplexed on one connection, "1x16", as the API server does), on every path:
+- small: ~5 KB update, overrides unchanged (U1, the common case);
+- large: ~150 KB update, overrides unchanged;
+- gated: ~5 KB update that changes the overrides and resumes the job in one request (parsed,
+  compared, shape-checked, JobSet gate; allowed with a warning offline);
+- denied: ~5 KB edit of a running job's overrides (U2 denial: message, audit, log line).
+The baseline is tuned like trainguard (same TLS configuration, same HTTP/2 windows and stream
+limit) and answers every payload with the same fixed review. The load generator is pinned to CPU 0 and both servers to CPU 1 (taskset);
 each configuration runs on trainguard and then on the baseline, --rounds times, and the table
 shows the medians (a shared VM's speed drifts over minutes; back-to-back runs compare like with
 like). The CPU time of server and generator is recorded: on 2 cores the generator can become the
 bottleneck, and the server's CPU per request is the figure that stays comparable.
 
-Usage: benches/load.py [--duration SECONDS] [--rounds N] [--out FILE]   (make bench runs it)
+Usage: benches/load.py [--duration SECONDS] [--rounds N] [--payloads small,large,gated,denied]
+                       [--conns 1,16,1x16,64] [--protocols http1,http2] [--out FILE]
+(make bench runs it with the defaults: everything)
 """
 import argparse
+import json
 import os
 import re
 import resource
@@ -26,10 +36,15 @@ from procutil import rss_kib, wait_port  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TARGET = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
-TRAINGUARD = os.path.join(TARGET, "dist", "trainguard")
-BASELINE = os.path.join(TARGET, "dist", "examples", "baseline_server")
+# The dist profile (fat LTO) by default; TRAINGUARD_BIN / BASELINE_BIN point elsewhere (e.g. a debug smoke run).
+TRAINGUARD = os.environ.get("TRAINGUARD_BIN", os.path.join(TARGET, "dist", "trainguard"))
+BASELINE = os.environ.get("BASELINE_BIN", os.path.join(TARGET, "dist", "examples", "baseline_server"))
 PATH = "/validate-trainer-kubeflow-org-v1alpha1-trainjob"
-PAYLOADS = {"small": "fixtures/bench/small-update.review.json", "large": "fixtures/bench/large-update.review.json"}
+FIXTURES = {"small": "fixtures/bench/small-update.review.json", "large": "fixtures/bench/large-update.review.json"}
+ALL_PAYLOADS = ["small", "large", "gated", "denied"]
+ALL_CONNS = ["1", "16", "1x16", "64"]
+NODE_SELECTOR = ("runtimePatches", 0, "trainingRuntimeSpec", "template", "spec", "replicatedJobs", 0, "template",
+                 "spec", "template", "spec", "nodeSelector")
 CLK = os.sysconf("SC_CLK_TCK")
 
 WRK_SCRIPT = r"""
@@ -45,6 +60,57 @@ done = function(summary, latency, requests)
     summary.requests, summary.duration, latency:percentile(50), latency:percentile(99), errors))
 end
 """
+
+
+def derived_payloads(work):
+    """The gated and denied payloads, made from the small fixture (written to `work`)."""
+    with open(os.path.join(ROOT, FIXTURES["small"])) as f:
+        base = json.load(f)
+
+    def selector(obj):
+        for key in NODE_SELECTOR:
+            obj = obj[key]
+        return obj
+
+    gated = json.loads(json.dumps(base))
+    old, new = gated["request"]["oldObject"], gated["request"]["object"]
+    # Suspended with no active jobs, then resumed with a new placement in the same update.
+    old["spec"]["suspend"] = True
+    old["status"] = {"jobsStatus": [{"name": "node", "active": 0}]}
+    new["spec"]["suspend"] = False
+    new["status"] = {"jobsStatus": [{"name": "node", "active": 0}]}
+    selector(new["spec"])["cloud.google.com/gke-accelerator"] = "nvidia-b200"
+
+    denied = json.loads(json.dumps(base))
+    # Running (suspend false, one active job) and the placement edited: U2.
+    selector(denied["request"]["object"]["spec"])["cloud.google.com/gke-accelerator"] = "nvidia-b200"
+
+    paths = {}
+    for name, review in [("gated", gated), ("denied", denied)]:
+        paths[name] = os.path.join(work, f"{name}.review.json")
+        with open(paths[name], "w") as f:
+            json.dump(review, f, separators=(",", ":"))
+    return paths
+
+
+def check_payload(port, name, body_file, ca):
+    """One request of each payload before measuring: the path taken is the one the row names."""
+    import ssl
+    import http.client
+    ctx = ssl.create_default_context(cafile=ca)
+    conn = http.client.HTTPSConnection("localhost", port, context=ctx, timeout=10)
+    with open(body_file, "rb") as f:
+        conn.request("POST", PATH, f.read(), {"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    review = json.loads(resp.read())
+    conn.close()
+    r = review["response"]
+    rule = r.get("auditAnnotations", {}).get("trainguard.io/rule")
+    want = {"small": (True, "U1"), "large": (True, "U1"), "gated": (True, "allow-gate"), "denied": (False, "U2")}[name]
+    ok = resp.status == 200 and r["allowed"] == want[0] and rule == want[1]
+    if not ok:
+        raise SystemExit(f"payload {name}: unexpected answer (HTTP {resp.status}, allowed {r['allowed']}, rule {rule})")
+    return rule
 
 
 def ensure_tools():
@@ -81,9 +147,11 @@ def run_wrk(port, body_file, conns, duration, script):
 
 
 def run_h2load(port, body_file, conns, duration):
+    # "1x16": one connection carrying 16 concurrent streams; "16": 16 connections, one stream each.
+    clients, streams = conns.split("x") if "x" in conns else (conns, "1")
     before = children_cpu()
     out = subprocess.run(
-        ["taskset", "-c", "0", "h2load", "-t1", f"-c{conns}", "-m1", f"-D{duration}", "--warm-up-time=1",
+        ["taskset", "-c", "0", "h2load", "-t1", f"-c{clients}", f"-m{streams}", f"-D{duration}", "--warm-up-time=1",
          "-d", body_file, "-H", "content-type: application/json", f"https://127.0.0.1:{port}{PATH}"],
         capture_output=True, text=True, check=True).stdout
     gen_cpu = children_cpu() - before
@@ -113,6 +181,11 @@ def main():
     ap.add_argument("--duration", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3,
                     help="runs of each configuration per server, alternating; the table shows medians")
+    ap.add_argument("--payloads", default=",".join(ALL_PAYLOADS), help="comma-separated subset of " + ",".join(ALL_PAYLOADS))
+    ap.add_argument("--conns", default=",".join(ALL_CONNS),
+                    help="comma-separated concurrency levels; NxM = N HTTP/2 connections with M streams each "
+                         "(HTTP/1.1 skips those)")
+    ap.add_argument("--protocols", default="http1,http2")
     ap.add_argument("--out", default=os.path.join(TARGET, "load-results.md"))
     args = ap.parse_args()
     ensure_tools()
@@ -120,11 +193,16 @@ def main():
     script = os.path.join(work, "post.lua")
     with open(script, "w") as f:
         f.write(WRK_SCRIPT)
-    payloads = {k: os.path.join(ROOT, v) for k, v in PAYLOADS.items()}
+    available = {k: os.path.join(ROOT, v) for k, v in FIXTURES.items()}
+    available.update(derived_payloads(work))
+    payloads = {k: available[k] for k in args.payloads.split(",")}
+    conn_levels = args.conns.split(",")
+    protocols = args.protocols.split(",")
     rows = []
     memory = {}
+    rules = {}
     ports = {"trainguard": 19443, "baseline": 19444}
-    for proto in ["http1", "http2"]:
+    for proto in protocols:
         # Both servers run on CPU 1 at once (the idle one costs nothing) and each configuration is
         # measured on trainguard and then at once on the baseline: the machine's speed drifts
         # over minutes, and the ratio should compare like with like.
@@ -142,7 +220,10 @@ def main():
             if proto == "http1":
                 memory["idle_rss_kib"] = rss_kib(procs["trainguard"].pid)
             for payload, body in payloads.items():
-                for conns in [1, 16, 64]:
+                rules[payload] = check_payload(ports["trainguard"], payload, body, os.path.join(work, "ca.crt"))
+                for conns in conn_levels:
+                    if proto == "http1" and "x" in conns:
+                        continue
                     runs = {"trainguard": [], "baseline": []}
                     for _ in range(args.rounds):
                         for server in ["trainguard", "baseline"]:
@@ -162,20 +243,26 @@ def main():
             for proc in procs.values():
                 proc.terminate()
                 proc.wait(timeout=30)
-    lines = [f"Command: `benches/load.py --duration {args.duration} --rounds {args.rounds}` (generator pinned to CPU 0, "
-             f"servers to CPU 1; medians of {args.rounds} alternating runs per configuration)", ""]
+    command = " ".join(sys.argv[1:])
+    lines = [f"Command: `benches/load.py {command}` (generator pinned to CPU 0, "
+             f"servers to CPU 1; medians of {args.rounds} alternating runs per configuration; "
+             f"deciding rules: {', '.join(f'{k} {v}' for k, v in rules.items())})", ""]
     lines.append("| protocol | payload | conns | trainguard req/s | baseline req/s | ratio | trainguard p50 / p99 µs | "
-                 "baseline p50 / p99 µs | trainguard CPU µs/req | baseline CPU µs/req | generator CPU (trainguard run) "
-                 "| errors |")
-    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for proto in ["http1", "http2"]:
-        for payload in PAYLOADS:
-            for conns in [1, 16, 64]:
-                t = next(r for r in rows if (r["proto"], r["server"], r["payload"], r["conns"]) == (proto, "trainguard", payload, conns))
-                b = next(r for r in rows if (r["proto"], r["server"], r["payload"], r["conns"]) == (proto, "baseline", payload, conns))
+                 "baseline p50 / p99 µs | trainguard CPU µs/req | baseline CPU µs/req | CPU ratio | "
+                 "generator CPU (trainguard run) | errors |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for proto in protocols:
+        for payload in payloads:
+            for conns in conn_levels:
+                key = lambda server: (proto, server, payload, conns)
+                t = next((r for r in rows if (r["proto"], r["server"], r["payload"], r["conns"]) == key("trainguard")), None)
+                b = next((r for r in rows if (r["proto"], r["server"], r["payload"], r["conns"]) == key("baseline")), None)
+                if t is None or b is None:
+                    continue
                 lat = lambda r: f"{r['p50_us']} / {r['p99_us']}" if "p50_us" in r else f"mean {r['mean_us']:.0f}"
                 lines.append(f"| {proto} | {payload} | {conns} | {t['rps']:.0f} | {b['rps']:.0f} | {t['rps'] / b['rps']:.0%} | "
                              f"{lat(t)} | {lat(b)} | {t['server_cpu_us_per_req']:.1f} | {b['server_cpu_us_per_req']:.1f} | "
+                             f"{t['server_cpu_us_per_req'] / max(b['server_cpu_us_per_req'], 1e-9):.2f}× | "
                              f"{t['gen_cpu']:.0%} | "
                              f"{t['errors'] + b['errors']} |")
     lines.append("")

@@ -38,8 +38,38 @@ pub struct CacheLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ListenerLabels {
+    pub listener: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
     pub result: &'static str,
+}
+
+/// `trainguard_log_lines_dropped_total`: log lines the non-blocking writer dropped because its
+/// queue was full (read from the writer's own counter at scrape time).
+#[derive(Debug)]
+pub struct LogLinesDropped(pub tracing_appender::non_blocking::ErrorCounter);
+
+impl prometheus_client::encoding::EncodeMetric for LogLinesDropped {
+    fn encode(&self, encoder: prometheus_client::encoding::MetricEncoder) -> Result<(), std::fmt::Error> {
+        prometheus_client::metrics::counter::ConstCounter::new(self.0.dropped_lines() as u64).encode(encoder)
+    }
+
+    fn metric_type(&self) -> prometheus_client::metrics::MetricType {
+        prometheus_client::metrics::MetricType::Counter
+    }
+}
+
+impl LogLinesDropped {
+    pub fn register(self, registry: &mut Registry) {
+        registry.register(
+            "trainguard_log_lines_dropped",
+            "Log lines dropped because the log writer's queue was full (logging never blocks a request)",
+            self,
+        );
+    }
 }
 
 /// controller-runtime's webhook latency buckets, with sub-millisecond ones in front: trainguard
@@ -71,6 +101,10 @@ pub struct WebhookMetrics {
     pub cache_watch_errors: Family<CacheLabels, Counter>,
     pub cert_expiry: Gauge<f64, AtomicU64>,
     pub cert_reloads: Family<ResultLabels, Counter>,
+    /// Open connections per listener (`webhook`, `admin`), to compare with their caps.
+    pub connections: Family<ListenerLabels, Gauge>,
+    /// Bytes held by unfinished request bodies (capped by --max-inflight-body-bytes).
+    pub inflight_body_bytes: Gauge,
     /// Tells apart the metric sets of several servers in one process ([`Self::count_decision`]).
     instance: usize,
 }
@@ -87,6 +121,8 @@ impl WebhookMetrics {
             cache_watch_errors: Family::default(),
             cert_expiry: Gauge::default(),
             cert_reloads: Family::default(),
+            connections: Family::default(),
+            inflight_body_bytes: Gauge::default(),
             instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
         };
         registry.register(
@@ -130,7 +166,22 @@ impl WebhookMetrics {
             "Serving certificate reload attempts by result",
             m.cert_reloads.clone(),
         );
+        registry.register(
+            "trainguard_open_connections",
+            "Open connections per listener (capped by --max-connections and --max-admin-connections)",
+            m.connections.clone(),
+        );
+        registry.register(
+            "trainguard_inflight_body_bytes",
+            "Bytes held by unfinished request bodies (capped by --max-inflight-body-bytes)",
+            m.inflight_body_bytes.clone(),
+        );
         m
+    }
+
+    /// The open-connections gauge of one listener.
+    pub fn open_connections(&self, listener: &'static str) -> Gauge {
+        self.connections.get_or_create(&ListenerLabels { listener }).clone()
     }
 
     /// `trainguard_admission_decisions_total{…}` + 1. Resolving a label set in the family hashes
@@ -180,6 +231,7 @@ pub fn code_label(code: u16) -> &'static str {
         405 => "405",
         413 => "413",
         415 => "415",
+        429 => "429",
         500 => "500",
         503 => "503",
         _ => "other",
@@ -196,6 +248,39 @@ mod tests {
         let mut text = String::new();
         encode(&mut text, registry).expect("encodes");
         text
+    }
+
+    #[test]
+    fn dropped_log_lines_are_exported_as_a_counter() {
+        use std::io::Write;
+        /// A log sink that is slower than the lines coming in.
+        struct Slow;
+        impl Write for Slow {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let (mut writer, _guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+            .buffered_lines_limit(2)
+            .lossy(true)
+            .finish(Slow);
+        let mut registry = Registry::default();
+        LogLinesDropped(writer.error_counter()).register(&mut registry);
+        assert!(exported(&registry).contains("trainguard_log_lines_dropped_total 0"), "{}", exported(&registry));
+        let started = std::time::Instant::now();
+        for _ in 0..50 {
+            writer.write_all(b"denied\n").unwrap();
+        }
+        assert!(started.elapsed() < std::time::Duration::from_millis(500), "the writer blocked the caller");
+        let dropped = writer.error_counter().dropped_lines();
+        assert!(dropped >= 40, "{dropped}");
+        let text = exported(&registry);
+        assert!(text.contains("# TYPE trainguard_log_lines_dropped counter"), "{text}");
+        assert!(text.contains(&format!("trainguard_log_lines_dropped_total {dropped}")), "{text}");
     }
 
     #[test]

@@ -330,6 +330,11 @@ async fn server_starts_with_the_generated_files_and_answers_the_service_name() {
         cert_reload_interval: Duration::from_secs(10),
         drain_delay: Duration::ZERO,
         shutdown_grace: Duration::from_secs(5),
+        max_inflight_body_bytes: 64 << 20,
+        max_connections: 512,
+        max_admin_connections: 64,
+        idle_timeout: Duration::from_secs(120),
+        http2_max_concurrent_streams: 128,
     };
     let running = trainguard::server::start(settings, Arc::new(Offline), None, metrics, Arc::new(registry))
         .await

@@ -74,11 +74,36 @@ pub struct ServeArgs {
     #[arg(long, env = "TRAINGUARD_MAX_BODY_BYTES", default_value_t = 7 * 1024 * 1024)]
     pub max_body_bytes: usize,
 
+    /// Bytes that all unfinished request bodies together may hold. Beyond it, reading stops
+    /// (back-pressure) and a body that waits 3 s gets a retryable 429. A quarter is kept for
+    /// bodies of at most 256 KiB (real reviews), so big uploads never starve them. Must be at
+    /// least 4/3 of --max-body-bytes. HTTP/2 connections are capped at this / 4 MiB.
+    #[arg(long, env = "TRAINGUARD_MAX_INFLIGHT_BODY_BYTES", default_value_t = 64 * 1024 * 1024)]
+    pub max_inflight_body_bytes: usize,
+
+    /// Open connections on the webhook port at most; beyond, new ones wait in the kernel's
+    /// backlog until one closes.
+    #[arg(long, env = "TRAINGUARD_MAX_CONNECTIONS", default_value_t = 512)]
+    pub max_connections: usize,
+
+    /// Open connections on the admin port at most (probes and scrapes).
+    #[arg(long, env = "TRAINGUARD_MAX_ADMIN_CONNECTIONS", default_value_t = 64)]
+    pub max_admin_connections: usize,
+
+    /// A connection (webhook or admin) with no request for this long is closed. Longer than the
+    /// API server's 90 s idle timeout, so that it is the client that closes.
+    #[arg(long, env = "TRAINGUARD_IDLE_TIMEOUT", default_value = "120s", value_parser = parse_duration)]
+    pub idle_timeout: Duration,
+
+    /// Concurrent streams per HTTP/2 connection (with --http2).
+    #[arg(long, env = "TRAINGUARD_HTTP2_MAX_CONCURRENT_STREAMS", default_value_t = 128)]
+    pub http2_max_concurrent_streams: u32,
+
     /// Time a client gets to complete the TLS handshake.
     #[arg(long, env = "TRAINGUARD_TLS_HANDSHAKE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub tls_handshake_timeout: Duration,
 
-    /// Time a client gets to send a request's headers (HTTP/1.1).
+    /// Time a client gets to send a request's headers (HTTP/1.1; webhook and admin ports).
     #[arg(long, env = "TRAINGUARD_HEADER_READ_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub header_read_timeout: Duration,
 
@@ -138,24 +163,33 @@ impl ServeArgs {
 
 /// Parses and installs everything, then serves until SIGTERM or SIGINT.
 pub fn run(args: ServeArgs, log_format: LogFormat) -> anyhow::Result<ExitCode> {
-    crate::telemetry::init(log_format);
+    // Held to the end: dropping it flushes the queued log lines.
+    let logging = crate::telemetry::init(log_format);
     crate::server::tls::install_default_provider();
     let mode = args.cluster_mode()?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
-    runtime.block_on(serve(args, mode))?;
+    runtime.block_on(serve(args, mode, logging.dropped.clone()))?;
+    drop(logging);
     Ok(ExitCode::SUCCESS)
 }
 
 /// Everything `/metrics` exports (tests/monitoring.rs checks dashboards and alerts against it).
-pub fn metrics_registry() -> (Registry, WebhookMetrics, crate::controller::Metrics) {
+pub fn metrics_registry(
+    log_lines_dropped: tracing_appender::non_blocking::ErrorCounter,
+) -> (Registry, WebhookMetrics, crate::controller::Metrics) {
     let mut registry = Registry::default();
     let metrics = WebhookMetrics::register(&mut registry);
     let controller_metrics = crate::controller::Metrics::register(&mut registry);
     crate::build_info::register(&mut registry);
+    crate::metrics::LogLinesDropped(log_lines_dropped).register(&mut registry);
     (registry, metrics, controller_metrics)
 }
 
-async fn serve(mut args: ServeArgs, mode: ClusterMode) -> anyhow::Result<()> {
+async fn serve(
+    mut args: ServeArgs,
+    mode: ClusterMode,
+    log_lines_dropped: tracing_appender::non_blocking::ErrorCounter,
+) -> anyhow::Result<()> {
     tracing::info!(version = crate::build_info::VERSION, commit = crate::build_info::COMMIT, "trainguard starting");
     let default_bind = |dev: &str, prod: &str| -> SocketAddr {
         (if args.dev { dev } else { prod }).parse().expect("constant address parses")
@@ -173,7 +207,7 @@ async fn serve(mut args: ServeArgs, mode: ClusterMode) -> anyhow::Result<()> {
         None
     };
 
-    let (registry, metrics, controller_metrics) = metrics_registry();
+    let (registry, metrics, controller_metrics) = metrics_registry(log_lines_dropped);
     let shutdown = tokio_util::sync::CancellationToken::new();
     let mut controller: Option<tokio::task::JoinHandle<Result<(), crate::controller::ControllerError>>> = None;
 
@@ -217,6 +251,11 @@ async fn serve(mut args: ServeArgs, mode: ClusterMode) -> anyhow::Result<()> {
         cert_reload_interval: args.cert_reload_interval,
         drain_delay: args.drain_delay,
         shutdown_grace: args.shutdown_grace,
+        max_inflight_body_bytes: args.max_inflight_body_bytes,
+        max_connections: args.max_connections,
+        max_admin_connections: args.max_admin_connections,
+        idle_timeout: args.idle_timeout,
+        http2_max_concurrent_streams: args.http2_max_concurrent_streams,
     };
     let running = server::start(settings, cluster, caches, metrics, Arc::new(registry)).await?;
     if let Some(dir) = dev_dir {

@@ -646,8 +646,10 @@ mod tests {
         struct Any(#[allow(dead_code)] serde_json::Value);
         let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
         assert!(from_slice::<Any>(deep.as_bytes()).is_err());
-        // Skipped, the same nesting costs nothing and is accepted.
-        let skipped = format!(r#"{{"skip":{}{}}}"#, "[".repeat(10_000), "]".repeat(10_000));
-        assert!(from_slice::<View>(skipped.as_bytes()).is_ok());
+        // Skipped, nesting is followed 128 levels deep; deeper, the fast decoder gives up and the
+        // caller hands the body to serde_json (whose skip has no depth limit): time, not answers.
+        let skipped = |depth: usize| format!(r#"{{"skip":{}{}}}"#, "[".repeat(depth), "]".repeat(depth));
+        assert!(from_slice::<View>(skipped(128).as_bytes()).is_ok());
+        assert!(from_slice::<View>(skipped(10_000).as_bytes()).is_err());
     }
 }

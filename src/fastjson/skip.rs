@@ -3,9 +3,10 @@
 //!
 //! Containers are skipped 64 bytes at a time, simdjson-style: one pass builds bit masks of the
 //! quotes, backslashes and brackets in the block, a prefix XOR of the unescaped quotes marks what
-//! lies inside strings, and only the brackets outside strings move the depth. What is checked is
-//! the structure: strings close, brackets balance and the closing bracket matches the opening
-//! one. The grammar inside a skipped container (commas, colons, scalars, UTF-8) is not checked;
+//! lies inside strings, and only the brackets outside strings are walked, against a bit stack of
+//! the open containers' kinds. What is checked is the structure: strings close, brackets balance
+//! and every closing bracket matches the kind of the one it closes (`[}` fails here as it does in
+//! serde_json), at most [`MAX_DEPTH`] deep. The grammar inside a skipped container (commas, colons, scalars, UTF-8) is not checked;
 //! the API server only sends JSON it encoded itself, and every value a rule reads is parsed in
 //! full (see `docs/webhook.md`, "Decoding").
 
@@ -14,11 +15,17 @@
 pub enum SkipError {
     /// The input ended inside the value.
     Eof,
-    /// A closing bracket of the wrong kind, or an unexpected byte.
+    /// A closing bracket of the wrong kind, nesting deeper than [`MAX_DEPTH`], or an unexpected
+    /// byte.
     Syntax,
 }
 
 const BLOCK: usize = 64;
+
+/// Deepest nesting a skip follows (one bit per level in a `u128`). Deeper values make the skip
+/// fail, and the caller hands the body to serde_json: a slower answer, never a different one.
+/// Kubernetes objects are nowhere near this deep.
+pub const MAX_DEPTH: u32 = 128;
 
 /// The bit masks of one 64-byte block: bit `i` stands for byte `i`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -29,6 +36,8 @@ pub(crate) struct Masks {
     pub open: u64,
     /// `}` or `]`
     pub close: u64,
+    /// `{` or `}`: among the brackets, the curly ones.
+    pub curly: u64,
 }
 
 /// Masks of a block, byte by byte: the reference the SIMD version is tested against, and the
@@ -44,6 +53,9 @@ pub(crate) fn masks_scalar(block: &[u8; BLOCK]) -> Masks {
             b'{' | b'[' => m.open |= bit,
             b'}' | b']' => m.close |= bit,
             _ => {}
+        }
+        if b == b'{' || b == b'}' {
+            m.curly |= bit;
         }
     }
     m
@@ -74,7 +86,7 @@ impl MaskBuilder for Sse2 {
     #[inline(always)]
     fn masks(block: &[u8; BLOCK]) -> Masks {
         use std::arch::x86_64::{
-            __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8,
+            __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8, _mm_slli_epi16,
         };
         // SAFETY: SSE2 is always available on x86_64; each load reads 16 bytes inside `block`.
         unsafe {
@@ -94,7 +106,10 @@ impl MaskBuilder for Sse2 {
                 m.backslash |= bits(_mm_cmpeq_epi8(v, backslash));
                 m.open |= bits(_mm_cmpeq_epi8(folded, open));
                 m.close |= bits(_mm_cmpeq_epi8(folded, close));
+                // Bit 0x20 of each byte moved to its sign bit: set for `{` `}`, clear for `[` `]`.
+                m.curly |= bits(_mm_slli_epi16(v, 2));
             }
+            m.curly &= m.open | m.close;
             m
         }
     }
@@ -105,33 +120,42 @@ struct Avx2;
 
 #[cfg(target_arch = "x86_64")]
 impl MaskBuilder for Avx2 {
-    /// Only ever inlined into [`container_avx2`], which the CPU was checked to support.
     #[inline(always)]
     fn masks(block: &[u8; BLOCK]) -> Masks {
-        use std::arch::x86_64::{
-            __m256i, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_movemask_epi8, _mm256_or_si256, _mm256_set1_epi8,
-        };
-        // SAFETY: called only where AVX2 was detected; each load reads 32 bytes inside `block`.
-        unsafe {
-            let quote = _mm256_set1_epi8(b'"' as i8);
-            let backslash = _mm256_set1_epi8(b'\\' as i8);
-            let case = _mm256_set1_epi8(0x20);
-            let open = _mm256_set1_epi8(b'{' as i8);
-            let close = _mm256_set1_epi8(b'}' as i8);
-            let mut m = Masks::default();
-            for lane in 0..2 {
-                let v = _mm256_loadu_si256(block.as_ptr().add(lane * 32) as *const __m256i);
-                let folded = _mm256_or_si256(v, case);
-                let shift = lane * 32;
-                let bits = |x| (_mm256_movemask_epi8(x) as u32 as u64) << shift;
-                m.quote |= bits(_mm256_cmpeq_epi8(v, quote));
-                m.backslash |= bits(_mm256_cmpeq_epi8(v, backslash));
-                m.open |= bits(_mm256_cmpeq_epi8(folded, open));
-                m.close |= bits(_mm256_cmpeq_epi8(folded, close));
-            }
-            m
-        }
+        // SAFETY: `Avx2` is only used inside `container_avx2`, which runs where AVX2 was detected.
+        unsafe { masks_avx2(block) }
     }
+}
+
+/// The AVX2 mask builder; compiled for AVX2, so it may only run where the CPU has it.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+fn masks_avx2(block: &[u8; BLOCK]) -> Masks {
+    use std::arch::x86_64::{
+        __m256i, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_movemask_epi8, _mm256_or_si256, _mm256_set1_epi8,
+        _mm256_slli_epi16,
+    };
+    let quote = _mm256_set1_epi8(b'"' as i8);
+    let backslash = _mm256_set1_epi8(b'\\' as i8);
+    let case = _mm256_set1_epi8(0x20);
+    let open = _mm256_set1_epi8(b'{' as i8);
+    let close = _mm256_set1_epi8(b'}' as i8);
+    let mut m = Masks::default();
+    for lane in 0..2 {
+        // SAFETY: the load reads 32 bytes inside `block`.
+        let v = unsafe { _mm256_loadu_si256(block.as_ptr().add(lane * 32) as *const __m256i) };
+        let folded = _mm256_or_si256(v, case);
+        let shift = lane * 32;
+        let bits = |x| (_mm256_movemask_epi8(x) as u32 as u64) << shift;
+        m.quote |= bits(_mm256_cmpeq_epi8(v, quote));
+        m.backslash |= bits(_mm256_cmpeq_epi8(v, backslash));
+        m.open |= bits(_mm256_cmpeq_epi8(folded, open));
+        m.close |= bits(_mm256_cmpeq_epi8(folded, close));
+        m.curly |= bits(_mm256_slli_epi16(v, 2));
+    }
+    m.curly &= m.open | m.close;
+    m
 }
 
 /// Bit `i` set when byte `i` is escaped by an odd run of backslashes. `carry` says the first
@@ -199,9 +223,10 @@ unsafe fn container_avx2(input: &[u8], start: usize) -> Result<usize, SkipError>
 
 #[inline(always)]
 fn container_with<M: MaskBuilder>(input: &[u8], start: usize) -> Result<usize, SkipError> {
-    let opener = input[start];
-    debug_assert!(opener == b'{' || opener == b'[');
-    let mut depth: u64 = 0;
+    debug_assert!(input[start] == b'{' || input[start] == b'[');
+    let mut depth: u32 = 0;
+    // The kinds of the open containers, innermost in bit 0: 1 for `{`, 0 for `[`.
+    let mut kinds: u128 = 0;
     let mut in_string: u64 = 0; // all ones when the previous block ended inside a string
     let mut escape_carry = false;
     let mut offset = start;
@@ -217,24 +242,28 @@ fn container_with<M: MaskBuilder>(input: &[u8], start: usize) -> Result<usize, S
         // do not count.
         let open = m.open & !strings & !escaped;
         let close = m.close & !strings & !escaped;
-        let closes = u64::from(close.count_ones());
-        if closes < depth {
-            // Depth cannot reach zero in this block (the first block always holds the opener).
-            depth = depth + u64::from(open.count_ones()) - closes;
-        } else {
-            let mut brackets = open | close;
-            while brackets != 0 {
-                let i = brackets.trailing_zeros();
-                brackets &= brackets - 1;
-                if open & (1u64 << i) != 0 {
-                    depth += 1;
-                } else {
-                    depth -= 1;
-                    if depth == 0 {
-                        let end = offset + i as usize;
-                        let matches = (opener == b'{') == (input[end] == b'}');
-                        return if matches { Ok(end + 1) } else { Err(SkipError::Syntax) };
-                    }
+        // Every bracket is walked (not only counted) so that each closing one is checked against
+        // the kind on top of the stack.
+        let mut brackets = open | close;
+        while brackets != 0 {
+            let i = brackets.trailing_zeros();
+            brackets &= brackets - 1;
+            let bit = 1u64 << i;
+            let curly = u128::from(m.curly & bit != 0);
+            if open & bit != 0 {
+                if depth == MAX_DEPTH {
+                    return Err(SkipError::Syntax);
+                }
+                kinds = kinds << 1 | curly;
+                depth += 1;
+            } else {
+                if kinds & 1 != curly {
+                    return Err(SkipError::Syntax);
+                }
+                kinds >>= 1;
+                depth -= 1;
+                if depth == 0 {
+                    return Ok(offset + i as usize + 1);
                 }
             }
         }
@@ -325,11 +354,10 @@ pub(crate) fn plain_run(input: &[u8], mut i: usize) -> (usize, bool) {
 mod tests {
     use super::*;
 
-    /// The obvious byte-at-a-time skip, for comparison: depth counting, and the closing bracket
-    /// must match the opening one.
+    /// The obvious byte-at-a-time skip, for comparison: a stack of the open brackets, each
+    /// closing one must match the top.
     fn container_reference(input: &[u8], start: usize) -> Result<usize, SkipError> {
-        let opener = input[start];
-        let mut depth = 0;
+        let mut stack: Vec<u8> = Vec::new();
         let mut i = start;
         let mut in_string = false;
         while i < input.len() {
@@ -346,12 +374,19 @@ mod tests {
             } else {
                 match b {
                     b'"' => in_string = true,
-                    b'{' | b'[' => depth += 1,
+                    b'{' | b'[' => {
+                        if stack.len() == MAX_DEPTH as usize {
+                            return Err(SkipError::Syntax);
+                        }
+                        stack.push(b);
+                    }
                     b'}' | b']' => {
-                        depth -= 1;
-                        if depth == 0 {
-                            let matches = (opener == b'{') == (b == b'}');
-                            return if matches { Ok(i + 1) } else { Err(SkipError::Syntax) };
+                        let top = stack.pop().expect("the opener is pushed first");
+                        if (top == b'{') != (b == b'}') {
+                            return Err(SkipError::Syntax);
+                        }
+                        if stack.is_empty() {
+                            return Ok(i + 1);
                         }
                     }
                     _ => {}
@@ -457,6 +492,12 @@ mod tests {
             (r#"{"a":"\\\"}"}"#, Ok(13)),
             ("{]", Err(SkipError::Syntax)),
             ("[}", Err(SkipError::Syntax)),
+            // Inner brackets of the wrong kind, where the depth alone balances.
+            (r#"{"a":[}{]}"#, Err(SkipError::Syntax)),
+            (r#"[{]}"#, Err(SkipError::Syntax)),
+            (r#"{"a":[{"b":[}]}]}"#, Err(SkipError::Syntax)),
+            (r#"[[[]]}"#, Err(SkipError::Syntax)),
+            (r#"{"a":"[}"}"#, Ok(10)),
             ("{", Err(SkipError::Eof)),
             (r#"{"a":"}"#, Err(SkipError::Eof)),
             (r#"["\"]"#, Err(SkipError::Eof)),
@@ -502,6 +543,22 @@ mod tests {
                 assert_eq!(skip(text.as_bytes(), 0), Ok(expected), "{name}: {text}");
             }
             assert_eq!(container_reference(text.as_bytes(), 0), Ok(expected));
+        }
+    }
+
+    #[test]
+    fn nesting_is_followed_to_serde_jsons_limit() {
+        for (depth, expected) in
+            [(1, Ok(2)), (MAX_DEPTH, Ok(2 * MAX_DEPTH as usize)), (MAX_DEPTH + 1, Err(SkipError::Syntax))]
+        {
+            let mixed: String = (0..depth).map(|i| if i % 2 == 0 { '[' } else { '{' }).collect();
+            let closing: String = mixed.chars().rev().map(|c| if c == '[' { ']' } else { '}' }).collect();
+            // `{}` directly inside `[` is fine for the skip (it checks structure, not grammar).
+            let input = format!("{mixed}{closing}");
+            for (name, skip) in skippers() {
+                assert_eq!(skip(input.as_bytes(), 0), expected, "{name}: depth {depth}");
+            }
+            assert_eq!(container_reference(input.as_bytes(), 0), expected, "reference: depth {depth}");
         }
     }
 

@@ -1,7 +1,11 @@
 //! The HTTPS admission server: TLS accept loop with handshake and header-read timeouts,
 //! HTTP/1.1 keep-alive (HTTP/2 via ALPN when enabled), certificate hot reload, and a graceful
-//! shutdown that finishes in-flight requests and closes idle connections.
+//! shutdown that finishes in-flight requests and closes idle connections. Memory and work are
+//! bounded whatever clients do: connections are capped on both listeners, idle ones close, and
+//! the bytes of unfinished request bodies share one budget ([`budget`]).
 
+pub mod budget;
+pub mod conn;
 pub mod limits;
 pub mod reload;
 pub mod routes;
@@ -12,13 +16,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
 use prometheus_client::registry::Registry;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::admin::{self, CacheStatus, Readiness};
 use crate::admission::RulesConfig;
@@ -42,6 +48,16 @@ pub struct ServerSettings {
     pub drain_delay: Duration,
     /// How long in-flight requests get to finish once accepting stopped.
     pub shutdown_grace: Duration,
+    /// Bytes all unfinished request bodies together may hold.
+    pub max_inflight_body_bytes: usize,
+    /// Open webhook connections at most; beyond, new ones wait in the kernel's backlog.
+    pub max_connections: usize,
+    /// The same for the admin listener.
+    pub max_admin_connections: usize,
+    /// A connection with no request for this long is closed (both listeners).
+    pub idle_timeout: Duration,
+    /// Concurrent streams per HTTP/2 connection.
+    pub http2_max_concurrent_streams: u32,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -50,6 +66,10 @@ pub enum ServerError {
     Tls(#[from] tls::TlsError),
     #[error("binding {what} to {addr}: {source}")]
     Bind { what: &'static str, addr: SocketAddr, source: std::io::Error },
+    #[error(transparent)]
+    Budget(#[from] budget::BudgetError),
+    #[error("{flag} must be at least 1")]
+    Zero { flag: &'static str },
 }
 
 /// How a shutdown went.
@@ -79,6 +99,20 @@ pub async fn start(
     metrics: WebhookMetrics,
     registry: Arc<Registry>,
 ) -> Result<RunningServer, ServerError> {
+    let body_budget = Arc::new(budget::BodyBudget::new(
+        settings.max_inflight_body_bytes,
+        settings.max_body_bytes,
+        metrics.inflight_body_bytes.clone(),
+    )?);
+    for (flag, value) in [
+        ("--max-connections", settings.max_connections),
+        ("--max-admin-connections", settings.max_admin_connections),
+        ("--http2-max-concurrent-streams", settings.http2_max_concurrent_streams as usize),
+    ] {
+        if value == 0 {
+            return Err(ServerError::Zero { flag });
+        }
+    }
     let readiness = Arc::new(Readiness::new(caches));
     let (reloader, _) =
         reload::CertReloader::start(settings.tls_cert.clone(), settings.tls_key.clone(), metrics.clone())?;
@@ -108,22 +142,18 @@ pub async fn start(
     tokio::spawn(reloader.run(settings.cert_reload_interval, stop_rest.clone()));
 
     let admin_router = admin::router(readiness.clone(), registry);
-    let admin_stop = stop_rest.clone();
-    let admin = tokio::spawn(async move {
-        let served =
-            axum::serve(admin_listener, admin_router).with_graceful_shutdown(admin_stop.cancelled_owned()).await;
-        if let Err(e) = served {
-            tracing::error!(error = %e, "admin server failed");
-        }
-    });
+    let admin =
+        tokio::spawn(admin_loop(admin_listener, admin_router, settings.clone(), metrics.clone(), stop_rest.clone()));
 
     let app = routes::WebhookService::new(routes::AppState::new(
         settings.rules.clone(),
         cluster,
-        metrics,
+        metrics.clone(),
         settings.max_body_bytes,
+        body_budget,
     ));
-    let accept_loop = tokio::spawn(accept_loop(listener, tls_config, app, settings.clone(), stop_accepting.clone()));
+    let accept_loop =
+        tokio::spawn(accept_loop(listener, tls_config, app, settings.clone(), metrics, stop_accepting.clone()));
     readiness.set_listener_up();
     tracing::info!(%webhook_addr, %admin_addr, http2 = settings.http2, "trainguard webhook serving");
 
@@ -146,34 +176,73 @@ impl RunningServer {
     }
 }
 
+fn conn_settings(settings: &ServerSettings) -> conn::ConnSettings {
+    conn::ConnSettings {
+        header_read_timeout: settings.header_read_timeout,
+        idle_timeout: settings.idle_timeout,
+        http2_max_streams: settings.http2_max_concurrent_streams,
+    }
+}
+
+/// The next connection, once the cap has room: the permit is the connection's slot.
+async fn next_connection(
+    listener: &TcpListener,
+    cap: &Arc<Semaphore>,
+    stop: &CancellationToken,
+    what: &'static str,
+) -> Option<(TcpStream, SocketAddr, OwnedSemaphorePermit)> {
+    loop {
+        let permit = tokio::select! {
+            () = stop.cancelled() => return None,
+            permit = cap.clone().acquire_owned() => permit.ok()?,
+        };
+        tokio::select! {
+            () = stop.cancelled() => return None,
+            accepted = listener.accept() => match accepted {
+                Ok((tcp, peer)) => return Some((tcp, peer, permit)),
+                Err(e) => {
+                    // EMFILE and friends: back off briefly instead of spinning.
+                    tracing::warn!(listener = what, error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+        }
+    }
+}
+
+/// Waits for the connections to finish, at most `grace`: how many were still open.
+async fn drain(tracker: TaskTracker, grace: Duration) -> usize {
+    tracker.close();
+    match tokio::time::timeout(grace, tracker.wait()).await {
+        Ok(()) => 0,
+        Err(_) => tracker.len().max(1),
+    }
+}
+
 async fn accept_loop(
     listener: TcpListener,
     tls_config: Arc<rustls::ServerConfig>,
     app: routes::WebhookService,
     settings: ServerSettings,
+    metrics: WebhookMetrics,
     stop: CancellationToken,
 ) -> ShutdownReport {
     let acceptor = TlsAcceptor::from(tls_config);
-    let graceful = GracefulShutdown::new();
-    loop {
-        let (tcp, peer) = tokio::select! {
-            _ = stop.cancelled() => break,
-            accepted = listener.accept() => match accepted {
-                Ok(conn) => conn,
-                Err(e) => {
-                    // EMFILE and friends: back off briefly instead of spinning.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-        };
+    let tracker = TaskTracker::new();
+    let cap = Arc::new(Semaphore::new(settings.max_connections));
+    let h2_cap = Arc::new(Semaphore::new(conn::http2::max_connections(settings.max_inflight_body_bytes)));
+    let conn_settings = Arc::new(conn_settings(&settings));
+    let open = metrics.open_connections("webhook");
+    while let Some((tcp, peer, slot)) = next_connection(&listener, &cap, &stop, "webhook").await {
         let _ = tcp.set_nodelay(true);
         let acceptor = acceptor.clone();
         let service = app.clone();
-        let watcher = graceful.watcher();
-        let settings = settings.clone();
-        tokio::spawn(async move {
+        let (settings, conn_settings, h2_cap, stop, open) =
+            (settings.clone(), conn_settings.clone(), h2_cap.clone(), stop.clone(), open.clone());
+        tracker.spawn(async move {
+            let _slot = slot;
+            open.inc();
+            let _open = GaugeGuard(&open);
             let tls = match tokio::time::timeout(settings.tls_handshake_timeout, acceptor.accept(tcp)).await {
                 Ok(Ok(tls)) => tls,
                 Ok(Err(e)) => {
@@ -186,30 +255,60 @@ async fn accept_loop(
                 }
             };
             let is_h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-            let io = TokioIo::new(tls);
-            let served = if is_h2 {
-                let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                    .timer(TokioTimer::new())
-                    .serve_connection(io, service);
-                watcher.watch(conn).await
+            // An HTTP/2 connection may buffer its whole flow-control window outside the body
+            // budget, so there are fewer HTTP/2 slots; a client waits for one like for `accept`.
+            let _h2_slot = if is_h2 {
+                match tokio::time::timeout(settings.tls_handshake_timeout, h2_cap.acquire_owned()).await {
+                    Ok(Ok(permit)) => Some(permit),
+                    _ => {
+                        tracing::warn!(%peer, "closing an HTTP/2 connection: all HTTP/2 connection slots are taken");
+                        return;
+                    }
+                }
             } else {
-                let conn = hyper::server::conn::http1::Builder::new()
-                    .timer(TokioTimer::new())
-                    .header_read_timeout(settings.header_read_timeout)
-                    .keep_alive(true)
-                    .serve_connection(io, service);
-                watcher.watch(conn).await
+                None
             };
-            if let Err(e) = served {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
-            }
+            conn::serve(TokioIo::new(tls), is_h2, service, &conn_settings, &stop).await;
         });
     }
     drop(listener);
-    let open = graceful.count();
+    let open = tracker.len();
     tracing::info!(open_connections = open, grace = ?settings.shutdown_grace, "stopped accepting; draining");
-    match tokio::time::timeout(settings.shutdown_grace, graceful.shutdown()).await {
-        Ok(()) => ShutdownReport { connections_cut: 0 },
-        Err(_) => ShutdownReport { connections_cut: open.max(1) },
+    ShutdownReport { connections_cut: drain(tracker, settings.shutdown_grace).await }
+}
+
+/// The admin listener: plain HTTP/1.1 with the webhook's header and idle timeouts and its own
+/// connection cap, so a flood of scrapes or probes cannot exhaust memory either.
+async fn admin_loop(
+    listener: TcpListener,
+    router: axum::Router,
+    settings: ServerSettings,
+    metrics: WebhookMetrics,
+    stop: CancellationToken,
+) {
+    let tracker = TaskTracker::new();
+    let cap = Arc::new(Semaphore::new(settings.max_admin_connections));
+    let conn_settings = Arc::new(conn_settings(&settings));
+    let open = metrics.open_connections("admin");
+    let service = TowerToHyperService::new(router);
+    while let Some((tcp, _peer, slot)) = next_connection(&listener, &cap, &stop, "admin").await {
+        let (service, conn_settings, stop, open) = (service.clone(), conn_settings.clone(), stop.clone(), open.clone());
+        tracker.spawn(async move {
+            let _slot = slot;
+            open.inc();
+            let _open = GaugeGuard(&open);
+            conn::serve(TokioIo::new(tcp), false, service, &conn_settings, &stop).await;
+        });
+    }
+    drop(listener);
+    drain(tracker, settings.shutdown_grace).await;
+}
+
+/// Decrements a gauge however the task ends.
+struct GaugeGuard<'a>(&'a prometheus_client::metrics::gauge::Gauge);
+
+impl Drop for GaugeGuard<'_> {
+    fn drop(&mut self) {
+        self.0.dec();
     }
 }

@@ -15,10 +15,11 @@ use axum::routing::post;
 use bytes::Bytes;
 use http::{HeaderValue, Method, StatusCode, header};
 use http_body::Body as HttpBody;
-use http_body_util::{BodyExt, LengthLimitError, Limited};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use tower::ServiceExt as _;
 
+use super::budget::{BodyBudget, BodyClass, Held};
 use super::limits::{DEFAULT_TIMEOUT, handler_deadline, parse_timeout_query};
 use crate::admission::{self, Decision, Endpoint, ErrorType, FieldError, ProtocolError, RulesConfig};
 use crate::cluster::ClusterView;
@@ -35,6 +36,7 @@ struct Inner {
     validate_series: WebhookSeries,
     mutate_series: WebhookSeries,
     max_body_bytes: usize,
+    budget: Arc<BodyBudget>,
 }
 
 impl AppState {
@@ -43,10 +45,11 @@ impl AppState {
         cluster: Arc<dyn ClusterView>,
         metrics: WebhookMetrics,
         max_body_bytes: usize,
+        budget: Arc<BodyBudget>,
     ) -> Self {
         let validate_series = metrics.series(Endpoint::Validate.label());
         let mutate_series = metrics.series(Endpoint::Mutate.label());
-        AppState(Arc::new(Inner { rules, cluster, metrics, validate_series, mutate_series, max_body_bytes }))
+        AppState(Arc::new(Inner { rules, cluster, metrics, validate_series, mutate_series, max_body_bytes, budget }))
     }
 }
 
@@ -170,20 +173,17 @@ where
     }
 
     let timeout = parse_timeout_query(parts.uri.query()).unwrap_or(DEFAULT_TIMEOUT);
-    let deadline = start + handler_deadline(timeout);
-    // Most bodies have arrived with their headers: poll once before arming the deadline timer.
-    let mut collect = std::pin::pin!(Limited::new(body, inner.max_body_bytes).collect());
-    let collected = match futures::poll!(collect.as_mut()) {
-        Poll::Ready(collected) => Ok(collected),
-        Poll::Pending => tokio::time::timeout_at(deadline.into(), collect).await,
-    };
-    let body = match collected {
-        Err(_) => return deadline_missed(endpoint, timeout, inner),
-        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => return too_large(),
-        Ok(Err(e)) => {
+    let deadline = tokio::time::Instant::from_std(start + handler_deadline(timeout));
+    // Held until the answer is built: the body's bytes count against the budget while they exist.
+    let mut held = Held::new(&inner.budget, BodyClass::of(declared));
+    let body = match read_body(body, inner.max_body_bytes, &mut held, deadline).await {
+        Ok(body) => body,
+        Err(BodyError::Deadline) => return deadline_missed(endpoint, timeout, inner),
+        Err(BodyError::TooLarge) => return too_large(),
+        Err(BodyError::Budget) => return budget_exhausted(endpoint, inner),
+        Err(BodyError::Read(e)) => {
             return status_response(StatusCode::BAD_REQUEST, "BadRequest", format!("reading request body: {e}"));
         }
-        Ok(Ok(collected)) => collected.to_bytes(),
     };
 
     match admission::review(endpoint, &body, &inner.rules, inner.cluster.as_ref()) {
@@ -193,6 +193,79 @@ where
         }
         Err(e) => protocol_error(endpoint, e),
     }
+}
+
+enum BodyError {
+    Deadline,
+    TooLarge,
+    Budget,
+    Read(Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// Reads the whole body, taking budget for each chunk before keeping it. Not polling the body
+/// while waiting for budget is the back-pressure: hyper stops reading the socket. The usual body
+/// has arrived with its headers, so a first poll that is ready never arms a timer.
+async fn read_body<B>(
+    body: B,
+    max: usize,
+    held: &mut Held<'_>,
+    deadline: tokio::time::Instant,
+) -> Result<Bytes, BodyError>
+where
+    B: HttpBody<Data = Bytes>,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
+    let mut body = std::pin::pin!(body);
+    let mut first: Option<Bytes> = None;
+    let mut rest: Vec<u8> = Vec::new();
+    loop {
+        let mut next = std::pin::pin!(body.frame());
+        let frame = match futures::poll!(next.as_mut()) {
+            Poll::Ready(frame) => frame,
+            Poll::Pending => tokio::time::timeout_at(deadline, next).await.map_err(|_| BodyError::Deadline)?,
+        };
+        let Some(frame) = frame else { break };
+        let Ok(data) = frame.map_err(|e| BodyError::Read(Box::new(e)))?.into_data() else { continue };
+        if held.bytes() + data.len() > max {
+            return Err(BodyError::TooLarge);
+        }
+        held.take(data.len(), deadline).await.map_err(|_| BodyError::Budget)?;
+        // One chunk (the usual case) is kept as it is; more are copied into one buffer. It grows
+        // with what arrived, not with what the client declared: an upload that stalls holds
+        // memory for the bytes it sent (and counted), not for the ones it promised. (Keeping
+        // the chunks instead would pin hyper's read buffers, up to 64 KiB per chunk.)
+        match first.take() {
+            None if rest.is_empty() => first = Some(data),
+            None => rest.extend_from_slice(&data),
+            Some(previous) => {
+                rest.reserve_exact(2 * (previous.len() + data.len()));
+                rest.extend_from_slice(&previous);
+                rest.extend_from_slice(&data);
+            }
+        }
+    }
+    Ok(first.unwrap_or_else(|| Bytes::from(rest)))
+}
+
+/// The body budget stayed spent for [`super::budget::BUDGET_WAIT`]: a retryable 429 (the API server's client
+/// retries it after `Retry-After`).
+fn budget_exhausted(endpoint: Endpoint, inner: &Inner) -> Response {
+    tracing::warn!(
+        webhook = endpoint.path(),
+        budget_bytes = inner.budget.total(),
+        "request bodies in flight hold the whole --max-inflight-body-bytes budget; answered 429"
+    );
+    let mut response = status_response_with_details(
+        StatusCode::TOO_MANY_REQUESTS,
+        "TooManyRequests",
+        format!(
+            "the server is reading too many request bodies at once (--max-inflight-body-bytes {}); retry the request",
+            inner.budget.total()
+        ),
+        serde_json::json!({"retryAfterSeconds": 1}),
+    );
+    response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    response
 }
 
 fn record_decision(inner: &Inner, endpoint: Endpoint, reviewed: &admission::Reviewed) {
@@ -280,7 +353,16 @@ fn is_json(value: Option<&HeaderValue>) -> bool {
 
 /// A Kubernetes `Status` body for failures that have no AdmissionReview to answer.
 pub fn status_response(code: StatusCode, reason: &str, message: String) -> Response {
-    let body = serde_json::json!({
+    status_response_with_details(code, reason, message, serde_json::Value::Null)
+}
+
+fn status_response_with_details(
+    code: StatusCode,
+    reason: &str,
+    message: String,
+    details: serde_json::Value,
+) -> Response {
+    let mut body = serde_json::json!({
         "kind": "Status",
         "apiVersion": "v1",
         "metadata": {},
@@ -289,6 +371,9 @@ pub fn status_response(code: StatusCode, reason: &str, message: String) -> Respo
         "reason": reason,
         "code": code.as_u16(),
     });
+    if !details.is_null() {
+        body["details"] = details;
+    }
     json_response(code, serde_json::to_vec(&body).unwrap_or_default())
 }
 

@@ -1,0 +1,276 @@
+//! The bytes that unfinished request bodies may hold, all connections together
+//! (`--max-inflight-body-bytes`). A body takes budget for each chunk as it arrives and gives it
+//! all back when its request is answered. When the budget is spent, the handler stops reading:
+//! hyper stops reading the socket and the client's TCP window fills (back-pressure). A body that
+//! cannot get budget within [`BUDGET_WAIT`] gets a retryable 429.
+//!
+//! A quarter of the budget is a reserve for bodies that declare at most [`SMALL_BODY`] bytes (every
+//! real review: ~5 KB typically, ~150 KB for big objects). They draw on the reserve first and on the
+//! shared part only when the reserve is spent; bigger or undeclared bodies draw on the shared part
+//! only. So uploads of megabytes, hostile or broken, can hold at most three quarters of the budget,
+//! and a normal review never waits behind them.
+
+use std::time::Duration;
+
+use prometheus_client::metrics::gauge::Gauge;
+use tokio::sync::{Semaphore, TryAcquireError};
+use tokio::time::Instant;
+
+/// Bodies up to this declared size draw on the reserve.
+pub const SMALL_BODY: u64 = 256 * 1024;
+/// The longest a chunk waits for budget before the request is answered 429 (less if the
+/// request's own deadline comes first).
+pub const BUDGET_WAIT: Duration = Duration::from_secs(3);
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum BudgetError {
+    #[error(
+        "--max-inflight-body-bytes ({budget}) must be at least 4/3 of --max-body-bytes ({max_body}), so that the \
+         largest body fits in the part of the budget shared by all bodies"
+    )]
+    TooSmall { budget: usize, max_body: usize },
+}
+
+/// Where a body's budget comes from, decided by its declared length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyClass {
+    /// Declared length ≤ [`SMALL_BODY`]: reserve first, then shared.
+    Small,
+    /// Bigger, or no declared length: shared only.
+    Large,
+}
+
+impl BodyClass {
+    pub fn of(declared: Option<u64>) -> Self {
+        match declared {
+            Some(n) if n <= SMALL_BODY => BodyClass::Small,
+            _ => BodyClass::Large,
+        }
+    }
+}
+
+/// The budget: two semaphores of bytes.
+#[derive(Debug)]
+pub struct BodyBudget {
+    reserve: Semaphore,
+    shared: Semaphore,
+    total: usize,
+    /// `trainguard_inflight_body_bytes`: bytes held, exported.
+    gauge: Gauge,
+}
+
+impl BodyBudget {
+    /// `total` bytes, a quarter of them reserved for small bodies. The shared part must hold the
+    /// largest body, or such a body could never be read.
+    pub fn new(total: usize, max_body: usize, gauge: Gauge) -> Result<Self, BudgetError> {
+        let reserve = total / 4;
+        let shared = total - reserve;
+        if shared < max_body {
+            return Err(BudgetError::TooSmall { budget: total, max_body });
+        }
+        Ok(BodyBudget { reserve: Semaphore::new(reserve), shared: Semaphore::new(shared), total, gauge })
+    }
+
+    /// Bytes currently held by unfinished bodies.
+    pub fn in_use(&self) -> usize {
+        self.total - self.reserve.available_permits() - self.shared.available_permits()
+    }
+
+    pub fn total(&self) -> usize {
+        self.total
+    }
+}
+
+/// The budget one body holds; given back when dropped.
+#[derive(Debug)]
+pub struct Held<'a> {
+    budget: &'a BodyBudget,
+    class: BodyClass,
+    reserve: usize,
+    shared: usize,
+}
+
+/// The budget was not available before the wait ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exhausted;
+
+impl<'a> Held<'a> {
+    pub fn new(budget: &'a BodyBudget, class: BodyClass) -> Self {
+        Held { budget, class, reserve: 0, shared: 0 }
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.reserve + self.shared
+    }
+
+    /// Takes `n` more bytes, waiting [`BUDGET_WAIT`] at most and never past `deadline`. The
+    /// first attempt reads no clock and arms no timer (the common case: budget is there).
+    pub async fn take(&mut self, n: usize, deadline: Instant) -> Result<(), Exhausted> {
+        if n == 0 {
+            return Ok(());
+        }
+        let taken = self.take_inner(n, deadline).await;
+        if taken.is_ok() {
+            self.budget.gauge.inc_by(n as i64);
+        }
+        taken
+    }
+
+    async fn take_inner(&mut self, n: usize, deadline: Instant) -> Result<(), Exhausted> {
+        // A chunk never exceeds the body limit, which fits in the shared part (checked in `new`);
+        // the cast cannot truncate below that.
+        let permits = u32::try_from(n).map_err(|_| Exhausted)?;
+        let budget = self.budget;
+        if self.class == BodyClass::Small {
+            match budget.reserve.try_acquire_many(permits) {
+                Ok(p) => {
+                    p.forget();
+                    self.reserve += n;
+                    return Ok(());
+                }
+                Err(TryAcquireError::Closed) => return Err(Exhausted),
+                Err(TryAcquireError::NoPermits) => {}
+            }
+        }
+        match budget.shared.try_acquire_many(permits) {
+            Ok(p) => {
+                p.forget();
+                self.shared += n;
+                return Ok(());
+            }
+            Err(TryAcquireError::Closed) => return Err(Exhausted),
+            Err(TryAcquireError::NoPermits) => {}
+        }
+        // Waiting: whichever part frees enough first. A cancelled acquire gives back what it had.
+        let wait = async {
+            if self.class == BodyClass::Small {
+                tokio::select! {
+                    p = budget.reserve.acquire_many(permits) => p.map(|p| { p.forget(); (true, n) }),
+                    p = budget.shared.acquire_many(permits) => p.map(|p| { p.forget(); (false, n) }),
+                }
+            } else {
+                budget.shared.acquire_many(permits).await.map(|p| {
+                    p.forget();
+                    (false, n)
+                })
+            }
+        };
+        let until = deadline.min(Instant::now() + BUDGET_WAIT);
+        match tokio::time::timeout_at(until, wait).await {
+            Ok(Ok((true, n))) => {
+                self.reserve += n;
+                Ok(())
+            }
+            Ok(Ok((false, n))) => {
+                self.shared += n;
+                Ok(())
+            }
+            Ok(Err(_)) | Err(_) => Err(Exhausted),
+        }
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        if self.bytes() > 0 {
+            self.budget.gauge.dec_by(self.bytes() as i64);
+        }
+        if self.reserve > 0 {
+            self.budget.reserve.add_permits(self.reserve);
+        }
+        if self.shared > 0 {
+            self.budget.shared.add_permits(self.shared);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KIB: usize = 1024;
+
+    #[test]
+    fn classes() {
+        let cases = [
+            (None, BodyClass::Large),
+            (Some(0), BodyClass::Small),
+            (Some(5_000), BodyClass::Small),
+            (Some(SMALL_BODY), BodyClass::Small),
+            (Some(SMALL_BODY + 1), BodyClass::Large),
+            (Some(7 << 20), BodyClass::Large),
+        ];
+        for (declared, class) in cases {
+            assert_eq!(BodyClass::of(declared), class, "{declared:?}");
+        }
+    }
+
+    #[test]
+    fn the_shared_part_must_hold_the_largest_body() {
+        assert!(BodyBudget::new(64 << 20, 7 << 20, Gauge::default()).is_ok());
+        assert!(BodyBudget::new(8 << 20, 6 << 20, Gauge::default()).is_ok());
+        assert_eq!(
+            BodyBudget::new(8 << 20, 7 << 20, Gauge::default()).unwrap_err(),
+            BudgetError::TooSmall { budget: 8 << 20, max_body: 7 << 20 }
+        );
+    }
+
+    fn soon() -> Instant {
+        Instant::now() + Duration::from_millis(50)
+    }
+
+    #[tokio::test]
+    async fn large_bodies_cannot_touch_the_reserve_and_small_ones_still_pass() {
+        let budget = BodyBudget::new(400 * KIB, 100 * KIB, Gauge::default()).unwrap(); // reserve 100 KiB, shared 300 KiB
+        let mut big = Held::new(&budget, BodyClass::Large);
+        big.take(300 * KIB, soon()).await.unwrap();
+        assert_eq!(big.take(1, soon()).await, Err(Exhausted), "shared part spent; the reserve is not for it");
+        let mut small = Held::new(&budget, BodyClass::Small);
+        small.take(5 * KIB, soon()).await.expect("a small body gets the reserve");
+        assert_eq!(budget.in_use(), 305 * KIB);
+        drop(small);
+        drop(big);
+        assert_eq!(budget.in_use(), 0, "everything given back");
+    }
+
+    #[tokio::test]
+    async fn small_bodies_overflow_into_the_shared_part() {
+        let budget = BodyBudget::new(400 * KIB, 100 * KIB, Gauge::default()).unwrap();
+        let mut a = Held::new(&budget, BodyClass::Small);
+        a.take(100 * KIB, soon()).await.unwrap();
+        let mut b = Held::new(&budget, BodyClass::Small);
+        b.take(100 * KIB, soon()).await.expect("from the shared part");
+        assert_eq!((a.reserve, a.shared, b.reserve, b.shared), (100 * KIB, 0, 0, 100 * KIB));
+    }
+
+    #[tokio::test]
+    async fn a_waiting_body_goes_on_when_budget_comes_back() {
+        let budget = std::sync::Arc::new(BodyBudget::new(400 * KIB, 100 * KIB, Gauge::default()).unwrap());
+        let mut big = Held::new(&budget, BodyClass::Large);
+        big.take(300 * KIB, soon()).await.unwrap();
+        let waiter = {
+            let budget = budget.clone();
+            tokio::spawn(async move {
+                let mut h = Held::new(&budget, BodyClass::Large);
+                h.take(10 * KIB, Instant::now() + Duration::from_secs(30)).await.map(|()| h.bytes())
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!waiter.is_finished(), "waits while the budget is spent");
+        drop(big);
+        assert_eq!(waiter.await.unwrap(), Ok(10 * KIB));
+        assert_eq!(budget.in_use(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_timed_out_wait_holds_nothing() {
+        let budget = BodyBudget::new(400 * KIB, 100 * KIB, Gauge::default()).unwrap();
+        let mut big = Held::new(&budget, BodyClass::Large);
+        big.take(250 * KIB, soon()).await.unwrap();
+        let mut other = Held::new(&budget, BodyClass::Large);
+        assert_eq!(other.take(100 * KIB, soon()).await, Err(Exhausted));
+        assert_eq!(other.bytes(), 0);
+        assert_eq!(budget.in_use(), 250 * KIB);
+    }
+}
