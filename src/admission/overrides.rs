@@ -1,17 +1,20 @@
-//! "Did the overrides change?" (spec §2) and their shape (spec §5).
+//! "Did the overrides change?" and their shape (docs/webhook.md).
 //!
-//! Equality is semantic: absent ≡ null ≡ `[]` for the field; inside items absent, null, `{}` and
-//! `[]` are equal; numbers compare by value. `runtimePatches` is a map keyed by `manager`, so its
-//! order and each item's `time` do not matter.
+//! Equality is semantic (rules in `raw_eq`): absent ≡ null ≡ `[]` for the field; inside items
+//! absent, null, `{}`, `[]` and maps of only those are equal; numbers compare by value.
+//! `runtimePatches` is a map keyed by `manager`, so its order and each item's `time` do not
+//! matter.
 
 use serde_json::value::RawValue;
-use serde_json::{Map, Number, Value};
+use serde_json::{Map, Value};
 
 use super::errors::{ErrorType, FieldError};
+use super::raw_eq::{self, Tape};
 use crate::model::OverridesField;
 
 /// Whether `field` differs between old and new. Byte-identical JSON (the common case: the API
-/// server re-serialises the stored object) is decided without parsing.
+/// server re-serialises the stored object) is decided without reading it; a real difference is
+/// compared on the raw text ([`raw_eq`]), without building `Value` trees.
 pub fn changed(field: OverridesField, old: Option<&RawValue>, new: Option<&RawValue>) -> bool {
     if let (Some(o), Some(n)) = (old, new)
         && o.get() == n.get()
@@ -21,8 +24,8 @@ pub fn changed(field: OverridesField, old: Option<&RawValue>, new: Option<&RawVa
     if old.is_none() && new.is_none() {
         return false;
     }
-    match (try_parse(old), try_parse(new)) {
-        (Ok(old), Ok(new)) => !semantically_equal(field, &old, &new),
+    match (Tape::read(old.map(RawValue::get)), Tape::read(new.map(RawValue::get))) {
+        (Ok(old), Ok(new)) => !raw_eq::equal(&old, &new, field == OverridesField::RuntimePatches),
         // A value too deeply nested to read is never waved through as unchanged.
         _ => true,
     }
@@ -57,68 +60,7 @@ pub fn shape_errors_raw(field: OverridesField, raw: Option<&RawValue>) -> Vec<Fi
     }
 }
 
-pub fn semantically_equal(field: OverridesField, old: &Value, new: &Value) -> bool {
-    match (field, old, new) {
-        (OverridesField::RuntimePatches, Value::Array(a), Value::Array(b)) => keyed_equal(a, b),
-        _ => sem_eq(old, new, None),
-    }
-}
-
-/// List-map comparison keyed by `manager`, ignoring each item's `time`.
-fn keyed_equal(a: &[Value], b: &[Value]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    let key = |v: &Value| v.get("manager").and_then(Value::as_str).map(str::to_owned);
-    let mut a: Vec<&Value> = a.iter().collect();
-    let mut b: Vec<&Value> = b.iter().collect();
-    a.sort_by_key(|v| key(v));
-    b.sort_by_key(|v| key(v));
-    a.iter().zip(&b).all(|(x, y)| sem_eq(x, y, Some("time")))
-}
-
-fn is_empty(v: &Value) -> bool {
-    match v {
-        Value::Null => true,
-        Value::Array(a) => a.is_empty(),
-        Value::Object(o) => o.is_empty(),
-        _ => false,
-    }
-}
-
-/// Semantic equality; `skip_key` is ignored in the top-level object only.
-fn sem_eq(a: &Value, b: &Value, skip_key: Option<&str>) -> bool {
-    if is_empty(a) && is_empty(b) {
-        return true;
-    }
-    match (a, b) {
-        (Value::Object(x), Value::Object(y)) => objects_equal(x, y, skip_key),
-        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| sem_eq(p, q, None)),
-        (Value::Number(x), Value::Number(y)) => numbers_equal(x, y),
-        _ => a == b,
-    }
-}
-
-fn objects_equal(x: &Map<String, Value>, y: &Map<String, Value>, skip_key: Option<&str>) -> bool {
-    let keep = |k: &String| Some(k.as_str()) != skip_key;
-    x.iter().filter(|(k, _)| keep(k)).all(|(k, v)| sem_eq(v, y.get(k).unwrap_or(&Value::Null), None))
-        && y.iter().filter(|(k, _)| keep(k) && !x.contains_key(*k)).all(|(_, v)| is_empty(v))
-}
-
-fn numbers_equal(x: &Number, y: &Number) -> bool {
-    if let (Some(p), Some(q)) = (x.as_i64(), y.as_i64()) {
-        return p == q;
-    }
-    if let (Some(p), Some(q)) = (x.as_u64(), y.as_u64()) {
-        return p == q;
-    }
-    match (x.as_f64(), y.as_f64()) {
-        (Some(p), Some(q)) => p == q,
-        _ => false,
-    }
-}
-
-/// Spec §5 shape: list items need a non-empty `targetJobs` of non-empty names, runtime patches a
+/// Shape: list items need a non-empty `targetJobs` of non-empty names, runtime patches a
 /// non-empty `manager`. Several items may target the same job (Kueue appends its own).
 pub fn shape_errors(field: OverridesField, value: &Value) -> Vec<FieldError> {
     let path = field.path();
