@@ -4,7 +4,7 @@
 use proptest::prelude::*;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
-use trainguard::admission::overrides::{changed, try_parse};
+use trainguard::admission::overrides::{changed, shape_errors, shape_errors_raw, try_parse};
 use trainguard::model::OverridesField::{
     self, PodSpecOverrides as Pso, PodTemplateOverrides as Pto, RuntimePatches as Rp,
 };
@@ -332,6 +332,24 @@ fn arb_overrides() -> impl Strategy<Value = Value> {
     )
 }
 
+/// Overrides values near the shape rules: items with `manager`, `targetJobs` and `name` of any
+/// type, sometimes right, sometimes not.
+fn arb_shaped() -> impl Strategy<Value = Value> {
+    let name = prop_oneof![Just(json!("node")), Just(json!("")), Just(json!("b\u{e9}")), arb_json()];
+    let target = prop_oneof![name.clone().prop_map(|n| json!({"name": n})), Just(json!({})), arb_json(),];
+    let target_jobs = prop_oneof![prop::collection::vec(target, 0..3).prop_map(Value::Array), arb_json()];
+    let item = prop_oneof![
+        (name, target_jobs).prop_map(|(m, t)| json!({"manager": m, "targetJobs": t})),
+        name_only(),
+        arb_json(),
+    ];
+    prop_oneof![prop::collection::vec(item, 0..4).prop_map(Value::Array), arb_json()]
+}
+
+fn name_only() -> impl Strategy<Value = Value> {
+    prop_oneof![Just(json!({"manager": "m"})), Just(json!({"targetJobs": [{"name": "a"}]})), Just(json!({"x": 1}))]
+}
+
 fn arb_field() -> impl Strategy<Value = OverridesField> {
     prop::sample::select(&ALL[..])
 }
@@ -450,6 +468,14 @@ proptest! {
         let a2 = if sides & 1 != 0 { insert_empties(&a, &mut salt) } else { a.clone() };
         let b2 = if sides & 2 != 0 { insert_empties(&b, &mut salt) } else { b.clone() };
         prop_assert_eq!(changed(field, Some(&compact_raw(&a2)), Some(&compact_raw(&b2))), verdict, "{} vs {}", a2, b2);
+    }
+
+    /// The shape check on the raw tape reports exactly what the `Value` check reports.
+    #[test]
+    fn raw_shape_check_agrees_with_the_value_one(field in arb_field(), v in arb_shaped(), escape in any::<bool>()) {
+        let text = if escape { escaped_raw(&v) } else { serde_json::to_string(&v).expect("serialises") };
+        let parsed = try_parse(Some(&raw(&text))).expect("generated JSON parses");
+        prop_assert_eq!(shape_errors_raw(field, Some(&raw(&text))), shape_errors(field, &parsed), "{}", text);
     }
 
     #[test]

@@ -485,3 +485,76 @@ fn manager(tape: &[Node<'_>], item: usize) -> Option<usize> {
     let (_, value) = members(tape, item).filter(|&(k, _)| str_is(&tape[k], "manager")).last()?;
     matches!(tape[value].kind, Kind::Str | Kind::EscapedStr).then_some(value)
 }
+
+/// The JSON type of a value, as Kubernetes' schema errors name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JsonType {
+    Null,
+    Boolean,
+    Number,
+    String,
+    List,
+    Object,
+}
+
+/// A value on a tape, for readers other than the comparison (the shape check).
+#[derive(Debug, Clone, Copy)]
+pub struct ValueRef<'t, 'a> {
+    tape: &'t [Node<'a>],
+    at: usize,
+}
+
+impl<'a> Tape<'a> {
+    pub fn root(&self) -> ValueRef<'_, 'a> {
+        ValueRef { tape: &self.nodes, at: 0 }
+    }
+}
+
+impl<'t, 'a> ValueRef<'t, 'a> {
+    pub fn json_type(self) -> JsonType {
+        match self.tape[self.at].kind {
+            Kind::Null => JsonType::Null,
+            Kind::True | Kind::False => JsonType::Boolean,
+            Kind::Number => JsonType::Number,
+            Kind::Str | Kind::EscapedStr => JsonType::String,
+            Kind::Array => JsonType::List,
+            Kind::Object => JsonType::Object,
+        }
+    }
+
+    /// The elements of a list; nothing for any other value.
+    pub fn elements(self) -> impl Iterator<Item = ValueRef<'t, 'a>> {
+        let len = if self.tape[self.at].kind == Kind::Array { self.tape[self.at].len } else { 0 };
+        let mut at = self.at + 1;
+        let tape = self.tape;
+        (0..len).map(move |_| {
+            let here = at;
+            at = tape[here].end as usize;
+            ValueRef { tape, at: here }
+        })
+    }
+
+    pub fn len(self) -> usize {
+        self.tape[self.at].len as usize
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.len() == 0
+    }
+
+    /// The member `key` of an object (the last one, if written twice); `None` for other values.
+    pub fn get(self, key: &str) -> Option<ValueRef<'t, 'a>> {
+        if self.tape[self.at].kind != Kind::Object {
+            return None;
+        }
+        let (_, value) = members(self.tape, self.at).filter(|&(k, _)| str_is(&self.tape[k], key)).last()?;
+        Some(ValueRef { tape: self.tape, at: value })
+    }
+
+    /// Whether this is a string with at least one character.
+    pub fn is_non_empty_string(self) -> bool {
+        let node = self.tape[self.at];
+        // An escape always decodes to a character, so the raw text is empty only if the value is.
+        matches!(node.kind, Kind::Str | Kind::EscapedStr) && !node.text.is_empty()
+    }
+}
