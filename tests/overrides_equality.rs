@@ -1,6 +1,8 @@
 //! When do the overrides count as changed? A table of cases, then properties over generated
 //! values, with a simple `Value`-based reference implementation as the oracle for the raw walker.
 
+mod common;
+
 use proptest::prelude::*;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
@@ -287,6 +289,31 @@ fn oracle_agrees_with_the_table() {
             }
         }
     }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+/// On every admission and benchmark fixture, the walker and the oracle agree on each field.
+#[test]
+fn walker_agrees_with_the_oracle_on_every_fixture() {
+    let mut compared = 0;
+    let mut failed = Vec::new();
+    for case in common::load_cases().into_iter().chain(common::load_bench_cases()) {
+        let Ok(review) = serde_json::from_slice::<Value>(&case.review) else { continue };
+        let request = &review["request"];
+        for field in ALL {
+            let side = |s: &str| request[s]["spec"].get(field.json_name()).map(|v| v.to_string());
+            let (old, new) = (side("oldObject"), side("object"));
+            if old.is_none() && new.is_none() {
+                continue;
+            }
+            compared += 1;
+            let got = changed_text(field, old.as_deref(), new.as_deref());
+            if got != oracle::changed(field, old.as_deref(), new.as_deref()) {
+                failed.push(format!("{} {field:?}: walker says changed={got}", case.name));
+            }
+        }
+    }
+    assert!(compared > 20, "only {compared} fixture fields compared");
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
 
