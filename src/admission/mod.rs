@@ -5,6 +5,7 @@
 pub mod defaults;
 pub mod errors;
 pub mod overrides;
+pub mod raw_eq;
 pub mod response;
 pub mod rules;
 

@@ -1,17 +1,20 @@
 //! "Did the overrides change?" (docs/webhook.md §2) and their shape (docs/webhook.md §5).
 //!
-//! Equality is semantic: absent ≡ null ≡ `[]` for the field; inside items absent, null, `{}` and
-//! `[]` are equal; numbers compare by value. `runtimePatches` is a map keyed by `manager`, so its
-//! order and each item's `time` do not matter.
+//! Equality is semantic (rules in `raw_eq`): absent ≡ null ≡ `[]` for the field; inside items
+//! absent, null, `{}`, `[]` and maps of only those are equal; numbers compare by value.
+//! `runtimePatches` is a map keyed by `manager`, so its order and each item's `time` do not
+//! matter.
 
 use serde_json::value::RawValue;
-use serde_json::{Map, Number, Value};
+use serde_json::{Map, Value};
 
 use super::errors::{ErrorType, FieldError};
+use super::raw_eq::{self, JsonType, Tape, ValueRef};
 use crate::model::OverridesField;
 
 /// Whether `field` differs between old and new. Byte-identical JSON (the common case: the API
-/// server re-serialises the stored object) is decided without parsing.
+/// server re-serialises the stored object) is decided without reading it; a real difference is
+/// compared on the raw text ([`raw_eq`]), without building `Value` trees.
 pub fn changed(field: OverridesField, old: Option<&RawValue>, new: Option<&RawValue>) -> bool {
     if let (Some(o), Some(n)) = (old, new)
         && o.get() == n.get()
@@ -21,8 +24,8 @@ pub fn changed(field: OverridesField, old: Option<&RawValue>, new: Option<&RawVa
     if old.is_none() && new.is_none() {
         return false;
     }
-    match (try_parse(old), try_parse(new)) {
-        (Ok(old), Ok(new)) => !semantically_equal(field, &old, &new),
+    match (Tape::read(old.map(RawValue::get)), Tape::read(new.map(RawValue::get))) {
+        (Ok(old), Ok(new)) => !raw_eq::equal(&old, &new, field == OverridesField::RuntimePatches),
         // A value too deeply nested to read is never waved through as unchanged.
         _ => true,
     }
@@ -40,8 +43,17 @@ pub fn parse(raw: Option<&RawValue>) -> Value {
     try_parse(raw).unwrap_or(Value::Null)
 }
 
-/// [`shape_errors`] of a raw field; a value too deeply nested to read is itself a shape error.
+/// [`shape_errors`] of a raw field, checked on the raw tape; a value too deeply nested to read is
+/// itself a shape error.
 pub fn shape_errors_raw(field: OverridesField, raw: Option<&RawValue>) -> Vec<FieldError> {
+    match Tape::read(raw.map(RawValue::get)) {
+        Ok(tape) => shape_errors_tape(field, tape.root()),
+        // The tape refuses what serde_json refuses; serde_json names the problem.
+        Err(_) => shape_errors_parsed(field, raw),
+    }
+}
+
+fn shape_errors_parsed(field: OverridesField, raw: Option<&RawValue>) -> Vec<FieldError> {
     match try_parse(raw) {
         Ok(value) => shape_errors(field, &value),
         Err(e) => {
@@ -57,65 +69,88 @@ pub fn shape_errors_raw(field: OverridesField, raw: Option<&RawValue>) -> Vec<Fi
     }
 }
 
-pub fn semantically_equal(field: OverridesField, old: &Value, new: &Value) -> bool {
-    match (field, old, new) {
-        (OverridesField::RuntimePatches, Value::Array(a), Value::Array(b)) => keyed_equal(a, b),
-        _ => sem_eq(old, new, None),
+const MANAGER_REQUIRED: &str = "name the controller that owns this patch, e.g. \"kueue.x-k8s.io/manager\"";
+const TARGET_JOBS_REQUIRED: &str = "list at least one replicated job to override, e.g. [{name: node}]";
+const NAME_REQUIRED: &str = "name a replicated job of the runtime, e.g. \"node\"";
+
+fn quoted(t: JsonType) -> String {
+    let name = match t {
+        JsonType::Null => "null",
+        JsonType::Boolean => "boolean",
+        JsonType::Number => "number",
+        JsonType::String => "string",
+        JsonType::List => "list",
+        JsonType::Object => "object",
+    };
+    format!("\"{name}\"")
+}
+
+/// A member that must be a non-empty string: missing, null or `""` is required, another type
+/// is invalid.
+fn check_string_tape(
+    value: Option<ValueRef<'_, '_>>,
+    path: impl FnOnce() -> String,
+    required: &str,
+) -> Option<FieldError> {
+    match value.map(ValueRef::json_type) {
+        Some(JsonType::String) if value.is_some_and(ValueRef::is_non_empty_string) => None,
+        None | Some(JsonType::Null | JsonType::String) => {
+            Some(FieldError::new("shape", ErrorType::Required, path(), required))
+        }
+        Some(other) => Some(FieldError::invalid("shape", path(), quoted(other), "must be a string")),
     }
 }
 
-/// List-map comparison keyed by `manager`, ignoring each item's `time`.
-fn keyed_equal(a: &[Value], b: &[Value]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    let key = |v: &Value| v.get("manager").and_then(Value::as_str).map(str::to_owned);
-    let mut a: Vec<&Value> = a.iter().collect();
-    let mut b: Vec<&Value> = b.iter().collect();
-    a.sort_by_key(|v| key(v));
-    b.sort_by_key(|v| key(v));
-    a.iter().zip(&b).all(|(x, y)| sem_eq(x, y, Some("time")))
+fn check_manager_tape(item: ValueRef<'_, '_>, item_path: impl Fn() -> String, errors: &mut Vec<FieldError>) {
+    errors.extend(check_string_tape(item.get("manager"), || format!("{}.manager", item_path()), MANAGER_REQUIRED));
 }
 
-fn is_empty(v: &Value) -> bool {
-    match v {
-        Value::Null => true,
-        Value::Array(a) => a.is_empty(),
-        Value::Object(o) => o.is_empty(),
-        _ => false,
+fn check_target_jobs_tape(item: ValueRef<'_, '_>, item_path: impl Fn() -> String, errors: &mut Vec<FieldError>) {
+    let path = || format!("{}.targetJobs", item_path());
+    let targets = item.get("targetJobs");
+    match targets.map(ValueRef::json_type) {
+        Some(JsonType::List) if targets.is_some_and(|t| !t.is_empty()) => {}
+        None | Some(JsonType::Null | JsonType::List) => {
+            errors.push(FieldError::new("shape", ErrorType::Required, path(), TARGET_JOBS_REQUIRED));
+            return;
+        }
+        Some(other) => {
+            errors.push(FieldError::invalid("shape", path(), quoted(other), "must be a list"));
+            return;
+        }
     }
-}
-
-/// Semantic equality; `skip_key` is ignored in the top-level object only.
-fn sem_eq(a: &Value, b: &Value, skip_key: Option<&str>) -> bool {
-    if is_empty(a) && is_empty(b) {
-        return true;
-    }
-    match (a, b) {
-        (Value::Object(x), Value::Object(y)) => objects_equal(x, y, skip_key),
-        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| sem_eq(p, q, None)),
-        (Value::Number(x), Value::Number(y)) => numbers_equal(x, y),
-        _ => a == b,
+    for (j, target) in targets.into_iter().flat_map(ValueRef::elements).enumerate() {
+        errors.extend(check_string_tape(target.get("name"), || format!("{}[{j}].name", path()), NAME_REQUIRED));
     }
 }
 
-fn objects_equal(x: &Map<String, Value>, y: &Map<String, Value>, skip_key: Option<&str>) -> bool {
-    let keep = |k: &String| Some(k.as_str()) != skip_key;
-    x.iter().filter(|(k, _)| keep(k)).all(|(k, v)| sem_eq(v, y.get(k).unwrap_or(&Value::Null), None))
-        && y.iter().filter(|(k, _)| keep(k) && !x.contains_key(*k)).all(|(_, v)| is_empty(v))
-}
-
-fn numbers_equal(x: &Number, y: &Number) -> bool {
-    if let (Some(p), Some(q)) = (x.as_i64(), y.as_i64()) {
-        return p == q;
+/// [`shape_errors`] on a tape: the same checks and messages, without a `Value` tree.
+fn shape_errors_tape(field: OverridesField, value: ValueRef<'_, '_>) -> Vec<FieldError> {
+    let path = field.path();
+    match value.json_type() {
+        JsonType::Null => return Vec::new(),
+        JsonType::List => {}
+        other => return vec![FieldError::invalid("shape", path, quoted(other), "must be a list")],
     }
-    if let (Some(p), Some(q)) = (x.as_u64(), y.as_u64()) {
-        return p == q;
+    let mut errors = Vec::new();
+    for (i, item) in value.elements().enumerate() {
+        if item.json_type() != JsonType::Object {
+            errors.push(FieldError::invalid(
+                "shape",
+                format!("{path}[{i}]"),
+                quoted(item.json_type()),
+                "must be an object",
+            ));
+            continue;
+        }
+        // Paths are formatted only for an error: the happy path allocates nothing.
+        let item_path = || format!("{path}[{i}]");
+        match field {
+            OverridesField::RuntimePatches => check_manager_tape(item, item_path, &mut errors),
+            _ => check_target_jobs_tape(item, item_path, &mut errors),
+        }
     }
-    match (x.as_f64(), y.as_f64()) {
-        (Some(p), Some(q)) => p == q,
-        _ => false,
-    }
+    errors
 }
 
 /// docs/webhook.md §5 shape: list items need a non-empty `targetJobs` of non-empty names, runtime patches a
@@ -148,12 +183,9 @@ fn check_manager(item: &Map<String, Value>, item_path: &str, errors: &mut Vec<Fi
     let path = format!("{item_path}.manager");
     match item.get("manager") {
         Some(Value::String(s)) if !s.is_empty() => {}
-        None | Some(Value::Null) | Some(Value::String(_)) => errors.push(FieldError::new(
-            "shape",
-            ErrorType::Required,
-            path,
-            "name the controller that owns this patch, e.g. \"kueue.x-k8s.io/manager\"",
-        )),
+        None | Some(Value::Null) | Some(Value::String(_)) => {
+            errors.push(FieldError::new("shape", ErrorType::Required, path, MANAGER_REQUIRED))
+        }
         Some(other) => errors.push(FieldError::invalid("shape", path, type_name_quoted(other), "must be a string")),
     }
 }
@@ -163,12 +195,7 @@ fn check_target_jobs(item: &Map<String, Value>, item_path: &str, errors: &mut Ve
     let targets = match item.get("targetJobs") {
         Some(Value::Array(t)) if !t.is_empty() => t,
         None | Some(Value::Null) | Some(Value::Array(_)) => {
-            errors.push(FieldError::new(
-                "shape",
-                ErrorType::Required,
-                path,
-                "list at least one replicated job to override, e.g. [{name: node}]",
-            ));
+            errors.push(FieldError::new("shape", ErrorType::Required, path, TARGET_JOBS_REQUIRED));
             return;
         }
         Some(other) => {
@@ -180,12 +207,9 @@ fn check_target_jobs(item: &Map<String, Value>, item_path: &str, errors: &mut Ve
         let name_path = format!("{path}[{j}].name");
         match target.get("name") {
             Some(Value::String(s)) if !s.is_empty() => {}
-            None | Some(Value::Null) | Some(Value::String(_)) => errors.push(FieldError::new(
-                "shape",
-                ErrorType::Required,
-                name_path,
-                "name a replicated job of the runtime, e.g. \"node\"",
-            )),
+            None | Some(Value::Null) | Some(Value::String(_)) => {
+                errors.push(FieldError::new("shape", ErrorType::Required, name_path, NAME_REQUIRED))
+            }
             Some(other) => {
                 errors.push(FieldError::invalid("shape", name_path, type_name_quoted(other), "must be a string"))
             }

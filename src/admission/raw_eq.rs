@@ -1,0 +1,560 @@
+//! Semantic equality of two raw JSON values, without building `serde_json::Value` trees.
+//!
+//! Each side is read once into a flat tape of nodes that borrow their strings and numbers from
+//! the request body (one `Vec` per side, no allocation per node); the comparison then walks both
+//! tapes. Rules (docs/webhook.md, "When the overrides count as changed"):
+//!
+//! - null, `[]`, `{}` and a map whose members are all of these (at any depth) are "empty", and
+//!   any two empty values are equal; a map member that is empty equals an absent one;
+//! - lists are atomic: same length, same order (`[{}]` is a one-element list, not empty);
+//! - strings compare after unescaping (`"\u0041"` equals `"A"`);
+//! - numbers compare by value, exactly as `serde_json::Number` reads them: two integers that fit
+//!   64 bits compare exactly, anything else as 64-bit floats;
+//! - `runtimePatches` items are keyed by `manager` and each item's own `time` is ignored.
+
+use std::cmp::Ordering;
+
+/// serde_json refuses values nested this deep; so does this reader, so that such a value is
+/// never compared by one reader and refused by the other.
+const MAX_DEPTH: usize = 128;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Null,
+    True,
+    False,
+    Number,
+    /// A string without backslashes: its raw text is its value.
+    Str,
+    /// A string with escapes, checked to decode when the tape was built.
+    EscapedStr,
+    /// `len` elements follow, each subtree ending where its `end` says.
+    Array,
+    /// `len` members follow, each a key node (a string) and then a value subtree.
+    Object,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Node<'a> {
+    kind: Kind,
+    /// Number token, or a string's text between the quotes (escapes not decoded).
+    text: &'a str,
+    /// Index just past this node's subtree.
+    end: u32,
+    /// Elements of an array, members of an object.
+    len: u32,
+}
+
+/// A value the reader refuses: nested too deep, an escape that does not decode, or not JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("unreadable JSON value")]
+pub struct Unreadable;
+
+/// One side of the comparison, read into a tape.
+#[derive(Debug)]
+pub struct Tape<'a> {
+    nodes: Vec<Node<'a>>,
+}
+
+impl<'a> Tape<'a> {
+    /// Reads `text` (one JSON value, surrounding whitespace allowed); `None` reads as null.
+    pub fn read(text: Option<&'a str>) -> Result<Tape<'a>, Unreadable> {
+        let Some(text) = text else {
+            return Ok(Tape { nodes: vec![Node { kind: Kind::Null, text: "", end: 1, len: 0 }] });
+        };
+        // A node per ~6 bytes is typical of pod specs; a guess that saves most regrowth.
+        let mut reader = Reader { text, bytes: text.as_bytes(), pos: 0, nodes: Vec::with_capacity(text.len() / 6 + 1) };
+        reader.value(0)?;
+        reader.skip_ws();
+        if reader.pos != reader.bytes.len() {
+            return Err(Unreadable);
+        }
+        Ok(Tape { nodes: reader.nodes })
+    }
+}
+
+struct Reader<'a> {
+    text: &'a str,
+    bytes: &'a [u8],
+    pos: usize,
+    nodes: Vec<Node<'a>>,
+}
+
+impl<'a> Reader<'a> {
+    fn skip_ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.bytes.get(self.pos) {
+            self.pos += 1;
+        }
+    }
+
+    fn push(&mut self, kind: Kind, text: &'a str) -> usize {
+        let at = self.nodes.len();
+        self.nodes.push(Node { kind, text, end: at as u32 + 1, len: 0 });
+        at
+    }
+
+    fn close(&mut self, at: usize, len: u32) {
+        let end = self.nodes.len() as u32;
+        let node = &mut self.nodes[at];
+        node.end = end;
+        node.len = len;
+    }
+
+    fn expect(&mut self, byte: u8) -> Result<(), Unreadable> {
+        self.skip_ws();
+        if self.bytes.get(self.pos) == Some(&byte) {
+            self.pos += 1;
+            Ok(())
+        } else {
+            Err(Unreadable)
+        }
+    }
+
+    /// `depth` is the number of containers around this value.
+    fn value(&mut self, depth: usize) -> Result<(), Unreadable> {
+        self.skip_ws();
+        match *self.bytes.get(self.pos).ok_or(Unreadable)? {
+            b'{' => self.object(depth + 1),
+            b'[' => self.array(depth + 1),
+            b'"' => self.string().map(drop),
+            b'n' => self.literal("null", Kind::Null),
+            b't' => self.literal("true", Kind::True),
+            b'f' => self.literal("false", Kind::False),
+            b'-' | b'0'..=b'9' => {
+                let start = self.pos;
+                while let Some(b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E') = self.bytes.get(self.pos) {
+                    self.pos += 1;
+                }
+                self.push(Kind::Number, &self.text[start..self.pos]);
+                Ok(())
+            }
+            _ => Err(Unreadable),
+        }
+    }
+
+    fn literal(&mut self, word: &'static str, kind: Kind) -> Result<(), Unreadable> {
+        if !self.bytes[self.pos..].starts_with(word.as_bytes()) {
+            return Err(Unreadable);
+        }
+        self.pos += word.len();
+        self.push(kind, "");
+        Ok(())
+    }
+
+    fn string(&mut self) -> Result<usize, Unreadable> {
+        self.pos += 1; // the opening quote
+        let start = self.pos;
+        let mut escaped = false;
+        loop {
+            match *self.bytes.get(self.pos).ok_or(Unreadable)? {
+                b'"' => break,
+                b'\\' => {
+                    escaped = true;
+                    self.pos += 2;
+                }
+                _ => self.pos += 1,
+            }
+        }
+        let text = self.text.get(start..self.pos).ok_or(Unreadable)?;
+        self.pos += 1;
+        if escaped {
+            // Checked once here, so that comparing never meets a bad escape.
+            let mut chars = Unescape(text);
+            while chars.next().transpose()?.is_some() {}
+            Ok(self.push(Kind::EscapedStr, text))
+        } else {
+            Ok(self.push(Kind::Str, text))
+        }
+    }
+
+    fn array(&mut self, depth: usize) -> Result<(), Unreadable> {
+        if depth >= MAX_DEPTH {
+            return Err(Unreadable);
+        }
+        self.pos += 1;
+        let at = self.push(Kind::Array, "");
+        let mut len = 0;
+        self.skip_ws();
+        if self.bytes.get(self.pos) == Some(&b']') {
+            self.pos += 1;
+        } else {
+            loop {
+                self.value(depth)?;
+                len += 1;
+                self.skip_ws();
+                match self.bytes.get(self.pos) {
+                    Some(b',') => self.pos += 1,
+                    Some(b']') => {
+                        self.pos += 1;
+                        break;
+                    }
+                    _ => return Err(Unreadable),
+                }
+            }
+        }
+        self.close(at, len);
+        Ok(())
+    }
+
+    fn object(&mut self, depth: usize) -> Result<(), Unreadable> {
+        if depth >= MAX_DEPTH {
+            return Err(Unreadable);
+        }
+        self.pos += 1;
+        let at = self.push(Kind::Object, "");
+        let mut len = 0;
+        self.skip_ws();
+        if self.bytes.get(self.pos) == Some(&b'}') {
+            self.pos += 1;
+        } else {
+            loop {
+                self.skip_ws();
+                if self.bytes.get(self.pos) != Some(&b'"') {
+                    return Err(Unreadable);
+                }
+                self.string()?;
+                self.expect(b':')?;
+                self.value(depth)?;
+                len += 1;
+                self.skip_ws();
+                match self.bytes.get(self.pos) {
+                    Some(b',') => self.pos += 1,
+                    Some(b'}') => {
+                        self.pos += 1;
+                        break;
+                    }
+                    _ => return Err(Unreadable),
+                }
+            }
+        }
+        self.close(at, len);
+        Ok(())
+    }
+}
+
+/// The characters of a JSON string's raw text, escapes decoded one at a time (no allocation).
+struct Unescape<'a>(&'a str);
+
+impl Iterator for Unescape<'_> {
+    type Item = Result<char, Unreadable>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let mut chars = self.0.chars();
+        let c = chars.next()?;
+        if c != '\\' {
+            self.0 = chars.as_str();
+            return Some(Ok(c));
+        }
+        let rest = chars.as_str();
+        let (decoded, used) = match rest.as_bytes().first() {
+            Some(b'"') => ('"', 1),
+            Some(b'\\') => ('\\', 1),
+            Some(b'/') => ('/', 1),
+            Some(b'b') => ('\u{8}', 1),
+            Some(b'f') => ('\u{c}', 1),
+            Some(b'n') => ('\n', 1),
+            Some(b'r') => ('\r', 1),
+            Some(b't') => ('\t', 1),
+            Some(b'u') => match unicode_escape(rest) {
+                Some(pair) => pair,
+                None => return Some(Err(Unreadable)),
+            },
+            _ => return Some(Err(Unreadable)),
+        };
+        self.0 = &rest[used..];
+        Some(Ok(decoded))
+    }
+}
+
+/// `u` + four hex digits (after the backslash), or a surrogate pair of two such escapes. A lone
+/// surrogate is refused, as serde_json refuses it.
+fn unicode_escape(rest: &str) -> Option<(char, usize)> {
+    let hex = |s: &str| {
+        s.get(1..5).filter(|h| h.bytes().all(|b| b.is_ascii_hexdigit())).and_then(|h| u32::from_str_radix(h, 16).ok())
+    };
+    let first = hex(rest)?;
+    match first {
+        0xD800..=0xDBFF => {
+            let low = rest.get(5..).filter(|s| s.starts_with("\\u")).and_then(|s| hex(&s[1..]))?;
+            if !(0xDC00..=0xDFFF).contains(&low) {
+                return None;
+            }
+            char::from_u32(0x10000 + ((first - 0xD800) << 10) + (low - 0xDC00)).map(|c| (c, 11))
+        }
+        0xDC00..=0xDFFF => None,
+        _ => char::from_u32(first).map(|c| (c, 5)),
+    }
+}
+
+/// Two tapes and a scratch stack for sorting object members.
+struct Compare<'t, 'a> {
+    a: &'t [Node<'a>],
+    b: &'t [Node<'a>],
+    scratch: Vec<(u32, u32)>,
+}
+
+/// Semantic equality of the roots of two tapes. `keyed` reads two lists as maps keyed by
+/// `manager`, each item's `time` ignored (`runtimePatches`).
+pub fn equal(a: &Tape<'_>, b: &Tape<'_>, keyed: bool) -> bool {
+    let mut cmp = Compare { a: &a.nodes, b: &b.nodes, scratch: Vec::new() };
+    if keyed && cmp.a[0].kind == Kind::Array && cmp.b[0].kind == Kind::Array {
+        return cmp.keyed(0, 0);
+    }
+    cmp.value(0, 0, None)
+}
+
+/// Null, `[]`, `{}`, or a map of only empty members.
+fn is_empty(tape: &[Node<'_>], i: usize) -> bool {
+    let node = tape[i];
+    match node.kind {
+        Kind::Null => true,
+        Kind::Array => node.len == 0,
+        Kind::Object => members(tape, i).all(|(_, v)| is_empty(tape, v)),
+        _ => false,
+    }
+}
+
+/// Element indices of the array at `i`.
+fn elements<'t>(tape: &'t [Node<'_>], i: usize) -> impl Iterator<Item = usize> + 't {
+    let mut at = i + 1;
+    (0..tape[i].len).map(move |_| {
+        let here = at;
+        at = tape[here].end as usize;
+        here
+    })
+}
+
+/// (key, value) indices of the object at `i`.
+fn members<'t>(tape: &'t [Node<'_>], i: usize) -> impl Iterator<Item = (usize, usize)> + 't {
+    let mut at = i + 1;
+    (0..tape[i].len).map(move |_| {
+        let (key, value) = (at, at + 1);
+        at = tape[value].end as usize;
+        (key, value)
+    })
+}
+
+/// Order of two string nodes by their decoded characters (code point order = UTF-8 byte order).
+fn str_cmp(x: &Node<'_>, y: &Node<'_>) -> Ordering {
+    if x.kind == Kind::Str && y.kind == Kind::Str {
+        return x.text.as_bytes().cmp(y.text.as_bytes());
+    }
+    decoded(x.text).cmp(decoded(y.text))
+}
+
+fn str_is(x: &Node<'_>, literal: &str) -> bool {
+    match x.kind {
+        Kind::Str => x.text == literal,
+        _ => decoded(x.text).eq(literal.chars()),
+    }
+}
+
+/// A string's characters; its escapes were checked when the tape was built.
+fn decoded(text: &str) -> impl Iterator<Item = char> + '_ {
+    Unescape(text).map(|c| c.unwrap_or('\u{FFFD}'))
+}
+
+fn numbers_equal(x: &str, y: &str) -> bool {
+    if x == y {
+        return true;
+    }
+    // serde_json's own reading, so that the same token means the same number as elsewhere.
+    let (Ok(x), Ok(y)) = (serde_json::from_str::<serde_json::Number>(x), serde_json::from_str::<serde_json::Number>(y))
+    else {
+        return false;
+    };
+    if let (Some(p), Some(q)) = (x.as_i64(), y.as_i64()) {
+        return p == q;
+    }
+    if let (Some(p), Some(q)) = (x.as_u64(), y.as_u64()) {
+        return p == q;
+    }
+    match (x.as_f64(), y.as_f64()) {
+        (Some(p), Some(q)) => p == q,
+        _ => false,
+    }
+}
+
+impl Compare<'_, '_> {
+    /// `skip` names a key ignored in this object only (not deeper down).
+    fn value(&mut self, i: usize, j: usize, skip: Option<&str>) -> bool {
+        let (x, y) = (self.a[i], self.b[j]);
+        if is_empty(self.a, i) && is_empty(self.b, j) {
+            return true;
+        }
+        match (x.kind, y.kind) {
+            (Kind::Object, Kind::Object) => self.objects(i, j, skip),
+            (Kind::Array, Kind::Array) => {
+                x.len == y.len && elements(self.a, i).zip(elements(self.b, j)).all(|(p, q)| self.value(p, q, None))
+            }
+            (Kind::Number, Kind::Number) => numbers_equal(x.text, y.text),
+            (Kind::Str | Kind::EscapedStr, Kind::Str | Kind::EscapedStr) => {
+                let escaped = x.kind == Kind::EscapedStr || y.kind == Kind::EscapedStr;
+                x.text == y.text || escaped && str_cmp(&x, &y).is_eq()
+            }
+            (Kind::True, Kind::True) | (Kind::False, Kind::False) => true,
+            _ => false,
+        }
+    }
+
+    /// Members sorted by key on the scratch stack; a key given twice keeps its last value, as a
+    /// JSON object read into a map does.
+    fn sorted_members(&mut self, side_a: bool, i: usize) -> (usize, usize) {
+        let tape = if side_a { self.a } else { self.b };
+        let start = self.scratch.len();
+        self.scratch.extend(members(tape, i).map(|(k, v)| (k as u32, v as u32)));
+        let run = &mut self.scratch[start..];
+        // Stable, so that among equal keys the last one written stays last.
+        run.sort_by(|p, q| str_cmp(&tape[p.0 as usize], &tape[q.0 as usize]));
+        let mut kept = start;
+        for at in start..self.scratch.len() {
+            let entry = self.scratch[at];
+            if kept > start && str_cmp(&tape[self.scratch[kept - 1].0 as usize], &tape[entry.0 as usize]).is_eq() {
+                self.scratch[kept - 1] = entry;
+            } else {
+                self.scratch[kept] = entry;
+                kept += 1;
+            }
+        }
+        self.scratch.truncate(kept);
+        (start, kept)
+    }
+
+    fn objects(&mut self, i: usize, j: usize, skip: Option<&str>) -> bool {
+        let base = self.scratch.len();
+        let (a0, a1) = self.sorted_members(true, i);
+        let (b0, b1) = self.sorted_members(false, j);
+        let (mut p, mut q) = (a0, b0);
+        let mut equal = true;
+        while equal && (p < a1 || q < b1) {
+            let order = if p == a1 {
+                Ordering::Greater
+            } else if q == b1 {
+                Ordering::Less
+            } else {
+                str_cmp(&self.a[self.scratch[p].0 as usize], &self.b[self.scratch[q].0 as usize])
+            };
+            let skipped = |tape: &[Node<'_>], key: u32| skip.is_some_and(|s| str_is(&tape[key as usize], s));
+            match order {
+                Ordering::Less => {
+                    let (k, v) = self.scratch[p];
+                    equal = skipped(self.a, k) || is_empty(self.a, v as usize);
+                    p += 1;
+                }
+                Ordering::Greater => {
+                    let (k, v) = self.scratch[q];
+                    equal = skipped(self.b, k) || is_empty(self.b, v as usize);
+                    q += 1;
+                }
+                Ordering::Equal => {
+                    let ((k, va), (_, vb)) = (self.scratch[p], self.scratch[q]);
+                    equal = skipped(self.a, k) || self.value(va as usize, vb as usize, None);
+                    p += 1;
+                    q += 1;
+                }
+            }
+        }
+        self.scratch.truncate(base);
+        equal
+    }
+
+    /// Two lists as maps keyed by `manager`: items sorted by it (stably: items without a string
+    /// manager, or sharing one, keep their order) and compared pairwise, `time` ignored.
+    fn keyed(&mut self, i: usize, j: usize) -> bool {
+        if self.a[i].len != self.b[j].len {
+            return false;
+        }
+        let sorted = |tape: &[Node<'_>], list: usize| {
+            let mut items: Vec<(Option<usize>, usize)> = elements(tape, list).map(|e| (manager(tape, e), e)).collect();
+            items.sort_by(|p, q| match (p.0, q.0) {
+                (Some(x), Some(y)) => str_cmp(&tape[x], &tape[y]),
+                (x, y) => x.is_some().cmp(&y.is_some()),
+            });
+            items
+        };
+        let (xs, ys) = (sorted(self.a, i), sorted(self.b, j));
+        xs.iter().zip(&ys).all(|(x, y)| self.value(x.1, y.1, Some("time")))
+    }
+}
+
+/// The string node of an item's `manager` (the last one, if written twice), if it is a string.
+fn manager(tape: &[Node<'_>], item: usize) -> Option<usize> {
+    if tape[item].kind != Kind::Object {
+        return None;
+    }
+    let (_, value) = members(tape, item).filter(|&(k, _)| str_is(&tape[k], "manager")).last()?;
+    matches!(tape[value].kind, Kind::Str | Kind::EscapedStr).then_some(value)
+}
+
+/// The JSON type of a value, as Kubernetes' schema errors name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JsonType {
+    Null,
+    Boolean,
+    Number,
+    String,
+    List,
+    Object,
+}
+
+/// A value on a tape, for readers other than the comparison (the shape check).
+#[derive(Debug, Clone, Copy)]
+pub struct ValueRef<'t, 'a> {
+    tape: &'t [Node<'a>],
+    at: usize,
+}
+
+impl<'a> Tape<'a> {
+    pub fn root(&self) -> ValueRef<'_, 'a> {
+        ValueRef { tape: &self.nodes, at: 0 }
+    }
+}
+
+impl<'t, 'a> ValueRef<'t, 'a> {
+    pub fn json_type(self) -> JsonType {
+        match self.tape[self.at].kind {
+            Kind::Null => JsonType::Null,
+            Kind::True | Kind::False => JsonType::Boolean,
+            Kind::Number => JsonType::Number,
+            Kind::Str | Kind::EscapedStr => JsonType::String,
+            Kind::Array => JsonType::List,
+            Kind::Object => JsonType::Object,
+        }
+    }
+
+    /// The elements of a list; nothing for any other value.
+    pub fn elements(self) -> impl Iterator<Item = ValueRef<'t, 'a>> {
+        let len = if self.tape[self.at].kind == Kind::Array { self.tape[self.at].len } else { 0 };
+        let mut at = self.at + 1;
+        let tape = self.tape;
+        (0..len).map(move |_| {
+            let here = at;
+            at = tape[here].end as usize;
+            ValueRef { tape, at: here }
+        })
+    }
+
+    pub fn len(self) -> usize {
+        self.tape[self.at].len as usize
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.len() == 0
+    }
+
+    /// The member `key` of an object (the last one, if written twice); `None` for other values.
+    pub fn get(self, key: &str) -> Option<ValueRef<'t, 'a>> {
+        if self.tape[self.at].kind != Kind::Object {
+            return None;
+        }
+        let (_, value) = members(self.tape, self.at).filter(|&(k, _)| str_is(&self.tape[k], key)).last()?;
+        Some(ValueRef { tape: self.tape, at: value })
+    }
+
+    /// Whether this is a string with at least one character.
+    pub fn is_non_empty_string(self) -> bool {
+        let node = self.tape[self.at];
+        // An escape always decodes to a character, so the raw text is empty only if the value is.
+        matches!(node.kind, Kind::Str | Kind::EscapedStr) && !node.text.is_empty()
+    }
+}
