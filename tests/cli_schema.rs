@@ -133,9 +133,17 @@ const DENIED: &[(&str, &str, &str)] = &[
         "spec.runtimePatches[0].managers: Unsupported field: not a field of TrainJob v2.2 (did you mean spec.runtimePatches[0].manager?)",
     ),
     // Wrong types.
-    ("v2.3", "  trainer:\n    numNodes: \"2\"\n", "spec.trainer.numNodes: Invalid value: \"2\": must be of type integer in TrainJob v2.3"),
+    (
+        "v2.3",
+        "  trainer:\n    numNodes: \"2\"\n",
+        "spec.trainer.numNodes: Invalid value: \"2\": must be of type integer in TrainJob v2.3",
+    ),
     ("v2.0", "  labels:\n    a: 1\n", "spec.labels[a]: Invalid value: 1: must be of type string in TrainJob v2.0"),
-    ("v2.1", "  trainer:\n    command: torchrun\n", "spec.trainer.command: Invalid value: \"torchrun\": must be of type array in TrainJob v2.1"),
+    (
+        "v2.1",
+        "  trainer:\n    command: torchrun\n",
+        "spec.trainer.command: Invalid value: \"torchrun\": must be of type array in TrainJob v2.1",
+    ),
 ];
 
 #[test]
@@ -170,7 +178,8 @@ fn the_release_and_the_switch_are_also_env_vars() {
             cmd.env(k, v);
         }
         let mut child = cmd.spawn().unwrap();
-        let manifest = format!("apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: j\nspec:\n{spec}");
+        let manifest =
+            format!("apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: j\nspec:\n{spec}");
         child.stdin.take().unwrap().write_all(manifest.as_bytes()).unwrap();
         child.wait_with_output().unwrap().status.code().unwrap()
     };

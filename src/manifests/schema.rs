@@ -269,7 +269,8 @@ fn hint(version: TrainerVersion, parent: &str, parent_shown: &str, key: &str) ->
     }
     let prefix = if parent.is_empty() { String::new() } else { format!("{parent}.") };
     let sibling = version.table().fields().map(|(p, _)| p).find(|p| {
-        p.strip_prefix(prefix.as_str()).is_some_and(|rest| !rest.contains('.') && !rest.contains('[') && one_edit(rest, key))
+        p.strip_prefix(prefix.as_str())
+            .is_some_and(|rest| !rest.contains('.') && !rest.contains('[') && one_edit(rest, key))
     });
     if let Some(found) = sibling {
         return format!(" (did you mean {parent_shown}.{}?)", last_segment(found));
@@ -297,9 +298,5 @@ fn one_edit(a: &str, b: &str) -> bool {
         return false;
     }
     let head = short.iter().zip(long.iter()).take_while(|(x, y)| x == y).count();
-    if short.len() == long.len() {
-        short[head + 1..] == long[head + 1..]
-    } else {
-        short[head..] == long[head + 1..]
-    }
+    if short.len() == long.len() { short[head + 1..] == long[head + 1..] } else { short[head..] == long[head + 1..] }
 }
