@@ -13,6 +13,8 @@ pub enum ErrorType {
     Required,
     /// trainguard could not decide (cluster state unknown, deadline missed). Retryable.
     Internal,
+    /// A field the TrainJob schema does not have (`validate`'s schema check only).
+    UnsupportedField,
 }
 
 impl ErrorType {
@@ -23,6 +25,7 @@ impl ErrorType {
             ErrorType::Invalid => "Invalid value",
             ErrorType::Required => "Required value",
             ErrorType::Internal => "Internal error",
+            ErrorType::UnsupportedField => "Unsupported field",
         }
     }
 
@@ -33,6 +36,7 @@ impl ErrorType {
             ErrorType::Invalid => "FieldValueInvalid",
             ErrorType::Required => "FieldValueRequired",
             ErrorType::Internal => "InternalError",
+            ErrorType::UnsupportedField => "FieldValueNotSupported",
         }
     }
 }

@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 use crate::admission::{Decision, Operation, RuleInput, RulesConfig, rules};
 use crate::cluster::ClusterView;
 use crate::manifests::Document;
+use crate::manifests::schema::{self, TrainerVersion};
 use crate::model::TrainJobView;
 
 /// Where an UPDATE's old object comes from.
@@ -27,6 +28,8 @@ pub struct Context<'a> {
     /// `--strict`: an allow that rests on cluster state nobody gave is a denial.
     pub strict: bool,
     pub default_namespace: &'a str,
+    /// The Trainer release whose TrainJob schema the manifests must fit; `None`: not checked.
+    pub schema: Option<TrainerVersion>,
 }
 
 /// The verdict on one TrainJob.
@@ -153,9 +156,12 @@ pub fn check(new: NewObject, old: Option<OldObject<'_>>, ctx: &Context<'_>) -> R
         // Offline checks have no requester: an opt-out label added in a manifest is reported (O1).
         groups: None,
     };
-    let decision = rules::validate(&input, ctx.config, ctx.cluster);
+    let mut decision = rules::validate(&input, ctx.config, ctx.cluster);
     if let crate::admission::Outcome::BadRequest { message, .. } = &decision.outcome {
         return Err(DecodeFailure { source_name: source, line, what: label, detail: message.clone() });
+    }
+    if let Some(version) = ctx.schema {
+        decision = with_schema_errors(decision, &object, version);
     }
     // Offline, an allow by the JobSet gate rests on state nobody looked at.
     let strict_denial = ctx.strict && ctx.offline && decision.allowed() && decision.rule() == "allow-gate";
@@ -169,6 +175,22 @@ pub fn check(new: NewObject, old: Option<OldObject<'_>>, ctx: &Context<'_>) -> R
         decision,
         strict_denial,
     })
+}
+
+/// Puts the schema's findings on `object` before the rules' own: the API server would refuse
+/// (or prune) these fields before any webhook saw them.
+fn with_schema_errors(decision: Decision, object: &RawValue, version: TrainerVersion) -> Decision {
+    // The object decoded above, so it is JSON.
+    let value: Value = serde_json::from_str(object.get()).unwrap_or(Value::Null);
+    let mut errors = schema::check(&value, version);
+    if errors.is_empty() {
+        return decision;
+    }
+    let warnings = decision.warnings;
+    if let crate::admission::Outcome::Denied { errors: rule_errors } = decision.outcome {
+        errors.extend(rule_errors);
+    }
+    Decision { warnings, ..Decision::from_errors(errors, "schema") }
 }
 
 fn decodes(raw: &RawValue, source: &str, line: usize, what: &str) -> Result<(), DecodeFailure> {

@@ -21,6 +21,7 @@ use super::report::{OutputFormat, Reporter};
 use super::state;
 use crate::cluster::{ClusterView, Offline};
 use crate::config::RulesArgs;
+use crate::manifests::schema::TrainerVersion;
 use crate::manifests::{self, Document, GitBlob, Limits, ManifestError, RawFile, Revision, Source};
 
 #[derive(Debug, Args)]
@@ -65,8 +66,25 @@ pub struct ValidateArgs {
     #[arg(long, value_name = "BYTES", default_value_t = Limits::DEFAULT_MAX_FILE_BYTES)]
     pub max_file_bytes: u64,
 
+    /// Kubeflow Trainer release whose TrainJob schema the manifests must fit: unknown,
+    /// misplaced and other-release fields under spec, and wrongly typed values, are denied.
+    #[arg(long, env = "TRAINGUARD_TRAINER_VERSION", value_enum, value_name = "VERSION", default_value_t)]
+    pub trainer_version: TrainerVersion,
+
+    /// `off`: skip the schema check (unknown fields pass, as the webhook lets them).
+    #[arg(long, env = "TRAINGUARD_SCHEMA", value_enum, value_name = "on|off", default_value_t)]
+    pub schema: SchemaCheck,
+
     #[command(flatten)]
     pub rules: RulesArgs,
+}
+
+/// `--schema`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum SchemaCheck {
+    #[default]
+    On,
+    Off,
 }
 
 pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
@@ -83,6 +101,7 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
         offline: state.is_none(),
         strict: args.strict,
         default_namespace: &args.namespace,
+        schema: (args.schema == SchemaCheck::On).then_some(args.trainer_version),
     };
     let live = state.as_ref().map(|s| &s.live_trainjobs);
     let mut reporter =

@@ -8,6 +8,7 @@
 
 mod git;
 mod parse;
+pub mod schema;
 mod walk;
 
 use std::io;
