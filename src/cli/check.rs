@@ -182,7 +182,12 @@ pub fn check(new: NewObject, old: Option<OldObject<'_>>, ctx: &Context<'_>) -> R
 fn with_schema_errors(decision: Decision, object: &RawValue, version: TrainerVersion) -> Decision {
     // The object decoded above, so it is JSON.
     let value: Value = serde_json::from_str(object.get()).unwrap_or(Value::Null);
-    let mut errors = schema::check(&value, version);
+    with_schema_findings(decision, &value, version)
+}
+
+/// [`with_schema_errors`] on an already parsed object (`review` reads it from the request).
+pub fn with_schema_findings(decision: Decision, value: &Value, version: TrainerVersion) -> Decision {
+    let mut errors = schema::check(value, version);
     if errors.is_empty() {
         return decision;
     }

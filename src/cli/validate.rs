@@ -66,6 +66,17 @@ pub struct ValidateArgs {
     #[arg(long, value_name = "BYTES", default_value_t = Limits::DEFAULT_MAX_FILE_BYTES)]
     pub max_file_bytes: u64,
 
+    #[command(flatten)]
+    pub schema: SchemaArgs,
+
+    #[command(flatten)]
+    pub rules: RulesArgs,
+}
+
+/// The TrainJob schema check of `validate` and `review` (the webhook leaves unknown fields to the
+/// API server).
+#[derive(Debug, Args)]
+pub struct SchemaArgs {
     /// Kubeflow Trainer release whose TrainJob schema the manifests must fit: unknown,
     /// misplaced and other-release fields under spec, and wrongly typed values, are denied.
     #[arg(long, env = "TRAINGUARD_TRAINER_VERSION", value_enum, value_name = "VERSION", default_value_t)]
@@ -74,9 +85,13 @@ pub struct ValidateArgs {
     /// `off`: skip the schema check (unknown fields pass, as the webhook lets them).
     #[arg(long, env = "TRAINGUARD_SCHEMA", value_enum, value_name = "on|off", default_value_t)]
     pub schema: SchemaCheck,
+}
 
-    #[command(flatten)]
-    pub rules: RulesArgs,
+impl SchemaArgs {
+    /// The release to check against, or `None` with `--schema off`.
+    pub fn version(&self) -> Option<TrainerVersion> {
+        (self.schema == SchemaCheck::On).then_some(self.trainer_version)
+    }
 }
 
 /// `--schema`.
@@ -101,7 +116,7 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
         offline: state.is_none(),
         strict: args.strict,
         default_namespace: &args.namespace,
-        schema: (args.schema == SchemaCheck::On).then_some(args.trainer_version),
+        schema: args.schema.version(),
     };
     let live = state.as_ref().map(|s| &s.live_trainjobs);
     let mut reporter =
