@@ -1,6 +1,8 @@
 //! `trainguard review` — answers one AdmissionReview from a file or stdin through the same
-//! function `serve` calls ([`admission::review`]), and prints the response body byte for byte.
-//! For debugging a reported denial, and for tests.
+//! function `serve` calls ([`admission::review`]), and prints the response body. With
+//! `--schema off` that body is the server's, byte for byte; by default the validating answer
+//! also carries `validate`'s TrainJob schema findings. For debugging a reported denial, and for
+//! tests.
 
 use std::io::{self, IsTerminal, Read, Write};
 use std::path::PathBuf;

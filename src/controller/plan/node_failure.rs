@@ -165,8 +165,8 @@ impl ZoneHealth {
         BrakeView { zone: with_node(base, down), cluster, zoned: true }
     }
 
-    /// The brake of spec §3 step 2 for a force delete on `node_name`: the zone's rule, then the
-    /// same rule over the whole cluster.
+    /// The brake (docs/controller.md, node failure, step 2) for a force delete on `node_name`:
+    /// the zone's rule, then the same rule over the whole cluster.
     pub fn trip(&self, node_name: &str, node: Option<&NodeFacts>, fraction: f64) -> Option<BrakeTrip> {
         let view = self.view(node_name, node);
         if brake_engaged(view.zone, fraction) {
