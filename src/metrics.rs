@@ -47,14 +47,14 @@ pub struct ResultLabels {
     pub result: &'static str,
 }
 
-/// `trainguard_log_lines_dropped_total`: log lines the non-blocking writer dropped because its
-/// queue was full (read from the writer's own counter at scrape time).
+/// `trainguard_log_lines_dropped_total`: log lines the log writer dropped because its buffer was
+/// full (read from the writer's own counter at scrape time).
 #[derive(Debug)]
-pub struct LogLinesDropped(pub tracing_appender::non_blocking::ErrorCounter);
+pub struct LogLinesDropped(pub crate::log_writer::DroppedLines);
 
 impl prometheus_client::encoding::EncodeMetric for LogLinesDropped {
     fn encode(&self, encoder: prometheus_client::encoding::MetricEncoder) -> Result<(), std::fmt::Error> {
-        prometheus_client::metrics::counter::ConstCounter::new(self.0.dropped_lines() as u64).encode(encoder)
+        prometheus_client::metrics::counter::ConstCounter::new(self.0.get()).encode(encoder)
     }
 
     fn metric_type(&self) -> prometheus_client::metrics::MetricType {
@@ -264,19 +264,16 @@ mod tests {
                 Ok(())
             }
         }
-        let (mut writer, _guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
-            .buffered_lines_limit(2)
-            .lossy(true)
-            .finish(Slow);
+        let (writer, _guard) = crate::log_writer::spawn(Slow, 16).unwrap();
         let mut registry = Registry::default();
-        LogLinesDropped(writer.error_counter()).register(&mut registry);
+        LogLinesDropped(writer.dropped()).register(&mut registry);
         assert!(exported(&registry).contains("trainguard_log_lines_dropped_total 0"), "{}", exported(&registry));
         let started = std::time::Instant::now();
         for _ in 0..50 {
-            writer.write_all(b"denied\n").unwrap();
+            (&writer).write_all(b"denied\n").unwrap();
         }
         assert!(started.elapsed() < std::time::Duration::from_millis(500), "the writer blocked the caller");
-        let dropped = writer.error_counter().dropped_lines();
+        let dropped = writer.dropped().get();
         assert!(dropped >= 40, "{dropped}");
         let text = exported(&registry);
         assert!(text.contains("# TYPE trainguard_log_lines_dropped counter"), "{text}");

@@ -192,8 +192,7 @@ fn tool(name: &str) -> PathBuf {
 fn every_family() -> BTreeSet<String> {
     use trainguard::controller::metrics as c;
     use trainguard::metrics as w;
-    let (_writer, _guard) = tracing_appender::non_blocking(std::io::sink());
-    let (registry, web, ctl) = trainguard::cli::serve::metrics_registry(_writer.error_counter());
+    let (registry, web, ctl) = trainguard::cli::serve::metrics_registry(Default::default());
     let webhook = "/validate-trainer-kubeflow-org-v1alpha1-trainjob";
     web.requests.get_or_create(&w::WebhookCodeLabels { webhook, code: "200" }).inc();
     web.latency.get_or_create(&w::WebhookLabels { webhook }).observe(0.001);

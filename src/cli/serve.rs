@@ -164,7 +164,7 @@ impl ServeArgs {
 /// Parses and installs everything, then serves until SIGTERM or SIGINT.
 pub fn run(args: ServeArgs, log_format: LogFormat) -> anyhow::Result<ExitCode> {
     // Held to the end: dropping it flushes the queued log lines.
-    let logging = crate::telemetry::init(log_format);
+    let logging = crate::telemetry::init(log_format).context("starting the log writer thread")?;
     crate::server::tls::install_default_provider();
     let mode = args.cluster_mode()?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
@@ -175,7 +175,7 @@ pub fn run(args: ServeArgs, log_format: LogFormat) -> anyhow::Result<ExitCode> {
 
 /// Everything `/metrics` exports (tests/monitoring.rs checks dashboards and alerts against it).
 pub fn metrics_registry(
-    log_lines_dropped: tracing_appender::non_blocking::ErrorCounter,
+    log_lines_dropped: crate::log_writer::DroppedLines,
 ) -> (Registry, WebhookMetrics, crate::controller::Metrics) {
     let mut registry = Registry::default();
     let metrics = WebhookMetrics::register(&mut registry);
@@ -188,7 +188,7 @@ pub fn metrics_registry(
 async fn serve(
     mut args: ServeArgs,
     mode: ClusterMode,
-    log_lines_dropped: tracing_appender::non_blocking::ErrorCounter,
+    log_lines_dropped: crate::log_writer::DroppedLines,
 ) -> anyhow::Result<()> {
     tracing::info!(version = crate::build_info::VERSION, commit = crate::build_info::COMMIT, "trainguard starting");
     let default_bind = |dev: &str, prod: &str| -> SocketAddr {
