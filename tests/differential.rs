@@ -3,7 +3,8 @@
 //!   `AdmissionReview<DynamicObject>` on every fixture;
 //! - `JobSetView` against `serde_json::Value` (there is no typed JobSet) and `BatchJobView`
 //!   against k8s-openapi's `batch::v1::Job` on every state fixture;
-//! - which TrainJobs fail to decode, against Kubeflow Trainer's own field types.
+//! - which TrainJobs fail to decode, against Kubeflow Trainer's own field types;
+//! - the response bytes written field by field, against kube's `AdmissionReview` serialised.
 
 mod common;
 
@@ -565,4 +566,29 @@ proptest! {
         let full = serde_json::from_value::<Job>(object.clone()).is_ok();
         prop_assert!(ours || !full, "BatchJobView rejects what Job accepts at {pointer}");
     }
+}
+
+/// The response bytes written field by field equal kube's `AdmissionReview` serialised, for the
+/// answer to every fixture that has no patch (a patch is re-encoded as base64 on purpose).
+#[test]
+fn response_bytes_agree_with_kube_types_on_every_fixture() {
+    use trainguard::admission::response::review_response;
+    let mut compared = std::collections::BTreeSet::new();
+    for case in common::load_cases().into_iter().chain(common::load_bench_cases()) {
+        let Ok(reviewed) = case.run() else { continue };
+        if reviewed.decision.patch.is_some() {
+            continue;
+        }
+        let kube = serde_json::to_vec(&review_response(&reviewed.uid, &reviewed.decision, &reviewed.name)).unwrap();
+        assert_eq!(String::from_utf8_lossy(&reviewed.body), String::from_utf8_lossy(&kube), "{}", case.name);
+        compared.insert(if reviewed.decision.allowed() { "allowed" } else { "denied" });
+        if !reviewed.decision.warnings.is_empty() {
+            compared.insert("warnings");
+        }
+    }
+    assert_eq!(
+        compared.into_iter().collect::<Vec<_>>(),
+        ["allowed", "denied", "warnings"],
+        "every kind of answer seen"
+    );
 }

@@ -7,7 +7,7 @@ use kube::core::admission::{AdmissionResponse, AdmissionReview};
 use kube::core::response::{StatusCause, StatusDetails};
 use kube::core::{DynamicObject, Status};
 
-use super::errors::{ErrorType, aggregate};
+use super::errors::{ErrorType, FieldError, aggregate};
 use super::{Decision, Outcome};
 use crate::model::{TRAINJOB_GROUP, TRAINJOB_RESOURCE};
 
@@ -20,14 +20,7 @@ pub fn status(decision: &Decision, object_name: &str) -> Option<Status> {
         Outcome::Allowed { .. } => None,
         Outcome::BadRequest { message, .. } => Some(Status::failure(message, "BadRequest").with_code(400)),
         Outcome::Denied { errors } => {
-            let has = |k: &[ErrorType]| errors.iter().any(|e| k.contains(&e.kind));
-            let (code, reason) = if has(&[ErrorType::Invalid, ErrorType::Required]) {
-                (422, "Invalid")
-            } else if has(&[ErrorType::Forbidden]) {
-                (403, "Forbidden")
-            } else {
-                (500, "InternalError")
-            };
+            let (code, reason) = denial_code(errors);
             let causes = errors
                 .iter()
                 .map(|e| StatusCause {
@@ -49,6 +42,18 @@ pub fn status(decision: &Decision, object_name: &str) -> Option<Status> {
     }
 }
 
+/// HTTP code and reason of a denial: the most definite error present wins.
+fn denial_code(errors: &[FieldError]) -> (u16, &'static str) {
+    let has = |k: &[ErrorType]| errors.iter().any(|e| k.contains(&e.kind));
+    if has(&[ErrorType::Invalid, ErrorType::Required]) {
+        (422, "Invalid")
+    } else if has(&[ErrorType::Forbidden]) {
+        (403, "Forbidden")
+    } else {
+        (500, "InternalError")
+    }
+}
+
 /// The full response review for `uid`.
 pub fn review_response(uid: &str, decision: &Decision, object_name: &str) -> AdmissionReview<DynamicObject> {
     let mut response = AdmissionResponse::invalid("");
@@ -66,13 +71,17 @@ pub fn review_response(uid: &str, decision: &Decision, object_name: &str) -> Adm
     response.into_review()
 }
 
-/// The response review as bytes. `patch` is written base64-encoded, as the API server's Go types
-/// (`[]byte`) expect: kube's `AdmissionResponse` serialises it as an array of numbers
-/// (kube-rs issue #1781), which is larger and not the documented wire form.
+/// The response review as bytes. Every answer without a patch (all validating ones) is written
+/// straight out, with the same bytes kube's types serialise to (pinned by the tests below and by
+/// `tests/differential.rs` over every fixture), without building them: a denial or a warning
+/// is on the path of a user's retries. A defaulting patch goes through kube's types, with `patch`
+/// written base64-encoded, as the API server's Go types (`[]byte`) expect: kube's
+/// `AdmissionResponse` serialises it as an array of numbers (kube-rs issue #1781), which is larger
+/// and not the documented wire form.
 pub fn review_bytes(uid: &str, decision: &Decision, object_name: &str) -> Vec<u8> {
     use base64::Engine as _;
-    if decision.allowed() && decision.warnings.is_empty() && decision.patch.is_none() {
-        return allowed_bytes(uid, decision.rule());
+    if decision.patch.is_none() {
+        return direct_bytes(uid, decision, object_name);
     }
     let review = review_response(uid, decision, object_name);
     let patch = review.response.as_ref().and_then(|r| r.patch.as_ref());
@@ -86,19 +95,96 @@ pub fn review_bytes(uid: &str, decision: &Decision, object_name: &str) -> Vec<u8
     serde_json::to_vec(&value).unwrap_or_default()
 }
 
-/// The answer to most reviews (allowed, no warnings, no patch), written straight out: the same
-/// bytes kube's types serialise to (pinned by the tests below), without building them.
-fn allowed_bytes(uid: &str, rule: &str) -> Vec<u8> {
+/// [`review_response`] without a patch, serialised field by field in the order (and with the
+/// omissions) of kube's serde derives.
+fn direct_bytes(uid: &str, decision: &Decision, object_name: &str) -> Vec<u8> {
     const HEAD: &str = r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"#;
-    let mut out = Vec::with_capacity(HEAD.len() + uid.len() + rule.len() + 96);
+    let mut out = Vec::with_capacity(if decision.allowed() && decision.warnings.is_empty() { 192 } else { 1024 });
     out.extend_from_slice(HEAD.as_bytes());
     write_json_str(&mut out, uid);
-    out.extend_from_slice(br#","allowed":true,"status":{},"auditAnnotations":{""#);
+    out.extend_from_slice(if decision.allowed() {
+        br#","allowed":true,"status":"#
+    } else {
+        br#","allowed":false,"status":"#
+    });
+    write_status(&mut out, decision, object_name);
+    out.extend_from_slice(br#","auditAnnotations":{""#);
     out.extend_from_slice(AUDIT_RULE_KEY.as_bytes());
     out.extend_from_slice(br#"":"#);
-    write_json_str(&mut out, rule);
-    out.extend_from_slice(b"}}}");
+    match &decision.outcome {
+        Outcome::Denied { .. } => write_json_str(&mut out, &decision.audit_rules()),
+        _ => write_json_str(&mut out, decision.rule()),
+    }
+    out.push(b'}');
+    if !decision.warnings.is_empty() {
+        out.extend_from_slice(br#","warnings":["#);
+        for (i, warning) in decision.warnings.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            write_json_str(&mut out, warning);
+        }
+        out.push(b']');
+    }
+    out.extend_from_slice(b"}}");
     out
+}
+
+/// [`status`] as kube's `Status` serialises it: empty strings and zeros left out.
+fn write_status(out: &mut Vec<u8>, decision: &Decision, object_name: &str) {
+    let (code, reason, message) = match &decision.outcome {
+        Outcome::Allowed { .. } => {
+            out.extend_from_slice(b"{}");
+            return;
+        }
+        Outcome::BadRequest { message, .. } => (400, "BadRequest", std::borrow::Cow::Borrowed(message.as_str())),
+        Outcome::Denied { errors } => {
+            let (code, reason) = denial_code(errors);
+            (code, reason, std::borrow::Cow::Owned(aggregate(errors)))
+        }
+    };
+    out.extend_from_slice(br#"{"status":"Failure","code":"#);
+    out.extend_from_slice(code.to_string().as_bytes());
+    if !message.is_empty() {
+        out.extend_from_slice(br#","message":"#);
+        write_json_str(out, &message);
+    }
+    out.extend_from_slice(br#","reason":"#);
+    write_json_str(out, reason);
+    if let Outcome::Denied { errors } = &decision.outcome {
+        out.extend_from_slice(br#","details":{"#);
+        if !object_name.is_empty() {
+            out.extend_from_slice(br#""name":"#);
+            write_json_str(out, object_name);
+            out.push(b',');
+        }
+        out.extend_from_slice(br#""group":"#);
+        write_json_str(out, TRAINJOB_GROUP);
+        out.extend_from_slice(br#","kind":"#);
+        write_json_str(out, TRAINJOB_RESOURCE);
+        // `Denied` always carries at least one error, so `causes` is never empty here.
+        out.extend_from_slice(br#","causes":["#);
+        for (i, e) in errors.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(br#"{"reason":"#);
+            write_json_str(out, e.kind.cause_reason());
+            out.extend_from_slice(br#","message":"#);
+            write_json_str(out, &e.body());
+            if !e.path.is_empty() {
+                out.extend_from_slice(br#","field":"#);
+                write_json_str(out, &e.path);
+            }
+            out.push(b'}');
+        }
+        out.push(b']');
+        if code == 500 {
+            out.extend_from_slice(br#","retryAfterSeconds":1"#);
+        }
+        out.push(b'}');
+    }
+    out.push(b'}');
 }
 
 /// A JSON string, escaped exactly as serde_json escapes it.
@@ -116,21 +202,81 @@ fn unreachable_patch() -> AdmissionResponse {
 mod tests {
     use super::*;
 
+    fn kube_bytes(uid: &str, decision: &Decision, name: &str) -> String {
+        String::from_utf8(serde_json::to_vec(&review_response(uid, decision, name)).unwrap()).unwrap()
+    }
+
+    fn denied(errors: Vec<FieldError>) -> Decision {
+        Decision::from_errors(errors, "unused")
+    }
+
+    /// Decisions of every shape the writer distinguishes: allowed with and without warnings,
+    /// bad requests, denials of each code, several errors, empty parts, text that needs escaping.
+    fn decisions() -> Vec<(&'static str, Decision)> {
+        let forbidden = |path: &str, detail: &str| FieldError::new("U2", ErrorType::Forbidden, path, detail);
+        let long = "x".repeat(600);
+        let mut warned = Decision::allow("allow-gate");
+        warned.warnings = vec!["trainguard: JobSet a/b was not consulted".into(), "second \"quoted\" ✓".into()];
+        vec![
+            ("allowed", Decision::allow("U1")),
+            ("allowed with warnings", warned),
+            ("bad request", Decision::bad_request("spec.suspend: invalid type: string \"yes\"".into())),
+            ("bad request without message", Decision::bad_request(String::new())),
+            ("forbidden", denied(vec![forbidden("spec.runtimePatches", "can only be changed while suspended")])),
+            (
+                "invalid beats forbidden",
+                denied(vec![
+                    forbidden("spec.podSpecOverrides", "no"),
+                    FieldError::invalid("M1", "spec.managedBy", "\"other\"".into(), "field is immutable"),
+                ]),
+            ),
+            (
+                "required",
+                denied(vec![FieldError::new(
+                    "shape",
+                    ErrorType::Required,
+                    "spec.runtimePatches[0].manager",
+                    "name it",
+                )]),
+            ),
+            (
+                "internal, retryable",
+                denied(vec![FieldError::new("cluster-unknown", ErrorType::Internal, "spec.runtimePatches", "retry")]),
+            ),
+            ("unsupported field", denied(vec![FieldError::new("schema", ErrorType::UnsupportedField, "spec.x", "")])),
+            ("empty path and detail", denied(vec![FieldError::new("U2", ErrorType::Forbidden, "", "")])),
+            ("escapes", denied(vec![forbidden("spec.a\"b", "tab\t nl\n ctl\u{1} </script> é😀")])),
+            ("aggregate cut", denied((0..20).map(|i| forbidden(&format!("spec.f{i}"), &long)).collect())),
+        ]
+    }
+
     #[test]
-    fn allowed_bytes_are_what_kube_types_serialise() {
-        let uids =
-            ["3f119d16-ed58-4b75-a96d-205718848db8", "", "quote\"back\\slash", "ctl\u{1}\n\t", "é✓😀", "</script>"];
-        let rules = ["U1", "defaults-present", "create"];
-        for uid in uids {
-            for rule in rules {
-                let decision = Decision::allow(rule);
-                let expected = serde_json::to_vec(&review_response(uid, &decision, "name")).unwrap();
-                assert_eq!(
-                    String::from_utf8(review_bytes(uid, &decision, "name")).unwrap(),
-                    String::from_utf8(expected).unwrap(),
-                    "uid {uid:?}, rule {rule}"
-                );
+    fn answers_without_a_patch_are_what_kube_types_serialise() {
+        let uids = ["3f119d16-ed58-4b75-a96d-205718848db8", "", "quote\"back\\slash", "ctl\u{1}\n\t", "é✓😀"];
+        let names = ["llama", "", "we\"ird"];
+        for (case, decision) in decisions() {
+            for uid in uids {
+                for name in names {
+                    assert_eq!(
+                        String::from_utf8(review_bytes(uid, &decision, name)).unwrap(),
+                        kube_bytes(uid, &decision, name),
+                        "{case}, uid {uid:?}, name {name:?}"
+                    );
+                }
             }
         }
+    }
+
+    #[test]
+    fn a_patch_is_written_base64_encoded() {
+        let mut decision = Decision::allow("defaults");
+        decision.patch =
+            Some(serde_json::from_value(serde_json::json!([{"op": "add", "path": "/a", "value": 1}])).unwrap());
+        let bytes: serde_json::Value = serde_json::from_slice(&review_bytes("u", &decision, "n")).unwrap();
+        assert_eq!(bytes["response"]["patchType"], "JSONPatch");
+        use base64::Engine as _;
+        let patch =
+            base64::engine::general_purpose::STANDARD.decode(bytes["response"]["patch"].as_str().unwrap()).unwrap();
+        assert_eq!(serde_json::from_slice::<serde_json::Value>(&patch).unwrap()[0]["path"], "/a");
     }
 }
