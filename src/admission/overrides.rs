@@ -16,19 +16,30 @@ use crate::model::OverridesField;
 /// server re-serialises the stored object) is decided without reading it; a real difference is
 /// compared on the raw text ([`raw_eq`]), without building `Value` trees.
 pub fn changed(field: OverridesField, old: Option<&RawValue>, new: Option<&RawValue>) -> bool {
+    changed_shape_errors(field, old, new).is_some()
+}
+
+/// [`changed`], and when the field changed, the [`shape_errors_raw`] of its new value: `None` when
+/// unchanged. The new value is read into a tape once, for both.
+pub fn changed_shape_errors(
+    field: OverridesField,
+    old: Option<&RawValue>,
+    new: Option<&RawValue>,
+) -> Option<Vec<FieldError>> {
     if let (Some(o), Some(n)) = (old, new)
         && o.get() == n.get()
     {
-        return false;
+        return None;
     }
     if old.is_none() && new.is_none() {
-        return false;
+        return None;
     }
-    match (Tape::read(old.map(RawValue::get)), Tape::read(new.map(RawValue::get))) {
-        (Ok(old), Ok(new)) => !raw_eq::equal(&old, &new, field == OverridesField::RuntimePatches),
-        // A value too deeply nested to read is never waved through as unchanged.
-        _ => true,
-    }
+    let Ok(new_tape) = Tape::read(new.map(RawValue::get)) else {
+        return Some(shape_errors_parsed(field, new));
+    };
+    let equal = Tape::read(old.map(RawValue::get))
+        .is_ok_and(|old| raw_eq::equal(&old, &new_tape, field == OverridesField::RuntimePatches));
+    (!equal).then(|| shape_errors_tape(field, new_tape.root()))
 }
 
 /// Parses a raw field; absent reads as null. RawValue holds valid JSON, but it may be nested

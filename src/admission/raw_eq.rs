@@ -146,6 +146,8 @@ impl<'a> Reader<'a> {
         let start = self.pos;
         let mut escaped = false;
         loop {
+            // Past the bytes that cannot end the string, 16 at a time.
+            self.pos = crate::fastjson::skip::plain_run(self.bytes, self.pos).0;
             match *self.bytes.get(self.pos).ok_or(Unreadable)? {
                 b'"' => break,
                 b'\\' => {

@@ -267,8 +267,8 @@ fn validate_update(
     let mut changed: Vec<OverridesField> = Vec::new();
     for field in OverridesField::ALL {
         let (o, n) = (old.overrides(field), new.overrides(field));
-        if overrides::changed(field, o, n) {
-            errors.extend(overrides::shape_errors_raw(field, n));
+        if let Some(shape_errors) = overrides::changed_shape_errors(field, o, n) {
+            errors.extend(shape_errors);
             changed.push(field);
         }
     }
