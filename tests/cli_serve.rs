@@ -59,17 +59,22 @@ async fn dev_mode_serves_the_sample_it_prints() {
     let mut child = trainguard()
         .args(["serve", "--dev", "--bind", "127.0.0.1:0", "--admin-bind", "127.0.0.1:0", "--dev-dir"])
         .arg(dir.path())
+        .env("TRAINGUARD_LOG_FORMAT", "json")
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
+    let lines = |stream: Box<dyn std::io::Read + Send>| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        rx
+    };
+    let rx = lines(Box::new(child.stdout.take().unwrap()));
+    let logs = lines(Box::new(child.stderr.take().unwrap()));
     let started = Instant::now();
     let curl = loop {
         let line = rx.recv_timeout(Duration::from_secs(20)).expect("dev banner");
@@ -95,6 +100,19 @@ async fn dev_mode_serves_the_sample_it_prints() {
             .unwrap()
             .contains("can only be changed while the TrainJob is suspended")
     );
+    // One JSON log line for the denial, whose keys are unique (log pipelines keep one of two
+    // equal keys), with the user's message under `detail`.
+    let denial = loop {
+        let line = logs.recv_timeout(Duration::from_secs(10)).expect("a log line for the denial");
+        if line.contains(r#""message":"denied""#) {
+            break line;
+        }
+    };
+    assert_eq!(denial.matches(r#""message":"#).count(), 1, "{denial}");
+    let denial: serde_json::Value = serde_json::from_str(&denial).unwrap();
+    assert_eq!(denial["rule"], "U2", "{denial}");
+    assert_eq!(denial["uid"], review["response"]["uid"], "{denial}");
+    assert_eq!(denial["detail"], review["response"]["status"]["message"], "{denial}");
     let _ = child.kill();
     let _ = child.wait();
 }

@@ -208,7 +208,7 @@ impl Executor {
             reason = %event.published_reason,
             kind = event.target.kind.kind(),
             object = %event.target.id,
-            message = %event.message,
+            detail = %event.message,
             "event"
         );
         match self.events.publish(event, rule).await {

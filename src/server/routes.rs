@@ -287,7 +287,7 @@ fn record_decision(inner: &Inner, endpoint: Endpoint, reviewed: &admission::Revi
         tracing::info!(
             webhook = endpoint.path(), uid = %reviewed.uid, operation = reviewed.operation,
             namespace = %reviewed.namespace, name = %reviewed.name, rule = %decision.audit_rules(),
-            dry_run = reviewed.dry_run, message = %decision.message(), "denied"
+            dry_run = reviewed.dry_run, detail = %decision.message(), "denied"
         );
     }
 }
