@@ -18,6 +18,10 @@ use std::time::Duration;
 /// most this much later than they were logged (plus the write itself).
 pub const BATCH_DELAY: Duration = Duration::from_millis(5);
 
+/// At shutdown, how long the buffered lines get to reach the sink. A sink that does not take
+/// them (a stalled pipe) must not hold the process past its grace period.
+pub const FLUSH_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// Log lines dropped because the buffer was full; shared with the metrics registry.
 #[derive(Debug, Clone, Default)]
 pub struct DroppedLines(Arc<AtomicU64>);
@@ -34,12 +38,16 @@ struct Buffer {
     /// The writer thread is blocked on the condition variable, waiting for a first line.
     idle: bool,
     closed: bool,
+    /// The writer thread wrote its last batch and ended.
+    finished: bool,
 }
 
 #[derive(Debug)]
 struct Shared {
     buffer: Mutex<Buffer>,
     wake: Condvar,
+    /// Signalled when the writer thread has finished.
+    finished: Condvar,
     limit: usize,
     dropped: DroppedLines,
 }
@@ -55,7 +63,8 @@ impl Shared {
 #[derive(Debug, Clone)]
 pub struct BatchWriter(Arc<Shared>);
 
-/// Keeps the writer thread; dropping it writes what is buffered and ends the thread.
+/// Keeps the writer thread; dropping it writes what is buffered and ends the thread, waiting
+/// [`FLUSH_TIMEOUT`] at most.
 #[derive(Debug)]
 pub struct WriterGuard {
     shared: Arc<Shared>,
@@ -67,6 +76,7 @@ pub fn spawn<W: Write + Send + 'static>(sink: W, limit: usize) -> io::Result<(Ba
     let shared = Arc::new(Shared {
         buffer: Mutex::new(Buffer::default()),
         wake: Condvar::new(),
+        finished: Condvar::new(),
         limit,
         dropped: DroppedLines::default(),
     });
@@ -142,6 +152,8 @@ fn drain<W: Write>(shared: &Shared, mut sink: W) {
         let _ = sink.write_all(&out).and_then(|()| sink.flush());
         out.clear();
         if closed {
+            shared.lock().finished = true;
+            shared.finished.notify_all();
             return;
         }
     }
@@ -149,9 +161,17 @@ fn drain<W: Write>(shared: &Shared, mut sink: W) {
 
 impl Drop for WriterGuard {
     fn drop(&mut self) {
-        self.shared.lock().closed = true;
+        let mut buffer = self.shared.lock();
+        buffer.closed = true;
         self.shared.wake.notify_one();
-        if let Some(thread) = self.thread.take() {
+        let (buffer, timeout) = self
+            .shared
+            .finished
+            .wait_timeout_while(buffer, FLUSH_TIMEOUT, |b| !b.finished)
+            .unwrap_or_else(|e| e.into_inner());
+        drop(buffer);
+        // A thread stuck in a write to a stalled sink is left behind; the process is ending.
+        if let (false, Some(thread)) = (timeout.timed_out(), self.thread.take()) {
             let _ = thread.join();
         }
     }
@@ -211,6 +231,18 @@ mod tests {
             std::thread::sleep(Duration::from_millis(1));
         }
         assert_eq!(sink.got.lock().unwrap().0, b"one line\n");
+    }
+
+    #[test]
+    fn shutdown_does_not_wait_for_a_stalled_sink() {
+        let sink = Recorder { delay: Duration::from_secs(30), ..Recorder::default() };
+        let (writer, guard) = spawn(sink, 1 << 20).unwrap();
+        (&writer).write_all(b"never taken\n").unwrap();
+        std::thread::sleep(BATCH_DELAY * 4); // the writer thread is now stuck in the write
+        let started = Instant::now();
+        drop(guard);
+        let waited = started.elapsed();
+        assert!(waited >= FLUSH_TIMEOUT && waited < FLUSH_TIMEOUT * 5, "{waited:?}");
     }
 
     #[test]
