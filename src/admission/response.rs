@@ -144,7 +144,8 @@ fn write_status(out: &mut Vec<u8>, decision: &Decision, object_name: &str) {
         }
     };
     out.extend_from_slice(br#"{"status":"Failure","code":"#);
-    out.extend_from_slice(code.to_string().as_bytes());
+    // Writing into a Vec cannot fail.
+    let _ = std::io::Write::write_fmt(out, format_args!("{code}"));
     if !message.is_empty() {
         out.extend_from_slice(br#","message":"#);
         write_json_str(out, &message);
