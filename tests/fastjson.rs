@@ -146,3 +146,69 @@ fn raw_overrides_that_are_not_json_are_shape_errors_and_count_as_changed() {
     assert!(overrides::changed(OverridesField::PodSpecOverrides, Some(valid), Some(broken)));
     assert!(overrides::changed(OverridesField::PodSpecOverrides, Some(broken), Some(valid)));
 }
+
+/// Edits at each field the views read, on the small bench review: the fast decoder agrees with
+/// serde_json (same views, or both refuse).
+#[test]
+fn edits_of_each_read_field_decode_as_serde_json_decodes() {
+    let original = String::from_utf8(common::load_bench_cases().remove(0).review).expect("UTF-8");
+    let edits: &[(&str, &str)] = &[
+        // Given twice: serde's derives refuse.
+        (r#""dryRun":false"#, r#""dryRun":false,"dryRun":true"#),
+        (r#""name":"llama","namespace""#, r#""name":"llama","name":"x","namespace""#),
+        (r#""suspend":false"#, r#""suspend":false,"suspend":false"#),
+        (r#""jobsStatus":["#, r#""jobsStatus":null,"jobsStatus":["#),
+        (r#""group":"trainer.kubeflow.org","#, r#""group":"trainer.kubeflow.org","group":"x","#),
+        // A label given twice: the last counts.
+        (r#""team":"ml-team"}"#, r#""team":"ml-team","team":"x"}"#),
+        (r#""stage":"eval""#, r#""kueue.x-k8s.io/queue-name":"a","stage":"eval","kueue.x-k8s.io/queue-name":"b""#),
+        // Null for each kind of field.
+        (r#""dryRun":false"#, r#""dryRun":null"#),
+        (r#""suspend":false"#, r#""suspend":null"#),
+        (r#""managedBy":"trainer.kubeflow.org/trainjob-controller""#, r#""managedBy":null"#),
+        (r#""runtimePatches":["#, r#""runtimePatches":null,"x":["#),
+        (r#""labels":{"#, r#""labels":null,"x":{"#),
+        (r#""jobsStatus":["#, r#""jobsStatus":[null,"#),
+        (r#""group":"trainer.kubeflow.org""#, r#""group":null"#),
+        (r#""active":1"#, r#""active":null"#),
+        (r#""status":{"#, r#""status":null,"x":{"#),
+        // Wrong types.
+        (r#""dryRun":false"#, r#""dryRun":"false""#),
+        (r#""suspend":false"#, r#""suspend":0"#),
+        (r#""name":"llama","namespace""#, r#""name":["llama"],"namespace""#),
+        (r#""labels":{"#, r#""labels":["x",{"#),
+        (r#""team":"ml-team"}"#, r#""team":1}"#),
+        (r#""active":1"#, r#""active":1.0"#),
+        (r#""active":1"#, r#""active":4294967296"#),
+        (r#""active":1"#, r#""active":-1"#),
+        (r#""jobsStatus":["#, r#""jobsStatus":{"a":["#),
+        (r#""runtimeRef":{"#, r#""runtimeRef":"x","y":{"#),
+        (r#""spec":{"#, r#""spec":[{"#),
+        // Keys with escapes and other characters.
+        (r#""dryRun":false"#, r#""dry\u0052un":true"#),
+        (r#""suspend":false"#, r#""susp\u0065nd":true"#),
+        (r#""stage":"eval""#, r#""kueue.x-k8s.io\/queue-name":"q""#),
+        (r#""stage":"eval""#, r#""st\u00e4ge":"eval""#),
+        (r#""stage":"eval""#, "\"st\u{e4}ge\":\"eval\""),
+        // Escaped values are read unescaped.
+        (r#""stage":"eval""#, r#""kueue.x-k8s.io/queue-name":"q\u0031\n""#),
+        (r#""name":"llama","namespace""#, r#""name":"ll\"ama","namespace""#),
+        // Values the views skip keep their structure checked.
+        (r#""generation":3"#, r#""generation":3.5e+2"#),
+        (r#""generation":3"#, r#""generation":[1,{"a":[]}]"#),
+    ];
+    let mut outcomes = std::collections::BTreeMap::<String, usize>::new();
+    for (find, replace) in edits {
+        assert!(original.contains(find), "no {find} in the small review");
+        for body in [original.replacen(find, replace, 1), original.replace(find, replace)] {
+            match compare(body.as_bytes()) {
+                Ok(agreement) => *outcomes.entry(format!("{agreement:?}")).or_default() += 1,
+                Err(e) => panic!("{find} → {replace}: {e}"),
+            }
+        }
+    }
+    // The table must reach each outcome, or it checks less than it says.
+    for outcome in ["Same", "BothRefuse"] {
+        assert!(outcomes.contains_key(outcome), "{outcomes:?}");
+    }
+}
