@@ -115,6 +115,15 @@ const TABLE: &[Row] = &[
     row("\\n vs n", &ALL, Some(r#"[{"s":"n"}]"#), Some(r#"[{"s":"\n"}]"#), true),
     row("a key given twice keeps its last value", &ALL, Some(r#"[{"s":"b"}]"#), Some(r#"[{"s":"a","s":"b"}]"#), false),
     row("a key given twice, escaped", &ALL, Some(r#"[{"s":"a"}]"#), Some(r#"[{"s":"a","\u0073":"b"}]"#), true),
+    // Objects with the same keys in the same order are compared member by member.
+    row("same keys in the same order, one value differs", &ALL, Some(r#"[{"a":1,"s":{"x":"a","y":[1]}}]"#),
+        Some(r#"[{"a":1,"s":{"x":"a","y":[2]}}]"#), true),
+    row("same keys in the same order, empty against empty", &ALL, Some(r#"[{"a":1,"s":{"x":null}}]"#),
+        Some(r#"[{"a":1,"s":{"x":{}}}]"#), false),
+    row("same keys twice, only the overwritten values differ", &ALL, Some(r#"[{"s":"a","t":1,"s":"b"}]"#),
+        Some(r#"[{"s":"c","t":1,"s":"b"}]"#), false),
+    row("same keys twice, the last values differ", &ALL, Some(r#"[{"s":"a","t":1,"s":"b"}]"#),
+        Some(r#"[{"s":"a","t":1,"s":"c"}]"#), true),
     row("lone surrogate is unreadable", &ALL, Some(r#"[{"s":"a"}]"#), Some(r#"[{"s":"a","t":"\ud800"}]"#), true),
     // Unknown fields are compared like known ones.
     row("unknown field changed", &ALL, Some(r#"[{"futureField":"a"}]"#), Some(r#"[{"futureField":"b"}]"#), true),
