@@ -483,7 +483,7 @@ impl Compare<'_, '_> {
         }
         let equal = members(self.a, i)
             .zip(members(self.b, j))
-            .all(|((k, va), (_, vb))| skip.is_some_and(|s| self.a[k].text == s) || self.value(va, vb, None));
+            .all(|((k, va), (_, vb))| skip.is_some_and(|s| str_is(&self.a[k], s)) || self.value(va, vb, None));
         Some(equal)
     }
 
