@@ -16,7 +16,7 @@ fn fixture(name: &str) -> Value {
     serde_json::from_slice(&case.review).expect("fixture is JSON")
 }
 
-fn run(endpoint: Endpoint, body: &[u8]) -> Result<Reviewed, ProtocolError> {
+fn run(endpoint: Endpoint, body: &[u8]) -> Result<Reviewed<'_>, ProtocolError> {
     review(endpoint, body, &RulesConfig::default(), &Offline)
 }
 
@@ -296,7 +296,7 @@ proptest! {
         prop_assert!(!sent_uid.is_empty());
         let response = common::response_of(&reviewed.body);
         prop_assert_eq!(response.uid.as_str(), sent_uid);
-        prop_assert_eq!(reviewed.uid.as_str(), sent_uid);
+        prop_assert_eq!(&*reviewed.uid, sent_uid);
         prop_assert_eq!(response.allowed, reviewed.decision.allowed());
         prop_assert!(response.result.message.len() < 1024, "{} bytes", response.result.message.len());
         if !response.allowed {

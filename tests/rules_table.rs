@@ -155,7 +155,7 @@ fn reviewed_summary_matches_the_request() {
         let Ok(reviewed) = case.run() else { continue };
         let request: Value = serde_json::from_slice(&case.review).expect("answered reviews are JSON");
         let request = &request["request"];
-        assert_eq!(Some(reviewed.uid.as_str()), request["uid"].as_str(), "{}", case.name);
+        assert_eq!(Some(&*reviewed.uid), request["uid"].as_str(), "{}", case.name);
         assert_eq!(reviewed.namespace, request["namespace"].as_str().unwrap_or(""), "{}", case.name);
         assert_eq!(reviewed.name, request["name"].as_str().unwrap_or(""), "{}", case.name);
         let op = request["operation"].as_str().unwrap_or("");
@@ -190,13 +190,9 @@ fn opt_out_groups_decide_who_may_set_the_label() {
             opt_out_groups: allowed_groups.iter().map(|g| g.to_string()).collect(),
             ..case.config()
         };
-        let got = trainguard::admission::review(
-            case.endpoint(),
-            &serde_json::to_vec(&body).unwrap(),
-            &config,
-            case.cluster().as_ref(),
-        )
-        .expect("answered");
+        let bytes = serde_json::to_vec(&body).unwrap();
+        let got =
+            trainguard::admission::review(case.endpoint(), &bytes, &config, case.cluster().as_ref()).expect("answered");
         assert_eq!(got.decision.allowed(), *want, "{name}: {}", got.decision.message());
         let rule = if *want { "U1" } else { "O1" };
         assert_eq!(got.decision.rule(), rule, "{name}");

@@ -92,7 +92,7 @@ pub fn run(args: ReviewArgs) -> anyhow::Result<ExitCode> {
 /// The schema check of `validate` on the request's object: its findings come first, as the API
 /// server would refuse (or prune) those fields before any webhook saw them. Objects the rules
 /// could not decode keep their 400.
-fn with_schema(reviewed: &mut admission::Reviewed, body: &[u8], version: TrainerVersion) {
+fn with_schema(reviewed: &mut admission::Reviewed<'_>, body: &[u8], version: TrainerVersion) {
     if matches!(reviewed.decision.outcome, Outcome::BadRequest { .. }) {
         return;
     }

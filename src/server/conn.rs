@@ -72,7 +72,43 @@ impl Activity {
     }
 }
 
-type Response = http::Response<axum::body::Body>;
+/// A response body hyper can send on either protocol.
+pub trait ServedBody:
+    http_body::Body<Data: Send, Error: Into<Box<dyn std::error::Error + Send + Sync>>> + Send + 'static
+{
+}
+
+impl<B> ServedBody for B where
+    B: http_body::Body<Data: Send, Error: Into<Box<dyn std::error::Error + Send + Sync>>> + Send + 'static
+{
+}
+
+/// A service [`serve`] can run on a connection: cloneable, answering with a [`ServedBody`].
+pub trait ConnService<B: ServedBody>:
+    hyper::service::Service<
+        http::Request<Incoming>,
+        Response = http::Response<B>,
+        Error = Infallible,
+        Future: Send + 'static,
+    > + Clone
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<S, B: ServedBody> ConnService<B> for S where
+    S: hyper::service::Service<
+            http::Request<Incoming>,
+            Response = http::Response<B>,
+            Error = Infallible,
+            Future: Send + 'static,
+        > + Clone
+        + Send
+        + Sync
+        + 'static
+{
+}
 
 /// A service wrapper that records [`Activity`].
 #[derive(Clone)]
@@ -89,11 +125,11 @@ impl Drop for Finished {
     }
 }
 
-impl<S> hyper::service::Service<http::Request<Incoming>> for Tracked<S>
+impl<S, B> hyper::service::Service<http::Request<Incoming>> for Tracked<S>
 where
-    S: hyper::service::Service<http::Request<Incoming>, Response = Response, Error = Infallible>,
+    S: hyper::service::Service<http::Request<Incoming>, Response = http::Response<B>, Error = Infallible>,
 {
-    type Response = Response;
+    type Response = http::Response<B>;
     type Error = Infallible;
     type Future = TrackedFuture<S::Future>;
 
@@ -126,15 +162,11 @@ impl<F: Future> Future for TrackedFuture<F> {
 
 /// Serves one connection until it ends: closes it gracefully (finishing requests in flight)
 /// when `stop` fires or when it has been idle for `settings.idle_timeout`.
-pub async fn serve<I, S>(io: I, h2: bool, service: S, settings: &ConnSettings, stop: &CancellationToken)
+pub async fn serve<I, S, B>(io: I, h2: bool, service: S, settings: &ConnSettings, stop: &CancellationToken)
 where
     I: Read + Write + Unpin + Send + 'static,
-    S: hyper::service::Service<http::Request<Incoming>, Response = Response, Error = Infallible>
-        + Clone
-        + Send
-        + Sync
-        + 'static,
-    S::Future: Send + 'static,
+    S: ConnService<B>,
+    B: ServedBody,
 {
     let activity = Arc::new(Activity::default());
     let service = Tracked { inner: service, activity: activity.clone() };

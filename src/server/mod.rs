@@ -4,6 +4,7 @@
 //! bounded whatever clients do: connections are capped on both listeners, idle ones close, and
 //! the bytes of unfinished request bodies share one budget ([`budget`]).
 
+pub mod body;
 pub mod budget;
 pub mod conn;
 pub mod limits;
@@ -145,7 +146,7 @@ pub async fn start(
     let admin =
         tokio::spawn(admin_loop(admin_listener, admin_router, settings.clone(), metrics.clone(), stop_rest.clone()));
 
-    let app = routes::WebhookService::new(routes::AppState::new(
+    let app = routes::webhook_service(routes::AppState::new(
         settings.rules.clone(),
         cluster,
         metrics.clone(),
@@ -219,14 +220,18 @@ async fn drain(tracker: TaskTracker, grace: Duration) -> usize {
     }
 }
 
-async fn accept_loop(
+async fn accept_loop<S, B>(
     listener: TcpListener,
     tls_config: Arc<rustls::ServerConfig>,
-    app: routes::WebhookService,
+    app: S,
     settings: ServerSettings,
     metrics: WebhookMetrics,
     stop: CancellationToken,
-) -> ShutdownReport {
+) -> ShutdownReport
+where
+    S: conn::ConnService<B>,
+    B: conn::ServedBody,
+{
     let acceptor = TlsAcceptor::from(tls_config);
     let tracker = TaskTracker::new();
     let cap = Arc::new(Semaphore::new(settings.max_connections));

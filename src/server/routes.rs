@@ -2,7 +2,6 @@
 //! pure [`admission::review`]. Every protocol failure gets a JSON `Status` and a log line.
 
 use std::convert::Infallible;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
@@ -10,7 +9,7 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response as AxumResponse;
 use axum::routing::post;
 use bytes::Bytes;
 use http::{HeaderValue, Method, StatusCode, header};
@@ -19,6 +18,7 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use tower::ServiceExt as _;
 
+use super::body::{Response, ResponseBody};
 use super::budget::{BodyBudget, BodyClass, Held};
 use super::limits::{DEFAULT_TIMEOUT, handler_deadline, parse_timeout_query};
 use crate::admission::{self, Decision, Endpoint, ErrorType, FieldError, ProtocolError, RulesConfig};
@@ -65,46 +65,44 @@ pub fn router(state: AppState) -> Router {
 
 /// The webhook's service: the two admission POSTs go straight to their handler; everything else
 /// (wrong paths and methods, with their Status bodies) through the axum [`router`]. Skipping the
-/// router on the hot path saves its per-request boxing, body wrapping and extension map.
-#[derive(Clone)]
-pub struct WebhookService {
+/// router on the hot path saves its per-request boxing, body wrapping and extension map, and
+/// `service_fn` keeps the request's future unboxed inside hyper's connection.
+pub fn webhook_service(
     state: AppState,
-    router: Router,
-}
-
-impl WebhookService {
-    pub fn new(state: AppState) -> Self {
-        WebhookService { router: router(state.clone()), state }
-    }
-}
-
-impl hyper::service::Service<http::Request<Incoming>> for WebhookService {
-    type Response = Response;
-    type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
-
-    fn call(&self, req: http::Request<Incoming>) -> Self::Future {
+) -> impl hyper::service::Service<http::Request<Incoming>, Response = Response, Error = Infallible, Future: Send + 'static>
++ Clone
++ Send
++ Sync
++ 'static {
+    let router = router(state.clone());
+    hyper::service::service_fn(move |req: http::Request<Incoming>| {
         let endpoint = match (req.method() == Method::POST, req.uri().path()) {
             (true, path) if path == Endpoint::Validate.path() => Some(Endpoint::Validate),
             (true, path) if path == Endpoint::Mutate.path() => Some(Endpoint::Mutate),
             _ => None,
         };
-        match endpoint {
-            Some(endpoint) => {
-                let state = self.state.clone();
-                Box::pin(async move { Ok(admit(&state, endpoint, req).await) })
-            }
-            None => Box::pin(self.router.clone().oneshot(req.map(Body::new))),
+        let route = match endpoint {
+            Some(endpoint) => Ok((state.clone(), endpoint)),
+            None => Err(router.clone()),
+        };
+        async move {
+            Ok(match route {
+                Ok((state, endpoint)) => admit(&state, endpoint, req).await,
+                Err(router) => {
+                    let Ok(response) = router.oneshot(req.map(Body::new)).await;
+                    response.map(ResponseBody::from)
+                }
+            })
         }
-    }
+    })
 }
 
-async fn validate(State(state): State<AppState>, req: Request) -> Response {
-    admit(&state, Endpoint::Validate, req).await
+async fn validate(State(state): State<AppState>, req: Request) -> AxumResponse {
+    axum_response(admit(&state, Endpoint::Validate, req).await)
 }
 
-async fn mutate(State(state): State<AppState>, req: Request) -> Response {
-    admit(&state, Endpoint::Mutate, req).await
+async fn mutate(State(state): State<AppState>, req: Request) -> AxumResponse {
+    axum_response(admit(&state, Endpoint::Mutate, req).await)
 }
 
 /// Decrements the in-flight gauge however the handler ends.
@@ -323,16 +321,16 @@ fn protocol_error(endpoint: Endpoint, error: ProtocolError) -> Response {
     status_response(StatusCode::BAD_REQUEST, "BadRequest", error.to_string())
 }
 
-async fn not_found(req: Request) -> Response {
+async fn not_found(req: Request) -> AxumResponse {
     tracing::warn!(path = req.uri().path(), method = %req.method(), "request for an unknown path");
-    status_response(
+    axum_response(status_response(
         StatusCode::NOT_FOUND,
         "NotFound",
         format!("no webhook at {}: use {} or {}", req.uri().path(), Endpoint::Validate.path(), Endpoint::Mutate.path()),
-    )
+    ))
 }
 
-async fn method_not_allowed(req: Request) -> Response {
+async fn method_not_allowed(req: Request) -> AxumResponse {
     tracing::warn!(path = req.uri().path(), method = %req.method(), "request with a method other than POST");
     let mut response = status_response(
         StatusCode::METHOD_NOT_ALLOWED,
@@ -340,7 +338,7 @@ async fn method_not_allowed(req: Request) -> Response {
         format!("{} is not allowed on {}: admission reviews are POSTed", req.method(), req.uri().path()),
     );
     response.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST"));
-    response
+    axum_response(response)
 }
 
 /// `application/json`, with optional parameters (`; charset=utf-8`).
@@ -378,5 +376,12 @@ fn status_response_with_details(
 }
 
 fn json_response(code: StatusCode, body: Vec<u8>) -> Response {
-    (code, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], Body::from(body)).into_response()
+    let mut response = Response::new(ResponseBody::from(body));
+    *response.status_mut() = code;
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+fn axum_response(response: Response) -> AxumResponse {
+    response.map(ResponseBody::into_axum)
 }

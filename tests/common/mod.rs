@@ -189,7 +189,7 @@ impl Case {
     }
 
     /// The case through the pure core.
-    pub fn run(&self) -> Result<Reviewed, ProtocolError> {
+    pub fn run(&self) -> Result<Reviewed<'_>, ProtocolError> {
         admission::review(self.endpoint(), &self.review, &self.config(), self.cluster().as_ref())
     }
 
