@@ -9,6 +9,7 @@ pub mod cluster;
 pub mod config;
 pub mod controller;
 pub mod fastjson;
+pub mod log_line;
 pub mod log_writer;
 pub mod manifests;
 pub mod metrics;

@@ -111,6 +111,8 @@ async fn dev_mode_serves_the_sample_it_prints() {
     assert_eq!(denial.matches(r#""message":"#).count(), 1, "{denial}");
     let denial: serde_json::Value = serde_json::from_str(&denial).unwrap();
     assert_eq!(denial["rule"], "U2", "{denial}");
+    assert_eq!(denial["level"], "INFO", "{denial}");
+    assert_eq!(denial["target"], "trainguard::server::routes", "{denial}");
     assert_eq!(denial["uid"], review["response"]["uid"], "{denial}");
     assert_eq!(denial["detail"], review["response"]["status"]["message"], "{denial}");
     let _ = child.kill();

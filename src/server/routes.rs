@@ -23,6 +23,7 @@ use super::budget::{BodyBudget, BodyClass, Held};
 use super::limits::{DEFAULT_TIMEOUT, handler_deadline, parse_timeout_query};
 use crate::admission::{self, Decision, Endpoint, ErrorType, FieldError, ProtocolError, RulesConfig};
 use crate::cluster::ClusterView;
+use crate::log_line::Denial;
 use crate::metrics::{DecisionLabels, WebhookCodeLabels, WebhookMetrics, WebhookSeries, code_label};
 
 /// What every admission request needs; cloned per request (one Arc).
@@ -282,12 +283,32 @@ fn record_decision(inner: &Inner, endpoint: Endpoint, reviewed: &admission::Revi
             dry_run = reviewed.dry_run, patched = decision.patch.is_some(), "allowed"
         );
     } else {
-        tracing::info!(
-            webhook = endpoint.path(), uid = %reviewed.uid, operation = reviewed.operation,
-            namespace = %reviewed.namespace, name = %reviewed.name, rule = %decision.audit_rules(),
-            dry_run = reviewed.dry_run, detail = %decision.message(), "denied"
-        );
+        let (rule, detail) = (decision.audit_rules(), decision.message());
+        let line = Denial {
+            webhook: endpoint.path(),
+            uid: &reviewed.uid,
+            operation: reviewed.operation,
+            namespace: &reviewed.namespace,
+            name: &reviewed.name,
+            rule: &rule,
+            dry_run: reviewed.dry_run,
+            detail: &detail,
+        };
+        // The filter is checked for this module, which is the event's target either way.
+        if tracing::enabled!(tracing::Level::INFO) && !crate::telemetry::log_denial(module_path!(), &line) {
+            log_denial_event(&line);
+        }
     }
+}
+
+/// The denial's log event through tracing, for when [`crate::telemetry::log_denial`] cannot
+/// write it directly; [`crate::log_line`] reproduces its bytes.
+pub fn log_denial_event(line: &Denial<'_>) {
+    tracing::info!(
+        webhook = line.webhook, uid = %line.uid, operation = line.operation,
+        namespace = %line.namespace, name = %line.name, rule = %line.rule,
+        dry_run = line.dry_run, detail = %line.detail, "denied"
+    );
 }
 
 /// The body did not arrive before the deadline: deny (500, retryable) rather than let the API
