@@ -18,15 +18,16 @@ fn decision_path(c: &mut Criterion) {
         JobSetState { deleting: false, replicated_jobs: vec![("node".into(), 0)] },
     );
     let cases = [
-        ("small_unchanged", payloads::small_update()),
-        ("small_gated", payloads::small_gated()),
-        ("large_unchanged", payloads::large_update()),
-        ("large_gated", payloads::large_gated()),
+        ("small_unchanged", payloads::small_update(), "U1"),
+        ("small_gated", payloads::small_gated(), "allow-gate"),
+        ("small_denied", payloads::small_denied(), "U2"),
+        ("large_unchanged", payloads::large_update(), "U1"),
+        ("large_gated", payloads::large_gated(), "allow-gate"),
     ];
     let mut group = c.benchmark_group("decision_path");
-    for (name, body) in &cases {
+    for (name, body, rule) in &cases {
         let reviewed = review(Endpoint::Validate, body, &rules, &view).expect("valid review");
-        assert!(reviewed.decision.allowed(), "{name}: {}", reviewed.decision.message());
+        assert_eq!(reviewed.decision.rule(), *rule, "{name}: {}", reviewed.decision.message());
         group.throughput(Throughput::Bytes(body.len() as u64));
         group.bench_function(format!("{name}_{}B", body.len()), |b| {
             b.iter(|| review(Endpoint::Validate, black_box(body), &rules, &view).unwrap().body.len())
@@ -41,7 +42,7 @@ fn decision_path(c: &mut Criterion) {
         Box<trainguard::model::object_only::ObjectOnly<trainguard::model::TrainJobView<'a>>>,
     >;
     let mut group = c.benchmark_group("decode_only");
-    for (name, body) in [&cases[0], &cases[2]] {
+    for (name, body, _) in [&cases[0], &cases[3]] {
         group.bench_function(format!("fastjson_{name}_{}B", body.len()), |b| {
             b.iter(|| trainguard::fastjson::from_slice::<Envelope<'_>>(black_box(body)).unwrap().request.is_some())
         });

@@ -1,6 +1,7 @@
 //! The benchmark payloads: `fixtures/bench/{small,large}-update.review.json` (~5 KB and
 //! ~150 KB TrainJob UPDATEs with unchanged overrides, the common case), and "gated" variants
-//! of each that change a nodeSelector while the job stays suspended, so the gate runs (U3).
+//! of each that change a nodeSelector while the job stays suspended, so the gate runs (U3), and a
+//! "denied" one that changes it while the job runs (U2).
 #![allow(dead_code)]
 
 use serde_json::Value;
@@ -17,6 +18,11 @@ fn gated(body: &[u8]) -> Vec<u8> {
         // Suspended and stopped: no active jobs left in the TrainJob's own status (G4).
         review["request"][side]["status"] = Value::Null;
     }
+    edit_placement(&mut review)
+}
+
+/// The new object's accelerator changed in its first runtime patch.
+fn edit_placement(review: &mut Value) -> Vec<u8> {
     let selector = review
         .pointer_mut("/request/object/spec/runtimePatches/0/trainingRuntimeSpec/template/spec/replicatedJobs/0/template/spec/template/spec/nodeSelector")
         .expect("bench fixture has a nodeSelector in its first runtime patch");
@@ -38,4 +44,9 @@ pub fn small_gated() -> Vec<u8> {
 
 pub fn large_gated() -> Vec<u8> {
     gated(&large_update())
+}
+
+/// The small update with its placement edited while the job runs: denied (U2).
+pub fn small_denied() -> Vec<u8> {
+    edit_placement(&mut serde_json::from_slice(&small_update()).unwrap())
 }
