@@ -1,7 +1,6 @@
 //! The HTTP side of admission: paths, methods, content type, body limit and deadline around the
 //! pure [`admission::review`]. Every protocol failure gets a JSON `Status` and a log line.
 
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
@@ -20,6 +19,7 @@ use tower::ServiceExt as _;
 
 use super::body::{Response, ResponseBody};
 use super::budget::{BodyBudget, BodyClass, Held};
+use super::conn::ConnService;
 use super::limits::{DEFAULT_TIMEOUT, handler_deadline, parse_timeout_query};
 use crate::admission::{self, Decision, Endpoint, ErrorType, FieldError, ProtocolError, RulesConfig};
 use crate::cluster::ClusterView;
@@ -68,13 +68,7 @@ pub fn router(state: AppState) -> Router {
 /// (wrong paths and methods, with their Status bodies) through the axum [`router`]. Skipping the
 /// router on the hot path saves its per-request boxing, body wrapping and extension map, and
 /// `service_fn` keeps the request's future unboxed inside hyper's connection.
-pub fn webhook_service(
-    state: AppState,
-) -> impl hyper::service::Service<http::Request<Incoming>, Response = Response, Error = Infallible, Future: Send + 'static>
-+ Clone
-+ Send
-+ Sync
-+ 'static {
+pub fn webhook_service(state: AppState) -> impl ConnService<ResponseBody> {
     let router = router(state.clone());
     hyper::service::service_fn(move |req: http::Request<Incoming>| {
         let endpoint = match (req.method() == Method::POST, req.uri().path()) {
