@@ -188,6 +188,8 @@ pub struct Reviewed<'a> {
     pub namespace: Cow<'a, str>,
     pub name: Cow<'a, str>,
     pub dry_run: bool,
+    /// The message and audit rules of an answer that is not allowed, as the body carries them.
+    pub denial: Option<response::DenialText>,
 }
 
 impl fmt::Display for Reviewed<'_> {
@@ -292,7 +294,8 @@ fn respond<'a, O>(
         (None, Some(operation)) => decide(&request, operation),
     };
     let name = request.name.take().unwrap_or_default();
-    let body = response::review_bytes(&uid, &decision, &name);
+    let denial = response::DenialText::of(&decision);
+    let body = response::review_bytes_with(&uid, &decision, &name, denial.as_ref());
     Ok(Reviewed {
         body,
         uid,
@@ -301,6 +304,7 @@ fn respond<'a, O>(
         namespace: request.namespace.take().unwrap_or_default(),
         name,
         dry_run: request.dry_run.unwrap_or(false),
+        denial,
     })
 }
 

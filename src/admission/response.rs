@@ -79,9 +79,29 @@ pub fn review_response(uid: &str, decision: &Decision, object_name: &str) -> Adm
 /// `AdmissionResponse` serialises it as an array of numbers (kube-rs issue #1781), which is larger
 /// and not the documented wire form.
 pub fn review_bytes(uid: &str, decision: &Decision, object_name: &str) -> Vec<u8> {
+    review_bytes_with(uid, decision, object_name, DenialText::of(decision).as_ref())
+}
+
+/// What the answer to a request that is not allowed says besides its causes: the Status message
+/// and the audit rules. Rendered once per denial, for the answer and for the log line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DenialText {
+    pub message: String,
+    pub rules: String,
+}
+
+impl DenialText {
+    /// `None` for an allowed decision.
+    pub fn of(decision: &Decision) -> Option<DenialText> {
+        (!decision.allowed()).then(|| DenialText { message: decision.message(), rules: decision.audit_rules() })
+    }
+}
+
+/// [`review_bytes`] with the denial's text already rendered (`DenialText::of(decision)`).
+pub fn review_bytes_with(uid: &str, decision: &Decision, object_name: &str, denial: Option<&DenialText>) -> Vec<u8> {
     use base64::Engine as _;
     if decision.patch.is_none() {
-        return direct_bytes(uid, decision, object_name);
+        return direct_bytes(uid, decision, object_name, denial);
     }
     let review = review_response(uid, decision, object_name);
     let patch = review.response.as_ref().and_then(|r| r.patch.as_ref());
@@ -97,7 +117,7 @@ pub fn review_bytes(uid: &str, decision: &Decision, object_name: &str) -> Vec<u8
 
 /// [`review_response`] without a patch, serialised field by field in the order (and with the
 /// omissions) of kube's serde derives.
-fn direct_bytes(uid: &str, decision: &Decision, object_name: &str) -> Vec<u8> {
+fn direct_bytes(uid: &str, decision: &Decision, object_name: &str, denial: Option<&DenialText>) -> Vec<u8> {
     const HEAD: &str = r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"#;
     // One allocation: a plain allowed answer is ~160 bytes besides the uid.
     let mut out =
@@ -109,12 +129,13 @@ fn direct_bytes(uid: &str, decision: &Decision, object_name: &str) -> Vec<u8> {
     } else {
         br#","allowed":false,"status":"#
     });
-    write_status(&mut out, decision, object_name);
+    write_status(&mut out, decision, object_name, denial);
     out.extend_from_slice(br#","auditAnnotations":{""#);
     out.extend_from_slice(AUDIT_RULE_KEY.as_bytes());
     out.extend_from_slice(br#"":"#);
-    match &decision.outcome {
-        Outcome::Denied { .. } => write_json_str(&mut out, &decision.audit_rules()),
+    match (&decision.outcome, denial) {
+        (Outcome::Denied { .. }, Some(denial)) => write_json_str(&mut out, &denial.rules),
+        (Outcome::Denied { .. }, None) => write_json_str(&mut out, &decision.audit_rules()),
         _ => write_json_str(&mut out, decision.rule()),
     }
     out.push(b'}');
@@ -133,7 +154,7 @@ fn direct_bytes(uid: &str, decision: &Decision, object_name: &str) -> Vec<u8> {
 }
 
 /// [`status`] as kube's `Status` serialises it: empty strings and zeros left out.
-fn write_status(out: &mut Vec<u8>, decision: &Decision, object_name: &str) {
+fn write_status(out: &mut Vec<u8>, decision: &Decision, object_name: &str, denial: Option<&DenialText>) {
     let (code, reason, message) = match &decision.outcome {
         Outcome::Allowed { .. } => {
             out.extend_from_slice(b"{}");
@@ -142,7 +163,8 @@ fn write_status(out: &mut Vec<u8>, decision: &Decision, object_name: &str) {
         Outcome::BadRequest { message, .. } => (400, "BadRequest", std::borrow::Cow::Borrowed(message.as_str())),
         Outcome::Denied { errors } => {
             let (code, reason) = denial_code(errors);
-            (code, reason, std::borrow::Cow::Owned(aggregate(errors)))
+            let message = denial.map_or_else(|| aggregate(errors).into(), |d| d.message.as_str().into());
+            (code, reason, message)
         }
     };
     out.extend_from_slice(br#"{"status":"Failure","code":"#);

@@ -103,7 +103,9 @@ fn with_schema(reviewed: &mut admission::Reviewed<'_>, body: &[u8], version: Tra
     }
     let decision = std::mem::replace(&mut reviewed.decision, admission::Decision::allow("schema"));
     reviewed.decision = with_schema_findings(decision, object, version);
-    reviewed.body = response::review_bytes(&reviewed.uid, &reviewed.decision, &reviewed.name);
+    reviewed.denial = response::DenialText::of(&reviewed.decision);
+    reviewed.body =
+        response::review_bytes_with(&reviewed.uid, &reviewed.decision, &reviewed.name, reviewed.denial.as_ref());
 }
 
 fn read_body(file: &PathBuf, limit: u64) -> anyhow::Result<Vec<u8>> {

@@ -277,16 +277,23 @@ fn record_decision(inner: &Inner, endpoint: Endpoint, reviewed: &admission::Revi
             dry_run = reviewed.dry_run, patched = decision.patch.is_some(), "allowed"
         );
     } else {
-        let (rule, detail) = (decision.audit_rules(), decision.message());
+        let rendered;
+        let (rule, detail) = match &reviewed.denial {
+            Some(denial) => (denial.rules.as_str(), denial.message.as_str()),
+            None => {
+                rendered = (decision.audit_rules(), decision.message());
+                (rendered.0.as_str(), rendered.1.as_str())
+            }
+        };
         let line = Denial {
             webhook: endpoint.path(),
             uid: &reviewed.uid,
             operation: reviewed.operation,
             namespace: &reviewed.namespace,
             name: &reviewed.name,
-            rule: &rule,
+            rule,
             dry_run: reviewed.dry_run,
-            detail: &detail,
+            detail,
         };
         // The filter is checked for this module, which is the event's target either way.
         if tracing::enabled!(tracing::Level::INFO) && !crate::telemetry::log_denial(module_path!(), &line) {
