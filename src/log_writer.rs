@@ -93,7 +93,7 @@ impl BatchWriter {
     }
 
     /// Queues one line (one formatted event); drops it when the buffer has no room for it.
-    fn push(&self, line: &[u8]) {
+    pub fn push(&self, line: &[u8]) {
         let shared = &*self.0;
         let mut buffer = shared.lock();
         if buffer.bytes.len() + line.len() > shared.limit {
@@ -103,28 +103,6 @@ impl BatchWriter {
         }
         buffer.bytes.extend_from_slice(line);
         let wake = std::mem::take(&mut buffer.idle);
-        drop(buffer);
-        if wake {
-            shared.wake.notify_one();
-        }
-    }
-}
-
-impl BatchWriter {
-    /// Queues the line that `write` appends, formatted straight into the buffer (no copy); drops
-    /// it when the buffer then holds more than its limit.
-    pub fn push_with(&self, write: impl FnOnce(&mut Vec<u8>)) {
-        let shared = &*self.0;
-        let mut buffer = shared.lock();
-        let before = buffer.bytes.len();
-        write(&mut buffer.bytes);
-        if buffer.bytes.len() > shared.limit {
-            buffer.bytes.truncate(before);
-            drop(buffer);
-            shared.dropped.0.fetch_add(1, Ordering::Relaxed);
-            return;
-        }
-        let wake = buffer.bytes.len() > before && std::mem::take(&mut buffer.idle);
         drop(buffer);
         if wake {
             shared.wake.notify_one();

@@ -3,6 +3,7 @@
 //! storm of denials is never bound by how fast stderr drains; when the buffer is full, lines are
 //! dropped and counted (`trainguard_log_lines_dropped_total`) rather than blocking a request.
 
+use std::cell::RefCell;
 use std::sync::OnceLock;
 use std::time::SystemTime;
 
@@ -66,7 +67,14 @@ pub fn log_denial(target: &str, line: &Denial<'_>) -> bool {
     if !tracing::Span::current().is_none() {
         return false;
     }
-    let now = SystemTime::now();
-    direct.writer.push_with(|out| line.write(direct.format, target, now, out));
+    thread_local! {
+        // Reused per thread: formatting a line allocates nothing once it has grown.
+        static LINE: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    }
+    LINE.with_borrow_mut(|out| {
+        out.clear();
+        line.write(direct.format, target, SystemTime::now(), out);
+        direct.writer.push(out);
+    });
     true
 }

@@ -79,7 +79,7 @@ pub fn review_response(uid: &str, decision: &Decision, object_name: &str) -> Adm
 /// `AdmissionResponse` serialises it as an array of numbers (kube-rs issue #1781), which is larger
 /// and not the documented wire form.
 pub fn review_bytes(uid: &str, decision: &Decision, object_name: &str) -> Vec<u8> {
-    review_bytes_with(uid, decision, object_name, DenialText::of(decision).as_ref())
+    review_bytes_with(uid, decision, object_name, None)
 }
 
 /// What the answer to a request that is not allowed says besides its causes: the Status message
@@ -97,7 +97,8 @@ impl DenialText {
     }
 }
 
-/// [`review_bytes`] with the denial's text already rendered (`DenialText::of(decision)`).
+/// [`review_bytes`] with the denial's text already rendered (`DenialText::of(decision)`); with
+/// `None` it is rendered here.
 pub fn review_bytes_with(uid: &str, decision: &Decision, object_name: &str, denial: Option<&DenialText>) -> Vec<u8> {
     use base64::Engine as _;
     if decision.patch.is_none() {
