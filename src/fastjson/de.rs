@@ -245,19 +245,27 @@ impl<'de> Deserializer<'de> {
         Ok(())
     }
 
-    /// Past the next value: containers and strings by structure, scalars by grammar.
-    fn skip_value(&mut self) -> Result<(), Error> {
+    /// Past the next value: containers and strings by structure, scalars by grammar. Returns
+    /// whether the value is known to be ASCII (a string's bytes are not looked at for that).
+    fn skip_value(&mut self) -> Result<bool, Error> {
         let at = self.pos;
-        match self.peek()? {
-            b'{' | b'[' => self.pos = skip::container(self.input, self.pos).map_err(|e| located(e, at))?,
-            b'"' => self.pos = skip::string(self.input, self.pos).map_err(|e| located(e, at))?,
-            b'n' => self.literal(b"null")?,
-            b't' => self.literal(b"true")?,
-            b'f' => self.literal(b"false")?,
-            b'-' | b'0'..=b'9' => self.skip_number()?,
+        let ascii = match self.peek()? {
+            b'{' | b'[' => {
+                let (end, ascii) = skip::container_ascii(self.input, self.pos).map_err(|e| located(e, at))?;
+                self.pos = end;
+                ascii
+            }
+            b'"' => {
+                self.pos = skip::string(self.input, self.pos).map_err(|e| located(e, at))?;
+                false
+            }
+            b'n' => self.literal(b"null").map(|()| true)?,
+            b't' => self.literal(b"true").map(|()| true)?,
+            b'f' => self.literal(b"false").map(|()| true)?,
+            b'-' | b'0'..=b'9' => self.skip_number().map(|()| true)?,
             _ => return Err(Error::Syntax(self.pos)),
-        }
-        Ok(())
+        };
+        Ok(ascii)
     }
 
     fn enter(&mut self) -> Result<(), Error> {
@@ -378,8 +386,14 @@ impl<'de> de::Deserializer<'de> for &mut Deserializer<'de> {
         }
         self.skip_whitespace();
         let start = self.pos;
-        self.skip_value()?;
-        let raw = std::str::from_utf8(&self.input[start..self.pos]).map_err(|_| Error::Syntax(start))?;
+        let ascii = self.skip_value()?;
+        let bytes = &self.input[start..self.pos];
+        let raw = if ascii {
+            // SAFETY: the skip saw only ASCII bytes in the value.
+            unsafe { std::str::from_utf8_unchecked(bytes) }
+        } else {
+            std::str::from_utf8(bytes).map_err(|_| Error::Syntax(start))?
+        };
         visitor.visit_map(RawValueEntry(Some(raw)))
     }
 
