@@ -147,7 +147,11 @@ impl<'a> Reader<'a> {
         let mut escaped = false;
         loop {
             // Past the bytes that cannot end the string, 16 at a time.
-            self.pos = crate::fastjson::skip::plain_run(self.bytes, self.pos).0;
+            let run = crate::fastjson::skip::plain_run(self.bytes, self.pos);
+            self.pos = run.end;
+            if run.at_quote {
+                break;
+            }
             match *self.bytes.get(self.pos).ok_or(Unreadable)? {
                 b'"' => break,
                 b'\\' => {

@@ -105,7 +105,14 @@ impl<'de> Deserializer<'de> {
     fn parse_str(&mut self) -> Result<Str<'de, '_>, Error> {
         let input = self.input;
         let start = self.pos + 1;
-        let (mut i, mut non_ascii) = plain_run(input, start);
+        let run = plain_run(input, start);
+        let (mut i, mut non_ascii) = (run.end, run.non_ascii);
+        if run.at_quote && !non_ascii {
+            // The usual key or value: plain ASCII up to its closing quote.
+            self.pos = i + 1;
+            // SAFETY: every byte up to the quote was checked to be ASCII.
+            return Ok(Str::Borrowed(unsafe { std::str::from_utf8_unchecked(&input[start..i]) }));
+        }
         loop {
             let b = *input.get(i).ok_or(Error::Eof)?;
             non_ascii |= !b.is_ascii();

@@ -328,7 +328,11 @@ fn tail_masks(tail: &[u8]) -> Masks {
 
 /// `input[start]` is `"`: the index just past the closing quote. The content is not checked.
 pub fn string(input: &[u8], start: usize) -> Result<usize, SkipError> {
-    let (mut i, _) = plain_run(input, start + 1);
+    let run = plain_run(input, start + 1);
+    if run.at_quote {
+        return Ok(run.end + 1);
+    }
+    let mut i = run.end;
     while i < input.len() {
         match input[i] {
             b'"' => return Ok(i + 1),
@@ -339,40 +343,58 @@ pub fn string(input: &[u8], start: usize) -> Result<usize, SkipError> {
     Err(SkipError::Eof)
 }
 
+/// Where [`plain_run`] stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Run {
+    /// The first byte that can end a string, or near the end of the input, where the caller
+    /// goes on byte by byte.
+    pub end: usize,
+    /// A non-ASCII byte was passed.
+    pub non_ascii: bool,
+    /// `input[end]` is known to be `"`, so the caller need not load it again: the usual string
+    /// ends here, and reading that byte back would lengthen the chain every string waits on.
+    pub at_quote: bool,
+}
+
 /// From `i`, past the bytes that cannot end a string (anything but `"`, `\\` and control
-/// characters), a block at a time: where the scan stopped (at such a byte, or near the end of
-/// the input, where the caller goes on byte by byte) and whether a non-ASCII byte was passed.
+/// characters), a block at a time.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-pub(crate) fn plain_run(input: &[u8], mut i: usize) -> (usize, bool) {
+pub(crate) fn plain_run(input: &[u8], mut i: usize) -> Run {
     use std::arch::x86_64::{
         __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8,
     };
     let mut non_ascii = 0u32;
     while let Some(chunk) = input.get(i..i + 16) {
         // SAFETY: SSE2 is part of x86_64; the load reads the 16 bytes of `chunk`.
-        let (stops, high) = unsafe {
+        let (stops, quote, high) = unsafe {
             let v = _mm_loadu_si128(chunk.as_ptr() as *const __m128i);
             let quote = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
             let backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
             let control = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v);
             let stops = _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), control)) as u32;
-            (stops, _mm_movemask_epi8(v) as u32)
+            (stops, quote, _mm_movemask_epi8(v) as u32)
         };
         if stops != 0 {
             let before = stops.trailing_zeros();
-            return (i + before as usize, non_ascii | (high & ((1 << before) - 1)) != 0);
+            // SAFETY: as above (the quotes' mask is only needed in the chunk where the run stops).
+            let quotes = unsafe { _mm_movemask_epi8(quote) } as u32;
+            return Run {
+                end: i + before as usize,
+                non_ascii: non_ascii | (high & ((1 << before) - 1)) != 0,
+                at_quote: quotes & stops & stops.wrapping_neg() != 0,
+            };
         }
         non_ascii |= high;
         i += 16;
     }
-    (i, non_ascii != 0)
+    Run { end: i, non_ascii: non_ascii != 0, at_quote: false }
 }
 
 /// See the x86_64 version; eight bytes at a time in a `u64` elsewhere.
 #[cfg(not(target_arch = "x86_64"))]
 #[inline(always)]
-pub(crate) fn plain_run(input: &[u8], mut i: usize) -> (usize, bool) {
+pub(crate) fn plain_run(input: &[u8], mut i: usize) -> Run {
     const fn splat(b: u8) -> u64 {
         u64::from_le_bytes([b; 8])
     }
@@ -385,12 +407,16 @@ pub(crate) fn plain_run(input: &[u8], mut i: usize) -> (usize, bool) {
         if stops != 0 {
             let before = stops.trailing_zeros() / 8;
             high |= w & ((1u64 << (before * 8)) - 1);
-            return (i + before as usize, high & splat(0x80) != 0);
+            return Run {
+                end: i + before as usize,
+                non_ascii: high & splat(0x80) != 0,
+                at_quote: (w >> (before * 8)) as u8 == b'"',
+            };
         }
         high |= w;
         i += 8;
     }
-    (i, high & splat(0x80) != 0)
+    Run { end: i, non_ascii: high & splat(0x80) != 0, at_quote: false }
 }
 
 #[cfg(test)]
@@ -665,6 +691,26 @@ mod tests {
                 assert_eq!(skip(input.as_bytes(), 0), expected, "{name}: depth {depth}");
             }
             assert_eq!(container_reference(input.as_bytes(), 0), expected, "reference: depth {depth}");
+        }
+    }
+
+    /// The first byte that can end a string, at every position of and across the 16-byte
+    /// chunks: where the run stops, and whether it says the stop is a quote.
+    #[test]
+    fn plain_run_stops_at_the_first_special_byte() {
+        for stop in [b'"', b'\\', 0x00, 0x1f] {
+            for at in 0..40 {
+                for high in [false, true] {
+                    let mut text = vec![if high { 0xc3 } else { b'a' }; at];
+                    text.push(stop);
+                    text.extend_from_slice(b"\"tail, long enough for one more chunk");
+                    let run = plain_run(&text, 0);
+                    // The run may stop early only near the end of the input (it never does here).
+                    assert_eq!(run.end, at, "stop {stop:#x} at {at}");
+                    assert_eq!(run.at_quote, stop == b'"', "stop {stop:#x} at {at}");
+                    assert_eq!(run.non_ascii, high && at > 0, "stop {stop:#x} at {at}");
+                }
+            }
         }
     }
 
