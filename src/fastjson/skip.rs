@@ -234,7 +234,7 @@ pub fn container_ascii(input: &[u8], start: usize) -> Result<(usize, bool), Skip
 fn dispatch<const ASCII: bool>(input: &[u8], start: usize) -> Result<(usize, bool), SkipError> {
     #[cfg(target_arch = "x86_64")]
     {
-        if has_avx2() {
+        if avx2_skip_available() {
             // SAFETY: the CPU has the features `container_avx2` is compiled for.
             return unsafe { container_avx2::<ASCII>(input, start) };
         }
@@ -246,7 +246,7 @@ fn dispatch<const ASCII: bool>(input: &[u8], start: usize) -> Result<(usize, boo
 
 /// Whether [`container_avx2`] may run here. Each check reads a cached flag after the first call.
 #[cfg(target_arch = "x86_64")]
-fn has_avx2() -> bool {
+fn avx2_skip_available() -> bool {
     std::arch::is_x86_feature_detected!("avx2")
         && std::arch::is_x86_feature_detected!("popcnt")
         && std::arch::is_x86_feature_detected!("bmi1")
@@ -537,7 +537,7 @@ mod tests {
     #[test]
     #[cfg(target_arch = "x86_64")]
     fn carry_less_prefix_xor_matches_the_shifts() {
-        if !has_avx2() {
+        if !avx2_skip_available() {
             return;
         }
         let mut rng = Rng(11);
@@ -559,7 +559,7 @@ mod tests {
         {
             all.push(("sse2", |i, s| container_with::<Sse2, false>(i, s).map(|r| r.0)));
             all.push(("sse2, ascii", |i, s| container_with::<Sse2, true>(i, s).map(|r| r.0)));
-            if has_avx2() {
+            if avx2_skip_available() {
                 all.push(("avx2", |i, s| unsafe { container_avx2::<false>(i, s) }.map(|r| r.0)));
                 all.push(("avx2, ascii", |i, s| unsafe { container_avx2::<true>(i, s) }.map(|r| r.0)));
             }
@@ -572,7 +572,7 @@ mod tests {
         #[cfg(target_arch = "x86_64")]
         {
             all.push(("sse2", container_with::<Sse2, true>));
-            if has_avx2() {
+            if avx2_skip_available() {
                 all.push(("avx2", |input, start| unsafe { container_avx2::<true>(input, start) }));
             }
         }
