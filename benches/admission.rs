@@ -9,6 +9,10 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use trainguard::admission::{Endpoint, RulesConfig, review};
 use trainguard::cluster::{JobSetState, StaticView};
 
+// The server's allocator (src/main.rs): the decision's few allocations cost what they cost there.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn decision_path(c: &mut Criterion) {
     let rules = RulesConfig::default();
     // A cluster view that knows the JobSet (stopped), so gated cases do a real lookup.
