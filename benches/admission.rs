@@ -26,6 +26,7 @@ fn decision_path(c: &mut Criterion) {
         ("small_gated", payloads::small_gated(), "allow-gate"),
         ("small_denied", payloads::small_denied(), "U2"),
         ("large_unchanged", payloads::large_update(), "U1"),
+        ("large_unchanged_restamped", payloads::large_update_restamped(), "U1"),
         ("large_gated", payloads::large_gated(), "allow-gate"),
     ];
     let mut group = c.benchmark_group("decision_path");

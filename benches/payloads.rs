@@ -1,7 +1,8 @@
 //! The benchmark payloads: `fixtures/bench/{small,large}-update.review.json` (~5 KB and
 //! ~150 KB TrainJob UPDATEs with unchanged overrides, the common case), and "gated" variants
 //! of each that change a nodeSelector while the job stays suspended, so the gate runs (U3), and a
-//! "denied" one that changes it while the job runs (U2).
+//! "denied" one that changes it while the job runs (U2), and the large update with one
+//! managedFields timestamp re-stamped.
 #![allow(dead_code)]
 
 use serde_json::Value;
@@ -36,6 +37,20 @@ pub fn small_update() -> Vec<u8> {
 
 pub fn large_update() -> Vec<u8> {
     fixture("large-update")
+}
+
+/// The large update as most real updates come: the new object's managedFields differ from the
+/// old one's in one timestamp (the last manager's entry re-stamped by the API server), so only
+/// the rest of what is skipped is byte-identical on both sides.
+pub fn large_update_restamped() -> Vec<u8> {
+    let mut review: Value = serde_json::from_slice(&large_update()).unwrap();
+    let entries = review
+        .pointer_mut("/request/object/metadata/managedFields")
+        .and_then(Value::as_array_mut)
+        .expect("bench fixture has managedFields");
+    let last = entries.last_mut().expect("at least one managedFields entry");
+    last["time"] = Value::String("2025-06-02T09:30:00Z".into());
+    serde_json::to_vec(&review).unwrap()
 }
 
 pub fn small_gated() -> Vec<u8> {

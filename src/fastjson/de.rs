@@ -5,6 +5,7 @@ use std::fmt;
 
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 
+use super::repeat::Repeats;
 use super::skip::{self, SkipError, plain_run};
 
 /// serde_json's private name for `RawValue`; a deserializer that hands back the raw text under
@@ -41,6 +42,8 @@ pub struct Deserializer<'de> {
     depth: u32,
     /// Unescaped strings (rare in Kubernetes objects).
     scratch: Vec<u8>,
+    /// Containers skipped so far, so that the old object's copies of them are found by bytes.
+    repeats: Repeats,
 }
 
 /// A string as read: borrowed from the input when it had no escapes.
@@ -64,7 +67,7 @@ static STRING_STOP: [bool; 256] = {
 
 impl<'de> Deserializer<'de> {
     pub fn new(input: &'de [u8]) -> Self {
-        Deserializer { input, pos: 0, depth: 0, scratch: Vec::new() }
+        Deserializer { input, pos: 0, depth: 0, scratch: Vec::new(), repeats: Repeats::new(input.len()) }
     }
 
     /// Only whitespace may follow the value.
@@ -258,7 +261,15 @@ impl<'de> Deserializer<'de> {
         let at = self.pos;
         let ascii = match self.peek()? {
             b'{' | b'[' => {
-                let (end, ascii) = skip::container_ascii(self.input, self.pos).map_err(|e| located(e, at))?;
+                let start = self.pos;
+                let (end, ascii) = match self.repeats.find(self.input, start) {
+                    Some(found) => found,
+                    None => {
+                        let (end, ascii) = skip::container_ascii(self.input, start).map_err(|e| located(e, at))?;
+                        self.repeats.record(start, end, ascii);
+                        (end, ascii)
+                    }
+                };
                 self.pos = end;
                 ascii
             }

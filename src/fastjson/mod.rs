@@ -9,6 +9,7 @@
 //! `serde_json::value::RawValue` fields are supported (serde_json's own raw-value protocol).
 
 mod de;
+mod repeat;
 pub mod skip;
 
 pub use de::{Deserializer, Error};
