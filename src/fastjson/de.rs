@@ -261,15 +261,7 @@ impl<'de> Deserializer<'de> {
         let at = self.pos;
         let ascii = match self.peek()? {
             b'{' | b'[' => {
-                let start = self.pos;
-                let (end, ascii) = match self.repeats.find(self.input, start) {
-                    Some(found) => found,
-                    None => {
-                        let (end, ascii) = skip::container_ascii(self.input, start).map_err(|e| located(e, at))?;
-                        self.repeats.record(start, end, ascii);
-                        (end, ascii)
-                    }
-                };
+                let (end, ascii) = self.repeats.skip(self.input, self.pos).map_err(|e| located(e, at))?;
                 self.pos = end;
                 ascii
             }
