@@ -6,6 +6,8 @@ HTTP/1.1 keep-alive with wrk (p50/p99 from its latency histogram) and HTTP/2 wit
 16 streams multiplexed on one connection, "1x16", as the API server does), on every path:
 - small: ~5 KB update, overrides unchanged (U1, the common case);
 - large: ~150 KB update, overrides unchanged;
+- restamped: the large update with one managedFields timestamp re-stamped, as most real
+  updates come (the old object's managedFields no longer byte-identical to the new one's);
 - gated: ~5 KB update that changes the overrides and resumes the job in one request (parsed,
   compared, shape-checked, JobSet gate; allowed with a warning offline);
 - denied: ~5 KB edit of a running job's overrides (U2 denial: message, audit, log line).
@@ -16,7 +18,7 @@ shows the medians (a shared VM's speed drifts over minutes; back-to-back runs co
 like). The CPU time of server and generator is recorded: on 2 cores the generator can become the
 bottleneck, and the server's CPU per request is the figure that stays comparable.
 
-Usage: benches/load.py [--duration SECONDS] [--rounds N] [--payloads small,large,gated,denied]
+Usage: benches/load.py [--duration SECONDS] [--rounds N] [--payloads small,large,restamped,gated,denied]
                        [--conns 1,16,1x16,64] [--protocols http1,http2] [--out FILE]
 (make bench runs it with the defaults: everything)
 """
@@ -41,7 +43,7 @@ TRAINGUARD = os.environ.get("TRAINGUARD_BIN", os.path.join(TARGET, "dist", "trai
 BASELINE = os.environ.get("BASELINE_BIN", os.path.join(TARGET, "dist", "examples", "baseline_server"))
 PATH = "/validate-trainer-kubeflow-org-v1alpha1-trainjob"
 FIXTURES = {"small": "fixtures/bench/small-update.review.json", "large": "fixtures/bench/large-update.review.json"}
-ALL_PAYLOADS = ["small", "large", "gated", "denied"]
+ALL_PAYLOADS = ["small", "large", "restamped", "gated", "denied"]
 ALL_CONNS = ["1", "16", "1x16", "64"]
 NODE_SELECTOR = ("runtimePatches", 0, "trainingRuntimeSpec", "template", "spec", "replicatedJobs", 0, "template",
                  "spec", "template", "spec", "nodeSelector")
@@ -63,7 +65,8 @@ end
 
 
 def derived_payloads(work):
-    """The gated and denied payloads, made from the small fixture (written to `work`)."""
+    """The gated and denied payloads, made from the small fixture, and the re-stamped one, made
+    from the large fixture (written to `work`)."""
     with open(os.path.join(ROOT, FIXTURES["small"])) as f:
         base = json.load(f)
 
@@ -85,8 +88,14 @@ def derived_payloads(work):
     # Running (suspend false, one active job) and the placement edited: U2.
     selector(denied["request"]["object"]["spec"])["cloud.google.com/gke-accelerator"] = "nvidia-b200"
 
+    # The large update as most real ones come: the last manager's managedFields entry re-stamped,
+    # so the old object's copy of managedFields is no longer byte-identical.
+    with open(os.path.join(ROOT, FIXTURES["large"])) as f:
+        restamped = json.load(f)
+    restamped["request"]["object"]["metadata"]["managedFields"][-1]["time"] = "2025-06-02T09:30:00Z"
+
     paths = {}
-    for name, review in [("gated", gated), ("denied", denied)]:
+    for name, review in [("gated", gated), ("denied", denied), ("restamped", restamped)]:
         paths[name] = os.path.join(work, f"{name}.review.json")
         with open(paths[name], "w") as f:
             json.dump(review, f, separators=(",", ":"))
@@ -106,7 +115,7 @@ def check_payload(port, name, body_file, ca):
     conn.close()
     r = review["response"]
     rule = r.get("auditAnnotations", {}).get("trainguard.io/rule")
-    want = {"small": (True, "U1"), "large": (True, "U1"), "gated": (True, "allow-gate"), "denied": (False, "U2")}[name]
+    want = {"small": (True, "U1"), "large": (True, "U1"), "restamped": (True, "U1"), "gated": (True, "allow-gate"), "denied": (False, "U2")}[name]
     ok = resp.status == 200 and r["allowed"] == want[0] and rule == want[1]
     if not ok:
         raise SystemExit(f"payload {name}: unexpected answer (HTTP {resp.status}, allowed {r['allowed']}, rule {rule})")
