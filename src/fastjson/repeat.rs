@@ -11,8 +11,9 @@
 //! Lists of containers (managedFields above all) are skipped one element at a time and their
 //! element bounds are kept, because the API server re-stamps one manager's `time` on most
 //! updates: when such a list differs, the elements before the first differing byte are the
-//! same elements, and the skip resumes after the last of them, comparing each further element
-//! with the one at the same index before skipping it.
+//! same elements, and the skip resumes after the last of them (at the first element when the
+//! first one differs), comparing each further element with the one at the same index before
+//! skipping it.
 
 use super::skip::{self, SkipError};
 
@@ -58,7 +59,8 @@ pub(super) struct Repeats {
 enum Lookup {
     /// A remembered container: where it ends, and whether it is ASCII.
     Whole(usize, bool),
-    /// A remembered list up to the end of its element `index - 1` (at `at`), not the rest.
+    /// A remembered list up to the end of its element `index - 1` (at `at`; just past `[` when
+    /// `index` is 0), not the rest.
     Resume {
         candidate: usize,
         index: usize,
@@ -137,11 +139,17 @@ impl Repeats {
         // ends a number), are the same elements here.
         let elements = &self.elements[first as usize..last as usize];
         let index = elements.partition_point(|&(_, element_end)| (element_end as usize - start) < same);
-        if index == 0 {
+        if elements.is_empty() {
             return Lookup::Unknown;
         }
         self.next = candidate + 1;
-        Lookup::Resume { candidate, index, at: at + (elements[index - 1].1 as usize - start) }
+        // With no element in common (the first one differs), the walk starts just past `[`
+        // and still compares each later element with the one at its index.
+        let resume_at = match index {
+            0 => at + 1,
+            _ => at + (elements[index - 1].1 as usize - start),
+        };
+        Lookup::Resume { candidate, index, at: resume_at }
     }
 
     /// How many leading bytes `new` and `old` share (`old.len()` when `new` starts with all
@@ -359,13 +367,15 @@ mod tests {
         let number_grown = old.replace(r#""f:y":[1,2,3]}}}]"#, r#""f:y":[1,2,34]}}}]"#);
         let number_list = |last: &str| format!("[{},{last}]", &old[1..old.len() - 1]);
         let (numbers_old, numbers_new) = (number_list("12"), number_list("123"));
+        let strings = list(300, 'a');
         // (case, old list, new list, lookup: None = unknown, Some(None) = whole, Some(Some(i)) = resumes at element i)
         let cases: Vec<(&str, &str, String, Option<Option<usize>>)> = vec![
             ("identical", &old, old.clone(), Some(None)),
             ("last element re-stamped", &old, restamped(5, "2025-06-02T09:30:00Z"), Some(Some(5))),
             ("middle element re-stamped", &old, restamped(2, "2025-06-02T09:30:00Z"), Some(Some(2))),
             ("middle element re-stamped, longer", &old, restamped(2, "2025-06-02T09:30:00.5Z"), Some(Some(2))),
-            ("first element re-stamped", &old, restamped(0, "2025-06-02T09:30:00Z"), None),
+            ("first element re-stamped", &old, restamped(0, "2025-06-02T09:30:00Z"), Some(Some(0))),
+            ("a list of strings that differs (not walked)", &strings, strings.replacen("aaa\"]", "aab\"]", 1), None),
             // The old list's last element is followed by `]`, the new one's by `,`: that element is
             // compared again after the resume (and found).
             ("an element appended", &old, appended, Some(Some(5))),
