@@ -85,9 +85,7 @@ struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     fn skip_ws(&mut self) {
-        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.bytes.get(self.pos) {
-            self.pos += 1;
-        }
+        self.pos = crate::fastjson::skip::whitespace(self.bytes, self.pos);
     }
 
     fn push(&mut self, kind: Kind, text: &'a str) -> usize {

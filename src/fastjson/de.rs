@@ -78,9 +78,7 @@ impl<'de> Deserializer<'de> {
 
     #[inline]
     fn skip_whitespace(&mut self) {
-        while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.input.get(self.pos) {
-            self.pos += 1;
-        }
+        self.pos = skip::whitespace(self.input, self.pos);
     }
 
     /// The next byte that is not whitespace, not consumed.

@@ -89,7 +89,7 @@ impl Repeats {
             Lookup::Unknown => {
                 let lists_containers = input[at] == b'['
                     && self.len < CAPACITY
-                    && matches!(input.get(skip_whitespace(input, at + 1)), Some(b'{' | b'['));
+                    && matches!(input.get(skip::whitespace(input, at + 1)), Some(b'{' | b'['));
                 if !lists_containers {
                     let (end, ascii) = skip::container_ascii(input, at)?;
                     self.record(at, end, ascii, (0, 0));
@@ -138,10 +138,10 @@ impl Repeats {
         // The elements that end before the first difference, and the byte after each (which
         // ends a number), are the same elements here.
         let elements = &self.elements[first as usize..last as usize];
-        let index = elements.partition_point(|&(_, element_end)| (element_end as usize - start) < same);
         if elements.is_empty() {
             return Lookup::Unknown;
         }
+        let index = elements.partition_point(|&(_, element_end)| (element_end as usize - start) < same);
         self.next = candidate + 1;
         // With no element in common (the first one differs), the walk starts just past `[`
         // and still compares each later element with the one at its index.
@@ -191,11 +191,11 @@ impl Repeats {
     ) -> Result<(usize, bool), SkipError> {
         let mut ascii = true;
         loop {
-            at = skip_whitespace(input, at);
+            at = skip::whitespace(input, at);
             match input.get(at) {
                 None => return Err(SkipError::Eof),
                 Some(b']') => return Ok((at + 1, ascii)),
-                Some(b',') if index > 0 => at = skip_whitespace(input, at + 1),
+                Some(b',') if index > 0 => at = skip::whitespace(input, at + 1),
                 Some(_) if index == 0 => {}
                 Some(_) => return Err(SkipError::Syntax),
             }
@@ -229,19 +229,12 @@ impl Repeats {
         if end - start < MIN_LEN || self.len == CAPACITY {
             return false;
         }
-        let (Ok(start), Ok(end)) = (u32::try_from(start), u32::try_from(end)) else { return false };
-        let (first, last) = (first as u32, last as u32);
+        // (`skip` keeps bodies past `u32::MAX` away from here.)
+        let [start, end, first, last] = [start, end, first, last].map(|i| i as u32);
         self.seen[self.len] = Skipped { start, end, ascii, first, last };
         self.len += 1;
         true
     }
-}
-
-fn skip_whitespace(input: &[u8], mut at: usize) -> usize {
-    while let Some(b' ' | b'\n' | b'\r' | b'\t') = input.get(at) {
-        at += 1;
-    }
-    at
 }
 
 /// One element of a list: a container or string by its own bytes, a number or literal up to
