@@ -7,10 +7,10 @@
 //! `String` per field; written here, 0.15 and 0.22 µs. Every other event still goes through
 //! tracing. Pure: the caller passes the time and the buffer.
 
-use std::io::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::config::LogFormat;
+use crate::fastjson::write::{debug_str, json_str};
 
 /// The fields of the `denied` event, in the order the event declares them.
 #[derive(Debug, Clone, Copy)]
@@ -46,9 +46,11 @@ impl Denial<'_> {
         out.extend_from_slice(target.as_bytes());
         out.extend_from_slice(b": ");
         out.extend_from_slice(MESSAGE.as_bytes());
-        let _ = write!(out, " webhook={:?}", self.webhook);
+        out.extend_from_slice(b" webhook=");
+        debug_str(out, self.webhook);
         bare(out, " uid=", self.uid);
-        let _ = write!(out, " operation={:?}", self.operation);
+        out.extend_from_slice(b" operation=");
+        debug_str(out, self.operation);
         bare(out, " namespace=", self.namespace);
         bare(out, " name=", self.name);
         bare(out, " rule=", self.rule);
@@ -87,11 +89,6 @@ impl Denial<'_> {
 fn bare(out: &mut Vec<u8>, key: &str, value: &str) {
     out.extend_from_slice(key.as_bytes());
     out.extend_from_slice(value.as_bytes());
-}
-
-fn json_str(out: &mut Vec<u8>, value: &str) {
-    // Writing a string into a Vec cannot fail.
-    let _ = serde_json::to_writer(&mut *out, value);
 }
 
 /// RFC 3339 in UTC with microseconds, as tracing-subscriber's default `SystemTime` timer writes

@@ -215,8 +215,7 @@ fn write_status(out: &mut Vec<u8>, decision: &Decision, object_name: &str, denia
 
 /// A JSON string, escaped exactly as serde_json escapes it.
 fn write_json_str(out: &mut Vec<u8>, s: &str) {
-    // Writing a str into a Vec cannot fail.
-    let _ = serde_json::to_writer(out, s);
+    crate::fastjson::write::json_str(out, s);
 }
 
 #[cold]

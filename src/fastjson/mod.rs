@@ -11,6 +11,7 @@
 mod de;
 mod repeat;
 pub mod skip;
+pub mod write;
 
 pub use de::{Deserializer, Error};
 
