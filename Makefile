@@ -23,13 +23,14 @@ test:
 	$(CARGO) build --bin trainguard
 	$(CARGO) nextest run --no-fail-fast
 
-## bench: decision-path (Criterion), cache memory, and end-to-end load vs a bare TLS baseline
+## bench: decision-path (Criterion), cache memory, end-to-end load and instructions per request vs a bare TLS baseline
 bench:
 	$(CARGO) bench --bench admission
 	$(CARGO) bench --bench cache_memory
 	$(CARGO) bench --bench controller
 	$(CARGO) build --profile dist --bin trainguard --example baseline_server
 	python3 benches/load.py
+	python3 benches/instructions.py --payloads small,gated,denied,large,restamped --protocols http1,http2
 	benches/validate.sh 1000 10000
 
 ## certs: CA + serving certificate for the in-cluster Service into certs/ (see certs/README.md)

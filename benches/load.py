@@ -197,6 +197,8 @@ def main():
     ap.add_argument("--protocols", default="http1,http2")
     ap.add_argument("--out", default=os.path.join(TARGET, "load-results.md"))
     args = ap.parse_args()
+    if not set(args.protocols.split(",")) <= {"http1", "http2"}:
+        ap.error("--protocols takes http1 and http2")
     ensure_tools()
     work = tempfile.mkdtemp(prefix="trainguard-load-")
     script = os.path.join(work, "post.lua")

@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""User-space instructions per request, trainguard beside the bare TLS baseline, under callgrind.
+
+load.py measures CPU time under a closed-loop load generator, which on a small machine shares
+the cores with the servers: its ratios move by 10-20 % between identical runs. This script counts
+instructions instead, which do not depend on what else the machine is doing, so a change of a
+few percent shows and a before/after pair needs one run each.
+
+Each server runs under `valgrind --tool=callgrind` twice per payload, answering N1 and then N2
+requests over one keep-alive connection (curl). Start-up, the TLS handshake and shutdown are the
+same in both runs, so (total(N2) - total(N1)) / (N2 - N1) is what one more request costs: the
+HTTP parse, the TLS record, the body, the decision and the answer, all in user space. Kernel
+time (syscalls, wake-ups) is not counted; load.py still measures that.
+
+Usage: benches/instructions.py [--payloads small,gated,...] [--protocols http1,http2]
+                               [--requests 20,220] [--out FILE]
+Needs valgrind and curl (installed with apt-get when missing), and the dist builds that load.py
+uses (`cargo build --profile dist --bin trainguard --example baseline_server`).
+"""
+import argparse
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from load import ALL_PAYLOADS, BASELINE, FIXTURES, PATH, ROOT, TARGET, TRAINGUARD, derived_payloads  # noqa: E402
+from procutil import wait_port  # noqa: E402
+
+# What each payload must be answered with (allowed or not), so that a count is of the path named.
+EXPECT_ALLOWED = {"small": True, "large": True, "restamped": True, "gated": True, "denied": False}
+
+
+def ensure_tools():
+    missing = [pkg for tool, pkg in [("valgrind", "valgrind"), ("curl", "curl")] if shutil.which(tool) is None]
+    if missing:
+        print(f"installing {' '.join(missing)}", file=sys.stderr)
+        subprocess.run(["apt-get", "update", "-qq"], check=True)
+        subprocess.run(["apt-get", "install", "-y", "-qq", *missing], check=True)
+
+
+def certificates(work):
+    """The dev certificates trainguard writes (the baseline serves the same pair)."""
+    proc = subprocess.Popen([TRAINGUARD, "serve", "--dev", "--dev-dir", work, "--bind", "127.0.0.1:19543",
+                             "--admin-bind", "127.0.0.1:19544"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_port(19543)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def instructions(server, proto, body, requests, work, port):
+    """Total user-space instructions of one server run that answers `requests` requests."""
+    out_file = os.path.join(work, f"callgrind.{server}.{requests}.out")
+    h2 = ["--http2"] if proto == "http2" else []
+    if server == "trainguard":
+        cmd = [TRAINGUARD, "serve", "--dev", "--dev-dir", work, "--bind", f"127.0.0.1:{port}",
+               "--admin-bind", f"127.0.0.1:{port + 1}"] + h2
+    else:
+        cmd = [BASELINE, f"127.0.0.1:{port}", os.path.join(work, "tls.crt"), os.path.join(work, "tls.key")] + h2
+    proc = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_file}", *cmd],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_port(port, timeout=120)
+        url = f"https://localhost:{port}{PATH}"
+        answers = subprocess.run(
+            ["curl", "-sS", "--http2" if proto == "http2" else "--http1.1", "--cacert", os.path.join(work, "ca.crt"),
+             "-H", "Content-Type: application/json", "--data-binary", f"@{body}", *[url] * requests],
+            capture_output=True, text=True, check=True).stdout
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=120)
+    return answers, summary(out_file)
+
+
+def summary(out_file):
+    with open(out_file) as f:
+        for line in f:
+            if line.startswith("summary:") or line.startswith("totals:"):
+                return int(line.split()[1])
+    raise SystemExit(f"{out_file}: no instruction total")
+
+
+def check(answers, requests, allowed):
+    got = re.findall(r'"allowed":(true|false)', answers)
+    want = ["true" if allowed else "false"] * requests
+    if got != want:
+        raise SystemExit(f"unexpected answers: {len(got)} of {requests}, allowed {sorted(set(got))}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--payloads", default=",".join(ALL_PAYLOADS), help="comma-separated subset of " + ",".join(ALL_PAYLOADS))
+    ap.add_argument("--protocols", default="http1", help="comma-separated: http1, http2")
+    ap.add_argument("--requests", default="20,220", help="N1,N2: requests in the short and the long run")
+    ap.add_argument("--out", default=os.path.join(TARGET, "instructions-results.md"))
+    args = ap.parse_args()
+    protocols = args.protocols.split(",")
+    if not set(protocols) <= {"http1", "http2"}:
+        ap.error("--protocols takes http1 and http2")
+    n1, n2 = map(int, args.requests.split(","))
+    if not 0 < n1 < n2:
+        ap.error("--requests N1,N2 needs 0 < N1 < N2")
+    ensure_tools()
+    work = tempfile.mkdtemp(prefix="trainguard-instructions-")
+    try:
+        certificates(work)
+        available = {k: os.path.join(ROOT, v) for k, v in FIXTURES.items()}
+        available.update(derived_payloads(work))
+        payloads = {k: available[k] for k in args.payloads.split(",")}
+        rows = []
+        for proto in protocols:
+            for payload, body in payloads.items():
+                per_request = {}
+                for server in ["trainguard", "baseline"]:
+                    totals = []
+                    for requests in (n1, n2):
+                        answers, total = instructions(server, proto, body, requests, work, 19545)
+                        check(answers, requests, EXPECT_ALLOWED[payload] if server == "trainguard" else True)
+                        totals.append(total)
+                    per_request[server] = (totals[1] - totals[0]) / (n2 - n1)
+                    print(f"{proto} {payload} {server}: {per_request[server]:,.0f} instructions per request",
+                          file=sys.stderr)
+                rows.append((proto, payload, per_request["trainguard"], per_request["baseline"]))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    lines = [f"Command: `benches/instructions.py {' '.join(sys.argv[1:])}` (user-space instructions per request "
+             f"under callgrind: runs of {n1} and {n2} requests over one connection, the difference divided by {n2 - n1})",
+             "", "| protocol | payload | trainguard | baseline | ratio |", "|---|---|---|---|---|"]
+    for proto, payload, t, b in rows:
+        lines.append(f"| {proto} | {payload} | {t / 1000:,.1f}k | {b / 1000:,.1f}k | {t / b:.2f}× |")
+    text = "\n".join(lines) + "\n"
+    with open(args.out, "w") as f:
+        f.write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
