@@ -28,7 +28,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from load import ALL_PAYLOADS, BASELINE, FIXTURES, PATH, ROOT, TARGET, TRAINGUARD, derived_payloads  # noqa: E402
-from procutil import wait_port  # noqa: E402
+from procutil import wait_port, write_report  # noqa: E402
 
 # What each payload must be answered with (allowed or not), so that a count is of the path named.
 EXPECT_ALLOWED = {"small": True, "large": True, "restamped": True, "gated": True, "denied": False}
@@ -133,10 +133,7 @@ def main():
              "", "| protocol | payload | trainguard | baseline | ratio |", "|---|---|---|---|---|"]
     for proto, payload, t, b in rows:
         lines.append(f"| {proto} | {payload} | {t / 1000:,.1f}k | {b / 1000:,.1f}k | {t / b:.2f}× |")
-    text = "\n".join(lines) + "\n"
-    with open(args.out, "w") as f:
-        f.write(text)
-    print(text)
+    write_report(args.out, lines)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from procutil import rss_kib, wait_port  # noqa: E402
+from procutil import rss_kib, wait_port, write_report  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TARGET = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
@@ -279,10 +279,7 @@ def main():
     lines.append("")
     lines.append(f"trainguard RSS: idle {memory.get('idle_rss_kib', 0) / 1024:.1f} MiB, after the HTTP/1.1 runs "
                  f"{memory.get('loaded_rss_kib', 0) / 1024:.1f} MiB")
-    text = "\n".join(lines) + "\n"
-    with open(args.out, "w") as f:
-        f.write(text)
-    print(text)
+    write_report(args.out, lines)
 
 
 if __name__ == "__main__":

@@ -22,3 +22,11 @@ def wait_port(port, timeout=20):
         except OSError:
             time.sleep(0.05)
     raise SystemExit(f"nothing listening on 127.0.0.1:{port} after {timeout}s")
+
+
+def write_report(path, lines):
+    """The report's lines to `path` and to stdout."""
+    text = "\n".join(lines) + "\n"
+    with open(path, "w") as f:
+        f.write(text)
+    print(text)

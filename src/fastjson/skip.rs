@@ -651,19 +651,21 @@ mod tests {
         }
     }
 
-    #[test]
-    fn container_matches_the_reference_on_random_json_like_input() {
-        let alphabet = br#"{}[]""\\a,: "#;
-        let mut rng = Rng(42);
+    /// Random containers (`rounds` of them, opened by `[` every `list_every` rounds, else `{`,
+    /// up to `max_len` bytes from `byte`) skipped by every skipper as the reference skips them;
+    /// returns how many ended.
+    fn random_containers_match_the_reference(
+        rng: &mut Rng,
+        rounds: usize,
+        list_every: usize,
+        max_len: u64,
+        mut byte: impl FnMut(u64) -> u8,
+    ) -> usize {
         let mut ended = 0;
-        for round in 0..200_000 {
-            let len = 1 + (rng.next() % 300) as usize;
-            let mut bytes = vec![b'{'];
-            if round % 2 == 0 {
-                bytes[0] = b'[';
-            }
-            for _ in 0..len {
-                bytes.push(alphabet[(rng.next() % alphabet.len() as u64) as usize]);
+        for round in 0..rounds {
+            let mut bytes = vec![if round % list_every == 0 { b'[' } else { b'{' }];
+            for _ in 0..1 + rng.next() % max_len {
+                bytes.push(byte(rng.next()));
             }
             let expected = container_reference(&bytes, 0);
             for (name, skip) in skippers() {
@@ -671,6 +673,14 @@ mod tests {
             }
             ended += usize::from(expected.is_ok());
         }
+        ended
+    }
+
+    #[test]
+    fn container_matches_the_reference_on_random_json_like_input() {
+        let alphabet = br#"{}[]""\\a,: "#;
+        let pick = |r: u64| alphabet[(r % alphabet.len() as u64) as usize];
+        let ended = random_containers_match_the_reference(&mut Rng(42), 200_000, 2, 300, pick);
         // The alphabet must produce both finished and unfinished containers to mean anything.
         assert!(ended > 10_000 && ended < 190_000, "{ended} of 200000 inputs ended");
     }
@@ -680,24 +690,12 @@ mod tests {
     #[test]
     fn managed_fields_shaped_input_matches_the_reference() {
         let alphabet = br#"{{{}}}}{}""\\a:,"#;
-        let mut rng = Rng(9);
-        let mut ended = 0;
-        for round in 0..100_000 {
-            let mut bytes = vec![if round % 3 == 0 { b'[' } else { b'{' }];
-            for _ in 0..1 + rng.next() % 700 {
-                let r = rng.next();
-                bytes.push(match r % 97 {
-                    0 => b'[',
-                    1 => b']',
-                    _ => alphabet[(r / 97 % alphabet.len() as u64) as usize],
-                });
-            }
-            let expected = container_reference(&bytes, 0);
-            for (name, skip) in skippers() {
-                assert_eq!(skip(&bytes, 0), expected, "{name}: {}", String::from_utf8_lossy(&bytes));
-            }
-            ended += usize::from(expected.is_ok());
-        }
+        let pick = |r: u64| match r % 97 {
+            0 => b'[',
+            1 => b']',
+            _ => alphabet[(r / 97 % alphabet.len() as u64) as usize],
+        };
+        let ended = random_containers_match_the_reference(&mut Rng(9), 100_000, 3, 700, pick);
         assert!(ended > 5_000 && ended < 95_000, "{ended} of 100000 inputs ended");
     }
 
