@@ -23,6 +23,7 @@ Usage: benches/load.py [--duration SECONDS] [--rounds N] [--payloads small,large
 (make bench runs it with the defaults: everything)
 """
 import argparse
+import atexit
 import json
 import os
 import re
@@ -201,6 +202,8 @@ def main():
         ap.error("--protocols takes http1 and http2")
     ensure_tools()
     work = tempfile.mkdtemp(prefix="trainguard-load-")
+    # Certificates, payloads and the wrk script: removed however the run ends.
+    atexit.register(shutil.rmtree, work, True)
     script = os.path.join(work, "post.lua")
     with open(script, "w") as f:
         f.write(WRK_SCRIPT)
