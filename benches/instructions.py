@@ -27,11 +27,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from load import ALL_PAYLOADS, BASELINE, FIXTURES, PATH, ROOT, TARGET, TRAINGUARD, derived_payloads  # noqa: E402
+from load import ALL_PAYLOADS, BASELINE, EXPECTED, FIXTURES, PATH, ROOT, TARGET, TRAINGUARD, derived_payloads  # noqa: E402
 from procutil import wait_port, write_report  # noqa: E402
-
-# What each payload must be answered with (allowed or not), so that a count is of the path named.
-EXPECT_ALLOWED = {"small": True, "large": True, "restamped": True, "gated": True, "denied": False}
 
 
 def ensure_tools():
@@ -120,7 +117,7 @@ def main():
                     totals = []
                     for requests in (n1, n2):
                         answers, total = instructions(server, proto, body, requests, work, 19545)
-                        check(answers, requests, EXPECT_ALLOWED[payload] if server == "trainguard" else True)
+                        check(answers, requests, EXPECTED[payload][0] if server == "trainguard" else True)
                         totals.append(total)
                     per_request[server] = (totals[1] - totals[0]) / (n2 - n1)
                     print(f"{proto} {payload} {server}: {per_request[server]:,.0f} instructions per request",

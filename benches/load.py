@@ -45,6 +45,9 @@ BASELINE = os.environ.get("BASELINE_BIN", os.path.join(TARGET, "dist", "examples
 PATH = "/validate-trainer-kubeflow-org-v1alpha1-trainjob"
 FIXTURES = {"small": "fixtures/bench/small-update.review.json", "large": "fixtures/bench/large-update.review.json"}
 ALL_PAYLOADS = ["small", "large", "restamped", "gated", "denied"]
+# How trainguard answers each payload (allowed, deciding rule), so that a row measures the path it names.
+EXPECTED = {"small": (True, "U1"), "large": (True, "U1"), "restamped": (True, "U1"), "gated": (True, "allow-gate"),
+            "denied": (False, "U2")}
 ALL_CONNS = ["1", "16", "1x16", "64"]
 NODE_SELECTOR = ("runtimePatches", 0, "trainingRuntimeSpec", "template", "spec", "replicatedJobs", 0, "template",
                  "spec", "template", "spec", "nodeSelector")
@@ -116,7 +119,7 @@ def check_payload(port, name, body_file, ca):
     conn.close()
     r = review["response"]
     rule = r.get("auditAnnotations", {}).get("trainguard.io/rule")
-    want = {"small": (True, "U1"), "large": (True, "U1"), "restamped": (True, "U1"), "gated": (True, "allow-gate"), "denied": (False, "U2")}[name]
+    want = EXPECTED[name]
     ok = resp.status == 200 and r["allowed"] == want[0] and rule == want[1]
     if not ok:
         raise SystemExit(f"payload {name}: unexpected answer (HTTP {resp.status}, allowed {r['allowed']}, rule {rule})")

@@ -9,6 +9,7 @@ use kube::core::{DynamicObject, Status};
 
 use super::errors::{ErrorType, FieldError, aggregate};
 use super::{Decision, Outcome};
+use crate::fastjson::write::json_str;
 use crate::model::{TRAINJOB_GROUP, TRAINJOB_RESOURCE};
 
 /// Audit annotation key; the API server prefixes it with the webhook name.
@@ -124,7 +125,7 @@ fn direct_bytes(uid: &str, decision: &Decision, object_name: &str, denial: Optio
     let mut out =
         Vec::with_capacity(uid.len() + if decision.allowed() && decision.warnings.is_empty() { 224 } else { 1024 });
     out.extend_from_slice(HEAD.as_bytes());
-    write_json_str(&mut out, uid);
+    json_str(&mut out, uid);
     out.extend_from_slice(if decision.allowed() {
         br#","allowed":true,"status":"#
     } else {
@@ -135,9 +136,9 @@ fn direct_bytes(uid: &str, decision: &Decision, object_name: &str, denial: Optio
     out.extend_from_slice(AUDIT_RULE_KEY.as_bytes());
     out.extend_from_slice(br#"":"#);
     match (&decision.outcome, denial) {
-        (Outcome::Denied { .. }, Some(denial)) => write_json_str(&mut out, &denial.rules),
-        (Outcome::Denied { .. }, None) => write_json_str(&mut out, &decision.audit_rules()),
-        _ => write_json_str(&mut out, decision.rule()),
+        (Outcome::Denied { .. }, Some(denial)) => json_str(&mut out, &denial.rules),
+        (Outcome::Denied { .. }, None) => json_str(&mut out, &decision.audit_rules()),
+        _ => json_str(&mut out, decision.rule()),
     }
     out.push(b'}');
     if !decision.warnings.is_empty() {
@@ -146,7 +147,7 @@ fn direct_bytes(uid: &str, decision: &Decision, object_name: &str, denial: Optio
             if i > 0 {
                 out.push(b',');
             }
-            write_json_str(&mut out, warning);
+            json_str(&mut out, warning);
         }
         out.push(b']');
     }
@@ -173,21 +174,21 @@ fn write_status(out: &mut Vec<u8>, decision: &Decision, object_name: &str, denia
     let _ = std::io::Write::write_fmt(out, format_args!("{code}"));
     if !message.is_empty() {
         out.extend_from_slice(br#","message":"#);
-        write_json_str(out, &message);
+        json_str(out, &message);
     }
     out.extend_from_slice(br#","reason":"#);
-    write_json_str(out, reason);
+    json_str(out, reason);
     if let Outcome::Denied { errors } = &decision.outcome {
         out.extend_from_slice(br#","details":{"#);
         if !object_name.is_empty() {
             out.extend_from_slice(br#""name":"#);
-            write_json_str(out, object_name);
+            json_str(out, object_name);
             out.push(b',');
         }
         out.extend_from_slice(br#""group":"#);
-        write_json_str(out, TRAINJOB_GROUP);
+        json_str(out, TRAINJOB_GROUP);
         out.extend_from_slice(br#","kind":"#);
-        write_json_str(out, TRAINJOB_RESOURCE);
+        json_str(out, TRAINJOB_RESOURCE);
         // `Denied` always carries at least one error, so `causes` is never empty here.
         out.extend_from_slice(br#","causes":["#);
         for (i, e) in errors.iter().enumerate() {
@@ -195,12 +196,12 @@ fn write_status(out: &mut Vec<u8>, decision: &Decision, object_name: &str, denia
                 out.push(b',');
             }
             out.extend_from_slice(br#"{"reason":"#);
-            write_json_str(out, e.kind.cause_reason());
+            json_str(out, e.kind.cause_reason());
             out.extend_from_slice(br#","message":"#);
-            write_json_str(out, &e.body());
+            json_str(out, &e.body());
             if !e.path.is_empty() {
                 out.extend_from_slice(br#","field":"#);
-                write_json_str(out, &e.path);
+                json_str(out, &e.path);
             }
             out.push(b'}');
         }
@@ -211,11 +212,6 @@ fn write_status(out: &mut Vec<u8>, decision: &Decision, object_name: &str, denia
         out.push(b'}');
     }
     out.push(b'}');
-}
-
-/// A JSON string, escaped exactly as serde_json escapes it.
-fn write_json_str(out: &mut Vec<u8>, s: &str) {
-    crate::fastjson::write::json_str(out, s);
 }
 
 #[cold]

@@ -13,10 +13,7 @@ pub fn json_str(out: &mut Vec<u8>, s: &str) {
     // bytes that end a plain run.
     let run = plain_run(bytes, 0);
     if bytes[run.end..].iter().all(|&b| b >= 0x20 && b != b'"' && b != b'\\') {
-        out.reserve(bytes.len() + 2);
-        out.push(b'"');
-        out.extend_from_slice(bytes);
-        out.push(b'"');
+        quoted(out, bytes);
     } else {
         // Writing a str into a Vec cannot fail.
         let _ = serde_json::to_writer(out, s);
@@ -27,14 +24,18 @@ pub fn json_str(out: &mut Vec<u8>, s: &str) {
 /// quoted; anything else goes through `Debug`, whose escapes (of Unicode too) are its own.
 pub fn debug_str(out: &mut Vec<u8>, s: &str) {
     if s.bytes().all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\') {
-        out.reserve(s.len() + 2);
-        out.push(b'"');
-        out.extend_from_slice(s.as_bytes());
-        out.push(b'"');
+        quoted(out, s.as_bytes());
     } else {
         // Writing into a Vec cannot fail.
         let _ = write!(out, "{s:?}");
     }
+}
+
+fn quoted(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.reserve(bytes.len() + 2);
+    out.push(b'"');
+    out.extend_from_slice(bytes);
+    out.push(b'"');
 }
 
 #[cfg(test)]
