@@ -12,10 +12,17 @@ same in both runs, so (total(N2) - total(N1)) / (N2 - N1) is what one more reque
 HTTP parse, the TLS record, the body, the decision and the answer, all in user space. Kernel
 time (syscalls, wake-ups) is not counted; load.py still measures that.
 
+With --parts it measures the answer alone instead, without TLS, HTTP or the runtime: the
+instructions one review costs to skip the whole body without reading it (the least any decoder
+that looks at every byte once can cost), to decode it into the rules' views, and to answer it
+whole (decode, rules, response bytes). `benches/review_parts.rs` repeats one part N1 and then N2
+times under callgrind, and the difference is divided as above.
+
 Usage: benches/instructions.py [--payloads small,gated,...] [--protocols http1,http2]
-                               [--requests 20,220] [--out FILE]
+                               [--requests 20,220] [--parts] [--out FILE]
 Needs valgrind and curl (installed with apt-get when missing), and the dist builds that load.py
-uses (`cargo build --profile dist --bin trainguard --example baseline_server`).
+uses (`cargo build --profile dist --bin trainguard --example baseline_server`); --parts needs
+`cargo build --profile dist --example review_parts`.
 """
 import argparse
 import os
@@ -82,6 +89,36 @@ def summary(out_file):
     raise SystemExit(f"{out_file}: no instruction total")
 
 
+def review_parts(payloads, out):
+    """The parts table: instructions per review of skipping, decoding and answering each payload."""
+    binary = os.path.join(TARGET, "dist", "examples", "review_parts")
+    if not os.path.exists(binary):
+        raise SystemExit(f"{binary} is missing: cargo build --profile dist --example review_parts")
+    rows = []
+    for payload in payloads:
+        # Repetitions per run: a large body costs about thirty times a small one.
+        n1, n2 = (5, 55) if payload in ("large", "restamped") else (50, 550)
+        costs = {}
+        with tempfile.TemporaryDirectory(prefix="trainguard-parts-") as work:
+            for part in ["skip", "decode", "review"]:
+                totals = []
+                for n in (n1, n2):
+                    out_file = os.path.join(work, f"callgrind.{part}.{n}.out")
+                    subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_file}", binary, part,
+                                    payload, str(n)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                    totals.append(summary(out_file))
+                costs[part] = (totals[1] - totals[0]) / (n2 - n1)
+                print(f"{payload} {part}: {costs[part]:,.0f} instructions per review", file=sys.stderr)
+        rows.append((payload, costs))
+    lines = ["Command: `benches/instructions.py --parts --payloads " + ",".join(payloads) + "` (user-space instructions per review "
+             "under callgrind, without TLS, HTTP or the runtime; `benches/review_parts.rs`)", "",
+             "| payload | skip the whole body | decode | whole answer | answer ÷ skip |", "|---|---|---|---|---|"]
+    for payload, c in rows:
+        lines.append(f"| {payload} | {c['skip'] / 1000:,.1f}k | {c['decode'] / 1000:,.1f}k | {c['review'] / 1000:,.1f}k | "
+                     f"{c['review'] / c['skip']:.2f}× |")
+    write_report(out, lines)
+
+
 def check(answers, requests, allowed):
     got = re.findall(r'"allowed":(true|false)', answers)
     want = ["true" if allowed else "false"] * requests
@@ -94,8 +131,12 @@ def main():
     ap.add_argument("--payloads", default=",".join(ALL_PAYLOADS), help="comma-separated subset of " + ",".join(ALL_PAYLOADS))
     ap.add_argument("--protocols", default="http1", help="comma-separated: http1, http2")
     ap.add_argument("--requests", default="20,220", help="N1,N2: requests in the short and the long run")
-    ap.add_argument("--out", default=os.path.join(TARGET, "instructions-results.md"))
+    ap.add_argument("--parts", action="store_true",
+                    help="measure skipping, decoding and answering each payload instead of the servers")
+    ap.add_argument("--out", help="the report (default: instructions-results.md, or instructions-parts.md with "
+                                  "--parts, in the target directory)")
     args = ap.parse_args()
+    args.out = args.out or os.path.join(TARGET, "instructions-parts.md" if args.parts else "instructions-results.md")
     protocols = args.protocols.split(",")
     if not set(protocols) <= {"http1", "http2"}:
         ap.error("--protocols takes http1 and http2")
@@ -103,6 +144,12 @@ def main():
     if not 0 < n1 < n2:
         ap.error("--requests N1,N2 needs 0 < N1 < N2")
     ensure_tools()
+    if args.parts:
+        payloads = args.payloads.split(",")
+        if not set(payloads) <= set(ALL_PAYLOADS):
+            ap.error("--payloads takes " + ",".join(ALL_PAYLOADS))
+        review_parts(payloads, args.out)
+        return
     work = tempfile.mkdtemp(prefix="trainguard-instructions-")
     try:
         certificates(work)

@@ -1,0 +1,67 @@
+//! One part of answering a review, repeated N times, for `benches/instructions.py --parts`: it
+//! runs this under callgrind with two values of N and divides the difference, which gives the
+//! instructions one review costs in each part, without TLS, HTTP or the runtime.
+//!
+//! - `skip`: one pass over the whole body that reads nothing (`IgnoredAny` through
+//!   `src/fastjson`'s skip), the least any decoder that looks at every byte once can cost;
+//! - `decode`: the one-pass decode of the envelope and both objects into the rules' views;
+//! - `review`: the whole answer (decode, rules, response bytes), as the server calls it.
+//!
+//! The payloads are the Criterion bench's (`benches/payloads.rs`); each review is checked to be
+//! decided by the rule its name stands for.
+//!
+//! Usage: review_parts skip|decode|review small|gated|denied|large|restamped N
+
+#[path = "payloads.rs"]
+mod payloads;
+
+use std::hint::black_box;
+
+use trainguard::admission::{Endpoint, RulesConfig, review};
+use trainguard::cluster::{JobSetState, StaticView};
+use trainguard::model::TrainJobView;
+use trainguard::model::object_only::ObjectOnly;
+
+// The server's allocator (src/main.rs).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+type Envelope<'a> = trainguard::model::ReviewEnvelope<'a, Box<ObjectOnly<TrainJobView<'a>>>>;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let usage = "usage: review_parts skip|decode|review small|gated|denied|large|restamped N";
+    let [_, part, payload, n] = args.as_slice() else { panic!("{usage}") };
+    let (body, rule) = match payload.as_str() {
+        "small" => (payloads::small_update(), "U1"),
+        "gated" => (payloads::small_gated(), "allow-gate"),
+        "denied" => (payloads::small_denied(), "U2"),
+        "large" => (payloads::large_update(), "U1"),
+        "restamped" => (payloads::large_update_restamped(), "U1"),
+        _ => panic!("{usage}"),
+    };
+    let n: usize = n.parse().unwrap_or_else(|_| panic!("{usage}"));
+    let rules = RulesConfig::default();
+    // The JobSet is known and stopped, so the gated review does a real lookup and is allowed.
+    let view = StaticView::new().with_jobset(
+        "ml-team",
+        "llama",
+        JobSetState { deleting: false, replicated_jobs: vec![("node".into(), 0)] },
+    );
+    let decided = review(Endpoint::Validate, &body, &rules, &view).expect("a valid review");
+    assert_eq!(decided.decision.rule(), rule, "{payload}: {}", decided.decision.message());
+
+    let mut total = 0;
+    for _ in 0..n {
+        total += match part.as_str() {
+            "skip" => usize::from(trainguard::fastjson::from_slice::<serde::de::IgnoredAny>(black_box(&body)).is_ok()),
+            "decode" => usize::from(
+                trainguard::fastjson::from_slice::<Envelope<'_>>(black_box(&body)).expect("decodes").request.is_some(),
+            ),
+            "review" => review(Endpoint::Validate, black_box(&body), &rules, &view).expect("answers").body.len(),
+            _ => panic!("{usage}"),
+        };
+    }
+    // Printed so that no repetition can be optimised away.
+    println!("{total}");
+}
