@@ -7,7 +7,6 @@ use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use trainguard::admission::{Endpoint, RulesConfig, review};
-use trainguard::cluster::{JobSetState, StaticView};
 
 // The server's allocator (src/main.rs): the decision's few allocations cost what they cost there.
 #[global_allocator]
@@ -15,12 +14,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn decision_path(c: &mut Criterion) {
     let rules = RulesConfig::default();
-    // A cluster view that knows the JobSet (stopped), so gated cases do a real lookup.
-    let view = StaticView::new().with_jobset(
-        "ml-team",
-        "llama",
-        JobSetState { deleting: false, replicated_jobs: vec![("node".into(), 0)] },
-    );
+    let view = payloads::stopped_jobset_view();
     let cases = [
         ("small_unchanged", payloads::small_update(), "U1"),
         ("small_gated", payloads::small_gated(), "allow-gate"),

@@ -2,10 +2,21 @@
 //! ~150 KB TrainJob UPDATEs with unchanged overrides, the common case), and "gated" variants
 //! of each that change a nodeSelector while the job stays suspended, so the gate runs (U3), and a
 //! "denied" one that changes it while the job runs (U2), and the large update with one
-//! managedFields timestamp re-stamped.
+//! managedFields timestamp re-stamped; and the cluster view they are decided against.
 #![allow(dead_code)]
 
 use serde_json::Value;
+use trainguard::cluster::{JobSetState, StaticView};
+
+/// A cluster view that knows the reviews' JobSet, stopped: gated reviews do a real lookup and
+/// are allowed.
+pub fn stopped_jobset_view() -> StaticView {
+    StaticView::new().with_jobset(
+        "ml-team",
+        "llama",
+        JobSetState { deleting: false, replicated_jobs: vec![("node".into(), 0)] },
+    )
+}
 
 fn fixture(name: &str) -> Vec<u8> {
     let path = format!("{}/fixtures/bench/{name}.review.json", env!("CARGO_MANIFEST_DIR"));

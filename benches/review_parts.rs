@@ -18,7 +18,6 @@ mod payloads;
 use std::hint::black_box;
 
 use trainguard::admission::{Endpoint, RulesConfig, review};
-use trainguard::cluster::{JobSetState, StaticView};
 use trainguard::model::TrainJobView;
 use trainguard::model::object_only::ObjectOnly;
 
@@ -42,12 +41,7 @@ fn main() {
     };
     let n: usize = n.parse().unwrap_or_else(|_| panic!("{usage}"));
     let rules = RulesConfig::default();
-    // The JobSet is known and stopped, so the gated review does a real lookup and is allowed.
-    let view = StaticView::new().with_jobset(
-        "ml-team",
-        "llama",
-        JobSetState { deleting: false, replicated_jobs: vec![("node".into(), 0)] },
-    );
+    let view = payloads::stopped_jobset_view();
     let decided = review(Endpoint::Validate, &body, &rules, &view).expect("a valid review");
     assert_eq!(decided.decision.rule(), rule, "{payload}: {}", decided.decision.message());
     // The skip must take the whole body, or the count would be of an early error.
