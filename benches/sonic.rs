@@ -84,7 +84,7 @@ struct Meta<'a> {
     #[serde(borrow)]
     namespace: Option<BorrowedStr<'a>>,
     #[serde(borrow)]
-    labels: Option<trainguard::model::trainjob::QueueNameLabel<'a>>,
+    labels: Option<trainguard::model::LabelsView<'a>>,
 }
 
 #[derive(Deserialize)]
