@@ -565,3 +565,181 @@ proptest! {
         prop_assert!(changed(field, Some(&compact_raw(&before)), Some(&compact_raw(&after))));
     }
 }
+
+// ---- The old side read against the new side's tape ---------------------------------------------
+//
+// `changed` reads the old side only where its bytes differ from the new side's (an in-step walk
+// of the old text against the new tape). Its answer must be the comparison of two whole tapes on
+// every pair of texts, readable or not; these properties pit the two against each other on old
+// texts made from the new one, which is where the walk takes its shortcuts.
+
+mod guided {
+    use super::*;
+    use trainguard::admission::raw_eq::{Tape, equal, equal_to_text};
+
+    /// Both answers for one pair of texts (the new one must read).
+    pub fn agree(old: &str, new: &str, keyed: bool) -> Result<(), String> {
+        let new_tape = Tape::read(Some(new)).map_err(|_| format!("new side does not read: {new}"))?;
+        let whole = Tape::read(Some(old)).is_ok_and(|old| equal(&old, &new_tape, keyed));
+        let walked = equal_to_text(Some(old), &new_tape, keyed);
+        if whole == walked {
+            Ok(())
+        } else {
+            Err(format!("keyed={keyed}: tapes say equal={whole}, the walk says {walked}\n old: {old}\n new: {new}"))
+        }
+    }
+
+    /// `v` written out with a member of some objects given twice: before the original, with
+    /// another value (`dup_value`), or after it, with the same or another value.
+    pub fn write_with_duplicates(v: &Value, salt: &mut u32, dup_value: &Value, out: &mut String) {
+        *salt = salt.wrapping_mul(1_103_515_245).wrapping_add(12345);
+        match v {
+            Value::Array(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write_with_duplicates(item, salt, dup_value, out);
+                }
+                out.push(']');
+            }
+            Value::Object(map) => {
+                let duplicate = (*salt >> 16) % 4;
+                let target = (*salt >> 8) as usize % map.len().max(1);
+                out.push('{');
+                let mut first = true;
+                let mut member = |out: &mut String, k: &str, x: &Value| {
+                    if !first {
+                        out.push(',');
+                    }
+                    first = false;
+                    out.push_str(&serde_json::to_string(k).unwrap());
+                    out.push(':');
+                    out.push_str(&serde_json::to_string(x).unwrap());
+                };
+                for (i, (k, x)) in map.iter().enumerate() {
+                    if i == target && duplicate == 1 {
+                        member(out, k, dup_value);
+                    }
+                    if i == target && duplicate >= 2 {
+                        member(out, k, x);
+                        member(out, k, if duplicate == 2 { x } else { dup_value });
+                    } else {
+                        member(out, k, x);
+                    }
+                }
+                out.push('}');
+            }
+            _ => out.push_str(&serde_json::to_string(v).unwrap()),
+        }
+    }
+
+    /// `v` with its `n`-th leaf (scalars, `{}` and `[]`; depth first) replaced by `with`.
+    pub fn replace_leaf(v: &Value, n: &mut usize, with: &Value) -> Value {
+        let is_leaf = match v {
+            Value::Array(items) => items.is_empty(),
+            Value::Object(map) => map.is_empty(),
+            _ => true,
+        };
+        if is_leaf {
+            let hit = *n == 0;
+            *n = n.wrapping_sub(1);
+            return if hit { with.clone() } else { v.clone() };
+        }
+        match v {
+            Value::Array(items) => Value::Array(items.iter().map(|x| replace_leaf(x, n, with)).collect()),
+            Value::Object(map) => {
+                Value::Object(map.iter().map(|(k, x)| (k.clone(), replace_leaf(x, n, with))).collect())
+            }
+            _ => unreachable!(),
+        }
+    }
+
+    /// Replacement leaves: empties that equal absent members, spellings of the same number,
+    /// strings, and containers.
+    pub fn arb_leaf() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            prop::sample::select(vec![
+                Value::Null,
+                json!({}),
+                json!([]),
+                json!({"k": null}),
+                json!(1),
+                json!(1.0),
+                json!("a"),
+                json!("b"),
+                json!([{}]),
+                json!({"manager": "example.com/m0"}),
+            ]),
+            arb_json(),
+        ]
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 600, ..ProptestConfig::default() })]
+
+    /// One leaf of the new side changed (to an equal spelling or not), then read as the old side.
+    #[test]
+    fn walk_agrees_with_tapes_on_one_changed_leaf(
+        v in arb_overrides(),
+        at in 0usize..64,
+        with in guided::arb_leaf(),
+        keyed in any::<bool>(),
+        pretty in any::<bool>(),
+        respelled in any::<bool>(),
+    ) {
+        let old = guided::replace_leaf(&v, &mut at.clone(), &with);
+        let old = if respelled { respell(&old, &mut (at as u32)) } else { old };
+        let new = serde_json::to_string(&v).expect("serialises");
+        let old = if pretty { serde_json::to_string_pretty(&old) } else { serde_json::to_string(&old) }.expect("serialises");
+        if let Err(e) = guided::agree(&old, &new, keyed) { prop_assert!(false, "{}", e); }
+        if let Err(e) = guided::agree(&new, &old, keyed) { prop_assert!(false, "{}", e); }
+    }
+
+    /// Keys given twice, on either side, with the same or another value.
+    #[test]
+    fn walk_agrees_with_tapes_on_duplicate_keys(
+        v in arb_overrides(),
+        salt in any::<u32>(),
+        dup_value in guided::arb_leaf(),
+        other_dup_value in guided::arb_leaf(),
+        keyed in any::<bool>(),
+    ) {
+        let plain = serde_json::to_string(&v).expect("serialises");
+        let (mut doubled, mut doubled_otherwise) = (String::new(), String::new());
+        guided::write_with_duplicates(&v, &mut salt.clone(), &dup_value, &mut doubled);
+        // The same keys in the same places; only the extra members' values differ.
+        guided::write_with_duplicates(&v, &mut salt.clone(), &other_dup_value, &mut doubled_otherwise);
+        for (old, new) in [(&doubled, &plain), (&plain, &doubled), (&doubled, &doubled_otherwise)] {
+            if let Err(e) = guided::agree(old, new, keyed) { prop_assert!(false, "{}", e); }
+        }
+    }
+
+    /// The old side is the new text with a few bytes replaced, inserted or deleted: mostly not
+    /// JSON at all, sometimes another value. Unreadable must count as changed on both paths.
+    #[test]
+    fn walk_agrees_with_tapes_on_damaged_text(
+        v in arb_overrides(),
+        edits in prop::collection::vec(
+            (0u8..3, any::<prop::sample::Index>(), prop::sample::select(b"{}[]\",:0123456789.-eEnulltruefase \\/ab\x01".to_vec())),
+            1..4,
+        ),
+        keyed in any::<bool>(),
+    ) {
+        let new = serde_json::to_string(&v).expect("serialises");
+        let mut old = new.clone().into_bytes();
+        for (op, at, byte) in edits {
+            let at = at.index(old.len() + 1);
+            match op {
+                0 if at < old.len() => old[at] = byte,
+                1 => old.insert(at, byte),
+                _ if at < old.len() => { old.remove(at); }
+                _ => {}
+            }
+        }
+        let old = String::from_utf8(old).expect("ASCII edits of ASCII text");
+        if let Err(e) = guided::agree(&old, &new, keyed) { prop_assert!(false, "{}", e); }
+    }
+}

@@ -37,8 +37,8 @@ pub fn changed_shape_errors(
     let Ok(new_tape) = Tape::read(new.map(RawValue::get)) else {
         return Some(shape_errors_parsed(field, new));
     };
-    let equal = Tape::read(old.map(RawValue::get))
-        .is_ok_and(|old| raw_eq::equal(&old, &new_tape, field == OverridesField::RuntimePatches));
+    // The old side is read only where its bytes differ from the new side's.
+    let equal = raw_eq::equal_to_text(old.map(RawValue::get), &new_tape, field == OverridesField::RuntimePatches);
     (!equal).then(|| shape_errors_tape(field, new_tape.root()))
 }
 

@@ -1,0 +1,328 @@
+//! The old side compared with the new side's tape as it is read, so that what is byte-identical
+//! on both sides is passed with one `memcmp` instead of being read.
+//!
+//! A changed update usually changes one value deep inside the overrides (a node selector, an
+//! image): reading the old side into a tape of its own cost as much as reading the new one, and
+//! almost all of it was bytes the new side has too. Here the old text is walked in step with the
+//! new tape: where the old bytes at a value equal the new container's text, the values are equal
+//! (equal bytes read as equal values under every rule); where they do not, objects and lists are
+//! entered and compared member by member.
+//!
+//! The answer is always the one [`super::equal`] gives on two tapes. A member-by-member walk
+//! decides only where that is certain to agree: objects that list the same plain keys in the same
+//! order, none twice (then they are equal exactly when their values are, which is also what the
+//! tape comparison finds), lists element by element, and `runtimePatches` items only when every
+//! item has the same distinct `manager` as the new item at its index. Anywhere else (other keys,
+//! other types, scalars) the old value there is read into a tape and compared by
+//! [`Compare::value`]; a `runtimePatches` list whose managers moved is compared whole, as before.
+//! Whatever is not passed by bytes is read by the same [`Reader`], so an old value that the tape
+//! would refuse is refused here too (and counts as changed).
+
+use super::{Compare, Kind, MAX_DEPTH, Node, Reader, Tape, elements, equal, members};
+
+/// `Tape::read(old).is_ok_and(|old| equal(&old, new, keyed))`, reading of `old` only what
+/// differs from `new` byte for byte.
+pub fn equal_to_text(old: Option<&str>, new: &Tape<'_>, keyed: bool) -> bool {
+    let Some(text) = old else {
+        return Tape::read(None).is_ok_and(|old| equal(&old, new, keyed));
+    };
+    let mut walk = Guided {
+        reader: Reader { text, bytes: text.as_bytes(), pos: 0, nodes: Vec::new() },
+        new: &new.nodes,
+        sort: Vec::new(),
+    };
+    let root = if keyed && new.nodes[0].kind == Kind::Array { walk.keyed_root() } else { walk.value(0, 0) };
+    match root {
+        Ok(Some(equal)) => {
+            walk.reader.skip_ws();
+            // Only whitespace may follow, or the tape would refuse the text.
+            equal && walk.reader.pos == walk.reader.bytes.len()
+        }
+        Ok(None) => Tape::read(old).is_ok_and(|old| equal(&old, new, keyed)),
+        Err(_) => false,
+    }
+}
+
+struct Guided<'t, 'a> {
+    /// The old text, and the nodes of the old values read for [`Compare::value`].
+    reader: Reader<'a>,
+    new: &'t [Node<'a>],
+    /// [`Compare`]'s stack for sorting members, kept between values.
+    sort: Vec<(u32, u32)>,
+}
+
+/// Ok(Some(equal)) when a value was decided and the old one consumed to its end; Ok(None) when
+/// only the whole comparison can decide (only from [`Guided::keyed_root`]); Err when the old text
+/// is not one the tape reads (which counts as not equal).
+type Step = Result<Option<bool>, super::Unreadable>;
+
+impl<'a> Guided<'_, 'a> {
+    fn byte(&self) -> Option<u8> {
+        self.reader.bytes.get(self.reader.pos).copied()
+    }
+
+    /// The old value at the cursor against new node `j`; `depth` counts the containers around it.
+    fn value(&mut self, j: usize, depth: usize) -> Step {
+        self.reader.skip_ws();
+        let node = self.new[j];
+        match (self.byte(), node.kind) {
+            (Some(b'{'), Kind::Object) | (Some(b'['), Kind::Array) => {
+                if self.reader.bytes[self.reader.pos..].starts_with(node.text.as_bytes()) {
+                    self.reader.pos += node.text.len();
+                    return Ok(Some(true));
+                }
+                if node.kind == Kind::Object {
+                    self.object(j, depth + 1, None, &mut None)
+                } else {
+                    self.array(j, depth + 1)
+                }
+            }
+            _ => self.read_and_compare(j, depth, None),
+        }
+    }
+
+    /// Reads the old value at the cursor into a tape and compares it with new node `j`, as the
+    /// whole comparison would.
+    fn read_and_compare(&mut self, j: usize, depth: usize, skip: Option<&str>) -> Step {
+        self.reader.nodes.clear();
+        self.reader.value(depth)?;
+        let mut compare = Compare { a: &self.reader.nodes, b: self.new, scratch: std::mem::take(&mut self.sort) };
+        let equal = compare.value(0, j, skip);
+        self.sort = compare.scratch;
+        Ok(Some(equal))
+    }
+
+    /// Reads the old value at the cursor (so that it is checked as the tape would check it) and
+    /// drops it: `time` in a `runtimePatches` item.
+    fn read_and_drop(&mut self, depth: usize) -> Result<(), super::Unreadable> {
+        self.reader.nodes.clear();
+        self.reader.value(depth)
+    }
+
+    /// Past the old value at the cursor without reading it, once the answer is known to be "not
+    /// equal" (then an unreadable value would not change it).
+    fn pass(&mut self) -> Result<(), super::Unreadable> {
+        use crate::fastjson::skip;
+        self.reader.skip_ws();
+        let (bytes, at) = (self.reader.bytes, self.reader.pos);
+        self.reader.pos = match bytes.get(at) {
+            Some(b'{' | b'[') => skip::container(bytes, at).map_err(|_| super::Unreadable)?,
+            Some(b'"') => skip::string(bytes, at).map_err(|_| super::Unreadable)?,
+            Some(_) => {
+                let len = bytes[at..]
+                    .iter()
+                    .position(|b| matches!(b, b',' | b'}' | b']' | b' ' | b'\n' | b'\r' | b'\t'))
+                    .unwrap_or(bytes.len() - at);
+                at + len
+            }
+            None => return Err(super::Unreadable),
+        };
+        Ok(())
+    }
+
+    /// A `,` (more follows: true) or the closing bracket `close` (false).
+    fn separator(&mut self, close: u8) -> Result<bool, super::Unreadable> {
+        self.reader.skip_ws();
+        match self.byte() {
+            Some(b',') => {
+                self.reader.pos += 1;
+                Ok(true)
+            }
+            Some(b) if b == close => {
+                self.reader.pos += 1;
+                Ok(false)
+            }
+            _ => Err(super::Unreadable),
+        }
+    }
+
+    /// The old object at the cursor (`{`, not byte-identical) against new object `j`. Member by
+    /// member when the old object lists the new one's plain, distinct keys in the same order;
+    /// otherwise read and compared whole. `skip` is a key whose values are not compared (`time`
+    /// in a `runtimePatches` item); `manager` is set to whether the `manager` values were equal,
+    /// when the walk compared them.
+    fn object(&mut self, j: usize, depth: usize, skip: Option<&str>, manager: &mut Option<bool>) -> Step {
+        if depth >= MAX_DEPTH {
+            return Err(super::Unreadable);
+        }
+        let start = self.reader.pos;
+        match self.object_in_step(j, depth, skip, manager)? {
+            Some(equal) => Ok(Some(equal)),
+            None => {
+                *manager = None;
+                self.reader.pos = start;
+                self.read_and_compare(j, depth - 1, skip)
+            }
+        }
+    }
+
+    /// [`Guided::object`]'s member-by-member walk: Ok(None) as soon as the keys are not in step,
+    /// and when the values of a key given twice differ (which one counts is the whole
+    /// comparison's business).
+    fn object_in_step(&mut self, j: usize, depth: usize, skip: Option<&str>, manager: &mut Option<bool>) -> Step {
+        self.reader.pos += 1;
+        let mut new_members = members(self.new, j);
+        let mut equal = true;
+        // The key of the first member whose values differ.
+        let mut differs_at = "";
+        self.reader.skip_ws();
+        if self.byte() == Some(b'}') {
+            self.reader.pos += 1;
+            return Ok((self.new[j].len == 0).then_some(true));
+        }
+        loop {
+            self.reader.skip_ws();
+            if self.byte() != Some(b'"') {
+                return Err(super::Unreadable);
+            }
+            let at = self.reader.nodes.len();
+            self.reader.string()?;
+            let key = self.reader.nodes[at];
+            self.reader.nodes.truncate(at);
+            let Some((new_key, new_value)) = new_members.next() else { return Ok(None) };
+            let new_key = self.new[new_key];
+            if key.kind != Kind::Str || new_key.kind != Kind::Str || key.text != new_key.text {
+                return Ok(None);
+            }
+            self.reader.expect(b':')?;
+            let is_manager = key.text == "manager" && skip.is_some();
+            if skip == Some(key.text) {
+                self.read_and_drop(depth)?;
+            } else if equal || is_manager {
+                let Some(same) = self.value(new_value, depth)? else { return Ok(None) };
+                if is_manager {
+                    *manager = Some(same);
+                }
+                if equal && !same {
+                    differs_at = key.text;
+                    equal = false;
+                }
+            } else {
+                self.pass()?;
+            }
+            if !self.separator(b'}')? {
+                break;
+            }
+        }
+        if new_members.next().is_some() {
+            return Ok(None);
+        }
+        // Equal values member by member are equal objects however duplicates are read; differing
+        // values make different objects only when their key is not given again.
+        if !equal
+            && self.new[j].len > 1
+            && members(self.new, j).filter(|&(key, _)| self.new[key].text == differs_at).nth(1).is_some()
+        {
+            return Ok(None);
+        }
+        Ok(Some(equal))
+    }
+
+    /// The old list at the cursor (`[`, not byte-identical) against new list `j`, element by
+    /// element (lists are atomic: same length, same order).
+    fn array(&mut self, j: usize, depth: usize) -> Step {
+        if depth >= MAX_DEPTH {
+            return Err(super::Unreadable);
+        }
+        self.reader.pos += 1;
+        let mut new_elements = elements(self.new, j);
+        let mut equal = true;
+        self.reader.skip_ws();
+        if self.byte() == Some(b']') {
+            self.reader.pos += 1;
+            return Ok(Some(self.new[j].len == 0));
+        }
+        loop {
+            match new_elements.next() {
+                Some(element) if equal => {
+                    let Some(same) = self.value(element, depth)? else { return Ok(None) };
+                    equal = same;
+                }
+                _ => {
+                    equal = false;
+                    self.pass()?;
+                }
+            }
+            if !self.separator(b']')? {
+                break;
+            }
+        }
+        Ok(Some(equal && new_elements.next().is_none()))
+    }
+
+    /// `runtimePatches` (new root `j = 0` is a list): items are keyed by `manager`, so walking them
+    /// by index decides only when every old item has the `manager` of the new item at its index
+    /// and the new managers are distinct strings; then each pair is compared with `time` ignored.
+    /// Ok(None) otherwise: the whole comparison sorts both lists by manager.
+    fn keyed_root(&mut self) -> Step {
+        if !distinct_managers(self.new) {
+            return Ok(None);
+        }
+        self.reader.skip_ws();
+        if self.byte() != Some(b'[') {
+            return Ok(None);
+        }
+        if self.reader.bytes[self.reader.pos..].starts_with(self.new[0].text.as_bytes()) {
+            self.reader.pos += self.new[0].text.len();
+            return Ok(Some(true));
+        }
+        self.reader.pos += 1;
+        let mut new_items = elements(self.new, 0);
+        let mut equal = true;
+        self.reader.skip_ws();
+        if self.byte() == Some(b']') {
+            self.reader.pos += 1;
+            return Ok(Some(self.new[0].len == 0));
+        }
+        loop {
+            let Some(item) = new_items.next() else {
+                // More items than the new list: not equal, whatever they hold.
+                self.pass()?;
+                equal = false;
+                if !self.separator(b']')? {
+                    break;
+                }
+                continue;
+            };
+            self.reader.skip_ws();
+            if self.byte() != Some(b'{') {
+                return Ok(None);
+            }
+            let text = self.new[item].text.as_bytes();
+            let same = if self.reader.bytes[self.reader.pos..].starts_with(text) {
+                self.reader.pos += text.len();
+                true
+            } else {
+                let mut manager = None;
+                let same = self.object(item, 2, Some("time"), &mut manager)?;
+                if manager != Some(true) {
+                    return Ok(None);
+                }
+                same.unwrap_or(false)
+            };
+            equal &= same;
+            if !self.separator(b']')? {
+                break;
+            }
+        }
+        Ok(Some(equal && new_items.next().is_none()))
+    }
+}
+
+/// Whether every item of the new list (the root) is an object with a plain string `manager` (the
+/// last one, as the whole comparison reads it), and no two items share a manager.
+fn distinct_managers(tape: &[Node<'_>]) -> bool {
+    const MAX_ITEMS: usize = 16;
+    let mut managers = [""; MAX_ITEMS];
+    for (at, item) in elements(tape, 0).enumerate() {
+        if at == MAX_ITEMS || tape[item].kind != Kind::Object {
+            return false;
+        }
+        let Some(manager) = super::manager(tape, item).map(|m| tape[m]) else { return false };
+        if manager.kind != Kind::Str || managers[..at].contains(&manager.text) {
+            return false;
+        }
+        managers[at] = manager.text;
+    }
+    true
+}
