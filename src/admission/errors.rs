@@ -64,20 +64,47 @@ impl FieldError {
 
     /// The part after the path: `Invalid value: "x": detail`.
     pub fn body(&self) -> String {
-        let mut s = String::from(self.kind.as_str());
+        let mut s = String::with_capacity(self.rendered_len() - self.path.len() - 2);
+        self.push_body(&mut s);
+        s
+    }
+
+    /// `path: body`, as [`fmt::Display`] writes it.
+    fn rendered(&self) -> String {
+        let mut s = String::with_capacity(self.rendered_len());
+        s.push_str(&self.path);
+        s.push_str(": ");
+        self.push_body(&mut s);
+        s
+    }
+
+    fn rendered_len(&self) -> usize {
+        let part = |p: &str| if p.is_empty() { 0 } else { p.len() + 2 };
+        self.path.len()
+            + 2
+            + self.kind.as_str().len()
+            + self.value.as_deref().map_or(0, |v| v.len() + 2)
+            + part(&self.detail)
+    }
+
+    // Pieces pushed rather than `write!`: a denial renders this for its message and each cause,
+    // and the formatting machinery cost more than the text.
+    fn push_body(&self, s: &mut String) {
+        s.push_str(self.kind.as_str());
         if let Some(v) = &self.value {
-            let _ = write!(s, ": {v}");
+            s.push_str(": ");
+            s.push_str(v);
         }
         if !self.detail.is_empty() {
-            let _ = write!(s, ": {}", self.detail);
+            s.push_str(": ");
+            s.push_str(&self.detail);
         }
-        s
     }
 }
 
 impl fmt::Display for FieldError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.path, self.body())
+        f.write_str(&self.rendered())
     }
 }
 
@@ -101,9 +128,9 @@ pub const MAX_MESSAGE_BYTES: usize = 1024;
 pub fn aggregate(errors: &[FieldError]) -> String {
     match errors {
         [] => String::new(),
-        [one] => truncate_to(one.to_string(), MAX_MESSAGE_BYTES),
+        [one] => truncate_to(one.rendered(), MAX_MESSAGE_BYTES),
         many => {
-            let rendered: Vec<String> = many.iter().map(ToString::to_string).collect();
+            let rendered: Vec<String> = many.iter().map(FieldError::rendered).collect();
             // Room kept for ", … and N more errors]".
             const TAIL_RESERVE: usize = 32;
             let mut out = String::from("[");
