@@ -159,21 +159,30 @@ def run_wrk(port, body_file, conns, duration, script):
             "errors": errors, "gen_cpu": gen_cpu / (dur_us / 1e6)}
 
 
-def run_h2load(port, body_file, conns, duration):
+def h2load_cmd(port, body_file, conns, duration):
     # "1x16": one connection carrying 16 concurrent streams; "16": 16 connections, one stream each.
     clients, streams = conns.split("x") if "x" in conns else (conns, "1")
+    return ["taskset", "-c", "0", "h2load", "-t1", f"-c{clients}", f"-m{streams}", f"-D{duration}", "-d", body_file,
+            "-H", "content-type: application/json", f"https://127.0.0.1:{port}{PATH}"]
+
+
+def warm_up_h2load(port, body_file, conns):
+    """A second of load before the measured run. (h2load's own --warm-up-time would leave the
+    server's CPU of that second in the figure but its requests out of it.)"""
+    subprocess.run(h2load_cmd(port, body_file, conns, 1), capture_output=True, check=True)
+
+
+def run_h2load(port, body_file, conns, duration):
     before = children_cpu()
-    out = subprocess.run(
-        ["taskset", "-c", "0", "h2load", "-t1", f"-c{clients}", f"-m{streams}", f"-D{duration}", "--warm-up-time=1",
-         "-d", body_file, "-H", "content-type: application/json", f"https://127.0.0.1:{port}{PATH}"],
-        capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(h2load_cmd(port, body_file, conns, duration), capture_output=True, text=True,
+                         check=True).stdout
     gen_cpu = children_cpu() - before
     rps = float(re.search(r"finished in [\d.]+m?s, ([\d.]+) req/s", out).group(1))
     req = re.search(r"requests: (\d+) total, \d+ started, \d+ done, (\d+) succeeded, (\d+) failed, (\d+) errored", out)
     mean = re.search(r"time for request:\s+\S+\s+\S+\s+(\S+)", out).group(1)
     mean_us = float(mean[:-2]) * 1000 if mean.endswith("ms") else float(mean[:-2]) if mean.endswith("us") else float(mean[:-1]) * 1e6
     return {"rps": rps, "requests": int(req.group(2)), "mean_us": mean_us,
-            "errors": int(req.group(3)) + int(req.group(4)), "gen_cpu": gen_cpu / (duration + 1)}
+            "errors": int(req.group(3)) + int(req.group(4)), "gen_cpu": gen_cpu / duration}
 
 
 def median_run(runs):
@@ -245,6 +254,8 @@ def main():
                     for _ in range(args.rounds):
                         for server in ["trainguard", "baseline"]:
                             proc, port = procs[server], ports[server]
+                            if proto == "http2":
+                                warm_up_h2load(port, body, conns)
                             cpu0 = cpu_seconds(proc.pid)
                             r = run_wrk(port, body, conns, args.duration, script) if proto == "http1" \
                                 else run_h2load(port, body, conns, args.duration)
