@@ -120,22 +120,6 @@ impl<'a> Guided<'_, 'a> {
         Ok(())
     }
 
-    /// A `,` (more follows: true) or the closing bracket `close` (false).
-    fn separator(&mut self, close: u8) -> Result<bool, super::Unreadable> {
-        self.reader.skip_ws();
-        match self.byte() {
-            Some(b',') => {
-                self.reader.pos += 1;
-                Ok(true)
-            }
-            Some(b) if b == close => {
-                self.reader.pos += 1;
-                Ok(false)
-            }
-            _ => Err(super::Unreadable),
-        }
-    }
-
     /// The old object at the cursor (`{`, not byte-identical) against new object `j`. Member by
     /// member when the old object lists the new one's plain, distinct keys in the same order;
     /// otherwise read and compared whole. `skip` is a key whose values are not compared (`time`
@@ -200,7 +184,7 @@ impl<'a> Guided<'_, 'a> {
             } else {
                 self.pass()?;
             }
-            if !self.separator(b'}')? {
+            if !self.reader.separator(b'}')? {
                 break;
             }
         }
@@ -243,7 +227,7 @@ impl<'a> Guided<'_, 'a> {
                     self.pass()?;
                 }
             }
-            if !self.separator(b']')? {
+            if !self.reader.separator(b']')? {
                 break;
             }
         }
@@ -279,7 +263,7 @@ impl<'a> Guided<'_, 'a> {
                 // More items than the new list: not equal, whatever they hold.
                 self.pass()?;
                 equal = false;
-                if !self.separator(b']')? {
+                if !self.reader.separator(b']')? {
                     break;
                 }
                 continue;
@@ -301,7 +285,7 @@ impl<'a> Guided<'_, 'a> {
                 same.unwrap_or(false)
             };
             equal &= same;
-            if !self.separator(b']')? {
+            if !self.reader.separator(b']')? {
                 break;
             }
         }

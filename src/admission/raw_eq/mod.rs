@@ -127,6 +127,24 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// After a member or element: a `,` (more follows: true) or the closing bracket `close`
+    /// (false).
+    #[inline(always)]
+    fn separator(&mut self, close: u8) -> Result<bool, Unreadable> {
+        self.skip_ws();
+        match self.bytes.get(self.pos) {
+            Some(b',') => {
+                self.pos += 1;
+                Ok(true)
+            }
+            Some(&b) if b == close => {
+                self.pos += 1;
+                Ok(false)
+            }
+            _ => Err(Unreadable),
+        }
+    }
+
     /// `depth` is the number of containers around this value.
     fn value(&mut self, depth: usize) -> Result<(), Unreadable> {
         self.skip_ws();
@@ -201,29 +219,33 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn array(&mut self, depth: usize) -> Result<(), Unreadable> {
+    /// At `{` or `[`: checks the depth and pushes the container's node. Its index, where it
+    /// starts, and whether it closes at once (`{}`, `[ ]`).
+    #[inline(always)]
+    fn open(&mut self, depth: usize, kind: Kind, close: u8) -> Result<(usize, usize, bool), Unreadable> {
         if depth >= MAX_DEPTH {
             return Err(Unreadable);
         }
         let start = self.pos;
         self.pos += 1;
-        let at = self.push(Kind::Array, "");
-        let mut len = 0;
+        let at = self.push(kind, "");
         self.skip_ws();
-        if self.bytes.get(self.pos) == Some(&b']') {
+        let closed = self.bytes.get(self.pos) == Some(&close);
+        if closed {
             self.pos += 1;
-        } else {
+        }
+        Ok((at, start, closed))
+    }
+
+    fn array(&mut self, depth: usize) -> Result<(), Unreadable> {
+        let (at, start, closed) = self.open(depth, Kind::Array, b']')?;
+        let mut len = 0;
+        if !closed {
             loop {
                 self.value(depth)?;
                 len += 1;
-                self.skip_ws();
-                match self.bytes.get(self.pos) {
-                    Some(b',') => self.pos += 1,
-                    Some(b']') => {
-                        self.pos += 1;
-                        break;
-                    }
-                    _ => return Err(Unreadable),
+                if !self.separator(b']')? {
+                    break;
                 }
             }
         }
@@ -232,18 +254,10 @@ impl<'a> Reader<'a> {
     }
 
     fn object(&mut self, depth: usize) -> Result<(), Unreadable> {
-        if depth >= MAX_DEPTH {
-            return Err(Unreadable);
-        }
-        let start = self.pos;
-        self.pos += 1;
-        let at = self.push(Kind::Object, "");
+        let (at, start, closed) = self.open(depth, Kind::Object, b'}')?;
         let mut len = 0;
         let mut empty = true;
-        self.skip_ws();
-        if self.bytes.get(self.pos) == Some(&b'}') {
-            self.pos += 1;
-        } else {
+        if !closed {
             loop {
                 self.skip_ws();
                 if self.bytes.get(self.pos) != Some(&b'"') {
@@ -260,14 +274,8 @@ impl<'a> Reader<'a> {
                 self.value(depth)?;
                 empty &= self.nodes[value].empty;
                 len += 1;
-                self.skip_ws();
-                match self.bytes.get(self.pos) {
-                    Some(b',') => self.pos += 1,
-                    Some(b'}') => {
-                        self.pos += 1;
-                        break;
-                    }
-                    _ => return Err(Unreadable),
+                if !self.separator(b'}')? {
+                    break;
                 }
             }
         }
