@@ -16,7 +16,9 @@
 //! other types, scalars) the old value there is read into a tape and compared by
 //! [`Compare::value`]; a `runtimePatches` list whose managers moved is compared whole, as before.
 //! Whatever is not passed by bytes is read by the same [`Reader`], so an old value that the tape
-//! would refuse is refused here too (and counts as changed).
+//! would refuse is refused here too (and counts as changed). Objects read again after their keys
+//! went out of step are counted; past the old value's length the whole comparison takes over, so
+//! the walk stays linear in its input however the value nests.
 
 use super::{Compare, Kind, MAX_DEPTH, Node, Reader, Tape, elements, equal, members};
 
@@ -26,21 +28,28 @@ pub fn equal_to_text(old: Option<&str>, new: &Tape<'_>, keyed: bool) -> bool {
     let Some(text) = old else {
         return Tape::read(None).is_ok_and(|old| equal(&old, new, keyed));
     };
+    match walk(text, new, keyed).0 {
+        Ok(equal) => equal,
+        Err(Stop::Whole) => Tape::read(old).is_ok_and(|old| equal(&old, new, keyed)),
+        Err(Stop::Unreadable) => false,
+    }
+}
+
+/// The walk of the old text against the new tape, and how many bytes it read again.
+fn walk(text: &str, new: &Tape<'_>, keyed: bool) -> (Step, usize) {
     let mut walk = Guided {
         reader: Reader { text, bytes: text.as_bytes(), pos: 0, nodes: Vec::new() },
         new: &new.nodes,
         sort: Vec::new(),
+        reread: 0,
     };
     let root = if keyed && new.nodes[0].kind == Kind::Array { walk.keyed_root() } else { walk.value(0, 0) };
-    match root {
-        Ok(Some(equal)) => {
-            walk.reader.skip_ws();
-            // Only whitespace may follow, or the tape would refuse the text.
-            equal && walk.reader.pos == walk.reader.bytes.len()
-        }
-        Ok(None) => Tape::read(old).is_ok_and(|old| equal(&old, new, keyed)),
-        Err(_) => false,
-    }
+    let root = root.map(|equal| {
+        walk.reader.skip_ws();
+        // Only whitespace may follow, or the tape would refuse the text.
+        equal && walk.reader.pos == walk.reader.bytes.len()
+    });
+    (root, walk.reread)
 }
 
 struct Guided<'t, 'a> {
@@ -49,12 +58,26 @@ struct Guided<'t, 'a> {
     new: &'t [Node<'a>],
     /// [`Compare`]'s stack for sorting members, kept between values.
     sort: Vec<(u32, u32)>,
+    /// Bytes of objects read again after their keys went out of step (see [`Guided::object`]).
+    reread: usize,
 }
 
-/// Ok(Some(equal)) when a value was decided and the old one consumed to its end; Ok(None) when
-/// only the whole comparison can decide (only from [`Guided::keyed_root`]); Err when the old text
-/// is not one the tape reads (which counts as not equal).
-type Step = Result<Option<bool>, super::Unreadable>;
+/// Why the walk stopped before deciding.
+enum Stop {
+    /// The old text is not one the tape reads: not equal.
+    Unreadable,
+    /// Only the comparison of two whole tapes can decide.
+    Whole,
+}
+
+impl From<super::Unreadable> for Stop {
+    fn from(_: super::Unreadable) -> Self {
+        Stop::Unreadable
+    }
+}
+
+/// Whether the old value equals the new node, the old one consumed to its end.
+type Step = Result<bool, Stop>;
 
 impl<'a> Guided<'_, 'a> {
     fn byte(&self) -> Option<u8> {
@@ -69,7 +92,7 @@ impl<'a> Guided<'_, 'a> {
             (Some(b'{'), Kind::Object) | (Some(b'['), Kind::Array) => {
                 if self.reader.bytes[self.reader.pos..].starts_with(node.text.as_bytes()) {
                     self.reader.pos += node.text.len();
-                    return Ok(Some(true));
+                    return Ok(true);
                 }
                 if node.kind == Kind::Object {
                     self.object(j, depth + 1, None, &mut None)
@@ -89,7 +112,7 @@ impl<'a> Guided<'_, 'a> {
         let mut compare = Compare { a: &self.reader.nodes, b: self.new, scratch: std::mem::take(&mut self.sort) };
         let equal = compare.value(0, j, skip);
         self.sort = compare.scratch;
-        Ok(Some(equal))
+        Ok(equal)
     }
 
     /// Reads the old value at the cursor (so that it is checked as the tape would check it) and
@@ -127,23 +150,35 @@ impl<'a> Guided<'_, 'a> {
     /// when the walk compared them.
     fn object(&mut self, j: usize, depth: usize, skip: Option<&str>, manager: &mut Option<bool>) -> Step {
         if depth >= MAX_DEPTH {
-            return Err(super::Unreadable);
+            return Err(Stop::Unreadable);
         }
         let start = self.reader.pos;
-        match self.object_in_step(j, depth, skip, manager)? {
-            Some(equal) => Ok(Some(equal)),
-            None => {
-                *manager = None;
-                self.reader.pos = start;
-                self.read_and_compare(j, depth - 1, skip)
-            }
+        if let Some(equal) = self.object_in_step(j, depth, skip, manager)? {
+            return Ok(equal);
         }
+        *manager = None;
+        self.reader.pos = start;
+        let equal = self.read_and_compare(j, depth - 1, skip)?;
+        // Objects nested so that each goes out of step only at its end would have each level read
+        // again what the levels inside it were read for: past the old value's length in such
+        // reads, the whole comparison takes over, so the walk stays linear in the input.
+        self.reread += self.reader.pos - start;
+        if self.reread > self.reader.bytes.len() {
+            return Err(Stop::Whole);
+        }
+        Ok(equal)
     }
 
     /// [`Guided::object`]'s member-by-member walk: Ok(None) as soon as the keys are not in step,
     /// and when the values of a key given twice differ (which one counts is the whole
     /// comparison's business).
-    fn object_in_step(&mut self, j: usize, depth: usize, skip: Option<&str>, manager: &mut Option<bool>) -> Step {
+    fn object_in_step(
+        &mut self,
+        j: usize,
+        depth: usize,
+        skip: Option<&str>,
+        manager: &mut Option<bool>,
+    ) -> Result<Option<bool>, Stop> {
         self.reader.pos += 1;
         let mut new_members = members(self.new, j);
         let mut equal = true;
@@ -157,7 +192,7 @@ impl<'a> Guided<'_, 'a> {
         loop {
             self.reader.skip_ws();
             if self.byte() != Some(b'"') {
-                return Err(super::Unreadable);
+                return Err(Stop::Unreadable);
             }
             let at = self.reader.nodes.len();
             self.reader.string()?;
@@ -173,7 +208,7 @@ impl<'a> Guided<'_, 'a> {
             if skip == Some(key.text) {
                 self.read_and_drop(depth)?;
             } else if equal || is_manager {
-                let Some(same) = self.value(new_value, depth)? else { return Ok(None) };
+                let same = self.value(new_value, depth)?;
                 if is_manager {
                     *manager = Some(same);
                 }
@@ -206,7 +241,7 @@ impl<'a> Guided<'_, 'a> {
     /// element (lists are atomic: same length, same order).
     fn array(&mut self, j: usize, depth: usize) -> Step {
         if depth >= MAX_DEPTH {
-            return Err(super::Unreadable);
+            return Err(Stop::Unreadable);
         }
         self.reader.pos += 1;
         let mut new_elements = elements(self.new, j);
@@ -214,13 +249,12 @@ impl<'a> Guided<'_, 'a> {
         self.reader.skip_ws();
         if self.byte() == Some(b']') {
             self.reader.pos += 1;
-            return Ok(Some(self.new[j].len == 0));
+            return Ok(self.new[j].len == 0);
         }
         loop {
             match new_elements.next() {
                 Some(element) if equal => {
-                    let Some(same) = self.value(element, depth)? else { return Ok(None) };
-                    equal = same;
+                    equal = self.value(element, depth)?;
                 }
                 _ => {
                     equal = false;
@@ -231,24 +265,24 @@ impl<'a> Guided<'_, 'a> {
                 break;
             }
         }
-        Ok(Some(equal && new_elements.next().is_none()))
+        Ok(equal && new_elements.next().is_none())
     }
 
     /// `runtimePatches` (new root `j = 0` is a list): items are keyed by `manager`, so walking them
     /// by index decides only when every old item has the `manager` of the new item at its index
     /// and the new managers are distinct strings; then each pair is compared with `time` ignored.
-    /// Ok(None) otherwise: the whole comparison sorts both lists by manager.
+    /// [`Stop::Whole`] otherwise: the whole comparison sorts both lists by manager.
     fn keyed_root(&mut self) -> Step {
         if !distinct_managers(self.new) {
-            return Ok(None);
+            return Err(Stop::Whole);
         }
         self.reader.skip_ws();
         if self.byte() != Some(b'[') {
-            return Ok(None);
+            return Err(Stop::Whole);
         }
         if self.reader.bytes[self.reader.pos..].starts_with(self.new[0].text.as_bytes()) {
             self.reader.pos += self.new[0].text.len();
-            return Ok(Some(true));
+            return Ok(true);
         }
         self.reader.pos += 1;
         let mut new_items = elements(self.new, 0);
@@ -256,7 +290,7 @@ impl<'a> Guided<'_, 'a> {
         self.reader.skip_ws();
         if self.byte() == Some(b']') {
             self.reader.pos += 1;
-            return Ok(Some(self.new[0].len == 0));
+            return Ok(self.new[0].len == 0);
         }
         loop {
             let Some(item) = new_items.next() else {
@@ -270,7 +304,7 @@ impl<'a> Guided<'_, 'a> {
             };
             self.reader.skip_ws();
             if self.byte() != Some(b'{') {
-                return Ok(None);
+                return Err(Stop::Whole);
             }
             let text = self.new[item].text.as_bytes();
             let same = if self.reader.bytes[self.reader.pos..].starts_with(text) {
@@ -280,16 +314,16 @@ impl<'a> Guided<'_, 'a> {
                 let mut manager = None;
                 let same = self.object(item, 2, Some("time"), &mut manager)?;
                 if manager != Some(true) {
-                    return Ok(None);
+                    return Err(Stop::Whole);
                 }
-                same.unwrap_or(false)
+                same
             };
             equal &= same;
             if !self.reader.separator(b']')? {
                 break;
             }
         }
-        Ok(Some(equal && new_items.next().is_none()))
+        Ok(equal && new_items.next().is_none())
     }
 }
 
@@ -309,4 +343,42 @@ fn distinct_managers(tape: &[Node<'_>]) -> bool {
         managers[at] = manager.text;
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `{"a":{"a":…{"a":<leaf>}…}}`, `depth` objects deep, each with `tail` after its member.
+    fn nested(depth: usize, leaf: &str, tail: &str) -> String {
+        let mut text = leaf.to_string();
+        for _ in 0..depth {
+            text = format!(r#"{{"a":{text}{tail}}}"#);
+        }
+        text
+    }
+
+    #[test]
+    fn objects_out_of_step_at_every_level_stay_linear() {
+        // Every old object has one member more than the new one, found only at its end: each
+        // level would read again everything inside it.
+        let new = nested(100, "1", "");
+        let old = nested(100, "2", r#","z":{"pad":"xxxxxxxxxxxxxxxx"}"#);
+        let tape = Tape::read(Some(&new)).expect("reads");
+        let (result, reread) = walk(&old, &tape, false);
+        assert!(matches!(result, Err(Stop::Whole)), "gives up on the walk");
+        assert!(reread <= 2 * old.len(), "read again {reread} bytes of {}", old.len());
+        assert!(!equal_to_text(Some(&old), &tape, false));
+    }
+
+    #[test]
+    fn one_object_out_of_step_is_decided_where_it_is() {
+        let new = nested(20, r#"{"x":1}"#, "");
+        let old = nested(20, r#"{"x":1,"y":{}}"#, "");
+        let tape = Tape::read(Some(&new)).expect("reads");
+        let (result, reread) = walk(&old, &tape, false);
+        // `{"y":{}}` is an empty member: equal, and only the innermost object was read again.
+        assert!(matches!(result, Ok(true)));
+        assert_eq!(reread, r#"{"x":1,"y":{}}"#.len());
+    }
 }
