@@ -64,27 +64,26 @@ impl FieldError {
 
     /// The part after the path: `Invalid value: "x": detail`.
     pub fn body(&self) -> String {
-        let mut s = String::with_capacity(self.rendered_len() - self.path.len() - 2);
+        let mut s = String::with_capacity(self.body_len());
         self.push_body(&mut s);
         s
     }
 
     /// `path: body`, as [`fmt::Display`] writes it.
     fn rendered(&self) -> String {
-        let mut s = String::with_capacity(self.rendered_len());
+        let mut s = String::with_capacity(self.path.len() + 2 + self.body_len());
         s.push_str(&self.path);
         s.push_str(": ");
         self.push_body(&mut s);
         s
     }
 
-    fn rendered_len(&self) -> usize {
-        let part = |p: &str| if p.is_empty() { 0 } else { p.len() + 2 };
-        self.path.len()
-            + 2
-            + self.kind.as_str().len()
-            + self.value.as_deref().map_or(0, |v| v.len() + 2)
-            + part(&self.detail)
+    /// What [`FieldError::push_body`] writes, in bytes.
+    fn body_len(&self) -> usize {
+        let part = |p: Option<&str>| p.map_or(0, |p| p.len() + 2);
+        self.kind.as_str().len()
+            + part(self.value.as_deref())
+            + part(Some(self.detail.as_str()).filter(|d| !d.is_empty()))
     }
 
     // Pieces pushed rather than `write!`: a denial renders this for its message and each cause,

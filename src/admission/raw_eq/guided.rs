@@ -84,14 +84,24 @@ impl<'a> Guided<'_, 'a> {
         self.reader.bytes.get(self.reader.pos).copied()
     }
 
+    /// Past the old bytes at the cursor when they are new container `j`'s own text: then the
+    /// values are equal (a container ends on its own closing bracket).
+    fn passed_identical(&mut self, j: usize) -> bool {
+        let text = self.new[j].text.as_bytes();
+        let same = self.reader.bytes[self.reader.pos..].starts_with(text);
+        if same {
+            self.reader.pos += text.len();
+        }
+        same
+    }
+
     /// The old value at the cursor against new node `j`; `depth` counts the containers around it.
     fn value(&mut self, j: usize, depth: usize) -> Step {
         self.reader.skip_ws();
         let node = self.new[j];
         match (self.byte(), node.kind) {
             (Some(b'{'), Kind::Object) | (Some(b'['), Kind::Array) => {
-                if self.reader.bytes[self.reader.pos..].starts_with(node.text.as_bytes()) {
-                    self.reader.pos += node.text.len();
+                if self.passed_identical(j) {
                     return Ok(true);
                 }
                 if node.kind == Kind::Object {
@@ -149,9 +159,8 @@ impl<'a> Guided<'_, 'a> {
     /// in a `runtimePatches` item); `manager` is set to whether the `manager` values were equal,
     /// when the walk compared them.
     fn object(&mut self, j: usize, depth: usize, skip: Option<&str>, manager: &mut Option<bool>) -> Step {
-        if depth >= MAX_DEPTH {
-            return Err(Stop::Unreadable);
-        }
+        // The new side was read with a container at this depth, so the reader's limit holds here.
+        debug_assert!(depth < MAX_DEPTH);
         let start = self.reader.pos;
         if let Some(equal) = self.object_in_step(j, depth, skip, manager)? {
             return Ok(equal);
@@ -240,9 +249,7 @@ impl<'a> Guided<'_, 'a> {
     /// The old list at the cursor (`[`, not byte-identical) against new list `j`, element by
     /// element (lists are atomic: same length, same order).
     fn array(&mut self, j: usize, depth: usize) -> Step {
-        if depth >= MAX_DEPTH {
-            return Err(Stop::Unreadable);
-        }
+        debug_assert!(depth < MAX_DEPTH, "as in `object`");
         self.reader.pos += 1;
         let mut new_elements = elements(self.new, j);
         let mut equal = true;
@@ -280,8 +287,7 @@ impl<'a> Guided<'_, 'a> {
         if self.byte() != Some(b'[') {
             return Err(Stop::Whole);
         }
-        if self.reader.bytes[self.reader.pos..].starts_with(self.new[0].text.as_bytes()) {
-            self.reader.pos += self.new[0].text.len();
+        if self.passed_identical(0) {
             return Ok(true);
         }
         self.reader.pos += 1;
@@ -306,9 +312,7 @@ impl<'a> Guided<'_, 'a> {
             if self.byte() != Some(b'{') {
                 return Err(Stop::Whole);
             }
-            let text = self.new[item].text.as_bytes();
-            let same = if self.reader.bytes[self.reader.pos..].starts_with(text) {
-                self.reader.pos += text.len();
+            let same = if self.passed_identical(item) {
                 true
             } else {
                 let mut manager = None;

@@ -3,7 +3,9 @@
 //! The new side is read once into a flat tape of nodes that borrow their strings and numbers from
 //! the request body (one `Vec`, no allocation per node). The old side is walked against that tape
 //! ([`guided`]): what is byte-identical to the new side is passed with a `memcmp`, and only what
-//! differs is read into a tape of its own and compared node by node ([`equal`] on two tapes). Rules (docs/webhook.md, "When the overrides count as changed"):
+//! differs is read into a tape of its own and compared node by node ([`equal`] on two tapes).
+//!
+//! Rules (docs/webhook.md, "When the overrides count as changed"):
 //!
 //! - null, `[]`, `{}` and a map whose members are all of these (at any depth) are "empty", and
 //!   any two empty values are equal; a map member that is empty equals an absent one;
