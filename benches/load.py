@@ -136,9 +136,10 @@ def ensure_tools():
 
 
 def cpu_seconds(pid):
+    """(user, system) CPU seconds of a process so far, all threads."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK
+    return int(fields[11]) / CLK, int(fields[12]) / CLK
 
 
 def children_cpu():
@@ -227,6 +228,7 @@ def main():
     rows = []
     memory = {}
     rules = {}
+    pair_ratios = {}
     ports = {"trainguard": 19443, "baseline": 19444}
     for proto in protocols:
         # Both servers run on CPU 1 at once (the idle one costs nothing) and each configuration is
@@ -256,15 +258,24 @@ def main():
                             proc, port = procs[server], ports[server]
                             if proto == "http2":
                                 warm_up_h2load(port, body, conns)
-                            cpu0 = cpu_seconds(proc.pid)
+                            user0, sys0 = cpu_seconds(proc.pid)
                             r = run_wrk(port, body, conns, args.duration, script) if proto == "http1" \
                                 else run_h2load(port, body, conns, args.duration)
-                            server_cpu = cpu_seconds(proc.pid) - cpu0
-                            r["server_cpu_us_per_req"] = server_cpu / max(r["requests"], 1) * 1e6
+                            user1, sys1 = cpu_seconds(proc.pid)
+                            per_req = 1e6 / max(r["requests"], 1)
+                            r["server_user_us_per_req"] = (user1 - user0) * per_req
+                            r["server_sys_us_per_req"] = (sys1 - sys0) * per_req
+                            r["server_cpu_us_per_req"] = r["server_user_us_per_req"] + r["server_sys_us_per_req"]
                             runs[server].append(r)
                             print(dict(proto=proto, server=server, payload=payload, conns=conns, **r), file=sys.stderr)
                     for server, rs in runs.items():
                         rows.append(dict(proto=proto, server=server, payload=payload, conns=conns, **median_run(rs)))
+                    # Each round's trainguard run and the baseline run right after it are a pair: the
+                    # ratio of a pair is what the targets are about, and the pairs' spread shows how
+                    # far one ratio can be trusted on this machine.
+                    pair_ratios[(proto, payload, conns)] = sorted(
+                        t["server_cpu_us_per_req"] / max(b["server_cpu_us_per_req"], 1e-9)
+                        for t, b in zip(runs["trainguard"], runs["baseline"]))
             if proto == "http1":
                 memory["loaded_rss_kib"] = rss_kib(procs["trainguard"].pid)
         finally:
@@ -274,11 +285,15 @@ def main():
     command = " ".join(sys.argv[1:])
     lines = [f"Command: `benches/load.py {command}` (generator pinned to CPU 0, "
              f"servers to CPU 1; medians of {args.rounds} alternating runs per configuration; "
-             f"deciding rules: {', '.join(f'{k} {v}' for k, v in rules.items())})", ""]
+             f"deciding rules: {', '.join(f'{k} {v}' for k, v in rules.items())}). CPU µs/req is the "
+             f"server's user + system CPU per request (each a median of its own, so the parts need not add "
+             f"up exactly); CPU ratio is the median over the rounds of "
+             f"trainguard's over the baseline's in the run right after it, with the lowest and highest "
+             f"of those ratios.", ""]
     lines.append("| protocol | payload | conns | trainguard req/s | baseline req/s | ratio | trainguard p50 / p99 µs | "
-                 "baseline p50 / p99 µs | trainguard CPU µs/req | baseline CPU µs/req | CPU ratio | "
-                 "generator CPU (trainguard run) | errors |")
-    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+                 "baseline p50 / p99 µs | trainguard CPU µs/req (user + sys) | baseline CPU µs/req (user + sys) | "
+                 "CPU ratio | CPU ratio range | generator CPU (trainguard run) | errors |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for proto in protocols:
         for payload in payloads:
             for conns in conn_levels:
@@ -288,9 +303,12 @@ def main():
                 if t is None or b is None:
                     continue
                 lat = lambda r: f"{r['p50_us']} / {r['p99_us']}" if "p50_us" in r else f"mean {r['mean_us']:.0f}"
+                cpu = lambda r: (f"{r['server_cpu_us_per_req']:.1f} ({r['server_user_us_per_req']:.1f} + "
+                                 f"{r['server_sys_us_per_req']:.1f})")
+                ratios = pair_ratios[(proto, payload, conns)]
                 lines.append(f"| {proto} | {payload} | {conns} | {t['rps']:.0f} | {b['rps']:.0f} | {t['rps'] / b['rps']:.0%} | "
-                             f"{lat(t)} | {lat(b)} | {t['server_cpu_us_per_req']:.1f} | {b['server_cpu_us_per_req']:.1f} | "
-                             f"{t['server_cpu_us_per_req'] / max(b['server_cpu_us_per_req'], 1e-9):.2f}× | "
+                             f"{lat(t)} | {lat(b)} | {cpu(t)} | {cpu(b)} | "
+                             f"{ratios[len(ratios) // 2]:.2f}× | {ratios[0]:.2f}–{ratios[-1]:.2f}× | "
                              f"{t['gen_cpu']:.0%} | "
                              f"{t['errors'] + b['errors']} |")
     lines.append("")
