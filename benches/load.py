@@ -16,7 +16,10 @@ limit) and answers every payload with the same fixed review. The load generator 
 each configuration runs on trainguard and then on the baseline, --rounds times, and the table
 shows the medians (a shared VM's speed drifts over minutes; back-to-back runs compare like with
 like). The CPU time of server and generator is recorded: on 2 cores the generator can become the
-bottleneck, and the server's CPU per request is the figure that stays comparable.
+bottleneck, and the server's CPU per request is the figure that stays comparable. Each round's
+trainguard run and the baseline run right after it make one CPU ratio; the table shows their
+median and their range, which on a shared VM is often wider than the differences worth measuring
+(benches/instructions.py counts instructions instead, and does not move with the machine's load).
 
 Usage: benches/load.py [--duration SECONDS] [--rounds N] [--payloads small,large,restamped,gated,denied]
                        [--conns 1,16,1x16,64] [--protocols http1,http2] [--out FILE]
