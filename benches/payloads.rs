@@ -2,7 +2,9 @@
 //! ~150 KB TrainJob UPDATEs with unchanged overrides, the common case), and "gated" variants
 //! of each that change a nodeSelector while the job stays suspended, so the gate runs (U3), and a
 //! "denied" one that changes it while the job runs (U2), and the large update with one
-//! managedFields timestamp re-stamped; and the cluster view they are decided against.
+//! managedFields timestamp re-stamped, and the small update whose first runtime patch was
+//! re-stamped by its manager (`time` only: allowed as unchanged, U1, after a semantic
+//! comparison); and the cluster view they are decided against.
 #![allow(dead_code)]
 
 use serde_json::Value;
@@ -70,6 +72,20 @@ pub fn small_gated() -> Vec<u8> {
 
 pub fn large_gated() -> Vec<u8> {
     gated(&large_update())
+}
+
+/// The small update as its runtime patches' owner re-applies them unchanged: the first patch's
+/// `time` re-stamped in the new object, while the job runs. The overrides are no longer
+/// byte-identical, so they are compared by meaning (`time` does not count): U1. The webhook's
+/// `matchConditions` let this update through (CEL compares the lists whole), unlike the
+/// byte-identical small and large updates.
+pub fn small_retimed() -> Vec<u8> {
+    let mut review: Value = serde_json::from_slice(&small_update()).unwrap();
+    let time = review
+        .pointer_mut("/request/object/spec/runtimePatches/0/time")
+        .expect("bench fixture has a time in its first runtime patch");
+    *time = Value::String("2025-06-02T09:30:00Z".into());
+    serde_json::to_vec(&review).unwrap()
 }
 
 /// The small update with its placement edited while the job runs: denied (U2).
