@@ -32,7 +32,7 @@ bench:
 	$(CARGO) bench --bench controller
 	$(CARGO) build --profile dist --bin trainguard --example baseline_server --example review_parts
 	python3 benches/load.py
-	python3 benches/instructions.py --payloads small,gated,denied,retimed,large,restamped --protocols http1,http2
+	python3 benches/instructions.py --payloads small,gated,denied,retimed,create,large,restamped --protocols http1,http2
 	python3 benches/instructions.py --parts
 	benches/validate.sh 1000 10000
 

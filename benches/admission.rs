@@ -20,6 +20,7 @@ fn decision_path(c: &mut Criterion) {
         ("small_gated", payloads::small_gated(), "allow-gate"),
         ("small_denied", payloads::small_denied(), "U2"),
         ("small_retimed", payloads::small_retimed(), "U1"),
+        ("small_create", payloads::small_create(), "allow-create"),
         ("large_unchanged", payloads::large_update(), "U1"),
         ("large_unchanged_restamped", payloads::large_update_restamped(), "U1"),
         ("large_gated", payloads::large_gated(), "allow-gate"),
@@ -42,7 +43,7 @@ fn decision_path(c: &mut Criterion) {
         Box<trainguard::model::object_only::ObjectOnly<trainguard::model::TrainJobView<'a>>>,
     >;
     let mut group = c.benchmark_group("decode_only");
-    for (name, body, _) in [&cases[0], &cases[4]] {
+    for (name, body, _) in [&cases[0], &cases[5]] {
         group.bench_function(format!("fastjson_{name}_{}B", body.len()), |b| {
             b.iter(|| trainguard::fastjson::from_slice::<Envelope<'_>>(black_box(body)).unwrap().request.is_some())
         });

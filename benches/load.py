@@ -12,8 +12,10 @@ HTTP/1.1 keep-alive with wrk (p50/p99 from its latency histogram) and HTTP/2 wit
   compared, shape-checked, JobSet gate; allowed with a warning offline);
 - denied: ~5 KB edit of a running job's overrides (U2 denial: message, audit, log line);
 - retimed: the small update with its first runtime patch's `time` re-stamped, as its owner
-  re-applies it (no longer byte-identical: compared by meaning, `time` ignored, U1).
-With the shipped matchConditions the API server sends gated, denied and retimed, but not small,
+  re-applies it (no longer byte-identical: compared by meaning, `time` ignored, U1);
+- create: the small update's new object as a CREATE (no old object, no status; overrides
+  shape-checked, allow-create).
+With the shipped matchConditions the API server sends create, gated, denied and retimed, but not small,
 large or restamped (their judged fields are identical); those rows measure clusters without them.
 The baseline is tuned like trainguard (same TLS configuration, same HTTP/2 windows and stream
 limit) and answers every payload with the same fixed review. The load generator is pinned to CPU 0 and both servers to CPU 1 (taskset);
@@ -25,7 +27,7 @@ trainguard run and the baseline run right after it make one CPU ratio; the table
 median and their range, which on a shared VM is often wider than the differences worth measuring
 (benches/instructions.py counts instructions instead, and does not move with the machine's load).
 
-Usage: benches/load.py [--duration SECONDS] [--rounds N] [--payloads small,large,restamped,gated,denied,retimed]
+Usage: benches/load.py [--duration SECONDS] [--rounds N] [--payloads small,large,restamped,gated,denied,retimed,create]
                        [--conns 1,16,1x16,64] [--protocols http1,http2] [--out FILE]
 (make bench runs it with the defaults: everything)
 """
@@ -51,10 +53,10 @@ TRAINGUARD = os.environ.get("TRAINGUARD_BIN", os.path.join(TARGET, "dist", "trai
 BASELINE = os.environ.get("BASELINE_BIN", os.path.join(TARGET, "dist", "examples", "baseline_server"))
 PATH = "/validate-trainer-kubeflow-org-v1alpha1-trainjob"
 FIXTURES = {"small": "fixtures/bench/small-update.review.json", "large": "fixtures/bench/large-update.review.json"}
-ALL_PAYLOADS = ["small", "large", "restamped", "gated", "denied", "retimed"]
+ALL_PAYLOADS = ["small", "large", "restamped", "gated", "denied", "retimed", "create"]
 # How trainguard answers each payload (allowed, deciding rule), so that a row measures the path it names.
 EXPECTED = {"small": (True, "U1"), "large": (True, "U1"), "restamped": (True, "U1"), "gated": (True, "allow-gate"),
-            "denied": (False, "U2"), "retimed": (True, "U1")}
+            "denied": (False, "U2"), "retimed": (True, "U1"), "create": (True, "allow-create")}
 ALL_CONNS = ["1", "16", "1x16", "64"]
 NODE_SELECTOR = ("runtimePatches", 0, "trainingRuntimeSpec", "template", "spec", "replicatedJobs", 0, "template",
                  "spec", "template", "spec", "nodeSelector")
@@ -76,7 +78,7 @@ end
 
 
 def derived_payloads(work):
-    """The gated, denied and retimed payloads, made from the small fixture, and the re-stamped
+    """The gated, denied, retimed and create payloads, made from the small fixture, and the re-stamped
     one, made from the large fixture (written to `work`)."""
     with open(os.path.join(ROOT, FIXTURES["small"])) as f:
         base = json.load(f)
@@ -103,6 +105,11 @@ def derived_payloads(work):
     # The first runtime patch re-applied unchanged by its owner: only its `time` moves.
     retimed["request"]["object"]["spec"]["runtimePatches"][0]["time"] = "2025-06-02T09:30:00Z"
 
+    create = json.loads(json.dumps(base))
+    create["request"]["operation"] = "CREATE"
+    del create["request"]["oldObject"]
+    del create["request"]["object"]["status"]
+
     # The large update as most real ones come: the last manager's managedFields entry re-stamped,
     # so the old object's copy of managedFields is no longer byte-identical.
     with open(os.path.join(ROOT, FIXTURES["large"])) as f:
@@ -110,7 +117,8 @@ def derived_payloads(work):
     restamped["request"]["object"]["metadata"]["managedFields"][-1]["time"] = "2025-06-02T09:30:00Z"
 
     paths = {}
-    for name, review in [("gated", gated), ("denied", denied), ("retimed", retimed), ("restamped", restamped)]:
+    for name, review in [("gated", gated), ("denied", denied), ("retimed", retimed), ("create", create),
+                         ("restamped", restamped)]:
         paths[name] = os.path.join(work, f"{name}.review.json")
         with open(paths[name], "w") as f:
             json.dump(review, f, separators=(",", ":"))

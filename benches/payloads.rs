@@ -4,7 +4,7 @@
 //! "denied" one that changes it while the job runs (U2), and the large update with one
 //! managedFields timestamp re-stamped, and the small update whose first runtime patch was
 //! re-stamped by its manager (`time` only: allowed as unchanged, U1, after a semantic
-//! comparison); and the cluster view they are decided against.
+//! comparison), and its new object as a CREATE; and the cluster view they are decided against.
 #![allow(dead_code)]
 
 use serde_json::Value;
@@ -85,6 +85,17 @@ pub fn small_retimed() -> Vec<u8> {
         .pointer_mut("/request/object/spec/runtimePatches/0/time")
         .expect("bench fixture has a time in its first runtime patch");
     *time = Value::String("2025-06-02T09:30:00Z".into());
+    serde_json::to_vec(&review).unwrap()
+}
+
+/// The small update's new object as a CREATE (no old object, no status yet): its overrides are
+/// shape-checked on every create (allow-create). The API server sends every CREATE.
+pub fn small_create() -> Vec<u8> {
+    let mut review: Value = serde_json::from_slice(&small_update()).unwrap();
+    let request = review["request"].as_object_mut().expect("bench fixture has a request");
+    request.insert("operation".into(), Value::String("CREATE".into()));
+    request.remove("oldObject");
+    request["object"].as_object_mut().expect("bench fixture has an object").remove("status");
     serde_json::to_vec(&review).unwrap()
 }
 

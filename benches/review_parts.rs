@@ -10,7 +10,7 @@
 //! The payloads are the Criterion bench's (`benches/payloads.rs`); each review is checked to be
 //! decided by the rule its name stands for.
 //!
-//! Usage: review_parts skip|decode|review small|gated|denied|retimed|large|restamped N
+//! Usage: review_parts skip|decode|review small|gated|denied|retimed|create|large|restamped N
 
 #[path = "payloads.rs"]
 mod payloads;
@@ -29,13 +29,14 @@ type Envelope<'a> = trainguard::model::ReviewEnvelope<'a, Box<ObjectOnly<TrainJo
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let usage = "usage: review_parts skip|decode|review small|gated|denied|retimed|large|restamped N";
+    let usage = "usage: review_parts skip|decode|review small|gated|denied|retimed|create|large|restamped N";
     let [_, part, payload, n] = args.as_slice() else { panic!("{usage}") };
     let (body, rule) = match payload.as_str() {
         "small" => (payloads::small_update(), "U1"),
         "gated" => (payloads::small_gated(), "allow-gate"),
         "denied" => (payloads::small_denied(), "U2"),
         "retimed" => (payloads::small_retimed(), "U1"),
+        "create" => (payloads::small_create(), "allow-create"),
         "large" => (payloads::large_update(), "U1"),
         "restamped" => (payloads::large_update_restamped(), "U1"),
         _ => panic!("{usage}"),

@@ -253,8 +253,8 @@ fn match_conditions_table() {
 
 /// The benchmark payloads (`benches/load.py`, `benches/payloads.rs`) against the shipped
 /// conditions: what docs/benchmarks.md says about which rows a cluster sends. The byte-identical
-/// updates never reach the webhook; an edit, and a runtime patch re-stamped by its owner (the
-/// lists differ to CEL, though trainguard allows it as unchanged), do.
+/// updates never reach the webhook; a create, an edit, and a runtime patch re-stamped by its
+/// owner (the lists differ to CEL, though trainguard allows it as unchanged) do.
 #[test]
 fn match_conditions_on_the_benchmark_payloads() {
     let conditions = webhook_conditions();
@@ -302,6 +302,10 @@ fn match_conditions_on_the_benchmark_payloads() {
         assert_eq!(request["operation"], "UPDATE", "{name}");
         assert_eq!(called(&conditions, request), Ok(want), "{name}");
     }
+    let mut create = fixture("small-update");
+    create["request"]["operation"] = json!("CREATE");
+    create["request"].as_object_mut().unwrap().remove("oldObject");
+    assert_eq!(called(&conditions, &create["request"]), Ok(true), "create");
 }
 
 /// The opt-out ValidatingAdmissionPolicy: its variables, then its validations (all must hold).
