@@ -7,6 +7,8 @@
 //! - the opt-out ValidatingAdmissionPolicy: the same rule as the webhook's O1, also for CREATE.
 
 mod common;
+#[path = "../benches/payloads.rs"]
+mod payloads;
 
 use std::path::Path;
 
@@ -251,61 +253,29 @@ fn match_conditions_table() {
     assert_eq!(called(&conditions, &create), Ok(true), "CREATE");
 }
 
-/// The benchmark payloads (`benches/load.py`, `benches/payloads.rs`) against the shipped
-/// conditions: what docs/benchmarks.md says about which rows a cluster sends. The byte-identical
-/// updates never reach the webhook; a create, an edit, and a runtime patch re-stamped by its
-/// owner (the lists differ to CEL, though trainguard allows it as unchanged) do.
+/// The benchmark payloads (`benches/payloads.rs`, which `benches/load.py` makes alike) against the
+/// shipped conditions: what docs/benchmarks.md says about which rows a cluster sends. The
+/// byte-identical updates never reach the webhook; a create, an edit, and a runtime patch
+/// re-stamped by its owner (the lists differ to CEL, though trainguard allows it as unchanged) do.
 #[test]
 fn match_conditions_on_the_benchmark_payloads() {
     let conditions = webhook_conditions();
-    let fixture = |name: &str| -> Value {
-        serde_json::from_str(&repo_file(&format!("fixtures/bench/{name}.review.json"))).unwrap()
-    };
-    let edited = |mut review: Value, pointer: &str, value: Value| {
-        *review.pointer_mut(pointer).unwrap_or_else(|| panic!("{pointer}")) = value;
-        review
-    };
-    let selector = "/request/object/spec/runtimePatches/0/trainingRuntimeSpec/template/spec/replicatedJobs/0/template/spec/template/spec/nodeSelector/cloud.google.com~1gke-accelerator";
-    // As load.py makes them: the last managedFields entry re-stamped; suspended, then resumed
-    // with a new placement.
-    let restamped = {
-        let mut review = fixture("large-update");
-        let entries =
-            review.pointer_mut("/request/object/metadata/managedFields").and_then(Value::as_array_mut).unwrap();
-        entries.last_mut().unwrap()["time"] = json!("2025-06-02T09:30:00Z");
-        review
-    };
-    let gated = edited(
-        edited(fixture("small-update"), "/request/oldObject/spec/suspend", json!(true)),
-        selector,
-        json!("nvidia-b200"),
-    );
     // (payload, review, webhook called)
     let cases = [
-        ("small", fixture("small-update"), false),
-        ("large", fixture("large-update"), false),
-        ("restamped", restamped, false),
-        ("gated", gated, true),
-        ("denied", edited(fixture("small-update"), selector, json!("nvidia-b200")), true),
-        (
-            "retimed",
-            edited(
-                fixture("small-update"),
-                "/request/object/spec/runtimePatches/0/time",
-                json!("2025-06-02T09:30:00Z"),
-            ),
-            true,
-        ),
+        ("small", payloads::small_update(), false),
+        ("large", payloads::large_update(), false),
+        ("restamped", payloads::large_update_restamped(), false),
+        ("gated", payloads::small_gated(), true),
+        ("denied", payloads::small_denied(), true),
+        ("retimed", payloads::small_retimed(), true),
+        ("create", payloads::small_create(), true),
     ];
-    for (name, review, want) in cases {
-        let request = &review["request"];
-        assert_eq!(request["operation"], "UPDATE", "{name}");
-        assert_eq!(called(&conditions, request), Ok(want), "{name}");
+    for (name, body, want) in cases {
+        let review: Value = serde_json::from_slice(&body).unwrap();
+        let operation = if name == "create" { "CREATE" } else { "UPDATE" };
+        assert_eq!(review["request"]["operation"], operation, "{name}");
+        assert_eq!(called(&conditions, &review["request"]), Ok(want), "{name}");
     }
-    let mut create = fixture("small-update");
-    create["request"]["operation"] = json!("CREATE");
-    create["request"].as_object_mut().unwrap().remove("oldObject");
-    assert_eq!(called(&conditions, &create["request"]), Ok(true), "create");
 }
 
 /// The opt-out ValidatingAdmissionPolicy: its variables, then its validations (all must hold).
