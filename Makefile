@@ -18,8 +18,6 @@ test:
 	actionlint
 	hadolint Dockerfile
 	$(CARGO) build --all-targets
-	@# The sonic-rs comparison bench sits behind a feature; checked here so that it keeps compiling.
-	$(CARGO) check --features sonic-bench --bench sonic
 	@# The binary as `make run` builds it: without the test-only dependency features (tokio's
 	@# test-util and others) it is a separate build, done here so that `make run` starts at once.
 	$(CARGO) build --bin trainguard

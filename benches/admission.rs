@@ -36,22 +36,15 @@ fn decision_path(c: &mut Criterion) {
     }
     group.finish();
 
-    // Breakdown: the one-pass decode alone (the fast decoder the server uses, and serde_json's
-    // for comparison), and skipping the whole body without reading anything.
+    // Breakdown: the one-pass decode alone, and skipping the whole body without reading anything.
     type Envelope<'a> = trainguard::model::ReviewEnvelope<
         'a,
         Box<trainguard::model::object_only::ObjectOnly<trainguard::model::TrainJobView<'a>>>,
     >;
     let mut group = c.benchmark_group("decode_only");
     for (name, body, _) in [&cases[0], &cases[5]] {
-        group.bench_function(format!("fastjson_{name}_{}B", body.len()), |b| {
-            b.iter(|| trainguard::fastjson::from_slice::<Envelope<'_>>(black_box(body)).unwrap().request.is_some())
-        });
         group.bench_function(format!("serde_json_{name}_{}B", body.len()), |b| {
             b.iter(|| serde_json::from_slice::<Envelope<'_>>(black_box(body)).unwrap().request.is_some())
-        });
-        group.bench_function(format!("fastjson_ignored_any_{}B", body.len()), |b| {
-            b.iter(|| trainguard::fastjson::from_slice::<serde::de::IgnoredAny>(black_box(body)).is_ok())
         });
         group.bench_function(format!("serde_json_ignored_any_{}B", body.len()), |b| {
             b.iter(|| serde_json::from_slice::<serde::de::IgnoredAny>(black_box(body)).is_ok())
@@ -60,43 +53,5 @@ fn decision_path(c: &mut Criterion) {
     group.finish();
 }
 
-/// The denial's log line: through tracing-subscriber (what the server did before, and still
-/// does when it cannot write the line itself) and formatted by hand, into buffers that are
-/// thrown away (the batch writer's copy is the same for both).
-fn denial_log_line(c: &mut Criterion) {
-    use trainguard::config::LogFormat;
-    use trainguard::log_line::Denial;
-    let line = Denial {
-        webhook: "/validate-trainer-kubeflow-org-v1alpha1-trainjob",
-        uid: "2b9a1c5e-7d0f-4c1a-9e55-3f7d8a4b1c20",
-        operation: "UPDATE",
-        namespace: "ml-team",
-        name: "llama",
-        rule: "U2",
-        dry_run: false,
-        detail: "spec.runtimePatches: Forbidden: can only be changed while the TrainJob is suspended and its \
-                 JobSet has no active or terminating pods; suspend the TrainJob first (spec.suspend: true)",
-    };
-    let mut group = c.benchmark_group("denial_log_line");
-    for (name, format) in [("text", LogFormat::Text), ("json", LogFormat::Json)] {
-        let filter = tracing_subscriber::EnvFilter::new("info");
-        let subscriber = trainguard::telemetry::subscriber(format, filter, std::io::sink, false);
-        tracing::subscriber::with_default(subscriber, || {
-            group.bench_function(format!("tracing_subscriber_{name}"), |b| {
-                b.iter(|| trainguard::server::routes::log_denial_event(black_box(&line)))
-            });
-        });
-        let mut out = Vec::with_capacity(1024);
-        group.bench_function(format!("by_hand_{name}"), |b| {
-            b.iter(|| {
-                out.clear();
-                black_box(&line).write(format, "trainguard::server::routes", std::time::SystemTime::now(), &mut out);
-                out.len()
-            })
-        });
-    }
-    group.finish();
-}
-
-criterion_group!(benches, decision_path, denial_log_line);
+criterion_group!(benches, decision_path);
 criterion_main!(benches);

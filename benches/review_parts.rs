@@ -2,8 +2,8 @@
 //! runs this under callgrind with two values of N and divides the difference, which gives the
 //! instructions one review costs in each part, without TLS, HTTP or the runtime.
 //!
-//! - `skip`: one pass over the whole body that reads nothing (`IgnoredAny` through
-//!   `src/fastjson`'s skip), the least any decoder that looks at every byte once can cost;
+//! - `skip`: one pass over the whole body that reads nothing (`IgnoredAny` through serde_json),
+//!   the least a decoder that looks at every byte once costs;
 //! - `decode`: the one-pass decode of the envelope and both objects into the rules' views;
 //! - `review`: the whole answer (decode, rules, response bytes), as the server calls it.
 //!
@@ -47,14 +47,14 @@ fn main() {
     let decided = review(Endpoint::Validate, &body, &rules, &view).expect("a valid review");
     assert_eq!(decided.decision.rule(), rule, "{payload}: {}", decided.decision.message());
     // The skip must take the whole body, or the count would be of an early error.
-    trainguard::fastjson::from_slice::<serde::de::IgnoredAny>(&body).expect("the whole body skips");
+    serde_json::from_slice::<serde::de::IgnoredAny>(&body).expect("the whole body skips");
 
     let mut total = 0;
     for _ in 0..n {
         total += match part.as_str() {
-            "skip" => usize::from(trainguard::fastjson::from_slice::<serde::de::IgnoredAny>(black_box(&body)).is_ok()),
+            "skip" => usize::from(serde_json::from_slice::<serde::de::IgnoredAny>(black_box(&body)).is_ok()),
             "decode" => usize::from(
-                trainguard::fastjson::from_slice::<Envelope<'_>>(black_box(&body)).expect("decodes").request.is_some(),
+                serde_json::from_slice::<Envelope<'_>>(black_box(&body)).expect("decodes").request.is_some(),
             ),
             "review" => review(Endpoint::Validate, black_box(&body), &rules, &view).expect("answers").body.len(),
             _ => panic!("{usage}"),

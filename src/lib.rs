@@ -1,5 +1,7 @@
 //! trainguard: an admission webhook and companion controller for Kubeflow training workloads.
 
+#![forbid(unsafe_code)]
+
 pub mod admin;
 pub mod admission;
 pub mod build_info;
@@ -8,8 +10,6 @@ pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod controller;
-pub mod fastjson;
-pub mod log_line;
 pub mod log_writer;
 pub mod manifests;
 pub mod metrics;
@@ -17,3 +17,4 @@ pub mod model;
 pub mod rbac;
 pub mod server;
 pub mod telemetry;
+pub mod trainer;

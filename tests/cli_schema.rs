@@ -1,6 +1,6 @@
-//! `trainguard validate` against the TrainJob schema of each Trainer release: valid manifests of
-//! each release pass; misplaced, misspelled, other-release and wrongly typed fields are denied
-//! with a suggestion; `--schema off` lets them through as before.
+//! `trainguard validate` against the TrainJob schema of each Trainer release, overrides included:
+//! valid manifests of each release pass; misplaced, misspelled, other-release and wrongly typed
+//! fields are denied with a suggestion and the API server's code; `--schema off` lets them through.
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -46,7 +46,7 @@ const VALID: &[(&str, &str)] = &[
          labels:\n    a: b\n  annotations:\n    c: d\n  suspend: true\n  managedBy: kueue.x-k8s.io/multikueue\n  \
          podSpecOverrides:\n    - targetJobs:\n        - name: node\n      nodeSelector:\n        zone: a\n      \
          tolerations:\n        - key: k\n          operator: Exists\n      schedulingGates:\n        - name: g\n      \
-         containers:\n        - name: node\n          anything: goes\n",
+         containers:\n        - name: node\n          env:\n            - name: A\n              value: b\n",
     ),
     (
         "v2.1",
@@ -59,7 +59,15 @@ const VALID: &[(&str, &str)] = &[
         "  runtimeRef:\n    name: torch-distributed\n  suspend: false\n  runtimePatches:\n    - manager: kueue.x-k8s.io/kueue\n      \
          time: \"2026-01-01T00:00:00Z\"\n      trainingRuntimeSpec:\n        template:\n          spec:\n            replicatedJobs: []\n",
     ),
-    ("v2.3", "  runtimeRef:\n    name: torch-distributed\n  runtimePatches:\n    - manager: example.com/ctl\n"),
+    (
+        "v2.3",
+        "  runtimeRef:\n    name: torch-distributed\n  activeDeadlineSeconds: 3600\n  trainer:\n    numProcPerNode: 8\n  \
+         runtimePatches:\n    - manager: example.com/ctl\n      trainingRuntimeSpec:\n        template:\n          spec:\n            \
+         replicatedJobs:\n              - name: node\n                template:\n                  spec:\n                    \
+         template:\n                      spec:\n                        terminationGracePeriodSeconds: 30\n                        \
+         affinity:\n                          podAntiAffinity:\n                            requiredDuringSchedulingIgnoredDuringExecution:\n                              \
+         - topologyKey: kubernetes.io/hostname\n                                labelSelector: {}\n",
+    ),
 ];
 
 #[test]
@@ -108,12 +116,14 @@ const DENIED: &[(&str, &str, &str)] = &[
     (
         "v2.1",
         "  runtimePatches:\n    - manager: a.b/c\n",
-        "spec.runtimePatches: Unsupported field: not a field of TrainJob v2.1 (a field of TrainJob v2.2, v2.3)",
+        "spec.runtimePatches: Unsupported field: not a field of TrainJob v2.1 (a field of TrainJob v2.2, v2.3: pass \
+         --trainer-version v2.3 or set TRAINGUARD_TRAINER_VERSION)",
     ),
     (
         "v2.3",
         "  podSpecOverrides:\n    - targetJobs:\n        - name: node\n",
-        "spec.podSpecOverrides: Unsupported field: not a field of TrainJob v2.3 (a field of TrainJob v2.0)",
+        "spec.podSpecOverrides: Unsupported field: not a field of TrainJob v2.3 (a field of TrainJob v2.0: pass \
+         --trainer-version v2.0 or set TRAINGUARD_TRAINER_VERSION)",
     ),
     // Misplaced into a field of another release.
     (
@@ -144,6 +154,64 @@ const DENIED: &[(&str, &str, &str)] = &[
         "  trainer:\n    command: torchrun\n",
         "spec.trainer.command: Invalid value: \"torchrun\": must be of type array in TrainJob v2.1",
     ),
+    // What each release's CRD says, checked against its tag.
+    (
+        "v2.1",
+        "  activeDeadlineSeconds: 60\n",
+        "spec.activeDeadlineSeconds: Unsupported field: not a field of TrainJob v2.1 (a field of TrainJob v2.2, v2.3",
+    ),
+    (
+        "v2.3",
+        "  activeDeadlineSeconds: 0\n",
+        "spec.activeDeadlineSeconds: Invalid value: 0: must be greater than or equal to 1",
+    ),
+    (
+        "v2.2",
+        "  labels:\n    a: b\n",
+        "spec.labels: Unsupported field: not a field of TrainJob v2.2 (a field of TrainJob v2.0, v2.1: pass --trainer-version v2.1",
+    ),
+    (
+        "v2.2",
+        "  trainer:\n    numProcPerNode: gpu\n",
+        "spec.trainer.numProcPerNode: Invalid value: \"gpu\": must be of type integer in TrainJob v2.2",
+    ),
+    ("v2.3", "  managedBy: kueue\n", "spec.managedBy: Invalid value: \"kueue\": supported values:"),
+    // Inside the overrides: Trainer's own restricted structs, and the Kubernetes types they embed.
+    (
+        "v2.0",
+        "  podSpecOverrides:\n    - targetJobs:\n        - name: node\n      containers:\n        - name: node\n          \
+         resources:\n            limits:\n              cpu: 1\n",
+        "spec.podSpecOverrides[0].containers[0].resources: Unsupported field: not a field of TrainJob v2.0",
+    ),
+    (
+        "v2.1",
+        "  podTemplateOverrides:\n    - targetJobs:\n        - name: node\n      spec:\n        securityContext:\n          \
+         runAsUser: 1\n",
+        "spec.podTemplateOverrides[0].spec.securityContext: Unsupported field: not a field of TrainJob v2.1",
+    ),
+    (
+        "v2.3",
+        "  runtimePatches:\n    - manager: a.b/c\n      mlPolicy: {}\n",
+        "spec.runtimePatches[0].mlPolicy: Unsupported field: not a field of TrainJob v2.3",
+    ),
+    (
+        "v2.3",
+        "  runtimePatches:\n    - manager: a.b/c\n      trainingRuntimeSpec:\n        template:\n          spec:\n            \
+         replicatedJobs:\n              - name: node\n                replicas: 2\n",
+        "spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].replicas: Unsupported field",
+    ),
+    (
+        "v2.0",
+        "  podSpecOverrides:\n    - targetJobs:\n        - name: node\n      tolerations:\n        - key: k\n          \
+         tolerationSeconds: soon\n",
+        "spec.podSpecOverrides[0].tolerations[0].tolerationSeconds: Invalid value: \"soon\": must be of type integer",
+    ),
+    (
+        "v2.0",
+        "  podSpecOverrides:\n    - targetJobs:\n        - name: node\n      volumes:\n        - emptyDir:\n            \
+         sizeLimit: lots\n",
+        "spec.podSpecOverrides[0].volumes[0].name: Required value",
+    ),
 ];
 
 #[test]
@@ -160,12 +228,23 @@ fn unknown_misplaced_and_mistyped_fields_are_denied_with_a_suggestion() {
     }
 }
 
+/// The code and reason the API server gives the same mistake: an unknown field (strict field
+/// validation) is 400 `BadRequest`, a wrong value 422 `Invalid`; never a retryable 500.
 #[test]
-fn pod_spec_contents_inside_the_overrides_are_not_checked() {
-    let spec = "  runtimeRef:\n    name: r\n  podTemplateOverrides:\n    - targetJobs:\n        - name: node\n      spec:\n        \
-                notAPodField: 1\n        containers:\n          - name: node\n            whatever: {}\n";
-    let (code, out) = validate(&["--trainer-version", "v2.1"], spec);
-    assert_eq!(code, 0, "{out}");
+fn schema_denials_carry_the_api_servers_code() {
+    let cases: &[(&str, &str, u64, &str)] = &[
+        ("v2.3", "  trainer:\n    numNode: 2\n", 400, "BadRequest"),
+        ("v2.3", "  trainer:\n    numNodes: x\n", 422, "Invalid"),
+        ("v2.3", "  trainer:\n    numNode: 2\n    numNodes: x\n", 400, "BadRequest"),
+    ];
+    for (version, spec, code, reason) in cases {
+        let spec = format!("{RUNTIME}{spec}");
+        let (exit, out) = validate(&["--trainer-version", version, "-o", "json"], &spec);
+        assert_eq!(exit, 1, "{spec}: {out}");
+        let record: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+        assert_eq!(record["code"], *code, "{spec}: {out}");
+        assert_eq!(record["reason"], *reason, "{spec}: {out}");
+    }
 }
 
 #[test]

@@ -87,7 +87,12 @@ fn spec_rows() {
         ("create-shape-runtimepatches", &[], 1, "denied: spec.runtimePatches[0].manager: Required value"),
         // U1: overrides unchanged
         ("u1-label-only", &[], 0, update),
-        ("u1-runtimepatches-reordered", &[], 0, update),
+        (
+            "u2-runtimepatches-reordered",
+            &[],
+            1,
+            "spec.runtimePatches: Forbidden: can only be changed while the TrainJob is suspended",
+        ),
         // U2: running before and after, all three field names
         ("u2-podspec", &[], 1, &format!("denied: {U2_MESSAGE}")),
         ("u2-podtemplate", &[], 1, "denied: spec.podTemplateOverrides: Forbidden: can only be changed while"),

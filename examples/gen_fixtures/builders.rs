@@ -48,6 +48,10 @@ pub enum Placement {
     /// The same as `H100`, spelled differently: numbers as floats, empty lists/maps added,
     /// runtime patches reordered with a fresh `time`. Semantically unchanged (docs/webhook.md §2).
     H100Respelled,
+    /// The H100 placement plus a struct behind a pointer that is present but empty (v2.0: a
+    /// `serviceAccountName: ""`, v2.1: `affinity: {}`, v2.2+: the patches in another order):
+    /// unchanged as JSON text goes, but a change for Trainer's `equality.Semantic`.
+    H100PresentButEmpty,
     /// Moved to A100 nodes: a real change.
     A100,
     /// An item without a target (`targetJobs: []` / `manager: ""`): a shape error (docs/webhook.md §5).
@@ -71,6 +75,7 @@ fn node_selector(placement: Placement) -> Value {
 /// The overrides value of `field` for `placement`.
 pub fn overrides(field: Field, placement: Placement) -> Value {
     let respelled = placement == Placement::H100Respelled;
+    let present_but_empty = placement == Placement::H100PresentButEmpty;
     let targets = if placement == Placement::BadShape { json!([]) } else { json!([{"name": "node"}]) };
     match field {
         Field::PodSpecOverrides => {
@@ -83,12 +88,18 @@ pub fn overrides(field: Field, placement: Placement) -> Value {
                 item["volumes"] = json!([]);
                 item["initContainers"] = Value::Null;
             }
+            if present_but_empty {
+                item["serviceAccountName"] = json!("");
+            }
             json!([item])
         }
         Field::PodTemplateOverrides => {
             let mut spec = json!({"nodeSelector": node_selector(placement), "tolerations": tolerations(respelled)});
             if respelled {
                 spec["schedulingGates"] = json!([]);
+                spec["affinity"] = Value::Null;
+            }
+            if present_but_empty {
                 spec["affinity"] = json!({});
             }
             json!([{
@@ -119,7 +130,8 @@ pub fn overrides(field: Field, placement: Placement) -> Value {
                     "template": {"spec": {"template": {"metadata": {"labels": {"platform.example.com/tier": "gold"}}}}},
                 }]}}},
             });
-            if respelled { json!([gate_patch, placement_patch]) } else { json!([placement_patch, gate_patch]) }
+            // Trainer compares the patches index by index: another order is a change.
+            if present_but_empty { json!([gate_patch, placement_patch]) } else { json!([placement_patch, gate_patch]) }
         }
     }
 }

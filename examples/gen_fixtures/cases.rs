@@ -166,6 +166,13 @@ fn field_cases(f: Field) -> Vec<Case> {
         Cluster::Unknown,
         Expect::denied(403, "U2", &[&u2_message]),
     );
+    let new = running_job.clone().with(&key, overrides(f, Placement::H100PresentButEmpty));
+    add(
+        "u2-present-but-empty",
+        Review::update(&id("u2-empty"), running_job.clone(), new),
+        Cluster::Offline,
+        Expect::denied(403, "U2", &[&u2_message]),
+    );
     let kueue_running = kueue_labelled(running_job.clone());
     add(
         "u2-kueue-job",

@@ -5,7 +5,6 @@
 pub mod defaults;
 pub mod errors;
 pub mod overrides;
-pub mod raw_eq;
 pub mod response;
 pub mod rules;
 
@@ -188,8 +187,6 @@ pub struct Reviewed<'a> {
     pub namespace: Cow<'a, str>,
     pub name: Cow<'a, str>,
     pub dry_run: bool,
-    /// The message and audit rules of an answer that is not allowed, as the body carries them.
-    pub denial: Option<response::DenialText>,
 }
 
 impl fmt::Display for Reviewed<'_> {
@@ -218,14 +215,10 @@ pub fn review<'a>(
     if body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
         return Err(ProtocolError::NotAdmissionReview("a JSON list".to_string()));
     }
-    // The fast decoder first; whatever it leaves (or finds malformed) serde_json decodes again,
-    // so a body it cannot take costs time, never a different answer.
     // The objects are boxed so that the envelope stays small as serde moves it up through the
     // layers of the decode.
     type Decoded<'a> = ReviewEnvelope<'a, Box<ObjectOnly<TrainJobView<'a>>>>;
-    let decoded =
-        crate::fastjson::from_slice::<Decoded<'_>>(body).or_else(|_| serde_json::from_slice::<Decoded<'_>>(body));
-    if let Ok(envelope) = decoded {
+    if let Ok(envelope) = serde_json::from_slice::<Decoded<'_>>(body) {
         return respond(envelope, |request, operation| {
             let input = rules::DecodedInput {
                 operation,
@@ -294,8 +287,7 @@ fn respond<'a, O>(
         (None, Some(operation)) => decide(&request, operation),
     };
     let name = request.name.take().unwrap_or_default();
-    let denial = response::DenialText::of(&decision);
-    let body = response::review_bytes_with(&uid, &decision, &name, denial.as_ref());
+    let body = response::review_bytes(&uid, &decision, &name);
     Ok(Reviewed {
         body,
         uid,
@@ -304,7 +296,6 @@ fn respond<'a, O>(
         namespace: request.namespace.take().unwrap_or_default(),
         name,
         dry_run: request.dry_run.unwrap_or(false),
-        denial,
     })
 }
 

@@ -1,26 +1,25 @@
-//! "Did the overrides change?" (docs/webhook.md §2) and their shape (docs/webhook.md §5).
+//! "Did the overrides change?" (docs/webhook.md, "Which change counts") and their shape
+//! (docs/webhook.md, "CREATE").
 //!
-//! Equality is semantic (rules in `raw_eq`): absent ≡ null ≡ `[]` for the field; inside items
-//! absent, null, `{}`, `[]` and maps of only those are equal; numbers compare by value.
-//! `runtimePatches` is a map keyed by `manager`, so its order and each item's `time` do not
-//! matter.
+//! Equality is Kubeflow Trainer's own: `equality.Semantic.DeepEqual` over the release's Go types
+//! ([`crate::trainer::equality`]), so a present-but-empty struct behind a pointer is not absent,
+//! lists compare index by index, and a runtime patch's `time` is left out.
 
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::errors::{ErrorType, FieldError};
-use super::raw_eq::{self, JsonType, Tape, ValueRef};
 use crate::model::OverridesField;
+use crate::trainer::{self, equality};
 
-/// Whether `field` differs between old and new. Byte-identical JSON (the common case: the API
-/// server re-serialises the stored object) is decided without reading it; a real difference is
-/// compared on the raw text ([`raw_eq`]), without building `Value` trees.
+/// Whether `field` differs between old and new. Byte-identical JSON (the API server re-serialises
+/// the stored object) is decided without reading it.
 pub fn changed(field: OverridesField, old: Option<&RawValue>, new: Option<&RawValue>) -> bool {
     changed_shape_errors(field, old, new).is_some()
 }
 
-/// [`changed`], and when the field changed, the [`shape_errors_raw`] of its new value: `None` when
-/// unchanged. The new value is read into a tape once, for both.
+/// [`changed`], and when the field changed, the [`shape_errors`] of its new value: `None` when
+/// unchanged.
 pub fn changed_shape_errors(
     field: OverridesField,
     old: Option<&RawValue>,
@@ -34,12 +33,16 @@ pub fn changed_shape_errors(
     if old.is_none() && new.is_none() {
         return None;
     }
-    let Ok(new_tape) = Tape::read(new.map(RawValue::get)) else {
-        return Some(shape_errors_parsed(field, new));
+    let new_value = match try_parse(new) {
+        Ok(value) => value,
+        Err(e) => return Some(vec![unreadable(field, new, &e)]),
     };
-    // The old side is read only where its bytes differ from the new side's.
-    let equal = raw_eq::equal_to_text(old.map(RawValue::get), &new_tape, field == OverridesField::RuntimePatches);
-    (!equal).then(|| shape_errors_tape(field, new_tape.root()))
+    // An old value that does not read (nested past serde_json's limit) is unlike any new one.
+    let equal = try_parse(old).is_ok_and(|old_value| {
+        let ignored = if field == OverridesField::RuntimePatches { equality::RUNTIME_PATCH_TIME } else { &[] };
+        equality::field_equal(trainer::overrides_field(field), Some(&old_value), Some(&new_value), ignored)
+    });
+    (!equal).then(|| shape_errors(field, &new_value))
 }
 
 /// Parses a raw field; absent reads as null. RawValue holds valid JSON, but it may be nested
@@ -48,121 +51,27 @@ pub fn try_parse(raw: Option<&RawValue>) -> Result<Value, serde_json::Error> {
     raw.map_or(Ok(Value::Null), |r| serde_json::from_str(r.get()))
 }
 
-/// [`try_parse`], with an unreadable value read as null. Only for callers that have already
-/// checked [`shape_errors_raw`] or [`changed`].
-pub fn parse(raw: Option<&RawValue>) -> Value {
-    try_parse(raw).unwrap_or(Value::Null)
-}
-
-/// [`shape_errors`] of a raw field, checked on the raw tape; a value too deeply nested to read is
-/// itself a shape error.
+/// [`shape_errors`] of a raw field; a value too deeply nested to read is itself a shape error.
 pub fn shape_errors_raw(field: OverridesField, raw: Option<&RawValue>) -> Vec<FieldError> {
-    match Tape::read(raw.map(RawValue::get)) {
-        Ok(tape) => shape_errors_tape(field, tape.root()),
-        // The tape refuses what serde_json refuses; serde_json names the problem.
-        Err(_) => shape_errors_parsed(field, raw),
-    }
-}
-
-fn shape_errors_parsed(field: OverridesField, raw: Option<&RawValue>) -> Vec<FieldError> {
     match try_parse(raw) {
         Ok(value) => shape_errors(field, &value),
-        Err(e) => {
-            let kind = if raw.is_some_and(|r| r.get().starts_with('[')) { "list" } else { "object" };
-            // The hot path checks only the structure of raw values (docs/webhook.md, "Decoding").
-            let detail = if e.to_string().starts_with("recursion limit exceeded") {
-                "is nested more than 128 levels deep, too deep to check".to_string()
-            } else {
-                format!("is not valid JSON: {e}")
-            };
-            vec![FieldError::invalid("shape", field.path(), format!("\"{kind}\""), detail)]
-        }
+        Err(e) => vec![unreadable(field, raw, &e)],
     }
+}
+
+fn unreadable(field: OverridesField, raw: Option<&RawValue>, e: &serde_json::Error) -> FieldError {
+    let kind = if raw.is_some_and(|r| r.get().starts_with('[')) { "list" } else { "object" };
+    let detail = if e.to_string().starts_with("recursion limit exceeded") {
+        "is nested more than 128 levels deep, too deep to check".to_string()
+    } else {
+        format!("is not valid JSON: {e}")
+    };
+    FieldError::invalid("shape", field.path(), format!("\"{kind}\""), detail)
 }
 
 const MANAGER_REQUIRED: &str = "name the controller that owns this patch, e.g. \"kueue.x-k8s.io/manager\"";
 const TARGET_JOBS_REQUIRED: &str = "list at least one replicated job to override, e.g. [{name: node}]";
 const NAME_REQUIRED: &str = "name a replicated job of the runtime, e.g. \"node\"";
-
-fn quoted(t: JsonType) -> String {
-    let name = match t {
-        JsonType::Null => "null",
-        JsonType::Boolean => "boolean",
-        JsonType::Number => "number",
-        JsonType::String => "string",
-        JsonType::List => "list",
-        JsonType::Object => "object",
-    };
-    format!("\"{name}\"")
-}
-
-/// A member that must be a non-empty string: missing, null or `""` is required, another type
-/// is invalid.
-fn check_string_tape(
-    value: Option<ValueRef<'_, '_>>,
-    path: impl FnOnce() -> String,
-    required: &str,
-) -> Option<FieldError> {
-    match value.map(ValueRef::json_type) {
-        Some(JsonType::String) if value.is_some_and(ValueRef::is_non_empty_string) => None,
-        None | Some(JsonType::Null | JsonType::String) => {
-            Some(FieldError::new("shape", ErrorType::Required, path(), required))
-        }
-        Some(other) => Some(FieldError::invalid("shape", path(), quoted(other), "must be a string")),
-    }
-}
-
-fn check_manager_tape(item: ValueRef<'_, '_>, item_path: impl Fn() -> String, errors: &mut Vec<FieldError>) {
-    errors.extend(check_string_tape(item.get("manager"), || format!("{}.manager", item_path()), MANAGER_REQUIRED));
-}
-
-fn check_target_jobs_tape(item: ValueRef<'_, '_>, item_path: impl Fn() -> String, errors: &mut Vec<FieldError>) {
-    let path = || format!("{}.targetJobs", item_path());
-    let targets = item.get("targetJobs");
-    match targets.map(ValueRef::json_type) {
-        Some(JsonType::List) if targets.is_some_and(|t| !t.is_empty()) => {}
-        None | Some(JsonType::Null | JsonType::List) => {
-            errors.push(FieldError::new("shape", ErrorType::Required, path(), TARGET_JOBS_REQUIRED));
-            return;
-        }
-        Some(other) => {
-            errors.push(FieldError::invalid("shape", path(), quoted(other), "must be a list"));
-            return;
-        }
-    }
-    for (j, target) in targets.into_iter().flat_map(ValueRef::elements).enumerate() {
-        errors.extend(check_string_tape(target.get("name"), || format!("{}[{j}].name", path()), NAME_REQUIRED));
-    }
-}
-
-/// [`shape_errors`] on a tape: the same checks and messages, without a `Value` tree.
-fn shape_errors_tape(field: OverridesField, value: ValueRef<'_, '_>) -> Vec<FieldError> {
-    let path = field.path();
-    match value.json_type() {
-        JsonType::Null => return Vec::new(),
-        JsonType::List => {}
-        other => return vec![FieldError::invalid("shape", path, quoted(other), "must be a list")],
-    }
-    let mut errors = Vec::new();
-    for (i, item) in value.elements().enumerate() {
-        if item.json_type() != JsonType::Object {
-            errors.push(FieldError::invalid(
-                "shape",
-                format!("{path}[{i}]"),
-                quoted(item.json_type()),
-                "must be an object",
-            ));
-            continue;
-        }
-        // Paths are formatted only for an error: the happy path allocates nothing.
-        let item_path = || format!("{path}[{i}]");
-        match field {
-            OverridesField::RuntimePatches => check_manager_tape(item, item_path, &mut errors),
-            _ => check_target_jobs_tape(item, item_path, &mut errors),
-        }
-    }
-    errors
-}
 
 /// docs/webhook.md §5 shape: list items need a non-empty `targetJobs` of non-empty names, runtime patches a
 /// non-empty `manager`. Several items may target the same job (Kueue appends its own).

@@ -8,8 +8,8 @@ use serde_json::{Map, Value};
 use crate::admission::{Decision, Operation, RuleInput, RulesConfig, rules};
 use crate::cluster::ClusterView;
 use crate::manifests::Document;
-use crate::manifests::schema::{self, TrainerVersion};
 use crate::model::TrainJobView;
+use crate::trainer::{TrainerVersion, schema};
 
 /// Where an UPDATE's old object comes from.
 #[derive(Debug, Clone, Copy)]

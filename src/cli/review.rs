@@ -1,8 +1,8 @@
 //! `trainguard review` — answers one AdmissionReview from a file or stdin through the same
-//! function `serve` calls ([`admission::review`]), and prints the response body. With
-//! `--schema off` that body is the server's, byte for byte; by default the validating answer
-//! also carries `validate`'s TrainJob schema findings. For debugging a reported denial, and for
-//! tests.
+//! function `serve` calls ([`admission::review`]), and prints the response body: the server's,
+//! byte for byte. No schema check: in a cluster the API server has applied the TrainJob schema
+//! before any webhook sees the object (`validate` checks it on manifests). For debugging a
+//! reported denial, and for tests.
 
 use std::io::{self, IsTerminal, Read, Write};
 use std::path::PathBuf;
@@ -11,16 +11,12 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 
-use super::check::with_schema_findings;
 use super::state;
-use super::validate::SchemaArgs;
-use serde_json::Value;
 
-use crate::admission::{self, Endpoint, Outcome, response};
+use crate::admission::{self, Endpoint};
 use crate::cluster::{ClusterView, Offline};
 use crate::config::RulesArgs;
 use crate::manifests::Limits;
-use crate::manifests::schema::TrainerVersion;
 
 /// Largest request read, as the server's default body limit (docs/webhook.md §1).
 pub const DEFAULT_MAX_BODY_BYTES: u64 = 7 * 1024 * 1024;
@@ -57,9 +53,6 @@ pub struct ReviewArgs {
     pub max_body_bytes: u64,
 
     #[command(flatten)]
-    pub schema: SchemaArgs,
-
-    #[command(flatten)]
     pub rules: RulesArgs,
 }
 
@@ -76,10 +69,7 @@ pub fn run(args: ReviewArgs) -> anyhow::Result<ExitCode> {
         Webhook::Validate => Endpoint::Validate,
         Webhook::Mutate => Endpoint::Mutate,
     };
-    let mut reviewed = admission::review(endpoint, &body, &config, cluster).context("cannot answer this request")?;
-    if let (Endpoint::Validate, Some(version)) = (endpoint, args.schema.version()) {
-        with_schema(&mut reviewed, &body, version);
-    }
+    let reviewed = admission::review(endpoint, &body, &config, cluster).context("cannot answer this request")?;
     let mut out = io::stdout().lock();
     out.write_all(&reviewed.body)?;
     if out.is_terminal() {
@@ -87,25 +77,6 @@ pub fn run(args: ReviewArgs) -> anyhow::Result<ExitCode> {
     }
     out.flush()?;
     Ok(ExitCode::from(if reviewed.decision.allowed() { 0 } else { 1 }))
-}
-
-/// The schema check of `validate` on the request's object: its findings come first, as the API
-/// server would refuse (or prune) those fields before any webhook saw them. Objects the rules
-/// could not decode keep their 400.
-fn with_schema(reviewed: &mut admission::Reviewed<'_>, body: &[u8], version: TrainerVersion) {
-    if matches!(reviewed.decision.outcome, Outcome::BadRequest { .. }) {
-        return;
-    }
-    let Ok(review) = serde_json::from_slice::<Value>(body) else { return };
-    let object = &review["request"]["object"];
-    if !object.is_object() {
-        return;
-    }
-    let decision = std::mem::replace(&mut reviewed.decision, admission::Decision::allow("schema"));
-    reviewed.decision = with_schema_findings(decision, object, version);
-    reviewed.denial = response::DenialText::of(&reviewed.decision);
-    reviewed.body =
-        response::review_bytes_with(&reviewed.uid, &reviewed.decision, &reviewed.name, reviewed.denial.as_ref());
 }
 
 fn read_body(file: &PathBuf, limit: u64) -> anyhow::Result<Vec<u8>> {

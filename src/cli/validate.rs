@@ -21,8 +21,8 @@ use super::report::{OutputFormat, Reporter};
 use super::state;
 use crate::cluster::{ClusterView, Offline};
 use crate::config::RulesArgs;
-use crate::manifests::schema::TrainerVersion;
 use crate::manifests::{self, Document, GitBlob, Limits, ManifestError, RawFile, Revision, Source};
+use crate::trainer::TrainerVersion;
 
 #[derive(Debug, Args)]
 #[command(after_help = "Exit status: 0 all allowed, 1 any TrainJob denied, 2 unusable input.\n\

@@ -8,7 +8,6 @@
 
 mod git;
 mod parse;
-pub mod schema;
 mod walk;
 
 use std::io;

@@ -23,7 +23,6 @@ use super::conn::ConnService;
 use super::limits::{DEFAULT_TIMEOUT, handler_deadline, parse_timeout_query};
 use crate::admission::{self, Decision, Endpoint, ErrorType, FieldError, ProtocolError, RulesConfig};
 use crate::cluster::ClusterView;
-use crate::log_line::Denial;
 use crate::metrics::{DecisionLabels, WebhookCodeLabels, WebhookMetrics, WebhookSeries, code_label};
 
 /// What every admission request needs; cloned per request (one Arc).
@@ -277,39 +276,13 @@ fn record_decision(inner: &Inner, endpoint: Endpoint, reviewed: &admission::Revi
             dry_run = reviewed.dry_run, patched = decision.patch.is_some(), "allowed"
         );
     } else {
-        let rendered;
-        let (rule, detail) = match &reviewed.denial {
-            Some(denial) => (denial.rules.as_str(), denial.message.as_str()),
-            None => {
-                rendered = (decision.audit_rules(), decision.message());
-                (rendered.0.as_str(), rendered.1.as_str())
-            }
-        };
-        let line = Denial {
-            webhook: endpoint.path(),
-            uid: &reviewed.uid,
-            operation: reviewed.operation,
-            namespace: &reviewed.namespace,
-            name: &reviewed.name,
-            rule,
-            dry_run: reviewed.dry_run,
-            detail,
-        };
-        // The filter is checked for this module, which is the event's target either way.
-        if tracing::enabled!(tracing::Level::INFO) && !crate::telemetry::log_denial(module_path!(), &line) {
-            log_denial_event(&line);
-        }
+        let (rule, detail) = (decision.audit_rules(), decision.message());
+        tracing::info!(
+            webhook = endpoint.path(), uid = %reviewed.uid, operation = reviewed.operation,
+            namespace = %reviewed.namespace, name = %reviewed.name, rule = %rule,
+            dry_run = reviewed.dry_run, detail = %detail, "denied"
+        );
     }
-}
-
-/// The denial's log event through tracing, for when [`crate::telemetry::log_denial`] cannot
-/// write it directly; [`crate::log_line`] reproduces its bytes.
-pub fn log_denial_event(line: &Denial<'_>) {
-    tracing::info!(
-        webhook = line.webhook, uid = %line.uid, operation = line.operation,
-        namespace = %line.namespace, name = %line.name, rule = %line.rule,
-        dry_run = line.dry_run, detail = %line.detail, "denied"
-    );
 }
 
 /// The body did not arrive before the deadline: deny (500, retryable) rather than let the API

@@ -1,0 +1,67 @@
+//! One typed model of TrainJob per Kubeflow Trainer release, as data ([`model`]), and the two
+//! things read from it: Trainer's own equality of the overrides ([`equality`], used by the
+//! webhook's U rules) and the schema check of `validate` ([`schema`]). Adding a release is adding
+//! a table to [`releases`].
+
+pub mod core_v1;
+pub mod equality;
+pub mod model;
+pub mod quantity;
+pub mod releases;
+pub mod schema;
+
+use crate::model::OverridesField;
+use model::{Field, Struct};
+
+/// A Kubeflow Trainer release line whose TrainJob schema trainguard knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum TrainerVersion {
+    /// v2.0.x: `spec.podSpecOverrides`.
+    #[value(name = "v2.0")]
+    V2_0,
+    /// v2.1.x: `spec.podTemplateOverrides`.
+    #[value(name = "v2.1")]
+    V2_1,
+    /// v2.2.x: `spec.runtimePatches`.
+    #[value(name = "v2.2")]
+    V2_2,
+    /// v2.3.x: `spec.runtimePatches`, whose pod spec has `terminationGracePeriodSeconds`.
+    #[default]
+    #[value(name = "v2.3")]
+    V2_3,
+}
+
+impl TrainerVersion {
+    pub const ALL: [TrainerVersion; 4] =
+        [TrainerVersion::V2_0, TrainerVersion::V2_1, TrainerVersion::V2_2, TrainerVersion::V2_3];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            TrainerVersion::V2_0 => "v2.0",
+            TrainerVersion::V2_1 => "v2.1",
+            TrainerVersion::V2_2 => "v2.2",
+            TrainerVersion::V2_3 => "v2.3",
+        }
+    }
+
+    /// The release's `TrainJobSpec`.
+    pub fn spec(self) -> &'static Struct {
+        match self {
+            TrainerVersion::V2_0 => &releases::SPEC_V2_0,
+            TrainerVersion::V2_1 => &releases::SPEC_V2_1,
+            TrainerVersion::V2_2 => &releases::SPEC_V2_2,
+            TrainerVersion::V2_3 => &releases::SPEC_V2_3,
+        }
+    }
+}
+
+/// The model of an overrides field as the webhook compares it: each name belongs to one release
+/// line, and within a line the newest release's types are a superset of the older ones' (a field
+/// an older release lacks never reaches the webhook: the API server prunes or rejects it).
+pub fn overrides_field(field: OverridesField) -> &'static Field {
+    match field {
+        OverridesField::PodSpecOverrides => &releases::POD_SPEC_OVERRIDES,
+        OverridesField::PodTemplateOverrides => &releases::POD_TEMPLATE_OVERRIDES,
+        OverridesField::RuntimePatches => &releases::RUNTIME_PATCHES_V2_3,
+    }
+}

@@ -1,0 +1,83 @@
+//! The building blocks of a release's TrainJob model: Go types as data.
+//!
+//! Each Go struct becomes a [`Struct`] listing its JSON fields; each field says its [`Ty`], whether
+//! the Go field is a pointer (which decides whether "present but empty" differs from "absent" under
+//! Kubernetes' `equality.Semantic`), and the constraints the CRD states that can be checked offline.
+
+/// The type of a field, as the Go type and the CRD schema give it.
+#[derive(Debug, Clone, Copy)]
+pub enum Ty {
+    Bool,
+    Int32,
+    Int64,
+    /// `float64` (rare in the types we model; compared by value).
+    Float64,
+    String,
+    /// `metav1.Time`: an RFC 3339 date-time string.
+    DateTime,
+    /// `intstr.IntOrString`: an integer or a string, and `1` is not `"1"`.
+    IntOrString,
+    /// `resource.Quantity`: a string or number, compared by value (`1Gi` equals `1073741824`).
+    Quantity,
+    /// `[]T`: absent, `null` and `[]` are one value.
+    List(&'static Ty),
+    /// `map[string]T`: absent, `null` and `{}` are one value.
+    Map(&'static Ty),
+    Struct(&'static Struct),
+}
+
+/// A Go struct: its JSON fields. Fields the struct does not list are not part of the release's
+/// schema: the API server prunes or rejects them.
+#[derive(Debug)]
+pub struct Struct {
+    /// The Go type's name, e.g. `core/v1.Toleration`, for messages and tests.
+    pub name: &'static str,
+    pub fields: &'static [Field],
+}
+
+/// One JSON field of a [`Struct`].
+#[derive(Debug, Clone, Copy)]
+pub struct Field {
+    /// The JSON name.
+    pub json: &'static str,
+    pub ty: Ty,
+    /// The Go field is a pointer (`*T`): set to its zero value (`0`, `""`, `false`, `{}`) it still
+    /// differs from absent. A non-pointer field at its zero value equals absent.
+    pub pointer: bool,
+    /// The CRD lists the field as required.
+    pub required: bool,
+    /// The CRD's `minimum`, for integer fields.
+    pub min: Option<i64>,
+    /// The CRD's `enum`, for string fields (empty: any string).
+    pub one_of: &'static [&'static str],
+}
+
+impl Field {
+    /// A non-pointer, optional field without constraints.
+    pub const fn new(json: &'static str, ty: Ty) -> Field {
+        Field { json, ty, pointer: false, required: false, min: None, one_of: &[] }
+    }
+
+    /// A pointer field (`*T`).
+    pub const fn ptr(json: &'static str, ty: Ty) -> Field {
+        Field { pointer: true, ..Field::new(json, ty) }
+    }
+
+    pub const fn required(self) -> Field {
+        Field { required: true, ..self }
+    }
+
+    pub const fn min(self, min: i64) -> Field {
+        Field { min: Some(min), ..self }
+    }
+
+    pub const fn one_of(self, values: &'static [&'static str]) -> Field {
+        Field { one_of: values, ..self }
+    }
+}
+
+impl Struct {
+    pub fn field(&'static self, json: &str) -> Option<&'static Field> {
+        self.fields.iter().find(|f| f.json == json)
+    }
+}
