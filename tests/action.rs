@@ -119,6 +119,7 @@ fn inputs_have_defaults_that_need_no_placeholder() {
         ("repository", "${{ github.action_repository }}"),
         ("token", "${{ github.token }}"),
         ("paths", "."),
+        ("trainer-version", ""),
     ] {
         assert_eq!(inputs[name]["default"], want, "{name}");
     }
