@@ -59,9 +59,35 @@ impl TrainerVersion {
 /// line, and within a line the newest release's types are a superset of the older ones' (a field
 /// an older release lacks never reaches the webhook: the API server prunes or rejects it).
 pub fn overrides_field(field: OverridesField) -> &'static Field {
-    match field {
-        OverridesField::PodSpecOverrides => &releases::POD_SPEC_OVERRIDES,
-        OverridesField::PodTemplateOverrides => &releases::POD_TEMPLATE_OVERRIDES,
-        OverridesField::RuntimePatches => &releases::RUNTIME_PATCHES_V2_3,
+    let release = match field {
+        OverridesField::PodSpecOverrides => TrainerVersion::V2_0,
+        OverridesField::PodTemplateOverrides => TrainerVersion::V2_1,
+        OverridesField::RuntimePatches => TrainerVersion::V2_3,
+    };
+    // Each release's table has its overrides field (the test below holds it).
+    release.spec().field(field.json_name()).expect("the release's spec has its overrides field")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_overrides_field_is_in_its_release_only() {
+        for field in OverridesField::ALL {
+            let model = overrides_field(field);
+            assert_eq!(model.json, field.json_name());
+            let with_it: Vec<&str> = TrainerVersion::ALL
+                .iter()
+                .filter(|v| v.spec().field(field.json_name()).is_some())
+                .map(|v| v.name())
+                .collect();
+            let expected: &[&str] = match field {
+                OverridesField::PodSpecOverrides => &["v2.0"],
+                OverridesField::PodTemplateOverrides => &["v2.1"],
+                OverridesField::RuntimePatches => &["v2.2", "v2.3"],
+            };
+            assert_eq!(with_it, expected, "{field:?}");
+        }
     }
 }

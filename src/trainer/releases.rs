@@ -106,9 +106,6 @@ static POD_SPEC_OVERRIDE: Struct = Struct {
     ],
 };
 
-/// `spec.podSpecOverrides` of v2.0.
-pub static POD_SPEC_OVERRIDES: Field = Field::new("podSpecOverrides", Ty::List(&Ty::Struct(&POD_SPEC_OVERRIDE)));
-
 /// Kubeflow Trainer v2.0.1.
 pub static SPEC_V2_0: Struct = Struct {
     name: "TrainJobSpec",
@@ -149,10 +146,6 @@ static POD_TEMPLATE_OVERRIDE: Struct = Struct {
         Field::ptr("spec", Ty::Struct(&POD_TEMPLATE_SPEC_OVERRIDE)),
     ],
 };
-
-/// `spec.podTemplateOverrides` of v2.1.
-pub static POD_TEMPLATE_OVERRIDES: Field =
-    Field::new("podTemplateOverrides", Ty::List(&Ty::Struct(&POD_TEMPLATE_OVERRIDE)));
 
 /// Kubeflow Trainer v2.1.0.
 pub static SPEC_V2_1: Struct = Struct {
@@ -256,11 +249,6 @@ macro_rules! runtime_patch {
 
 runtime_patch!(RUNTIME_PATCH_V2_2, POD_SPEC_PATCH_V2_2);
 runtime_patch!(RUNTIME_PATCH_V2_3, POD_SPEC_PATCH_V2_3);
-
-/// `spec.runtimePatches` of v2.2.
-pub static RUNTIME_PATCHES_V2_2: Field = Field::new("runtimePatches", Ty::List(&Ty::Struct(&RUNTIME_PATCH_V2_2)));
-/// `spec.runtimePatches` of v2.3.
-pub static RUNTIME_PATCHES_V2_3: Field = Field::new("runtimePatches", Ty::List(&Ty::Struct(&RUNTIME_PATCH_V2_3)));
 
 const ACTIVE_DEADLINE_FIELD: Field = Field::new("activeDeadlineSeconds", Ty::Int64).min(1);
 
