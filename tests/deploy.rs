@@ -1365,6 +1365,9 @@ fn make_deploy(vars: &[&str], crds: &[&str], wait_rc: i32) -> Deploy {
     }
 }
 
+/// (make variables, CRDs present, wait exit, exit, stderr has, calls (prefixes), image applied)
+type DeployCase<'a> = (&'a [&'a str], &'a [&'a str], i32, i32, &'a str, &'a [&'a str], Option<&'a str>);
+
 #[test]
 fn make_deploy_installs_in_order_and_refuses_what_would_break_writes() {
     let trainjob = "trainjobs.trainer.kubeflow.org";
@@ -1379,8 +1382,7 @@ fn make_deploy_installs_in_order_and_refuses_what_would_break_writes() {
         "-n trainguard-system wait deploy/trainguard --for=condition=Available --timeout=5m",
         "apply",
     ];
-    // (variables, CRDs present, wait exit, exit, stderr has, calls (prefixes), image applied)
-    let cases: Vec<(&[&str], &[&str], i32, i32, &str, &[&str], Option<&str>)> = vec![
+    let cases: Vec<DeployCase> = vec![
         (&[], &all, 0, 2, "IMAGE is not set", &[], None),
         (&["IMAGE=trainguard:0.1.0"], &all, 0, 2, "names no registry", &[], None),
         (&["IMAGE=registry.example.com/trainguard"], &all, 0, 2, "has no tag or digest", &[], None),
