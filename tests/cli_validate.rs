@@ -233,7 +233,8 @@ fn github_annotations() {
     let run = validate(&data("moved"), &["-o", "github", "--old", "old", "new"]);
     let lines: Vec<&str> = run.stdout.lines().collect();
     let title = "title=trainguard denied trainjob.trainer.kubeflow.org/ml-team/llama";
-    assert_eq!(lines[0], format!("::error file=new/second.yaml,line=1,{title}::{U2_MESSAGE}"));
+    // On the line of the field the denial is about (spec.podSpecOverrides), not the object's.
+    assert_eq!(lines[0], format!("::error file=new/second.yaml,line=10,{title}::{U2_MESSAGE}"));
     // Allowed without warnings: no annotation.
     assert!(lines[1].starts_with("trainguard validate: 3 TrainJobs checked"), "{}", run.stdout);
 
@@ -725,7 +726,7 @@ fn sarif_and_junit_carry_denials_and_warnings() {
     assert_eq!(results[0]["ruleId"], "U2");
     assert_eq!(
         results[0]["locations"][0]["physicalLocation"],
-        serde_json::json!({"artifactLocation": {"uri": "new/second.yaml"}, "region": {"startLine": 1}})
+        serde_json::json!({"artifactLocation": {"uri": "new/second.yaml"}, "region": {"startLine": 10}})
     );
     assert!(results[0]["message"]["text"].as_str().unwrap().ends_with(U2_MESSAGE));
     assert!(run.stderr.contains("3 TrainJobs checked"), "{}", run.stderr);
@@ -760,4 +761,81 @@ fn completion_scripts_and_help() {
     }
     let help = String::from_utf8(trainguard(&data("rows"), &["--help"], None).stdout).unwrap();
     assert!(help.contains("Examples:") && help.contains("completion"), "{help}");
+}
+
+/// (directory, args, (field, line) of each error)
+type FieldCase<'a> = (&'a Path, &'a [&'a str], &'a [(&'a str, usize)]);
+
+/// Each field error is reported on its field's line, in every format that has lines: GitHub
+/// annotations, JSON causes, SARIF results. Stdin cannot be read twice: the object's line.
+#[test]
+fn field_errors_carry_their_lines() {
+    let multi = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n---\n\
+        apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: Bad_Name\n  namespace: ml-team\n\
+        spec:\n  managedBy: example.com/other\n  runtimeRef:\n    name: torch-distributed\n  trainer:\n    numNode: 2\n";
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("multi.yaml"), multi).unwrap();
+    let rows = data("rows");
+    let cases: &[FieldCase] = &[
+        (&rows, &["create-bad-name/new.yaml"], &[("metadata.name", 4)]),
+        (&rows, &["create-shape-podtemplate/new.yaml"], &[("spec.podTemplateOverrides[0].targetJobs[0].name", 13)]),
+        // A field that is missing: the item it is missing from.
+        (&rows, &["create-shape-runtimepatches/new.yaml"], &[("spec.runtimePatches[0].manager", 12)]),
+        (&rows, &["--old", "m1-managedby-changed/old.yaml", "m1-managedby-changed/new.yaml"], &[("spec.managedBy", 8)]),
+        (
+            dir.path(),
+            &["--schema", "on", "multi.yaml"],
+            &[("spec.trainer.numNode", 15), ("spec.managedBy", 11), ("metadata.name", 8)],
+        ),
+    ];
+    for (dir, args, want) in cases {
+        let run_as = |format: &str| {
+            let mut all = vec!["-o", format];
+            all.extend_from_slice(args);
+            let run = validate(dir, &all);
+            assert_eq!(run.code, 1, "{args:?} -o {format}: {}{}", run.stdout, run.stderr);
+            run
+        };
+        let github: Vec<(String, usize)> = run_as("github")
+            .stdout
+            .lines()
+            .filter(|l| l.starts_with("::error"))
+            .map(|l| {
+                let line = l.split("line=").nth(1).unwrap().split(',').next().unwrap().parse().unwrap();
+                let field = l.split("::").nth(2).unwrap().split(": ").next().unwrap().to_string();
+                (field, line)
+            })
+            .collect();
+        let json: serde_json::Value = serde_json::from_str(run_as("json").stdout.trim()).unwrap();
+        let causes: Vec<(String, usize)> = json["causes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| (c["field"].as_str().unwrap().to_string(), c["line"].as_u64().unwrap() as usize))
+            .collect();
+        let sarif: serde_json::Value = serde_json::from_str(&run_as("sarif").stdout).unwrap();
+        check_sarif(&sarif);
+        let results: Vec<(String, usize)> = sarif["runs"][0]["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let text = r["message"]["text"].as_str().unwrap();
+                let field = text.split(": ").nth(1).unwrap().to_string();
+                let line = r["locations"][0]["physicalLocation"]["region"]["startLine"].as_u64().unwrap() as usize;
+                (field, line)
+            })
+            .collect();
+        let want: Vec<(String, usize)> = want.iter().map(|(f, l)| (f.to_string(), *l)).collect();
+        for (format, got) in [("github", github), ("json", causes), ("sarif", results)] {
+            assert_eq!(got, want, "{args:?} -o {format}");
+        }
+    }
+    // Stdin: the object's line (the text is gone once parsed).
+    let run = validate_stdin(&rows, &["-o", "github", "-"], Some(multi.as_bytes()));
+    assert!(
+        run.stdout.lines().filter(|l| l.starts_with("::error")).all(|l| l.contains("file=-,line=5,")),
+        "{}",
+        run.stdout
+    );
 }

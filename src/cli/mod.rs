@@ -3,6 +3,7 @@
 
 pub mod certs;
 pub mod check;
+pub mod lines;
 pub mod parallel;
 pub mod plan;
 pub mod report;

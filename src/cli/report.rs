@@ -143,6 +143,22 @@ impl<O: Write, E: Write> Reporter<O, E> {
         }
         if matches!(self.format, OutputFormat::Sarif | OutputFormat::Junit) {
             let file = (c.source != "-").then(|| c.source.clone());
+            if denied && !c.field_errors().is_empty() {
+                // One record per field, on its line.
+                for e in c.field_errors() {
+                    let line = Some(c.line_of(&e.path));
+                    let (rule, message) = (e.rule.to_string(), e.to_string());
+                    self.records.push(Record {
+                        level: Level::Denied,
+                        rule,
+                        name: c.object_id(),
+                        message,
+                        file: file.clone(),
+                        line,
+                    });
+                }
+                return Ok(());
+            }
             let (level, rule, message) = if denied {
                 let rule = if c.strict_denial { "strict".to_string() } else { c.decision.audit_rules() };
                 (Level::Denied, rule, c.message())
@@ -181,7 +197,20 @@ impl<O: Write, E: Write> Reporter<O, E> {
                 let props = format!("file={},line={}", property(&c.source), c.line);
                 if denied {
                     let title = format!("trainguard denied {}", c.object_id());
-                    writeln!(self.out, "::error {props},title={}::{}", property(&title), data(&c.message()))
+                    if c.field_errors().is_empty() {
+                        return writeln!(
+                            self.out,
+                            "::error {props},title={}::{}",
+                            property(&title),
+                            data(&c.message())
+                        );
+                    }
+                    // One annotation per field, on the field's own line.
+                    for e in c.field_errors() {
+                        let props = format!("file={},line={}", property(&c.source), c.line_of(&e.path));
+                        writeln!(self.out, "::error {props},title={}::{}", property(&title), data(&e.to_string()))?;
+                    }
+                    Ok(())
                 } else {
                     for warning in &c.decision.warnings {
                         let title = format!("trainguard {}", c.object_id());
@@ -303,7 +332,13 @@ fn json_verdict(c: &Checked) -> Value {
         .as_ref()
         .and_then(|s| s.details.as_ref())
         .map(|d| {
-            d.causes.iter().map(|k| json!({ "field": k.field, "reason": k.reason, "message": k.message })).collect()
+            d.causes
+                .iter()
+                .map(|k| {
+                    let line = c.line_of(&k.field);
+                    json!({ "field": k.field, "reason": k.reason, "message": k.message, "line": line })
+                })
+                .collect()
         })
         .unwrap_or_default();
     json!({

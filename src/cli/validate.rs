@@ -16,6 +16,7 @@ use clap::Args;
 use serde_json::value::RawValue;
 
 use super::check::{self, Checked, Context, NewObject, OldObject};
+use super::lines;
 use super::parallel;
 use super::report::{OutputFormat, Reporter};
 use super::state;
@@ -434,7 +435,10 @@ fn check_one(
     };
     let source = new.source.clone();
     match check::check(new, old_object, ctx) {
-        Ok(checked) => Finding::Checked(Box::new(checked)),
+        Ok(mut checked) => {
+            locate_fields(&mut checked);
+            Finding::Checked(Box::new(checked))
+        }
         Err(failure) => {
             let file = (failure.source_name == source).then_some(source);
             Finding::Error { message: failure.to_string(), file, line: Some(failure.line) }
@@ -504,6 +508,21 @@ fn old_side_warning(e: &ManifestError) -> Finding {
         file: None,
         line: None,
     }
+}
+
+/// Finds the line of each denied field in the manifest file (read again: denials are few, and
+/// the file was not kept). Stdin cannot be read twice: its fields stay on the object's line.
+fn locate_fields(checked: &mut Checked) {
+    if checked.field_errors().is_empty() || checked.source == "-" {
+        return;
+    }
+    let Ok(text) = std::fs::read_to_string(&checked.source) else { return };
+    let lines = checked
+        .field_errors()
+        .iter()
+        .filter_map(|e| lines::field_line(&text, checked.line, &e.path).map(|line| (e.path.clone(), line)))
+        .collect();
+    checked.field_lines = lines;
 }
 
 /// `in_change`: the file belongs to the change itself, so an annotation may point at it.
