@@ -442,8 +442,18 @@ mod git {
     #[test]
     fn a_missing_base_says_to_fetch_the_history() {
         let dir = repo(|_| {});
+        // One error record in every format; the new objects are still checked (as CREATEs).
+        for format in FORMATS {
+            let run = validate(dir.path(), &["--git-base", "origin/main", "-o", format, "jobs"]);
+            assert_eq!(run.code, 2, "-o {format}");
+            let (errors, warnings, checked) = records(format, &run);
+            let checked_want = usize::from(matches!(format, "text" | "json" | "junit"));
+            assert_eq!((errors, warnings, checked), (1, 0, checked_want), "-o {format}: {}{}", run.stdout, run.stderr);
+            assert!(format!("{}{}", run.stdout, run.stderr).contains("fetch-depth: 0"), "-o {format}");
+        }
         let run = validate(dir.path(), &["--git-base", "origin/main", "jobs"]);
         assert_eq!(run.code, 2);
+        assert!(run.stdout.contains("(jobs/llama.yaml:1): allowed (CREATE)"), "{}", run.stdout);
         assert!(run.stderr.contains("git revision \"origin/main\" not found"), "{}", run.stderr);
         assert!(run.stderr.contains("fetch-depth: 0"), "{}", run.stderr);
         assert!(run.stderr.contains("git fetch origin main:refs/remotes/origin/main"), "{}", run.stderr);
@@ -624,6 +634,16 @@ fn every_input_is_one_record_in_every_format() {
         ),
         ("missing directory", &["nope/", good, "missing.yaml"], 2, 2, 0, 1, "; 2 input errors", "nope/: cannot read"),
         ("binary file", &["garbage.yaml", good], 2, 1, 0, 1, "; 1 input error", "binary data"),
+        (
+            "state does not parse",
+            &["--state", "syntax.yaml", good],
+            2,
+            1,
+            0,
+            1,
+            "; 1 input error",
+            "syntax.yaml:5:3: YAML syntax error",
+        ),
         (
             "old side does not parse",
             &["--old", "syntax.yaml", good],

@@ -114,7 +114,20 @@ pub enum SchemaCheck {
 pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     let limits = Limits { max_file_bytes: args.max_file_bytes, ..Limits::default() };
     let config = args.rules.rules_config();
-    let state = if args.state.is_empty() { None } else { Some(state::load(&args.state, &limits, &args.namespace)?) };
+    // Inputs that cannot be used before anything is checked: reported once the reporter exists.
+    let mut early_errors: Vec<String> = Vec::new();
+    let state = if args.state.is_empty() {
+        None
+    } else {
+        match state::load(&args.state, &limits, &args.namespace) {
+            Ok(state) => Some(state),
+            Err(e) => {
+                // Checked offline instead; the error alone makes the run exit 2.
+                early_errors.push(format!("{e:#} (checked without cluster state)"));
+                None
+            }
+        }
+    };
     let cluster: &dyn ClusterView = match &state {
         Some(state) => &state.view,
         None => &Offline,
@@ -131,6 +144,9 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     let mut reporter =
         Reporter::new(args.output, args.quiet, BufWriter::with_capacity(64 * 1024, io::stdout().lock()), io::stderr());
     let mut write_error = None;
+    for message in &early_errors {
+        keep_first(&mut write_error, reporter.input_error(message, None, None));
+    }
     let workers = parallel::workers();
     // A path that cannot be used is one record; the other paths are still checked.
     let (new_sources, unusable) = sources_of(&args.paths);
@@ -156,15 +172,27 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     // Pair each new file with the same path at the base revision; the rest of the base is read
     // first, then the paired files stream alongside the new ones, in the same order.
     let mut paired_files = None;
+    let mut base_error = None;
     let mut paired = vec![false; new_sources.len()];
     if let Some(rev) = &args.git_base {
-        let revision = Revision::resolve(rev).with_context(|| format!("reading the old manifests at {rev}"))?;
-        let blobs = revision.list(&args.paths).with_context(|| format!("reading the old manifests at {rev}"))?;
-        let (order, unpaired_count) = pair_with_base(&revision, blobs, &new_sources, &mut paired);
-        let mut files = revision.read(order, &limits)?;
-        let work = |file: Result<RawFile, ManifestError>| parse_old(file.and_then(|f| f.parse(&limits)));
-        parallel::ordered_map(files.by_ref().take(unpaired_count), workers, WINDOW, work, &mut add_earlier);
-        paired_files = Some(files);
+        let base = Revision::resolve(rev).and_then(|revision| {
+            let blobs = revision.list(&args.paths)?;
+            let (order, unpaired_count) = pair_with_base(&revision, blobs, &new_sources, &mut paired);
+            Ok((revision.read(order, &limits)?, unpaired_count))
+        });
+        match base {
+            Ok((mut files, unpaired_count)) => {
+                let work = |file: Result<RawFile, ManifestError>| parse_old(file.and_then(|f| f.parse(&limits)));
+                parallel::ordered_map(files.by_ref().take(unpaired_count), workers, WINDOW, work, &mut add_earlier);
+                paired_files = Some(files);
+            }
+            Err(e) => {
+                // No old side at all: an error (exit 2), and every object is checked as a CREATE.
+                paired.iter_mut().for_each(|p| *p = false);
+                base_error =
+                    Some(format!("reading the old manifests at {rev}: {e} (every TrainJob checked as a CREATE)"));
+            }
+        }
     }
     let (old_sources, unusable_old) = sources_of(&args.old);
     for e in unusable_old {
@@ -172,6 +200,9 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     }
     let work = |source: Source| parse_old(manifests::read_source(&source, &limits));
     parallel::ordered_map(old_sources.into_iter(), workers, WINDOW, work, &mut add_earlier);
+    if let Some(message) = base_error {
+        keep_first(&mut write_error, reporter.input_error(&message, None, None));
+    }
 
     // The new files, checked in parallel and printed in order.
     let files = FileContext {
