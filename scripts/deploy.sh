@@ -66,9 +66,10 @@ else
 fi
 
 # The overlay with the image set, rendered once: both apply steps use the same objects.
-work="$(mktemp -d)"
+# Inside deploy/ (git-ignored): kustomize takes only relative paths to bases and components.
+work="$(mktemp -d "$repo/deploy/.make-deploy.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
-rel="$(realpath --relative-to="$work" "$repo/deploy")"
+rel=..
 {
   echo "apiVersion: kustomize.config.k8s.io/v1beta1"
   echo "kind: Kustomization"

@@ -140,6 +140,11 @@ fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();
+        // Hidden entries: `make deploy`'s rendering directory, which a parallel test may be
+        // removing right now; deploy/ ships none.
+        if entry.file_name().to_string_lossy().starts_with('.') {
+            continue;
+        }
         if entry.file_type().unwrap().is_dir() {
             copy_dir(&entry.path(), &to.join(entry.file_name()));
         } else {
