@@ -14,7 +14,7 @@ pub enum OutputFormat {
     /// One line per TrainJob, then a summary line.
     #[default]
     Text,
-    /// One JSON object per TrainJob (and per input error), one per line.
+    /// One JSON object per TrainJob (and per input error or warning), one per line.
     Json,
     /// GitHub Actions `::error` / `::warning` workflow commands, then a summary line.
     Github,
