@@ -5,7 +5,7 @@ TRAINGUARD_TOOLS ?= $(HOME)/.cache/trainguard-tools
 export TRAINGUARD_TOOLS
 export PATH := $(TRAINGUARD_TOOLS)/bin:$(PATH)
 
-.PHONY: run test build lint fmt bench e2e certs soak
+.PHONY: run test build lint fmt bench e2e certs soak deploy
 
 ## run: the webhook on localhost with self-generated certificates, no cluster needed
 ## (dev profile: reuses what `make test` built)
@@ -37,6 +37,15 @@ bench:
 ## certs: CA + serving certificate for the in-cluster Service into certs/ (see certs/README.md)
 certs:
 	$(CARGO) run --bin trainguard -- certs --service trainguard-webhook --namespace trainguard-system --out certs
+
+## deploy: the ordered install into the current kubectl context (docs/operations.md, Install):
+## checks the CRDs, applies all but the webhooks, waits for the Deployment, then the webhooks.
+## make deploy IMAGE=REGISTRY/trainguard:TAG [OVERLAY=cert-manager|static-certs] [COMPONENTS=webhook-only]
+IMAGE ?=
+OVERLAY ?= cert-manager
+COMPONENTS ?=
+deploy:
+	IMAGE='$(IMAGE)' OVERLAY='$(OVERLAY)' COMPONENTS='$(COMPONENTS)' ./scripts/deploy.sh
 
 ## fuzz: libFuzzer targets from the committed seeds (needs a nightly toolchain; installs cargo-fuzz; not part of make test)
 FUZZ_SECONDS ?= 300

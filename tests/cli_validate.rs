@@ -238,7 +238,8 @@ fn github_annotations() {
     let run = validate(&data("moved"), &["-o", "github", "--old", "old", "new"]);
     let lines: Vec<&str> = run.stdout.lines().collect();
     let title = "title=trainguard denied trainjob.trainer.kubeflow.org/ml-team/llama";
-    assert_eq!(lines[0], format!("::error file=new/second.yaml,line=1,{title}::{U2_MESSAGE}"));
+    // On the line of the field the denial is about (spec.podSpecOverrides), not the object's.
+    assert_eq!(lines[0], format!("::error file=new/second.yaml,line=10,{title}::{U2_MESSAGE}"));
     // Allowed without warnings: no annotation.
     assert!(lines[1].starts_with("trainguard validate: 3 TrainJobs checked"), "{}", run.stdout);
 
@@ -262,8 +263,7 @@ fn broken_input_is_a_clear_error_and_exit_2() {
             "error: wrong-types.yaml:7: TrainJob ml-team/bad does not decode: spec.suspend: invalid type: string \"yes\", expected a boolean",
         ),
         (&["--max-file-bytes", "100", "../rows/create-ok/new.yaml"], "file is larger than the limit of 100 bytes"),
-        (&["missing.yaml"], "missing.yaml: cannot read"),
-        (&["--old", "syntax.yaml", "../rows/create-ok/new.yaml"], "error: syntax.yaml:5:3: YAML syntax error"),
+        (&["missing.yaml"], "error: missing.yaml: cannot read"),
         (&["--state", "syntax.yaml", "../rows/create-ok/new.yaml"], "syntax.yaml:5:3: YAML syntax error"),
     ];
     for (args, want) in cases {
@@ -411,12 +411,456 @@ mod git {
         assert_eq!(verdicts, want);
     }
 
+    /// A base-branch file that does not parse is a warning, not an error: the pull request that
+    /// fixes it passes, its objects checked as CREATEs.
+    #[test]
+    fn a_broken_base_file_does_not_block_the_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        git(d, &["init", "-q", "-b", "main"]);
+        git(d, &["config", "user.email", "ci@example.com"]);
+        git(d, &["config", "user.name", "ci"]);
+        std::fs::write(
+            d.join("job.yaml"),
+            "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: \"x\n",
+        )
+        .unwrap();
+        git(d, &["add", "-A"]);
+        git(d, &["commit", "-q", "-m", "broken"]);
+        std::fs::write(d.join("job.yaml"), job(false, "a100")).unwrap();
+        git(d, &["add", "-A"]);
+        git(d, &["commit", "-q", "-m", "fix"]);
+        for format in FORMATS {
+            let run = validate(d, &["--git-base", "HEAD~1", "-o", format, "."]);
+            assert_eq!(run.code, 0, "-o {format}: {}{}", run.stdout, run.stderr);
+            let (errors, warnings, _) = records(format, &run);
+            assert_eq!((errors, warnings), (0, 1), "-o {format}: {}{}", run.stdout, run.stderr);
+            assert!(
+                format!("{}{}", run.stdout, run.stderr).contains("HEAD~1:job.yaml:5:1: YAML syntax error"),
+                "-o {format}"
+            );
+        }
+        let run = validate(d, &["--git-base", "HEAD~1", "."]);
+        assert!(run.stdout.contains("(job.yaml:1): allowed (CREATE)"), "{}", run.stdout);
+    }
+
     #[test]
     fn a_missing_base_says_to_fetch_the_history() {
         let dir = repo(|_| {});
+        // One error record in every format; the new objects are still checked (as CREATEs).
+        for format in FORMATS {
+            let run = validate(dir.path(), &["--git-base", "origin/main", "-o", format, "jobs"]);
+            assert_eq!(run.code, 2, "-o {format}");
+            let (errors, warnings, checked) = records(format, &run);
+            let checked_want = usize::from(matches!(format, "text" | "json" | "junit"));
+            assert_eq!((errors, warnings, checked), (1, 0, checked_want), "-o {format}: {}{}", run.stdout, run.stderr);
+            assert!(format!("{}{}", run.stdout, run.stderr).contains("fetch-depth: 0"), "-o {format}");
+        }
         let run = validate(dir.path(), &["--git-base", "origin/main", "jobs"]);
         assert_eq!(run.code, 2);
+        assert!(run.stdout.contains("(jobs/llama.yaml:1): allowed (CREATE)"), "{}", run.stdout);
         assert!(run.stderr.contains("git revision \"origin/main\" not found"), "{}", run.stderr);
         assert!(run.stderr.contains("fetch-depth: 0"), "{}", run.stderr);
+        assert!(run.stderr.contains("git fetch origin main:refs/remotes/origin/main"), "{}", run.stderr);
     }
+}
+
+/// The output formats, and how each shows an unusable input (error) and an input warning.
+const FORMATS: [&str; 5] = ["text", "json", "github", "sarif", "junit"];
+
+/// Records of one run: (errors, warnings, checked TrainJobs) as the format shows them.
+fn records(format: &str, run: &Run) -> (usize, usize, usize) {
+    match format {
+        "text" => (
+            run.stderr.lines().filter(|l| l.starts_with("error: ")).count(),
+            run.stderr.lines().filter(|l| l.starts_with("warning: ")).count(),
+            run.stdout.lines().filter(|l| l.starts_with("trainjob.trainer.kubeflow.org/")).count(),
+        ),
+        "json" => {
+            let lines: Vec<serde_json::Value> =
+                run.stdout.lines().map(|l| serde_json::from_str(l).expect("JSON lines")).collect();
+            (
+                lines.iter().filter(|v| v.get("error").is_some()).count(),
+                lines.iter().filter(|v| v.get("warning").is_some()).count(),
+                lines.iter().filter(|v| v.get("verdict").is_some()).count(),
+            )
+        }
+        "github" => (
+            run.stdout.lines().filter(|l| l.starts_with("::error") && l.contains("unusable input")).count(),
+            run.stdout.lines().filter(|l| l.starts_with("::warning") && l.contains("input warning")).count(),
+            // Allowed TrainJobs get no annotation; the summary counts them.
+            run.stdout.lines().filter(|l| l.contains("title=trainguard denied")).count(),
+        ),
+        "sarif" => {
+            let log: serde_json::Value = serde_json::from_str(&run.stdout).expect("one JSON document");
+            check_sarif(&log);
+            let results = log["runs"][0]["results"].as_array().unwrap();
+            let rule = |id: &str| results.iter().filter(|r| r["ruleId"] == id).count();
+            (rule("input-error"), rule("input-warning"), results.len() - rule("input-error") - rule("input-warning"))
+        }
+        "junit" => {
+            let suite = check_junit(&run.stdout);
+            (suite.errors, suite.skipped, suite.tests - suite.errors - suite.skipped)
+        }
+        other => panic!("{other}"),
+    }
+}
+
+/// SARIF 2.1.0, the parts of its schema (sarif-schema-2.1.0.json) this output uses: required
+/// properties, types and enums of sarifLog, run, tool, toolComponent, result, message, location,
+/// physicalLocation, artifactLocation and region; no properties the schema does not define.
+fn check_sarif(log: &serde_json::Value) {
+    fn keys(v: &serde_json::Value, what: &str, required: &[&str], allowed: &[&str]) {
+        let object = v.as_object().unwrap_or_else(|| panic!("{what} is an object: {v}"));
+        for r in required {
+            assert!(object.contains_key(*r), "{what} lacks required {r}: {v}");
+        }
+        for k in object.keys() {
+            assert!(
+                required.contains(&k.as_str()) || allowed.contains(&k.as_str()),
+                "{what}: {k} is not in the schema"
+            );
+        }
+    }
+    keys(log, "sarifLog", &["version", "runs"], &["$schema", "inlineExternalProperties", "properties"]);
+    assert_eq!(log["version"], "2.1.0");
+    let runs = log["runs"].as_array().expect("runs is an array");
+    assert_eq!(runs.len(), 1);
+    let run = &runs[0];
+    keys(run, "run", &["tool"], &["results", "invocations", "artifacts", "properties"]);
+    keys(&run["tool"], "tool", &["driver"], &["extensions", "properties"]);
+    keys(
+        &run["tool"]["driver"],
+        "toolComponent",
+        &["name"],
+        &["version", "informationUri", "rules", "semanticVersion"],
+    );
+    assert!(run["tool"]["driver"]["name"].is_string());
+    for result in run["results"].as_array().expect("results is an array") {
+        keys(result, "result", &["message"], &["ruleId", "level", "locations", "kind", "properties"]);
+        keys(&result["message"], "message", &["text"], &["id", "markdown", "arguments"]);
+        assert!(result["message"]["text"].as_str().is_some_and(|t| !t.is_empty()));
+        assert!(result["ruleId"].is_string());
+        let level = result["level"].as_str().expect("level");
+        assert!(["none", "note", "warning", "error"].contains(&level), "level {level}");
+        for location in result["locations"].as_array().map(Vec::as_slice).unwrap_or_default() {
+            keys(location, "location", &[], &["physicalLocation", "id", "message"]);
+            let physical = &location["physicalLocation"];
+            keys(physical, "physicalLocation", &["artifactLocation"], &["region"]);
+            keys(&physical["artifactLocation"], "artifactLocation", &["uri"], &["uriBaseId", "index"]);
+            let uri = physical["artifactLocation"]["uri"].as_str().expect("uri");
+            assert!(!uri.is_empty() && uri != "-" && !uri.contains(' '), "uri-reference {uri:?}");
+            if let Some(region) = physical.get("region") {
+                keys(region, "region", &[], &["startLine", "startColumn", "endLine"]);
+                assert!(region["startLine"].as_u64().is_some_and(|l| l >= 1), "startLine {region}");
+            }
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Suite {
+    tests: usize,
+    errors: usize,
+    skipped: usize,
+}
+
+/// JUnit XML as Jenkins' junit-10.xsd (the schema GitLab, Jenkins and most CI readers follow)
+/// has it: <testsuites> of <testsuite name tests failures errors skipped>, of <testcase name
+/// classname> with at most one <failure message type>, <error message type> or <skipped
+/// message>, and <system-out>; the counts in the attributes match the children.
+fn check_junit(text: &str) -> Suite {
+    let doc = roxmltree::Document::parse(text).unwrap_or_else(|e| panic!("well-formed XML: {e}\n{text}"));
+    let root = doc.root_element();
+    assert_eq!(root.tag_name().name(), "testsuites");
+    let suites: Vec<_> = root.children().filter(|n| n.is_element()).collect();
+    assert_eq!(suites.len(), 1);
+    let suite = suites[0];
+    assert_eq!(suite.tag_name().name(), "testsuite");
+    let count = |node: roxmltree::Node, attr: &str| -> usize {
+        node.attribute(attr).unwrap_or_else(|| panic!("{attr} attribute")).parse().expect("a count")
+    };
+    assert!(suite.attribute("name").is_some());
+    let mut seen = [0usize; 4]; // tests, failures, errors, skipped
+    for case in suite.children().filter(|n| n.is_element()) {
+        match case.tag_name().name() {
+            "properties" => continue,
+            "testcase" => {}
+            other => panic!("<{other}> in a testsuite"),
+        }
+        seen[0] += 1;
+        assert!(case.attribute("name").is_some_and(|n| !n.is_empty()) && case.attribute("classname").is_some());
+        let outcomes: Vec<_> =
+            case.children().filter(|n| n.is_element() && n.tag_name().name() != "system-out").collect();
+        assert!(outcomes.len() <= 1, "one outcome per test case");
+        for o in outcomes {
+            let at = match o.tag_name().name() {
+                "failure" => 1,
+                "error" => 2,
+                "skipped" => 3,
+                other => panic!("<{other}> in a testcase"),
+            };
+            seen[at] += 1;
+            assert!(o.attribute("message").is_some(), "<{}> has a message", o.tag_name().name());
+            if at != 3 {
+                assert!(o.attribute("type").is_some(), "<{}> has a type", o.tag_name().name());
+            }
+        }
+    }
+    for node in [root, suite] {
+        assert_eq!(
+            [count(node, "tests"), count(node, "failures"), count(node, "errors"), count(node, "skipped")],
+            seen,
+            "attribute counts match the test cases"
+        );
+    }
+    Suite { tests: seen[0], errors: seen[2], skipped: seen[3] }
+}
+
+/// (case, args, exit, errors, warnings, TrainJobs checked, part of the summary, part of the output)
+type InputCase<'a> = (&'a str, &'a [&'a str], i32, usize, usize, usize, &'a str, &'a str);
+
+/// Each input case, in every output format: exit status, one record per unusable input or
+/// warning, the other inputs still checked, and the summary counting them.
+#[test]
+fn every_input_is_one_record_in_every_format() {
+    let good = "../rows/u2-podspec/new.yaml"; // one TrainJob, allowed as a CREATE
+    // (case, args, exit, errors, warnings, checked TrainJobs, summary part, stderr/stdout part)
+    let cases: &[InputCase] = &[
+        (
+            "missing path",
+            &["missing.yaml", good],
+            2,
+            1,
+            0,
+            1,
+            "1 TrainJob checked: 1 allowed, 0 denied; 0 other objects skipped; 1 input error",
+            "missing.yaml: cannot read",
+        ),
+        ("missing directory", &["nope/", good, "missing.yaml"], 2, 2, 0, 1, "; 2 input errors", "nope/: cannot read"),
+        ("binary file", &["garbage.yaml", good], 2, 1, 0, 1, "; 1 input error", "binary data"),
+        (
+            "state does not parse",
+            &["--state", "syntax.yaml", good],
+            2,
+            1,
+            0,
+            1,
+            "; 1 input error",
+            "syntax.yaml:5:3: YAML syntax error",
+        ),
+        (
+            "old side does not parse",
+            &["--old", "syntax.yaml", good],
+            0,
+            0,
+            1,
+            1,
+            "1 allowed, 0 denied; 0 other objects skipped; 1 input warning",
+            "old side unusable",
+        ),
+        (
+            "old path missing",
+            &["--old", "missing-old.yaml", good],
+            0,
+            0,
+            1,
+            1,
+            "; 1 input warning",
+            "missing-old.yaml: cannot read",
+        ),
+        (
+            "near misses",
+            &["../near"],
+            0,
+            0,
+            3,
+            0,
+            "0 TrainJobs checked",
+            "did you mean apiVersion: trainer.kubeflow.org/v1alpha1?",
+        ),
+        (
+            "near misses, strict",
+            &["--strict", "../near"],
+            1,
+            0,
+            3,
+            0,
+            "0 TrainJobs checked",
+            "did you mean kind: TrainJob?",
+        ),
+        ("empty directory", &["../empty"], 0, 0, 1, 0, "0 TrainJobs checked", "no TrainJob was checked"),
+        (
+            "empty directory, strict",
+            &["--strict", "../empty"],
+            1,
+            0,
+            1,
+            0,
+            "0 TrainJobs checked",
+            "no TrainJob was checked",
+        ),
+        (
+            "helm templates",
+            &["../helm/templates", good],
+            2,
+            1,
+            0,
+            1,
+            "; 1 input error",
+            "render it first, e.g. helm template RELEASE CHART | trainguard validate -",
+        ),
+    ];
+    for (case, args, code, errors, warnings, checked, summary, says) in cases {
+        for format in FORMATS {
+            let mut all = vec!["-o", format];
+            all.extend_from_slice(args);
+            let run = validate(&data("broken"), &all);
+            let what = format!("{case} -o {format}: {}{}", run.stdout, run.stderr);
+            assert_eq!(run.code, *code, "{what}");
+            let (e, w, c) = records(format, &run);
+            // GitHub shows denials only; none of these cases has one.
+            let c_want = if format == "github" { 0 } else { *checked };
+            let c = if format == "sarif" { 0 } else { c }; // SARIF lists findings, not allowed objects
+            let c_want = if format == "sarif" { 0 } else { c_want };
+            assert_eq!((e, w, c), (*errors, *warnings, c_want), "{what}");
+            let summary_stream = if matches!(format, "text" | "github") { &run.stdout } else { &run.stderr };
+            assert!(summary_stream.contains(summary), "{what}");
+            assert!(format!("{}{}", run.stdout, run.stderr).contains(says), "{what}");
+            // Never the same text twice (the io error's message was doubled before).
+            assert!(!run.stderr.contains("(os error 2): No such file"), "{what}");
+        }
+    }
+    // Near misses point at the object's line.
+    let run = validate(&data("near"), &["-o", "github", "typos.yaml"]);
+    let lines: Vec<&str> = run.stdout.lines().filter(|l| l.starts_with("::warning")).collect();
+    assert!(lines[0].starts_with("::warning file=typos.yaml,line=1,"), "{}", run.stdout);
+    assert!(lines[1].starts_with("::warning file=typos.yaml,line=10,"), "{}", run.stdout);
+}
+
+/// Denials and warnings in SARIF and JUnit: where they are, and what they say.
+#[test]
+fn sarif_and_junit_carry_denials_and_warnings() {
+    let run = validate(&data("moved"), &["-o", "sarif", "--old", "old", "new"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let log: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    check_sarif(&log);
+    let results = log["runs"][0]["results"].as_array().unwrap();
+    assert_eq!(results.len(), 1, "only the denial: {results:?}");
+    assert_eq!(results[0]["level"], "error");
+    assert_eq!(results[0]["ruleId"], "U2");
+    assert_eq!(
+        results[0]["locations"][0]["physicalLocation"],
+        serde_json::json!({"artifactLocation": {"uri": "new/second.yaml"}, "region": {"startLine": 10}})
+    );
+    assert!(results[0]["message"]["text"].as_str().unwrap().ends_with(U2_MESSAGE));
+    assert!(run.stderr.contains("3 TrainJobs checked"), "{}", run.stderr);
+
+    let run = validate(&data("rows/u4-resume"), &["-o", "sarif", "--old", "old.yaml", "new.yaml"]);
+    let log: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    check_sarif(&log);
+    assert_eq!(log["runs"][0]["results"][0]["level"], "warning");
+
+    let run = validate(&data("moved"), &["-o", "junit", "--old", "old", "new"]);
+    let suite = check_junit(&run.stdout);
+    assert_eq!((suite.tests, suite.errors), (3, 0));
+    assert!(run.stdout.contains("<failure message=\"spec.podSpecOverrides: Forbidden"), "{}", run.stdout);
+    assert!(run.stdout.contains("classname=\"new/second.yaml\""), "{}", run.stdout);
+}
+
+#[test]
+fn completion_scripts_and_help() {
+    for (shell, marker) in [("bash", "complete -F"), ("zsh", "#compdef trainguard"), ("fish", "complete -c trainguard")]
+    {
+        let out = trainguard(&data("rows"), &["completion", shell], None);
+        assert!(out.status.success(), "{shell}");
+        let script = String::from_utf8(out.stdout).unwrap();
+        assert!(script.contains(marker), "{shell}: {script}");
+        assert!(script.contains("validate") && script.contains("git-base"), "{shell} completes subcommands and flags");
+    }
+    let out = trainguard(&data("rows"), &["completion", "tcsh"], None);
+    assert_eq!(out.status.code(), Some(2), "an unknown shell is a usage error");
+    let help = String::from_utf8(trainguard(&data("rows"), &["validate", "--help"], None).stdout).unwrap();
+    for want in ["Examples:", "--git-base origin/main", "-o sarif", "helm template", "docs/ci.md", "sarif", "junit"] {
+        assert!(help.contains(want), "validate --help lacks {want:?}:\n{help}");
+    }
+    let help = String::from_utf8(trainguard(&data("rows"), &["--help"], None).stdout).unwrap();
+    assert!(help.contains("Examples:") && help.contains("completion"), "{help}");
+}
+
+/// (directory, args, (field, line) of each error)
+type FieldCase<'a> = (&'a Path, &'a [&'a str], &'a [(&'a str, usize)]);
+
+/// Each field error is reported on its field's line, in every format that has lines: GitHub
+/// annotations, JSON causes, SARIF results. Stdin cannot be read twice: the object's line.
+#[test]
+fn field_errors_carry_their_lines() {
+    let multi = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n---\n\
+        apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: Bad_Name\n  namespace: ml-team\n\
+        spec:\n  managedBy: example.com/other\n  runtimeRef:\n    name: torch-distributed\n  trainer:\n    numNode: 2\n";
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("multi.yaml"), multi).unwrap();
+    let rows = data("rows");
+    let cases: &[FieldCase] = &[
+        (&rows, &["create-bad-name/new.yaml"], &[("metadata.name", 4)]),
+        (&rows, &["create-shape-podtemplate/new.yaml"], &[("spec.podTemplateOverrides[0].targetJobs[0].name", 13)]),
+        // A field that is missing: the item it is missing from.
+        (&rows, &["create-shape-runtimepatches/new.yaml"], &[("spec.runtimePatches[0].manager", 12)]),
+        (&rows, &["--old", "m1-managedby-changed/old.yaml", "m1-managedby-changed/new.yaml"], &[("spec.managedBy", 8)]),
+        (
+            dir.path(),
+            &["--schema", "on", "multi.yaml"],
+            &[("spec.trainer.numNode", 15), ("spec.managedBy", 11), ("metadata.name", 8)],
+        ),
+    ];
+    for (dir, args, want) in cases {
+        let run_as = |format: &str| {
+            let mut all = vec!["-o", format];
+            all.extend_from_slice(args);
+            let run = validate(dir, &all);
+            assert_eq!(run.code, 1, "{args:?} -o {format}: {}{}", run.stdout, run.stderr);
+            run
+        };
+        let github: Vec<(String, usize)> = run_as("github")
+            .stdout
+            .lines()
+            .filter(|l| l.starts_with("::error"))
+            .map(|l| {
+                let line = l.split("line=").nth(1).unwrap().split(',').next().unwrap().parse().unwrap();
+                let field = l.split("::").nth(2).unwrap().split(": ").next().unwrap().to_string();
+                (field, line)
+            })
+            .collect();
+        let json: serde_json::Value = serde_json::from_str(run_as("json").stdout.trim()).unwrap();
+        let causes: Vec<(String, usize)> = json["causes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| (c["field"].as_str().unwrap().to_string(), c["line"].as_u64().unwrap() as usize))
+            .collect();
+        let sarif: serde_json::Value = serde_json::from_str(&run_as("sarif").stdout).unwrap();
+        check_sarif(&sarif);
+        let results: Vec<(String, usize)> = sarif["runs"][0]["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let text = r["message"]["text"].as_str().unwrap();
+                let field = text.split(": ").nth(1).unwrap().to_string();
+                let line = r["locations"][0]["physicalLocation"]["region"]["startLine"].as_u64().unwrap() as usize;
+                (field, line)
+            })
+            .collect();
+        let want: Vec<(String, usize)> = want.iter().map(|(f, l)| (f.to_string(), *l)).collect();
+        for (format, got) in [("github", github), ("json", causes), ("sarif", results)] {
+            assert_eq!(got, want, "{args:?} -o {format}");
+        }
+    }
+    // Stdin: the object's line (the text is gone once parsed).
+    let run = validate_stdin(&rows, &["-o", "github", "-"], Some(multi.as_bytes()));
+    assert!(
+        run.stdout.lines().filter(|l| l.starts_with("::error")).all(|l| l.contains("file=-,line=5,")),
+        "{}",
+        run.stdout
+    );
 }

@@ -140,6 +140,11 @@ fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();
+        // Hidden entries: `make deploy`'s rendering directory, which a parallel test may be
+        // removing right now; deploy/ ships none.
+        if entry.file_name().to_string_lossy().starts_with('.') {
+            continue;
+        }
         if entry.file_type().unwrap().is_dir() {
             copy_dir(&entry.path(), &to.join(entry.file_name()));
         } else {
@@ -194,10 +199,28 @@ fn container(d: &Deployment) -> Container {
     containers[0].clone()
 }
 
-/// The container's command line as `trainguard` itself parses it.
+/// The container's command line and environment as `trainguard` itself parses them: each
+/// container env var that a `serve` flag reads (clap `env`) becomes that flag, unless the args
+/// already give it (an argument wins over the environment, as in clap).
 fn serve_args(c: &Container) -> ServeArgs {
     let args = c.args.clone().unwrap_or_default();
-    let argv = std::iter::once("trainguard".to_string()).chain(args.iter().cloned());
+    let mut from_env = Vec::new();
+    let command = <Cli as clap::CommandFactory>::command();
+    let serve = command.find_subcommand("serve").expect("serve subcommand");
+    for var in c.env.iter().flatten() {
+        let Some(value) = var.value.as_deref() else { continue };
+        let flag = serve
+            .get_arguments()
+            .chain(command.get_arguments())
+            .find(|a| a.get_env().is_some_and(|e| e == var.name.as_str()))
+            .and_then(|a| a.get_long());
+        if let Some(long) = flag
+            && !args.iter().any(|a| a == &format!("--{long}") || a.starts_with(&format!("--{long}=")))
+        {
+            from_env.push(format!("--{long}={value}"));
+        }
+    }
+    let argv = std::iter::once("trainguard".to_string()).chain(args.iter().cloned()).chain(from_env);
     match Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("container args {args:?} do not parse: {e}")) {
         Cli { command: Subcommand::Serve(serve), .. } => *serve,
         other => panic!("container runs {:?}, not serve", other.command),
@@ -677,29 +700,89 @@ fn controller_lease_lives_where_the_role_grants_it() {
     assert_eq!(Some(lease_namespace), role.metadata.namespace);
     assert_eq!(serve.controller.lease_name, "trainguard-controller");
     assert!(serve.controller.enabled, "the controller runs (on the elected leader)");
-    assert_eq!(serve.controller.planner.controller_mode, Mode::Act, "act is the default; report is opt-in");
+    assert_eq!(serve.controller.planner.controller_mode, Mode::Report, "the shipped mode is report");
 }
 
-/// The report-mode overlay shown in docs/operations.md works as written.
+/// The shipped controller mode is `report` everywhere a user installs from (both overlays, the
+/// chart), and the act switch shown in docs/controller.md works as written.
 #[test]
-fn documented_report_mode_overlay_switches_the_controller_to_report() {
-    let docs = std::fs::read_to_string(repo().join("docs/operations.md")).unwrap();
-    let start =
-        docs.find("# my-trainguard/kustomization.yaml, report mode").expect("the report-mode example in the docs");
-    let yaml: String = docs[start..]
-        .lines()
-        .take_while(|l| !l.trim_start().starts_with("```"))
-        .map(|l| format!("{}\n", l.strip_prefix("   ").unwrap_or(l)))
-        .collect();
+fn controller_ships_in_report_mode_and_the_documented_switch_acts() {
+    let (static_certs, _tmp) = render_static_certs();
+    let cases = [
+        ("cert-manager overlay", render_cert_manager(), Mode::Report),
+        ("static-certs overlay", static_certs, Mode::Report),
+        ("chart", render_chart(NAMESPACE, json!({})), Mode::Report),
+        ("chart controller.mode=act", render_chart(NAMESPACE, json!({"controller": {"mode": "act"}})), Mode::Act),
+    ];
+    for (what, r, mode) in cases {
+        let serve = serve_args(&container(&r.deployment()));
+        assert!(serve.controller.enabled, "{what}");
+        assert_eq!(serve.controller.planner.controller_mode, mode, "{what}");
+    }
+
+    let docs = std::fs::read_to_string(repo().join("docs/controller.md")).unwrap();
+    let start = docs.find("# my-trainguard/kustomization.yaml, act mode").expect("the act example in the docs");
+    let yaml: String =
+        docs[start..].lines().take_while(|l| !l.trim_start().starts_with("```")).map(|l| format!("{l}\n")).collect();
     let tmp = tempfile::tempdir().unwrap();
     // As the docs lay it out: the checkout in trainguard/, the overlay beside it.
     copy_dir(&repo().join("deploy"), &tmp.path().join("trainguard/deploy"));
     let overlay = tmp.path().join("my-trainguard");
     std::fs::create_dir_all(&overlay).unwrap();
     std::fs::write(overlay.join("kustomization.yaml"), yaml).unwrap();
-    let r = render(&overlay);
-    let serve = serve_args(&container(&r.deployment()));
-    assert_eq!(serve.controller.planner.controller_mode, Mode::Report);
+    let serve = serve_args(&container(&render(&overlay).deployment()));
+    assert_eq!(serve.controller.planner.controller_mode, Mode::Act);
+}
+
+/// The two role sets: the full one (controller + webhook) is `rbac_grants_exactly_the_api_call_table`;
+/// the webhook-only install (kustomize component, Helm `controller.enabled=false`) grants exactly
+/// the rows the webhook needs, has no leader-election Role, and turns the controller off.
+#[test]
+fn webhook_only_install_grants_only_what_the_webhook_reads() {
+    let webhook_rows: Grants = API_CALLS
+        .iter()
+        .filter(|c| c.scope == Scope::Cluster && c.purpose.starts_with("webhook"))
+        .flat_map(|c| c.verbs.iter().map(|v| (c.group.to_string(), c.resource.to_string(), v.to_string())))
+        .collect();
+    let want: Grants = [("jobset.x-k8s.io", "jobsets"), ("batch", "jobs")]
+        .iter()
+        .flat_map(|(g, r)| ["list", "watch"].map(|v| (g.to_string(), r.to_string(), v.to_string())))
+        .collect();
+    assert_eq!(webhook_rows, want, "the webhook reads JobSets and Jobs, nothing else");
+
+    let tmp = tempfile::tempdir().unwrap();
+    copy_dir(&repo().join("deploy"), &tmp.path().join("trainguard/deploy"));
+    let overlay = tmp.path().join("mine");
+    std::fs::create_dir_all(&overlay).unwrap();
+    std::fs::write(
+        overlay.join("kustomization.yaml"),
+        "resources: [../trainguard/deploy/overlays/cert-manager]\ncomponents: [../trainguard/deploy/components/webhook-only]\n",
+    )
+    .unwrap();
+    let kustomize = render(&overlay);
+    let chart = render_chart(NAMESPACE, json!({"controller": {"enabled": false}}));
+    for r in [&kustomize, &chart] {
+        let roles: Vec<ClusterRole> = r.all();
+        assert_eq!(roles.len(), 1, "{}", r.what);
+        assert_eq!(grants(&roles[0].rules.clone().unwrap_or_default(), &r.what), webhook_rows, "{}", r.what);
+        assert!(r.all::<Role>().is_empty() && r.all::<RoleBinding>().is_empty(), "{}: no leader election", r.what);
+        let serve = serve_args(&container(&r.deployment()));
+        assert!(!serve.controller.enabled, "{}: controller off", r.what);
+        // Still a working webhook: the same configurations as the full install.
+        assert_eq!(webhooks(r).len(), 2, "{}", r.what);
+    }
+    // The chart value renders the component's objects.
+    let mut chart = chart;
+    for o in &mut chart.objects {
+        without_instance_label(o);
+    }
+    let chart = by_kind_and_name(&chart);
+    let mut kustomize = by_kind_and_name(&kustomize);
+    assert!(kustomize.remove("Namespace \"trainguard-system\"").is_some());
+    assert_eq!(chart.keys().collect::<Vec<_>>(), kustomize.keys().collect::<Vec<_>>());
+    for (key, object) in &kustomize {
+        assert_eq!(&chart[key], object, "{key}: chart (controller.enabled=false) and webhook-only component differ");
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -918,8 +1001,13 @@ fn chart_values_and_namespace_reach_every_object() {
             {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}
         ]}}},
         "priorityClassName": "system-cluster-critical",
-        "controllerMode": "report",
+        "controller": {"mode": "report"},
         "extraArgs": ["--suspend-rule=new", "--cache-stale-after=2m"],
+        "imagePullSecrets": [{"name": "my-registry"}],
+        "podAnnotations": {"example.com/team": "ml-platform"},
+        "podLabels": {"example.com/cost-center": "42"},
+        "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "trainguard"}}}],
     });
     let r = render_chart("ml-guard", values);
     let text = serde_json::to_string(&r.objects).unwrap();
@@ -937,6 +1025,16 @@ fn chart_values_and_namespace_reach_every_object() {
     let affinity = pod.affinity.clone().unwrap();
     assert!(affinity.node_affinity.is_some() && affinity.pod_anti_affinity.is_none(), "affinity replaces the default");
     assert_eq!(pod.priority_class_name.as_deref(), Some("system-cluster-critical"));
+    assert_eq!(pod.image_pull_secrets.clone().unwrap()[0].name, "my-registry");
+    let spread = pod.topology_spread_constraints.clone().unwrap();
+    assert_eq!((spread.len(), spread[0].topology_key.as_str()), (1, "topology.kubernetes.io/zone"));
+    let template = d.spec.as_ref().unwrap().template.metadata.clone().unwrap();
+    assert_eq!(template.annotations.unwrap()["example.com/team"], "ml-platform");
+    let labels = template.labels.unwrap();
+    assert_eq!(labels["example.com/cost-center"], "42");
+    // Extra pod labels never reach the selector (it is immutable).
+    let selector = match_labels(&d.spec.as_ref().unwrap().selector);
+    assert!(!selector.contains_key("example.com/cost-center") && selects(&selector, &labels));
     // The container's command line, as the binary parses it.
     let serve = serve_args(&c);
     assert_eq!(serve.controller.planner.controller_mode, Mode::Report);
@@ -1013,7 +1111,12 @@ fn chart_version_follows_the_crate() {
     assert_eq!(chart["apiVersion"], "v2");
     assert_eq!(chart["version"], version);
     assert_eq!(chart["appVersion"], version);
-    assert_eq!(values["image"]["tag"], version);
+    // Empty: the image follows appVersion, so upgrading the chart moves the image.
+    assert_eq!(values["image"]["tag"], "");
+    let image = container(&render_chart(NAMESPACE, json!({"image": {"repository": "r.example.com/tg"}})).deployment())
+        .image
+        .unwrap();
+    assert_eq!(image, format!("r.example.com/tg:{version}"));
 }
 
 #[test]
@@ -1059,17 +1162,119 @@ fn chart_second_release_collides_with_nothing() {
     assert_eq!(serve_args(&container(&first.deployment())).controller.lease_name, "trainguard-controller");
 }
 
+/// NOTES.txt as `helm install` prints it, for the values that change what is left to do.
 #[test]
 fn chart_passes_helm_lint_and_renders_its_notes() {
     helm(&["lint", "--strict", CHART]);
-    let notes = helm(&["install", "team-b", CHART, "-n", "ml", "--dry-run=client"]);
-    let notes = &notes[notes.find("NOTES:").expect("NOTES.txt rendered")..];
-    for want in [
-        "rollout status deploy/team-b-trainguard",
-        "pod-security.kubernetes.io/enforce=restricted",
-        "kubectl apply --dry-run=server",
-    ] {
-        assert!(notes.contains(want), "NOTES lack {want:?}:\n{notes}");
+    // (values, must contain, must not contain)
+    let cases: &[(&[&str], &[&str], &[&str])] = &[
+        (
+            &[],
+            &[
+                "rollout status deploy/team-b-trainguard",
+                "pod-security.kubernetes.io/enforce=restricted",
+                "kubectl apply --dry-run=server",
+                "The webhooks are registered",
+                "runs in report mode",
+                "only members of system:masters",
+                "never a bare --reuse-values",
+            ],
+            &["NOT DONE YET"],
+        ),
+        (
+            &["webhooks.enabled=false"],
+            &["NOT DONE YET", "--set webhooks.enabled=true", "rollout status deploy/team-b-trainguard"],
+            &["The webhooks are registered", "kubectl apply --dry-run=server"],
+        ),
+        (&["controller.mode=act"], &["The companion controller acts"], &["report mode"]),
+        (&["controller.enabled=false"], &["Webhook only"], &["report mode", "controller acts"]),
+        (&["optOut.groups={platform-admins}"], &["only members of platform-admins"], &["system:masters"]),
+    ];
+    for (sets, want, not) in cases {
+        let mut args = vec!["install", "team-b", CHART, "-n", "ml", "--dry-run=client"];
+        for set in *sets {
+            args.extend(["--set", set]);
+        }
+        let out = helm(&args);
+        let notes = &out[out.find("NOTES:").expect("NOTES.txt rendered")..];
+        for w in *want {
+            assert!(notes.contains(w), "{sets:?}: NOTES lack {w:?}:\n{notes}");
+        }
+        for n in *not {
+            assert!(!notes.contains(n), "{sets:?}: NOTES say {n:?}:\n{notes}");
+        }
+    }
+}
+
+/// The PodDisruptionBudget (minAvailable 1) exists only where it cannot block every drain.
+#[test]
+fn chart_pdb_only_with_more_than_one_replica() {
+    for (replicas, pdb) in [(1, false), (2, true), (3, true)] {
+        let r = render_chart(NAMESPACE, json!({"replicaCount": replicas}));
+        let pdbs: Vec<PodDisruptionBudget> = r.all();
+        assert_eq!(pdbs.len(), usize::from(pdb), "replicaCount {replicas}");
+        for p in pdbs {
+            let min = p.spec.unwrap().min_available.unwrap();
+            assert!(matches!(min, IntOrString::Int(m) if m < replicas), "replicaCount {replicas}: {min:?}");
+        }
+    }
+}
+
+/// The opt-out groups come from one value: the webhook's --opt-out-groups and the policy's list
+/// agree in the chart for any value, and in the kustomize manifests as shipped.
+#[test]
+fn opt_out_groups_feed_the_webhook_and_the_policy_alike() {
+    fn policy_groups(r: &Rendered) -> Vec<String> {
+        let policy = r.objects.iter().find(|o| o["kind"] == "ValidatingAdmissionPolicy").expect("the policy");
+        let var = policy["spec"]["variables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == "optOutGroups")
+            .expect("optOutGroups");
+        let program = cel::Program::compile(var["expression"].as_str().unwrap()).expect("CEL compiles");
+        let value = program.execute(&cel::Context::default()).expect("a constant").json().expect("JSON");
+        serde_json::from_value(value).expect("a list of strings")
+    }
+    let kustomize = render_cert_manager();
+    let default = vec!["system:masters".to_string()];
+    let cases: Vec<(&str, Rendered, Vec<String>)> = vec![
+        ("kustomize", kustomize, default.clone()),
+        ("chart default", render_chart(NAMESPACE, json!({})), default),
+        (
+            "chart two groups",
+            render_chart(NAMESPACE, json!({"optOut": {"groups": ["platform-admins", "oidc:sre's"]}})),
+            vec!["platform-admins".to_string(), "oidc:sre's".to_string()],
+        ),
+    ];
+    for (what, r, want) in cases {
+        let serve = serve_args(&container(&r.deployment()));
+        assert_eq!(serve.rules.opt_out_groups, want, "{what}: --opt-out-groups");
+        assert_eq!(policy_groups(&r), want, "{what}: the policy's optOutGroups");
+    }
+}
+
+/// Values that would desync the webhook and the policy, or that were renamed, fail the render
+/// with a message instead of being ignored.
+#[test]
+fn chart_refuses_values_that_would_be_silently_wrong() {
+    let cases = [
+        (json!({"extraArgs": ["--opt-out-groups=admins"]}), "use optOut.groups"),
+        (json!({"extraArgs": ["--controller-mode=act"]}), "use controller.mode"),
+        (json!({"controllerMode": "act"}), "renamed to controller.mode"),
+        (json!({"optOut": {"groups": []}}), "optOut.groups is empty"),
+    ];
+    for (values, want) in cases {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), values.to_string()).unwrap();
+        let out = Command::new(tool("helm"))
+            .args(["template", "trainguard", CHART, "-f", file.path().to_str().unwrap()])
+            .current_dir(repo())
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{values} renders");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(want), "{values}: {stderr}");
     }
 }
 
@@ -1093,4 +1298,140 @@ fn static_certs_overlay_before_make_certs_points_at_certs_readme() {
     // Only the README is tracked there; what `make certs` writes is ignored.
     let ignore = std::fs::read_to_string(repo().join(".gitignore")).unwrap();
     assert!(ignore.lines().any(|l| l == "/certs/*") && ignore.lines().any(|l| l == "!/certs/README.md"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// `make deploy`: the ordered install, against a kubectl that records its calls.
+
+/// A kubectl that logs each call, renders with the real one, answers `get crd` from the CRDs it
+/// is told exist, copies what `apply -f` gets, and fails `wait` when told to.
+const FAKE_KUBECTL: &str = r#"#!/usr/bin/env bash
+echo "$*" >>"$FAKE_DIR/calls"
+case "$1" in
+  kustomize) exec "$REAL_KUBECTL" "$@" ;;
+  get)
+    shift 2
+    for crd in "$@"; do grep -qx "$crd" "$FAKE_DIR/crds" || { echo "crd $crd not found" >&2; exit 1; }; done ;;
+  apply) cp "$3" "$FAKE_DIR/applied.yaml" ;;
+  -n) exit "${FAKE_WAIT_RC:-0}" ;;
+esac
+"#;
+
+struct Deploy {
+    code: i32,
+    stderr: String,
+    calls: Vec<String>,
+    image: Option<String>,
+    kinds: BTreeSet<String>,
+}
+
+/// A kubectl call without its `-f FILE` (a temporary path).
+fn without_file(call: &str) -> String {
+    match call.split_once(" -f ") {
+        Some((head, rest)) => match rest.split_once(' ') {
+            Some((_, more)) => format!("{head} {more}"),
+            None => head.to_string(),
+        },
+        None => call.to_string(),
+    }
+}
+
+fn make_deploy(vars: &[&str], crds: &[&str], wait_rc: i32) -> Deploy {
+    let fake = tempfile::tempdir().unwrap();
+    let kubectl_path = fake.path().join("kubectl");
+    std::fs::write(&kubectl_path, FAKE_KUBECTL).unwrap();
+    std::fs::set_permissions(&kubectl_path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::write(fake.path().join("crds"), crds.iter().map(|c| format!("{c}\n")).collect::<String>()).unwrap();
+    let out = Command::new("make")
+        .args(["-s", "--no-print-directory", "deploy"])
+        .args(vars)
+        .current_dir(repo())
+        .env("KUBECTL", &kubectl_path)
+        .env("REAL_KUBECTL", kubectl())
+        .env("FAKE_DIR", fake.path())
+        .env("FAKE_WAIT_RC", wait_rc.to_string())
+        .output()
+        .expect("make is installed");
+    let calls = std::fs::read_to_string(fake.path().join("calls")).unwrap_or_default();
+    let applied = std::fs::read_to_string(fake.path().join("applied.yaml")).ok();
+    let objects: Vec<Value> = applied.map(|t| serde_saphyr::from_multiple(&t).unwrap()).unwrap_or_default();
+    let rendered = Rendered { what: "make deploy".into(), objects };
+    let image = rendered
+        .objects
+        .iter()
+        .any(|o| o["kind"] == "Deployment")
+        .then(|| container(&rendered.deployment()).image.unwrap());
+    Deploy {
+        code: out.status.code().unwrap_or(-1),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        calls: calls.lines().map(without_file).collect(),
+        image,
+        kinds: rendered.kinds_and_names(),
+    }
+}
+
+/// (make variables, CRDs present, wait exit, exit, stderr has, calls (prefixes), image applied)
+type DeployCase<'a> = (&'a [&'a str], &'a [&'a str], i32, i32, &'a str, &'a [&'a str], Option<&'a str>);
+
+#[test]
+fn make_deploy_installs_in_order_and_refuses_what_would_break_writes() {
+    let trainjob = "trainjobs.trainer.kubeflow.org";
+    let cm = ["certificates.cert-manager.io", "issuers.cert-manager.io"];
+    let all = [trainjob, cm[0], cm[1]];
+    let only_trainjob = [trainjob];
+    let ordered = [
+        "get crd trainjobs.trainer.kubeflow.org",
+        "get crd certificates.cert-manager.io issuers.cert-manager.io",
+        "kustomize",
+        "apply -l trainguard.io/install-step!=webhooks",
+        "-n trainguard-system wait deploy/trainguard --for=condition=Available --timeout=5m",
+        "apply",
+    ];
+    let cases: Vec<DeployCase> = vec![
+        (&[], &all, 0, 2, "IMAGE is not set", &[], None),
+        (&["IMAGE=trainguard:0.1.0"], &all, 0, 2, "names no registry", &[], None),
+        (&["IMAGE=registry.example.com/trainguard"], &all, 0, 2, "has no tag or digest", &[], None),
+        (&["IMAGE=r.example.com/tg:1", "OVERLAY=plain"], &all, 0, 2, "use cert-manager or static-certs", &[], None),
+        (&["IMAGE=r.example.com/tg:1"], &cm, 0, 2, "the TrainJob CRD", &ordered[..1], None),
+        (&["IMAGE=r.example.com/tg:1"], &only_trainjob, 0, 2, "cert-manager is not installed", &ordered[..2], None),
+        (
+            &["IMAGE=r.example.com/tg:1"],
+            &all,
+            1,
+            2,
+            "the webhooks were NOT registered",
+            &ordered[..5],
+            Some("r.example.com/tg:1"),
+        ),
+        (&["IMAGE=r.example.com/tg:1"], &all, 0, 0, "registering the webhooks", &ordered, Some("r.example.com/tg:1")),
+        (
+            &[
+                "IMAGE=localhost:5000/ml/trainguard@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+            ],
+            &all,
+            0,
+            0,
+            "done",
+            &ordered,
+            Some(
+                "localhost:5000/ml/trainguard@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+            ),
+        ),
+    ];
+    for (vars, crds, wait_rc, code, stderr, calls, image) in cases {
+        let run = make_deploy(vars, crds, wait_rc);
+        assert_eq!(run.code, code, "{vars:?} {crds:?}: {}", run.stderr);
+        assert!(run.stderr.contains(stderr), "{vars:?} {crds:?}: {}", run.stderr);
+        assert_eq!(run.calls.len(), calls.len(), "{vars:?} {crds:?}: {:?}", run.calls);
+        for (got, want) in run.calls.iter().zip(calls) {
+            assert!(got.starts_with(want), "{vars:?}: call {got:?}, want {want:?}; all: {:?}", run.calls);
+        }
+        assert_eq!(run.image.as_deref(), image, "{vars:?}");
+    }
+
+    // COMPONENTS reach the rendered objects: webhook-only drops the leader-election Role.
+    let run = make_deploy(&["IMAGE=r.example.com/tg:1", "COMPONENTS=webhook-only"], &all, 0);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(!run.kinds.contains("Role \"trainguard-leader-election\""), "{:?}", run.kinds);
+    assert!(run.kinds.contains("ValidatingWebhookConfiguration \"trainguard-validating\""), "{:?}", run.kinds);
 }

@@ -141,7 +141,10 @@ pub fn run(args: CertsArgs) -> anyhow::Result<ExitCode> {
 
     println!("wrote {} files to {} for {}", files.len(), args.out.display(), target.dns_names().join(", "));
     println!("valid for {} days; the directory holds private keys: keep it out of git", args.days);
-    println!("install: kubectl apply -k deploy/overlays/static-certs (reads certs/ at the repository root)");
+    println!(
+        "install: make deploy IMAGE=REGISTRY/trainguard:TAG OVERLAY=static-certs (reads certs/ at the repository \
+         root; applies the webhooks last, once a replica is ready: docs/operations.md, Install)"
+    );
     Ok(ExitCode::SUCCESS)
 }
 

@@ -45,6 +45,9 @@ pub struct Checked {
     pub decision: Decision,
     /// `--strict` turned an offline gate allow into a denial.
     pub strict_denial: bool,
+    /// The manifest line of each denied field (by path), where it could be found; see
+    /// [`Checked::line_of`].
+    pub field_lines: Vec<(String, usize)>,
 }
 
 impl Checked {
@@ -59,6 +62,19 @@ impl Checked {
         } else {
             self.decision.message()
         }
+    }
+
+    /// The field errors of a denial (none for a `--strict` denial, which has no field).
+    pub fn field_errors(&self) -> &[crate::admission::FieldError] {
+        match &self.decision.outcome {
+            crate::admission::Outcome::Denied { errors } if !self.strict_denial => errors,
+            _ => &[],
+        }
+    }
+
+    /// The line of the field at `path` in the manifest, else the object's own line.
+    pub fn line_of(&self, path: &str) -> usize {
+        self.field_lines.iter().find(|(p, _)| p == path).map_or(self.line, |(_, l)| *l)
     }
 
     /// `trainjob.trainer.kubeflow.org/<ns>/<name>`.
@@ -174,6 +190,7 @@ pub fn check(new: NewObject, old: Option<OldObject<'_>>, ctx: &Context<'_>) -> R
         old: old.map(|o| (o.source.to_string(), o.line)),
         decision,
         strict_denial,
+        field_lines: Vec::new(),
     })
 }
 

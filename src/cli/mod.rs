@@ -3,6 +3,7 @@
 
 pub mod certs;
 pub mod check;
+pub mod lines;
 pub mod parallel;
 pub mod plan;
 pub mod report;
@@ -25,6 +26,13 @@ use crate::config::LogFormat;
     long_about = "Admission webhook and companion controller for Kubeflow training workloads.\n\n\
         Start with `trainguard serve --dev` to run the webhook on localhost with self-generated \
         certificates, or `trainguard validate` to check TrainJob manifests in CI.",
+    after_help = "Examples:\n  \
+        trainguard validate --git-base origin/main jobs/     check a change in CI\n  \
+        helm template my-chart | trainguard validate -       check rendered manifests\n  \
+        trainguard serve --dev                               the webhook on localhost\n  \
+        trainguard completion bash > ~/.local/share/bash-completion/completions/trainguard\n\n\
+        Docs: README.md and docs/ (ci.md, operations.md, webhook.md, controller.md) in the trainguard \
+        repository, also at the source of the release you run.",
     propagate_version = true
 )]
 pub struct Cli {
@@ -48,6 +56,38 @@ pub enum Command {
     Plan(plan::PlanArgs),
     /// Generate a CA and serving certificate for the webhook Service.
     Certs(certs::CertsArgs),
+    /// Print a shell completion script (bash, zsh, fish) to stdout.
+    #[command(after_help = "Examples:\n  \
+        trainguard completion bash > ~/.local/share/bash-completion/completions/trainguard\n  \
+        trainguard completion zsh > \"${fpath[1]}/_trainguard\"\n  \
+        trainguard completion fish > ~/.config/fish/completions/trainguard.fish")]
+    Completion(CompletionArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CompletionArgs {
+    /// The shell to complete for.
+    #[arg(value_enum, env = "TRAINGUARD_COMPLETION_SHELL")]
+    pub shell: Shell,
+}
+
+/// The shells `completion` writes scripts for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Shell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+fn completion(args: CompletionArgs) -> anyhow::Result<ExitCode> {
+    use clap::CommandFactory as _;
+    let shell = match args.shell {
+        Shell::Bash => clap_complete::Shell::Bash,
+        Shell::Zsh => clap_complete::Shell::Zsh,
+        Shell::Fish => clap_complete::Shell::Fish,
+    };
+    clap_complete::generate(shell, &mut Cli::command(), "trainguard", &mut std::io::stdout().lock());
+    Ok(ExitCode::SUCCESS)
 }
 
 impl Cli {
@@ -58,6 +98,7 @@ impl Cli {
             Command::Review(args) => review::run(args),
             Command::Plan(args) => plan::run(args),
             Command::Certs(args) => certs::run(args),
+            Command::Completion(args) => completion(args),
         }
     }
 }

@@ -1,5 +1,5 @@
-//! How `validate` prints verdicts: text lines, JSON lines, or GitHub Actions annotations.
-//! Streams: each verdict is written as soon as it is known.
+//! How `validate` prints verdicts: text lines, JSON lines, GitHub Actions annotations (each
+//! written as soon as it is known), or one SARIF 2.1.0 or JUnit XML document at the end.
 
 use std::io::{self, Write};
 
@@ -14,10 +14,38 @@ pub enum OutputFormat {
     /// One line per TrainJob, then a summary line.
     #[default]
     Text,
-    /// One JSON object per TrainJob (and per input error), one per line.
+    /// One JSON object per TrainJob (and per input error or warning), one per line.
     Json,
     /// GitHub Actions `::error` / `::warning` workflow commands, then a summary line.
     Github,
+    /// One SARIF 2.1.0 log (code scanning): a result per denial, warning and input problem.
+    Sarif,
+    /// One JUnit XML report: a test case per TrainJob and per input problem.
+    Junit,
+}
+
+/// One line of a SARIF or JUnit document, kept until the end.
+#[derive(Debug, Clone)]
+struct Record {
+    level: Level,
+    /// SARIF ruleId: the webhook's rule (audit annotation), `input-error`, `input-warning`.
+    rule: String,
+    /// The TrainJob, or the input, the record is about.
+    name: String,
+    message: String,
+    file: Option<String>,
+    line: Option<usize>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Level {
+    /// Allowed without a warning (JUnit only).
+    Pass,
+    /// Allowed with a warning.
+    Warning,
+    Denied,
+    InputError,
+    InputWarning,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -29,22 +57,30 @@ pub struct Counts {
     /// Documents of other kinds.
     pub skipped: usize,
     pub input_errors: usize,
+    /// Inputs used only in part: an old side that could not be read (its TrainJobs checked as
+    /// CREATEs), an object that looks like a TrainJob but is not one (not checked).
+    pub input_warnings: usize,
 }
 
 impl Counts {
-    /// 0 all allowed, 1 any denied, 2 any unusable input.
-    pub fn exit_code(&self) -> u8 {
+    /// 0 all allowed, 1 any denied (or, with `strict`, no TrainJob checked at all), 2 any
+    /// unusable input.
+    pub fn exit_code(&self, strict: bool) -> u8 {
         if self.input_errors > 0 {
             2
-        } else if self.denied > 0 {
+        } else if self.denied > 0 || (strict && self.checked() == 0) {
             1
         } else {
             0
         }
     }
 
+    pub fn checked(&self) -> usize {
+        self.allowed + self.denied
+    }
+
     pub fn summary(&self) -> String {
-        let checked = self.allowed + self.denied;
+        let checked = self.checked();
         let mut s = format!(
             "trainguard validate: {checked} TrainJob{} checked: {} allowed",
             if checked == 1 { "" } else { "s" },
@@ -61,9 +97,20 @@ impl Counts {
                 if self.input_errors == 1 { "" } else { "s" }
             ));
         }
+        if self.input_warnings > 0 {
+            s.push_str(&format!(
+                "; {} input warning{}",
+                self.input_warnings,
+                if self.input_warnings == 1 { "" } else { "s" }
+            ));
+        }
         s
     }
 }
+
+/// What a run that checked no TrainJob at all says (a typo'd path or kind, an empty directory).
+pub const NOTHING_CHECKED: &str = "no TrainJob was checked: no input holds an object with apiVersion \
+     trainer.kubeflow.org/v1alpha1 and kind TrainJob (check the paths; --strict fails such a run)";
 
 pub struct Reporter<O: Write, E: Write> {
     format: OutputFormat,
@@ -71,11 +118,13 @@ pub struct Reporter<O: Write, E: Write> {
     out: O,
     err: E,
     pub counts: Counts,
+    /// SARIF and JUnit: everything, written by [`Self::finish`].
+    records: Vec<Record>,
 }
 
 impl<O: Write, E: Write> Reporter<O, E> {
     pub fn new(format: OutputFormat, quiet: bool, out: O, err: E) -> Self {
-        Reporter { format, quiet, out, err, counts: Counts::default() }
+        Reporter { format, quiet, out, err, counts: Counts::default(), records: Vec::new() }
     }
 
     pub fn skipped(&mut self) {
@@ -91,6 +140,35 @@ impl<O: Write, E: Write> Reporter<O, E> {
             if !c.decision.warnings.is_empty() {
                 self.counts.warned += 1;
             }
+        }
+        if matches!(self.format, OutputFormat::Sarif | OutputFormat::Junit) {
+            let file = (c.source != "-").then(|| c.source.clone());
+            if denied && !c.field_errors().is_empty() {
+                // One record per field, on its line.
+                for e in c.field_errors() {
+                    let line = Some(c.line_of(&e.path));
+                    let (rule, message) = (e.rule.to_string(), e.to_string());
+                    self.records.push(Record {
+                        level: Level::Denied,
+                        rule,
+                        name: c.object_id(),
+                        message,
+                        file: file.clone(),
+                        line,
+                    });
+                }
+                return Ok(());
+            }
+            let (level, rule, message) = if denied {
+                let rule = if c.strict_denial { "strict".to_string() } else { c.decision.audit_rules() };
+                (Level::Denied, rule, c.message())
+            } else if c.decision.warnings.is_empty() {
+                (Level::Pass, String::new(), format!("allowed ({})", c.operation.as_str()))
+            } else {
+                (Level::Warning, "warning".to_string(), c.decision.warnings.join("; "))
+            };
+            self.records.push(Record { level, rule, name: c.object_id(), message, file, line: Some(c.line) });
+            return Ok(());
         }
         if self.quiet && !denied {
             return Ok(());
@@ -119,7 +197,20 @@ impl<O: Write, E: Write> Reporter<O, E> {
                 let props = format!("file={},line={}", property(&c.source), c.line);
                 if denied {
                     let title = format!("trainguard denied {}", c.object_id());
-                    writeln!(self.out, "::error {props},title={}::{}", property(&title), data(&c.message()))
+                    if c.field_errors().is_empty() {
+                        return writeln!(
+                            self.out,
+                            "::error {props},title={}::{}",
+                            property(&title),
+                            data(&c.message())
+                        );
+                    }
+                    // One annotation per field, on the field's own line.
+                    for e in c.field_errors() {
+                        let props = format!("file={},line={}", property(&c.source), c.line_of(&e.path));
+                        writeln!(self.out, "::error {props},title={}::{}", property(&title), data(&e.to_string()))?;
+                    }
+                    Ok(())
                 } else {
                     for warning in &c.decision.warnings {
                         let title = format!("trainguard {}", c.object_id());
@@ -128,6 +219,7 @@ impl<O: Write, E: Write> Reporter<O, E> {
                     Ok(())
                 }
             }
+            OutputFormat::Sarif | OutputFormat::Junit => Ok(()),
         }
     }
 
@@ -152,17 +244,80 @@ impl<O: Write, E: Write> Reporter<O, E> {
                 props.push("title=trainguard: unusable input".replace(':', "%3A"));
                 writeln!(self.out, "::error {}::{}", props.join(","), data(message))
             }
+            OutputFormat::Sarif | OutputFormat::Junit => {
+                self.push_input(Level::InputError, message, file, line);
+                Ok(())
+            }
         }
     }
 
-    /// The summary line (not with `--quiet`; on stderr for JSON so stdout stays JSON lines).
+    fn push_input(&mut self, level: Level, message: &str, file: Option<&str>, line: Option<usize>) {
+        let rule = if level == Level::InputError { "input-error" } else { "input-warning" };
+        let name = file.map_or_else(|| "input".to_string(), |f| format!("input {f}"));
+        let line = file.and(line);
+        self.records.push(Record {
+            level,
+            rule: rule.to_string(),
+            name,
+            message: message.to_string(),
+            file: file.map(str::to_string),
+            line,
+        });
+    }
+
+    /// An input used only in part, or an object that was not checked though it looks like a
+    /// TrainJob: a warning (exit status unchanged). `file` as for [`Self::input_error`].
+    pub fn input_warning(&mut self, message: &str, file: Option<&str>, line: Option<usize>) -> io::Result<()> {
+        self.counts.input_warnings += 1;
+        self.warning_record(message, file, line)
+    }
+
+    fn warning_record(&mut self, message: &str, file: Option<&str>, line: Option<usize>) -> io::Result<()> {
+        match self.format {
+            OutputFormat::Text => writeln!(self.err, "warning: {message}"),
+            OutputFormat::Json => {
+                let obj = json!({ "warning": message, "file": file, "line": line });
+                writeln!(self.out, "{obj}")
+            }
+            OutputFormat::Github => {
+                let mut props = Vec::new();
+                if let Some(file) = file {
+                    props.push(format!("file={}", property(file)));
+                    if let Some(line) = line {
+                        props.push(format!("line={line}"));
+                    }
+                }
+                props.push("title=trainguard: input warning".replace(':', "%3A"));
+                writeln!(self.out, "::warning {}::{}", props.join(","), data(message))
+            }
+            OutputFormat::Sarif | OutputFormat::Junit => {
+                self.push_input(Level::InputWarning, message, file, line);
+                Ok(())
+            }
+        }
+    }
+
+    /// The summary line (not with `--quiet`; on stderr for JSON so stdout stays JSON lines),
+    /// after a warning record when nothing was checked (even with `--quiet`).
     pub fn finish(mut self) -> io::Result<Counts> {
+        if self.counts.checked() == 0 && self.counts.input_errors == 0 {
+            self.warning_record(NOTHING_CHECKED, None, None)?;
+        }
         if !self.quiet {
             let summary = self.counts.summary();
             match self.format {
-                OutputFormat::Json => writeln!(self.err, "{summary}")?,
-                _ => writeln!(self.out, "{summary}")?,
+                OutputFormat::Json | OutputFormat::Sarif | OutputFormat::Junit => writeln!(self.err, "{summary}")?,
+                OutputFormat::Text | OutputFormat::Github => writeln!(self.out, "{summary}")?,
             }
+        }
+        match self.format {
+            OutputFormat::Sarif => {
+                let log = sarif(&self.records);
+                serde_json::to_writer_pretty(&mut self.out, &log)?;
+                writeln!(self.out)?;
+            }
+            OutputFormat::Junit => self.out.write_all(junit(&self.records, &self.counts).as_bytes())?,
+            _ => {}
         }
         self.out.flush()?;
         self.err.flush()?;
@@ -177,7 +332,13 @@ fn json_verdict(c: &Checked) -> Value {
         .as_ref()
         .and_then(|s| s.details.as_ref())
         .map(|d| {
-            d.causes.iter().map(|k| json!({ "field": k.field, "reason": k.reason, "message": k.message })).collect()
+            d.causes
+                .iter()
+                .map(|k| {
+                    let line = c.line_of(&k.field);
+                    json!({ "field": k.field, "reason": k.reason, "message": k.message, "line": line })
+                })
+                .collect()
         })
         .unwrap_or_default();
     json!({
@@ -198,6 +359,130 @@ fn json_verdict(c: &Checked) -> Value {
     })
 }
 
+/// The SARIF 2.1.0 log: one run of the `trainguard` driver, a result per record that is not a
+/// plain allow. Locations only for files of the change (never stdin or another revision).
+fn sarif(records: &[Record]) -> Value {
+    let results: Vec<Value> = records
+        .iter()
+        .filter(|r| r.level != Level::Pass)
+        .map(|r| {
+            let level = match r.level {
+                Level::Denied | Level::InputError => "error",
+                _ => "warning",
+            };
+            let mut result = json!({
+                "ruleId": if r.rule.is_empty() { "trainguard" } else { r.rule.as_str() },
+                "level": level,
+                "message": { "text": match r.level {
+                    // Input messages start with the file already.
+                    Level::InputError | Level::InputWarning => r.message.clone(),
+                    _ => format!("{}: {}", r.name, r.message),
+                } },
+            });
+            if let Some(file) = &r.file {
+                let mut physical = json!({ "artifactLocation": { "uri": uri_reference(file) } });
+                if let Some(line) = r.line.filter(|l| *l > 0) {
+                    physical["region"] = json!({ "startLine": line });
+                }
+                result["locations"] = json!([{ "physicalLocation": physical }]);
+            }
+            result
+        })
+        .collect();
+    json!({
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{
+            "tool": { "driver": {
+                "name": "trainguard",
+                "version": env!("CARGO_PKG_VERSION"),
+            } },
+            "results": results,
+        }],
+    })
+}
+
+/// A relative path as a URI reference (RFC 3986): `/` separators, the characters a path may
+/// hold but a URI may not percent-encoded.
+fn uri_reference(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for b in path.replace('\\', "/").bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~/!$&'()*+,;=:@".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The JUnit XML report: one suite, a test case per TrainJob (a denial is a failure) and per
+/// input problem (an unusable input is an error, a warning is skipped).
+fn junit(records: &[Record], counts: &Counts) -> String {
+    let failures = records.iter().filter(|r| r.level == Level::Denied).count();
+    let errors = records.iter().filter(|r| r.level == Level::InputError).count();
+    let skipped = records.iter().filter(|r| r.level == Level::InputWarning).count();
+    let tests = records.len();
+    let mut x = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    x.push_str(&format!(
+        "<testsuites name=\"trainguard validate\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"{skipped}\">\n"
+    ));
+    x.push_str(&format!(
+        "  <testsuite name=\"trainguard validate\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"{skipped}\">\n"
+    ));
+    x.push_str(&format!(
+        "    <properties><property name=\"summary\" value=\"{}\"/></properties>\n",
+        xml(&counts.summary())
+    ));
+    for r in records {
+        let place = match (&r.file, r.line) {
+            (Some(f), Some(l)) => format!("{f}:{l}"),
+            (Some(f), None) => f.clone(),
+            (None, _) => "-".to_string(),
+        };
+        let classname = r.file.as_deref().unwrap_or("trainguard");
+        let name = format!("{} ({place})", r.name);
+        x.push_str(&format!("    <testcase classname=\"{}\" name=\"{}\"", xml(classname), xml(&name)));
+        let body = match r.level {
+            Level::Pass => None,
+            Level::Warning => Some(format!("<system-out>warning: {}</system-out>", xml(&r.message))),
+            Level::Denied => {
+                Some(format!("<failure message=\"{0}\" type=\"{1}\">{0}</failure>", xml(&r.message), xml(&r.rule)))
+            }
+            Level::InputError => {
+                Some(format!("<error message=\"{0}\" type=\"input-error\">{0}</error>", xml(&r.message)))
+            }
+            Level::InputWarning => Some(format!("<skipped message=\"{}\"/>", xml(&r.message))),
+        };
+        match body {
+            None => x.push_str("/>\n"),
+            Some(body) => x.push_str(&format!(">\n      {body}\n    </testcase>\n")),
+        }
+    }
+    x.push_str("  </testsuite>\n</testsuites>\n");
+    x
+}
+
+/// Escapes text and attribute values; drops characters XML 1.0 cannot hold.
+fn xml(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            '\n' => out.push_str("&#10;"),
+            '\r' => out.push_str("&#13;"),
+            '\t' => out.push_str("&#9;"),
+            c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => out.push('\u{FFFD}'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// Escapes the message part of a workflow command.
 fn data(s: &str) -> String {
     s.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A")
@@ -211,6 +496,16 @@ fn property(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn paths_become_uri_references_and_xml_is_escaped() {
+        let cases =
+            [("jobs/a.yaml", "jobs/a.yaml"), ("my jobs/a#1.yaml", "my%20jobs/a%231.yaml"), ("ü.yaml", "%C3%BC.yaml")];
+        for (path, uri) in cases {
+            assert_eq!(uri_reference(path), uri);
+        }
+        assert_eq!(xml("a<b & \"c\"\n\u{1}"), "a&lt;b &amp; &quot;c&quot;&#10;\u{FFFD}");
+    }
 
     #[test]
     fn workflow_command_escaping() {
@@ -229,10 +524,20 @@ mod tests {
             ),
             (Counts { allowed: 1, denied: 2, ..Counts::default() }, 1, "3 TrainJobs checked: 1 allowed, 2 denied"),
             (Counts { denied: 2, input_errors: 1, ..Counts::default() }, 2, "; 1 input error"),
+            (Counts { allowed: 1, input_warnings: 2, ..Counts::default() }, 0, "; 2 input warnings"),
         ];
         for (counts, code, summary) in cases {
-            assert_eq!(counts.exit_code(), code, "{counts:?}");
+            assert_eq!(counts.exit_code(false), code, "{counts:?}");
             assert!(counts.summary().contains(summary), "{}", counts.summary());
+        }
+        // --strict: a run that checked nothing fails; otherwise strict changes nothing here.
+        let strict = [
+            (Counts::default(), 1),
+            (Counts { skipped: 3, ..Counts::default() }, 1),
+            (Counts { allowed: 1, ..Counts::default() }, 0),
+        ];
+        for (counts, code) in strict {
+            assert_eq!(counts.exit_code(true), code, "{counts:?}");
         }
     }
 }

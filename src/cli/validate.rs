@@ -16,17 +16,26 @@ use clap::Args;
 use serde_json::value::RawValue;
 
 use super::check::{self, Checked, Context, NewObject, OldObject};
+use super::lines;
 use super::parallel;
 use super::report::{OutputFormat, Reporter};
 use super::state;
 use crate::cluster::{ClusterView, Offline};
 use crate::config::RulesArgs;
 use crate::manifests::{self, Document, GitBlob, Limits, ManifestError, RawFile, Revision, Source};
+use crate::model::TrainJobView;
 use crate::trainer::TrainerVersion;
 
 #[derive(Debug, Args)]
-#[command(after_help = "Exit status: 0 all allowed, 1 any TrainJob denied, 2 unusable input.\n\
-    See docs/ci.md for what offline verdicts mean and how to run this in CI.")]
+#[command(after_help = "Examples:\n  \
+    trainguard validate jobs/                                  every TrainJob under jobs/ as a CREATE\n  \
+    trainguard validate --git-base origin/main jobs/           as UPDATEs of the same objects on main\n  \
+    trainguard validate --old base/ -o github jobs/            annotations on a GitHub pull request\n  \
+    trainguard validate -o sarif jobs/ > trainguard.sarif      for code scanning\n  \
+    helm template RELEASE CHART | trainguard validate -        rendered manifests on stdin\n\n\
+    Exit status: 0 all allowed (warnings too), 1 any TrainJob denied (or, with --strict, none \
+    checked), 2 unusable input; every input is still checked and reported.\n\
+    Docs: docs/ci.md in the trainguard repository (what offline verdicts mean, CI setups).")]
 pub struct ValidateArgs {
     /// Manifests to check: files, directories (searched for *.yaml, *.yml, *.json) or - for stdin.
     #[arg(value_name = "PATH", required = true)]
@@ -105,7 +114,20 @@ pub enum SchemaCheck {
 pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     let limits = Limits { max_file_bytes: args.max_file_bytes, ..Limits::default() };
     let config = args.rules.rules_config();
-    let state = if args.state.is_empty() { None } else { Some(state::load(&args.state, &limits, &args.namespace)?) };
+    // Inputs that cannot be used before anything is checked: reported once the reporter exists.
+    let mut early_errors: Vec<String> = Vec::new();
+    let state = if args.state.is_empty() {
+        None
+    } else {
+        match state::load(&args.state, &limits, &args.namespace) {
+            Ok(state) => Some(state),
+            Err(e) => {
+                // Checked offline instead; the error alone makes the run exit 2.
+                early_errors.push(format!("{e:#} (checked without cluster state)"));
+                None
+            }
+        }
+    };
     let cluster: &dyn ClusterView = match &state {
         Some(state) => &state.view,
         None => &Offline,
@@ -122,8 +144,15 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     let mut reporter =
         Reporter::new(args.output, args.quiet, BufWriter::with_capacity(64 * 1024, io::stdout().lock()), io::stderr());
     let mut write_error = None;
+    for message in &early_errors {
+        keep_first(&mut write_error, reporter.input_error(message, None, None));
+    }
     let workers = parallel::workers();
-    let new_sources = manifests::sources(&args.paths)?;
+    // A path that cannot be used is one record; the other paths are still checked.
+    let (new_sources, unusable) = sources_of(&args.paths);
+    for e in &unusable {
+        keep_first(&mut write_error, report(&mut reporter, manifest_error(e, true)));
+    }
 
     // Old objects from files that no new file pairs with: read before any new file.
     let mut earlier = OldSet::default();
@@ -137,25 +166,43 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
         |file: Result<Vec<Document>, ManifestError>| file.map(|docs| old_entries(docs, &rev_prefix, &args.namespace));
     let mut add_earlier = |file: Result<Vec<(Key, OldEntry)>, ManifestError>| match file {
         Ok(entries) => earlier.extend(entries),
-        Err(e) => keep_first(&mut write_error, report(&mut reporter, manifest_error(&e, false))),
+        Err(e) => keep_first(&mut write_error, report(&mut reporter, old_side_warning(&e))),
     };
 
     // Pair each new file with the same path at the base revision; the rest of the base is read
     // first, then the paired files stream alongside the new ones, in the same order.
     let mut paired_files = None;
+    let mut base_error = None;
     let mut paired = vec![false; new_sources.len()];
     if let Some(rev) = &args.git_base {
-        let revision = Revision::resolve(rev).with_context(|| format!("reading the old manifests at {rev}"))?;
-        let blobs = revision.list(&args.paths).with_context(|| format!("reading the old manifests at {rev}"))?;
-        let (order, unpaired_count) = pair_with_base(&revision, blobs, &new_sources, &mut paired);
-        let mut files = revision.read(order, &limits)?;
-        let work = |file: Result<RawFile, ManifestError>| parse_old(file.and_then(|f| f.parse(&limits)));
-        parallel::ordered_map(files.by_ref().take(unpaired_count), workers, WINDOW, work, &mut add_earlier);
-        paired_files = Some(files);
+        let base = Revision::resolve(rev).and_then(|revision| {
+            let blobs = revision.list(&args.paths)?;
+            let (order, unpaired_count) = pair_with_base(&revision, blobs, &new_sources, &mut paired);
+            Ok((revision.read(order, &limits)?, unpaired_count))
+        });
+        match base {
+            Ok((mut files, unpaired_count)) => {
+                let work = |file: Result<RawFile, ManifestError>| parse_old(file.and_then(|f| f.parse(&limits)));
+                parallel::ordered_map(files.by_ref().take(unpaired_count), workers, WINDOW, work, &mut add_earlier);
+                paired_files = Some(files);
+            }
+            Err(e) => {
+                // No old side at all: an error (exit 2), and every object is checked as a CREATE.
+                paired.iter_mut().for_each(|p| *p = false);
+                base_error =
+                    Some(format!("reading the old manifests at {rev}: {e} (every TrainJob checked as a CREATE)"));
+            }
+        }
     }
-    let old_sources = manifests::sources(&args.old)?;
+    let (old_sources, unusable_old) = sources_of(&args.old);
+    for e in unusable_old {
+        add_earlier(Err(e));
+    }
     let work = |source: Source| parse_old(manifests::read_source(&source, &limits));
     parallel::ordered_map(old_sources.into_iter(), workers, WINDOW, work, &mut add_earlier);
+    if let Some(message) = base_error {
+        keep_first(&mut write_error, reporter.input_error(&message, None, None));
+    }
 
     // The new files, checked in parallel and printed in order.
     let files = FileContext {
@@ -181,18 +228,20 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     // A git failure at the end of the stream.
     for rest in paired_files.into_iter().flatten() {
         if let Err(e) = rest {
-            keep_first(&mut write_error, report(&mut reporter, manifest_error(&e, false)));
+            keep_first(&mut write_error, report(&mut reporter, old_side_warning(&e)));
         }
     }
     for new in pending {
         let old = later.find(&(new.namespace.clone(), new.name.clone()), &new.source);
-        keep_first(&mut write_error, report(&mut reporter, check_against(new, old, live, &ctx)));
+        for finding in check_against(new, old, live, &ctx) {
+            keep_first(&mut write_error, report(&mut reporter, finding));
+        }
     }
     if let Some(e) = write_error {
         return Err(e).context("writing the report");
     }
     let counts = reporter.finish()?;
-    Ok(ExitCode::from(counts.exit_code()))
+    Ok(ExitCode::from(counts.exit_code(args.strict)))
 }
 
 /// The order to read the base in: files no new file pairs with (deleted, renamed) first, then
@@ -246,14 +295,44 @@ fn report(reporter: &mut Out<'_>, finding: Finding) -> io::Result<()> {
         }
         Finding::Checked(checked) => reporter.checked(&checked),
         Finding::Error { message, file, line } => reporter.input_error(&message, file.as_deref(), line),
+        Finding::Warning { message, file, line } => reporter.input_warning(&message, file.as_deref(), line),
     }
+}
+
+/// The sources each path stands for, and the paths that cannot be used (missing, unreadable,
+/// stdin given twice): each of those is reported on its own, the rest still read.
+fn sources_of(paths: &[PathBuf]) -> (Vec<Source>, Vec<ManifestError>) {
+    let mut sources = Vec::new();
+    let mut errors = Vec::new();
+    let mut stdin_seen = false;
+    for path in paths {
+        if path.as_os_str() == "-" && std::mem::replace(&mut stdin_seen, true) {
+            errors.push(ManifestError::StdinTwice);
+            continue;
+        }
+        match manifests::sources(std::slice::from_ref(path)) {
+            Ok(found) => sources.extend(found),
+            Err(e) => errors.push(e),
+        }
+    }
+    (sources, errors)
 }
 
 /// What checking found, in document order.
 enum Finding {
     Checked(Box<Checked>),
     Skipped,
-    Error { message: String, file: Option<String>, line: Option<usize> },
+    Error {
+        message: String,
+        file: Option<String>,
+        line: Option<usize>,
+    },
+    /// Used in part (an old side that cannot be read), or a near miss that was not checked.
+    Warning {
+        message: String,
+        file: Option<String>,
+        line: Option<usize>,
+    },
 }
 
 /// What one new file (and the same path at the base) gave.
@@ -286,28 +365,42 @@ impl FileContext<'_> {
             None => Vec::new(),
             Some(Ok(entries)) => entries,
             Some(Err(e)) => {
-                outcome.findings.push(manifest_error(&e, false));
+                outcome.findings.push(old_side_warning(&e));
                 Vec::new()
             }
         };
         let documents = match manifests::read_source(source, self.limits) {
             Ok(documents) => documents,
             Err(e) => {
-                outcome.findings.push(manifest_error(&e, true));
+                let mut finding = manifest_error(&e, true);
+                if let (Finding::Error { message, .. }, Source::File(path)) = (&mut finding, source)
+                    && is_syntax_error(&e)
+                    && looks_like_a_template(path)
+                {
+                    message.push_str(HELM_HINT);
+                }
+                outcome.findings.push(finding);
                 outcome.orphans = local;
                 return outcome;
             }
         };
         for doc in documents {
             if !state::is_trainjob(&doc) {
-                outcome.findings.push(Finding::Skipped);
+                outcome.findings.push(match near_miss(&doc) {
+                    Some(message) => Finding::Warning {
+                        message: format!("{}:{}: {message}", doc.source, doc.line),
+                        file: Some(doc.source.clone()),
+                        line: Some(doc.line),
+                    },
+                    None => Finding::Skipped,
+                });
                 continue;
             }
             let new = NewObject::from_document(doc, self.ctx.default_namespace);
             let key = (new.namespace.clone(), new.name.clone());
             // Objects named by generateName only are always created.
             let same_file = local.iter().position(|(k, _)| *k == key && !new.name.is_empty());
-            let finding = if let Some(at) = same_file {
+            let findings = if let Some(at) = same_file {
                 let (_, entry) = local.remove(at);
                 check_against(new, Some(&entry), self.live, self.ctx)
             } else if let Some(entry) = self.earlier.find(&key, &new.source).filter(|_| !new.name.is_empty()) {
@@ -318,7 +411,7 @@ impl FileContext<'_> {
             } else {
                 check_against(new, None, self.live, self.ctx)
             };
-            outcome.findings.push(finding);
+            outcome.findings.extend(findings);
         }
         outcome.orphans = local;
         outcome
@@ -326,8 +419,33 @@ impl FileContext<'_> {
 }
 
 /// Checks `new` as an UPDATE of `old` (with the live running state from `--state`, see
-/// docs/ci.md), or as a CREATE.
+/// docs/ci.md), or as a CREATE. An old object that does not decode is a warning, and `new` is
+/// then checked as a CREATE.
 fn check_against(
+    new: NewObject,
+    old: Option<&OldEntry>,
+    live: Option<&HashMap<Key, Document>>,
+    ctx: &Context<'_>,
+) -> Vec<Finding> {
+    if let Some(entry) = old
+        && let Err(e) = TrainJobView::decode(&entry.json)
+    {
+        let has_live = live.is_some_and(|l| l.contains_key(&(new.namespace.clone(), new.name.clone())));
+        let instead = if has_live { "checked against the live TrainJob only" } else { "checked as a CREATE" };
+        let warning = Finding::Warning {
+            message: format!(
+                "{}:{}: old TrainJob {}/{} does not decode: {e} (old side unusable: {instead})",
+                entry.source, entry.line, new.namespace, new.name
+            ),
+            file: None,
+            line: None,
+        };
+        return vec![warning, check_one(new, None, live, ctx)];
+    }
+    vec![check_one(new, old, live, ctx)]
+}
+
+fn check_one(
     new: NewObject,
     old: Option<&OldEntry>,
     live: Option<&HashMap<Key, Document>>,
@@ -348,12 +466,94 @@ fn check_against(
     };
     let source = new.source.clone();
     match check::check(new, old_object, ctx) {
-        Ok(checked) => Finding::Checked(Box::new(checked)),
+        Ok(mut checked) => {
+            locate_fields(&mut checked);
+            Finding::Checked(Box::new(checked))
+        }
         Err(failure) => {
             let file = (failure.source_name == source).then_some(source);
             Finding::Error { message: failure.to_string(), file, line: Some(failure.line) }
         }
     }
+}
+
+/// What a file with Go template syntax gets after its YAML error.
+const HELM_HINT: &str = "; the file holds template syntax ({{ … }}): render it first, e.g. \
+     helm template RELEASE CHART | trainguard validate -";
+
+fn is_syntax_error(e: &ManifestError) -> bool {
+    matches!(e, ManifestError::Yaml { .. } | ManifestError::Json { .. })
+}
+
+/// Whether the file holds `{{` (a Helm or other Go template), looking at its first 64 KiB.
+fn looks_like_a_template(path: &std::path::Path) -> bool {
+    use std::io::Read as _;
+    let mut head = Vec::new();
+    std::fs::File::open(path).and_then(|f| f.take(64 * 1024).read_to_end(&mut head)).is_ok()
+        && head.windows(2).any(|w| w == b"{{")
+}
+
+/// The TrainJob kind and apiVersion `validate` checks.
+const TRAINJOB_KIND: &str = "TrainJob";
+const TRAINJOB_API_VERSION: &str = "trainer.kubeflow.org/v1alpha1";
+
+/// For an object that is not a TrainJob but looks like one (its kind is at most two edits from
+/// `TrainJob`, case aside): what is wrong with its apiVersion and kind, with "did you mean".
+fn near_miss(doc: &Document) -> Option<String> {
+    let kind = doc.kind();
+    let close = kind == TRAINJOB_KIND || edit_distance(&kind.to_ascii_lowercase(), "trainjob") <= 2;
+    if !close || kind.is_empty() {
+        return None;
+    }
+    let mut wrong = Vec::new();
+    if doc.api_version() != TRAINJOB_API_VERSION {
+        wrong.push(format!("apiVersion {:?} (did you mean apiVersion: {TRAINJOB_API_VERSION}?)", doc.api_version()));
+    }
+    if kind != TRAINJOB_KIND {
+        wrong.push(format!("kind {kind:?} (did you mean kind: {TRAINJOB_KIND}?)"));
+    }
+    Some(format!("not checked: looks like a TrainJob but has {}", wrong.join(" and ")))
+}
+
+/// Levenshtein distance over chars.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+/// An old side that cannot be read: a warning, since the new objects are still checked (as
+/// CREATEs where their old version was in it). Annotations never point at old files.
+fn old_side_warning(e: &ManifestError) -> Finding {
+    Finding::Warning {
+        message: format!("{e} (old side unusable: TrainJobs whose old version it held are checked as CREATEs)"),
+        file: None,
+        line: None,
+    }
+}
+
+/// Finds the line of each denied field in the manifest file (read again: denials are few, and
+/// the file was not kept). Stdin cannot be read twice: its fields stay on the object's line.
+fn locate_fields(checked: &mut Checked) {
+    if checked.field_errors().is_empty() || checked.source == "-" {
+        return;
+    }
+    let Ok(text) = std::fs::read_to_string(&checked.source) else { return };
+    let lines = checked
+        .field_errors()
+        .iter()
+        .filter_map(|e| lines::field_line(&text, checked.line, &e.path).map(|line| (e.path.clone(), line)))
+        .collect();
+    checked.field_lines = lines;
 }
 
 /// `in_change`: the file belongs to the change itself, so an annotation may point at it.
@@ -411,5 +611,67 @@ impl OldSet {
     fn find(&self, key: &Key, new_source: &str) -> Option<&OldEntry> {
         let entries = self.by_key.get(key)?;
         entries.iter().find(|e| e.path == new_source).or_else(|| entries.first())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(api_version: &str, kind: &str) -> Document {
+        let value = serde_json::json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": "j"}});
+        Document { source: "f.yaml".into(), line: 3, value }
+    }
+
+    #[test]
+    fn near_misses_say_what_was_meant() {
+        let v = TRAINJOB_API_VERSION;
+        // (apiVersion, kind, warning contains; None: skipped silently)
+        let cases: &[(&str, &str, Option<&str>)] = &[
+            (v, "TrainJob", None), // a TrainJob: checked, never a near miss
+            (
+                "trainer.kubeflow.org/v1",
+                "TrainJob",
+                Some(
+                    "apiVersion \"trainer.kubeflow.org/v1\" (did you mean apiVersion: trainer.kubeflow.org/v1alpha1?)",
+                ),
+            ),
+            ("trainer.kubeflow.org/v1alpha1", "Trainjob", Some("kind \"Trainjob\" (did you mean kind: TrainJob?)")),
+            ("trainer.kubeflow.org/v1alpha1", "TrainJobs", Some("did you mean kind: TrainJob?")),
+            (
+                "kubeflow.org/v1alpha1",
+                "TranJob",
+                Some(
+                    "apiVersion \"kubeflow.org/v1alpha1\" (did you mean apiVersion: trainer.kubeflow.org/v1alpha1?) and kind",
+                ),
+            ),
+            ("trainer.kubeflow.org/v1alpha1", "TrainingRuntime", None),
+            ("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime", None),
+            ("kubeflow.org/v1", "PyTorchJob", None),
+            ("v1", "ConfigMap", None),
+            ("v1", "", None),
+        ];
+        for (api_version, kind, want) in cases {
+            let d = doc(api_version, kind);
+            let got = if state::is_trainjob(&d) { None } else { near_miss(&d) };
+            match (want, &got) {
+                (None, None) => {}
+                (Some(w), Some(g)) => assert!(g.contains(w), "{api_version} {kind}: {g}"),
+                _ => panic!("{api_version} {kind}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn edit_distances() {
+        for (a, b, d) in [
+            ("trainjob", "trainjob", 0),
+            ("tranjob", "trainjob", 1),
+            ("trainjobs", "trainjob", 1),
+            ("", "ab", 2),
+            ("tfjob", "trainjob", 4),
+        ] {
+            assert_eq!(edit_distance(a, b), d, "{a} {b}");
+        }
     }
 }

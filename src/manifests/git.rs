@@ -15,15 +15,27 @@ pub enum GitError {
     Spawn(#[source] io::Error),
     #[error(
         "git revision {rev:?} not found{shallow}: fetch the history first (GitHub Actions: \
-         actions/checkout with fetch-depth: 0; GitLab CI: GIT_DEPTH: 0; or git fetch origin {rev})"
+         actions/checkout with fetch-depth: 0; GitLab CI: GIT_DEPTH: 0; or {fetch})"
     )]
-    RevisionNotFound { rev: String, shallow: &'static str },
+    RevisionNotFound { rev: String, shallow: &'static str, fetch: String },
     #[error("invalid git revision {0:?}")]
     BadRevision(String),
     #[error("`git {command}` failed: {stderr}")]
     Failed { command: String, stderr: String },
     #[error("unexpected output from `git cat-file --batch`: {0}")]
     Protocol(String),
+}
+
+/// The command that makes `rev` exist: a remote-tracking ref (`origin/main`) needs its branch
+/// fetched into that very ref (`git fetch origin origin/main` names no branch of the remote).
+fn fetch_command(rev: &str) -> String {
+    let rev = rev.strip_prefix("refs/remotes/").unwrap_or(rev);
+    match rev.split_once('/') {
+        Some((remote, branch)) if !remote.is_empty() && !branch.is_empty() && !remote.contains(['~', '^', ':']) => {
+            format!("git fetch {remote} {branch}:refs/remotes/{remote}/{branch}")
+        }
+        _ => format!("git fetch origin {rev}"),
+    }
 }
 
 /// Reads the manifests that `paths` (as for [`super::sources`], relative to the current
@@ -248,6 +260,7 @@ impl Git<'_> {
         Err(GitError::RevisionNotFound {
             rev: rev.to_string(),
             shallow: if is_shallow { " (this is a shallow clone)" } else { "" },
+            fetch: fetch_command(rev),
         })
     }
 
@@ -343,6 +356,19 @@ fn parse_header(header: &str, oid: &str) -> Result<u64, GitError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fetch_advice_names_a_ref_that_will_exist() {
+        let cases = [
+            ("origin/main", "git fetch origin main:refs/remotes/origin/main"),
+            ("refs/remotes/upstream/release/1.2", "git fetch upstream release/1.2:refs/remotes/upstream/release/1.2"),
+            ("main", "git fetch origin main"),
+            ("v1.0.0", "git fetch origin v1.0.0"),
+        ];
+        for (rev, want) in cases {
+            assert_eq!(fetch_command(rev), want, "{rev}");
+        }
+    }
 
     #[test]
     fn selection_matches_the_directory_walk() {
@@ -470,6 +496,7 @@ mod repo_tests {
                 .unwrap_err()
                 .to_string();
         assert!(err.contains("\"origin/main\" not found") && err.contains("fetch-depth: 0"), "{err}");
+        assert!(err.contains("git fetch origin main:refs/remotes/origin/main"), "{err}");
         let outside = tempfile::tempdir().unwrap();
         let err = read_at_revision_in(outside.path(), "HEAD", &[PathBuf::from(".")], &Limits::default(), &mut |_| {})
             .unwrap_err()

@@ -13,3 +13,30 @@ does not collide. `fullnameOverride` replaces it. At most 52 characters: suffixe
 {{- printf "%s-trainguard" .Release.Name | trunc 52 | trimSuffix "-" -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+optOut.groups as the webhook's --opt-out-groups value (comma-separated). Fails on values that
+would let the webhook and the opt-out policy disagree, or on a value renamed since 0.1.0.
+*/}}
+{{- define "trainguard.optOutGroups" -}}
+{{- if not .Values.optOut.groups -}}
+{{- fail "optOut.groups is empty: name at least one group whose members may set the opt-out label (e.g. system:masters)" -}}
+{{- end -}}
+{{- range .Values.extraArgs -}}
+{{- if hasPrefix "--opt-out-groups" (toString .) -}}
+{{- fail "extraArgs sets --opt-out-groups: use optOut.groups, which feeds both the webhook and the opt-out ValidatingAdmissionPolicy" -}}
+{{- end -}}
+{{- if hasPrefix "--controller-mode" (toString .) -}}
+{{- fail "extraArgs sets --controller-mode: use controller.mode" -}}
+{{- end -}}
+{{- end -}}
+{{- if hasKey .Values "controllerMode" -}}
+{{- fail "controllerMode was renamed to controller.mode (default report); controller.enabled=false installs the webhook only" -}}
+{{- end -}}
+{{- join "," .Values.optOut.groups -}}
+{{- end -}}
+
+{{/* optOut.groups as a CEL list literal, e.g. ['system:masters']. */}}
+{{- define "trainguard.optOutGroupsCel" -}}
+[{{- range $i, $g := .Values.optOut.groups -}}{{- if $i -}}, {{ end -}}'{{ $g | replace "\\" "\\\\" | replace "'" "\\'" }}'{{- end -}}]
+{{- end -}}

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# `make deploy IMAGE=REGISTRY/trainguard:TAG [OVERLAY=cert-manager|static-certs] [COMPONENTS=...]`:
+# the ordered install of docs/operations.md (Install) in one command, against the current
+# kubectl context:
+#   1. refuses the unpublished default image `trainguard:<version>` (no registry serves it);
+#   2. checks the TrainJob CRD, and cert-manager's CRDs for the cert-manager overlay (certs/ for
+#      static-certs), before anything is applied;
+#   3. applies everything but the webhook configurations and waits for the Deployment to be
+#      Available (with failurePolicy Fail, a webhook registered before a replica is ready makes
+#      every TrainJob write fail);
+#   4. then applies the webhook configurations.
+# COMPONENTS: space-separated kustomize components under deploy/components to add, e.g.
+# `webhook-only` or `monitoring`. WAIT_TIMEOUT (default 5m) bounds step 3.
+set -euo pipefail
+
+IMAGE="${IMAGE:-}"
+OVERLAY="${OVERLAY:-cert-manager}"
+COMPONENTS="${COMPONENTS:-}"
+WAIT_TIMEOUT="${WAIT_TIMEOUT:-5m}"
+KUBECTL="${KUBECTL:-kubectl}"
+NAMESPACE=trainguard-system
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+
+fail() {
+  echo "make deploy: $*" >&2
+  exit 1
+}
+
+# 1. The image.
+if [[ -z "$IMAGE" ]]; then
+  fail "IMAGE is not set: push the image to a registry your nodes pull from and run
+  make deploy IMAGE=REGISTRY/trainguard:TAG [OVERLAY=cert-manager|static-certs]
+(the manifests' default image \`trainguard:TAG\` is not published anywhere; see docs/operations.md, Container image)"
+fi
+image_name="${IMAGE%%@*}"
+digest=""
+[[ "$IMAGE" == *@* ]] && digest="${IMAGE#*@}"
+tag=""
+last="${image_name##*/}"
+if [[ "$last" == *:* ]]; then
+  tag="${last##*:}"
+  image_name="${image_name%:*}"
+fi
+if [[ "$image_name" != */* ]]; then
+  fail "IMAGE=$IMAGE names no registry: the default image \`trainguard\` is not published anywhere, so the pods would never start (ImagePullBackOff) behind failurePolicy: Fail webhooks. Give the image you pushed, e.g. IMAGE=ghcr.io/OWNER/trainguard:0.1.0"
+fi
+[[ -n "$tag" || -n "$digest" ]] || fail "IMAGE=$IMAGE has no tag or digest; name the release, e.g. $IMAGE:0.1.0"
+
+case "$OVERLAY" in
+  cert-manager | static-certs) ;;
+  *) fail "OVERLAY=$OVERLAY: use cert-manager or static-certs" ;;
+esac
+for c in $COMPONENTS; do
+  [[ -f "$repo/deploy/components/$c/kustomization.yaml" ]] || fail "COMPONENTS: no deploy/components/$c"
+done
+
+# 2. Prerequisites, before anything is applied.
+command -v "$KUBECTL" >/dev/null || fail "kubectl not found (KUBECTL=$KUBECTL)"
+"$KUBECTL" get crd trainjobs.trainer.kubeflow.org >/dev/null ||
+  fail "the TrainJob CRD (trainjobs.trainer.kubeflow.org) is not installed: install Kubeflow Trainer first"
+if [[ "$OVERLAY" == cert-manager ]]; then
+  "$KUBECTL" get crd certificates.cert-manager.io issuers.cert-manager.io >/dev/null ||
+    fail "cert-manager is not installed (no certificates.cert-manager.io/issuers.cert-manager.io CRD): install it first, or use OVERLAY=static-certs after make certs"
+else
+  [[ -f "$repo/certs/kustomization.yaml" ]] || fail "certs/ is empty: run make certs first (certs/README.md)"
+fi
+
+# The overlay with the image set, rendered once: both apply steps use the same objects.
+# Inside deploy/ (git-ignored): kustomize takes only relative paths to bases and components.
+work="$(mktemp -d "$repo/deploy/.make-deploy.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+rel=..
+{
+  echo "apiVersion: kustomize.config.k8s.io/v1beta1"
+  echo "kind: Kustomization"
+  echo "resources:"
+  echo "  - $rel/overlays/$OVERLAY"
+  if [[ -n "$COMPONENTS" ]]; then
+    echo "components:"
+    for c in $COMPONENTS; do echo "  - $rel/components/$c"; done
+  fi
+  echo "images:"
+  echo "  - name: trainguard"
+  echo "    newName: \"$image_name\""
+  [[ -n "$tag" ]] && echo "    newTag: \"$tag\""
+  [[ -n "$digest" ]] && echo "    digest: \"$digest\""
+} >"$work/kustomization.yaml"
+"$KUBECTL" kustomize "$work" >"$work/trainguard.yaml" || fail "rendering deploy/overlays/$OVERLAY failed"
+
+# 3. Everything but the webhooks, then wait.
+echo "make deploy: applying deploy/overlays/$OVERLAY without the webhook configurations (image $IMAGE)" >&2
+"$KUBECTL" apply -f "$work/trainguard.yaml" -l 'trainguard.io/install-step!=webhooks'
+echo "make deploy: waiting up to $WAIT_TIMEOUT for deploy/trainguard to be Available" >&2
+if ! "$KUBECTL" -n "$NAMESPACE" wait deploy/trainguard --for=condition=Available --timeout="$WAIT_TIMEOUT"; then
+  fail "deploy/trainguard did not become Available; the webhooks were NOT registered, so TrainJob writes are unaffected.
+  kubectl -n $NAMESPACE get pods; kubectl -n $NAMESPACE describe pods   # ImagePullBackOff? certificate?
+then run make deploy again (docs/operations.md, Troubleshooting)"
+fi
+
+# 4. The webhooks, last.
+echo "make deploy: registering the webhooks" >&2
+"$KUBECTL" apply -f "$work/trainguard.yaml"
+echo "make deploy: done. Check: kubectl apply --dry-run=server -f my-trainjob.yaml" >&2
