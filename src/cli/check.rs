@@ -210,7 +210,9 @@ pub fn with_schema_findings(decision: Decision, value: &Value, version: TrainerV
     }
     let warnings = decision.warnings;
     if let crate::admission::Outcome::Denied { errors: rule_errors } = decision.outcome {
-        errors.extend(rule_errors);
+        // A field the schema already refuses (managedBy outside the CRD's values) is said once.
+        let refused: Vec<String> = errors.iter().map(|e| e.path.clone()).collect();
+        errors.extend(rule_errors.into_iter().filter(|e| !refused.contains(&e.path)));
     }
     Decision { warnings, ..Decision::from_errors(errors, "schema") }
 }
