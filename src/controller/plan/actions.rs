@@ -75,6 +75,8 @@ pub enum Reason {
     /// The stash annotation holds something that is not a TTL; nothing is moved (not in docs/controller.md (Events, Metrics and Knobs)
     /// list: added so a bad annotation is reported instead of silently ignored).
     TTLRestoreFailed,
+    /// A TrainJob's `trainguard.io/ttl-seconds-after-finished` is not a whole number of seconds.
+    TTLAnnotationInvalid,
     PodStuckTerminating,
     ForceDeletedStuckPod,
     ForceDeleteSuppressed,
@@ -92,6 +94,7 @@ impl Reason {
             Reason::TTLStashedWhileSuspended => "TTLStashedWhileSuspended",
             Reason::TTLRestored => "TTLRestored",
             Reason::TTLRestoreFailed => "TTLRestoreFailed",
+            Reason::TTLAnnotationInvalid => "TTLAnnotationInvalid",
             Reason::PodStuckTerminating => "PodStuckTerminating",
             Reason::ForceDeletedStuckPod => "ForceDeletedStuckPod",
             Reason::ForceDeleteSuppressed => "ForceDeleteSuppressed",

@@ -154,6 +154,8 @@ fn plan_trainjob(input: &PlanInput<'_>, tj: &TrainJobFacts, out: &mut KeyPlan) {
     if tj.deleting || !tj.managed() || tj.ignored {
         return;
     }
+    let target = trainjob_target(tj);
+    ttl::plan_trainjob(tj, &target, input.now, input.config, out);
     let workload = input.snapshot.workload_for(&tj.uid);
     if tj.finished || workload.is_some_and(|w| w.finished) {
         return;
@@ -161,7 +163,6 @@ fn plan_trainjob(input: &PlanInput<'_>, tj: &TrainJobFacts, out: &mut KeyPlan) {
     let jobset_active = input.snapshot.jobset_of(tj).map_or(0, |js| js.active);
     let live = input.snapshot.live_pods(&PodOwner::JobSet(tj.id.clone()));
     let first_seen = input.first_seen_suspended.get(&tj.uid).copied();
-    let target = trainjob_target(tj);
     suspend::plan(
         suspend::SuspendInput {
             target: &target,
