@@ -1166,7 +1166,7 @@ fn trainjob_ttl() {
             vec![(90, deleted.clone())],
         ),
     ]);
-    let lines = plan_json(&[complete.clone()], 90, &PlanConfig::default(), &HashMap::new());
+    let lines = plan_json(std::slice::from_ref(&complete), 90, &PlanConfig::default(), &HashMap::new());
     assert_eq!(lines[0]["propagation"], "Background");
     assert_eq!(lines[0]["finishedAt"], ts(0));
     assert_eq!(lines[0]["expiredAt"], ts(90));
