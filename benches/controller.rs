@@ -114,6 +114,7 @@ fn workload(job: &JobFacts, i: usize) -> WorkloadFacts {
         owner_uid: Some(job.uid.clone()),
         finished: job.finished.is_some(),
         evicted: None,
+        admitted: None,
     }
 }
 

@@ -1175,3 +1175,109 @@ fn trainjob_ttl() {
     // --ttl=false turns it off too.
     assert_eq!(plan_lines(&[complete], 100_000, &cfg(|c| c.ttl = false)), Vec::<String>::new());
 }
+
+#[test]
+fn admitted_but_suspended() {
+    // A v1 job Kueue admitted at 0 that stays suspended (reconciled: Suspended=True, no pods).
+    let job = with_conditions(
+        suspended(pytorchjob("a")),
+        vec![cond("Created", "True", Some(-3600)), cond("Suspended", "True", Some(-600))],
+    );
+    let admitted = |owner: &Value, conditions: Vec<Value>| {
+        let mut c = vec![cond("QuotaReserved", "True", Some(0))];
+        c.extend(conditions);
+        workload(owner, c)
+    };
+    let tj = set(trainjob("t"), "/spec/suspend", json!(true));
+    let alarm_v1 = vec!["event PyTorchJob ml/a suspend AdmittedButSuspended"];
+    let wait_v1 = vec!["requeue PyTorchJob ml/a suspend admitted-suspended-after @+300"];
+    let mut cases = vec![
+        case(
+            "v1 job: requeue at admission + 5m, then one Warning",
+            vec![job.clone(), admitted(&job, vec![cond("Admitted", "True", Some(0))])],
+            vec![(299, wait_v1.clone()), (300, alarm_v1.clone()), (100_000, alarm_v1.clone())],
+        ),
+        case(
+            "TrainJob: the same",
+            vec![tj.clone(), admitted(&tj, vec![cond("Admitted", "True", Some(0))])],
+            vec![
+                (10, vec!["requeue TrainJob ml/t suspend admitted-suspended-after @+300"]),
+                (300, vec!["event TrainJob ml/t suspend AdmittedButSuspended"]),
+            ],
+        ),
+        case(
+            "started (not suspended): nothing",
+            vec![set(job.clone(), "/spec/runPolicy/suspend", json!(false)), {
+                let j = set(job.clone(), "/spec/runPolicy/suspend", json!(false));
+                admitted(&j, vec![cond("Admitted", "True", Some(0))])
+            }],
+            vec![(100_000, vec![])],
+        ),
+        case(
+            "not admitted: nothing",
+            vec![job.clone(), admitted(&job, vec![cond("Admitted", "False", Some(0))])],
+            vec![(100_000, vec![])],
+        ),
+        case(
+            "admitted without a time: nothing to count from",
+            vec![job.clone(), admitted(&job, vec![json!({"type": "Admitted", "status": "True", "reason": "x"})])],
+            vec![(100_000, vec![])],
+        ),
+        case(
+            "evicted meanwhile: Kueue is taking the admission back",
+            vec![
+                job.clone(),
+                admitted(&job, vec![cond("Admitted", "True", Some(0)), cond("Evicted", "True", Some(100))]),
+            ],
+            vec![(100_000, vec![])],
+        ),
+        case(
+            "Workload finished: nothing",
+            vec![
+                job.clone(),
+                admitted(&job, vec![cond("Admitted", "True", Some(0)), cond("Finished", "True", Some(100))]),
+            ],
+            vec![(100_000, vec![])],
+        ),
+        case("no Workload: nothing", vec![job.clone()], vec![(100_000, vec![])]),
+        case(
+            "opted out: nothing",
+            vec![
+                label(job.clone(), "trainguard.io/ignore", "true"),
+                admitted(&job, vec![cond("Admitted", "True", Some(0))]),
+            ],
+            vec![(100_000, vec![])],
+        ),
+    ];
+    let mut quick = case(
+        "--admitted-suspended-after=1m",
+        vec![job.clone(), admitted(&job, vec![cond("Admitted", "True", Some(0))])],
+        vec![(59, vec!["requeue PyTorchJob ml/a suspend admitted-suspended-after @+60"]), (60, alarm_v1.clone())],
+    );
+    quick.config = cfg(|c| c.admitted_suspended_after = SignedDuration::from_secs(60));
+    cases.push(quick);
+    run(cases);
+
+    // One Warning per admission: the episode is the admission time, the message names the Workload.
+    let objects = [job.clone(), admitted(&job, vec![cond("Admitted", "True", Some(0))])];
+    let lines = plan_json(&objects, 400, &PlanConfig::default(), &HashMap::new());
+    let message = lines[0]["message"].as_str().unwrap();
+    assert!(message.contains("Workload ml/pytorchjob-a") && message.contains("6m40s ago"), "{message}");
+    assert!(message.contains("spec.runPolicy.suspend: true"), "{message}");
+    let (snapshot, _) = trainguard::controller::objects::snapshot_from_values(&objects).unwrap();
+    let first_seen = HashMap::new();
+    let input = trainguard::controller::plan::PlanInput {
+        snapshot: &snapshot,
+        now: at(400),
+        config: &PlanConfig::default(),
+        first_seen_suspended: &first_seen,
+    };
+    let mut bucket = trainguard::controller::plan::TokenBucket::per_minute(20);
+    let plans = trainguard::controller::plan::plan_all(&input, &mut bucket);
+    let observations: Vec<_> = plans.iter().flat_map(|(_, p)| p.observations.clone()).collect();
+    assert_eq!(observations, [trainguard::controller::plan::Observation::AdmittedSuspended("PyTorchJob")]);
+    match &plans[0].1.actions[0].action {
+        trainguard::controller::plan::Action::Event(e) => assert_eq!(e.episode, format!("admitted@{}", ts(0))),
+        other => panic!("{other:?}"),
+    }
+}

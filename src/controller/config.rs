@@ -87,6 +87,7 @@ pub struct PlanConfig {
     pub ttl_propagation: Propagation,
     pub suspend_stuck_after: SignedDuration,
     pub stash_ttl_on_stuck_suspend: bool,
+    pub admitted_suspended_after: SignedDuration,
     pub node_failure: NodeFailureMode,
     pub node_not_ready_for: SignedDuration,
     pub force_delete_after: SignedDuration,
@@ -103,6 +104,7 @@ impl Default for PlanConfig {
             ttl_propagation: Propagation::Background,
             suspend_stuck_after: SignedDuration::from_mins(2),
             stash_ttl_on_stuck_suspend: false,
+            admitted_suspended_after: SignedDuration::from_mins(5),
             node_failure: NodeFailureMode::Unreachable,
             node_not_ready_for: SignedDuration::from_mins(5),
             force_delete_after: SignedDuration::from_mins(2),
@@ -142,6 +144,10 @@ pub struct PlannerArgs {
           value_parser = BoolishValueParser::new(), default_value = "false", num_args = 0..=1,
           default_missing_value = "true")]
     pub stash_ttl_on_stuck_suspend: bool,
+
+    /// How long a Kueue Workload may be Admitted while its job stays suspended before it is reported.
+    #[arg(long, env = "TRAINGUARD_ADMITTED_SUSPENDED_AFTER", value_parser = parse_duration, default_value = "5m")]
+    pub admitted_suspended_after: SignedDuration,
 
     /// Which node states allow force-deleting a training pod stuck Terminating on them
     /// (`node-unhealthy`, deprecated, is read as `not-ready`).
@@ -188,6 +194,7 @@ impl PlannerArgs {
             ttl_propagation: self.ttl_propagation,
             suspend_stuck_after: self.suspend_stuck_after,
             stash_ttl_on_stuck_suspend: self.stash_ttl_on_stuck_suspend,
+            admitted_suspended_after: self.admitted_suspended_after,
             node_failure: self.node_failure.effective(),
             node_not_ready_for: self.node_not_ready_for,
             force_delete_after: self.force_delete_after,
@@ -349,6 +356,7 @@ mod tests {
             "--pause-unhealthy-fraction=0.7",
             "--max-force-deletes-per-minute=5",
             "--ttl-propagation=foreground",
+            "--admitted-suspended-after=90s",
         ])
         .planner
         .plan_config();
@@ -358,6 +366,7 @@ mod tests {
         assert_eq!(c.pause_unhealthy_fraction, 0.7);
         assert_eq!(c.max_force_deletes_per_minute, 5);
         assert_eq!(c.ttl_propagation, Propagation::Foreground);
+        assert_eq!(c.admitted_suspended_after, SignedDuration::from_secs(90));
         assert_eq!(parse(&["--ttl-propagation", "Orphan"]).planner.ttl_propagation, Propagation::Orphan);
         assert!(parse(&[]).planner.deprecations().is_empty());
     }

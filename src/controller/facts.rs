@@ -274,6 +274,8 @@ pub struct WorkloadFacts {
     pub finished: bool,
     /// `lastTransitionTime` of `Evicted=True`; `Some(None)` when True without a time.
     pub evicted: Option<Option<Timestamp>>,
+    /// `lastTransitionTime` of `Admitted=True`; `Some(None)` when True without a time.
+    pub admitted: Option<Option<Timestamp>>,
 }
 
 /// An object that cannot be reduced to facts (a required field is missing).
@@ -546,6 +548,7 @@ impl WorkloadFacts {
                 .map(|o| Str::from(o.uid.as_str())),
             finished: true_since(conditions, "Finished").is_some(),
             evicted: true_since(conditions, "Evicted"),
+            admitted: true_since(conditions, "Admitted"),
         })
     }
 }

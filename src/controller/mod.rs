@@ -53,6 +53,7 @@ pub async fn run(
         || config.node_not_ready_for.is_negative()
         || config.suspend_stuck_after.is_negative()
         || config.ttl_grace.is_negative()
+        || config.admitted_suspended_after.is_negative()
     {
         return Err(ControllerError::Config("durations must not be negative".into()));
     }

@@ -70,6 +70,8 @@ pub enum Reason {
     TTLNoFinishTime,
     TTLClockSkew,
     SuspendNotReconciled,
+    /// Kueue admitted the job's Workload, but the job stayed suspended.
+    AdmittedButSuspended,
     TTLStashedWhileSuspended,
     TTLRestored,
     /// The stash annotation holds something that is not a TTL; nothing is moved (not in docs/controller.md (Events, Metrics and Knobs)
@@ -91,6 +93,7 @@ impl Reason {
             Reason::TTLNoFinishTime => "TTLNoFinishTime",
             Reason::TTLClockSkew => "TTLClockSkew",
             Reason::SuspendNotReconciled => "SuspendNotReconciled",
+            Reason::AdmittedButSuspended => "AdmittedButSuspended",
             Reason::TTLStashedWhileSuspended => "TTLStashedWhileSuspended",
             Reason::TTLRestored => "TTLRestored",
             Reason::TTLRestoreFailed => "TTLRestoreFailed",
@@ -331,6 +334,9 @@ pub enum Observation {
     TtlScheduled(&'static str),
     /// A suspended job stuck past the bound (`trainguard_suspend_not_reconciled_jobs{kind}`).
     SuspendStuck(&'static str),
+    /// A job still suspended past `--admitted-suspended-after` while its Workload is Admitted
+    /// (`trainguard_admitted_but_suspended_jobs{kind}`).
+    AdmittedSuspended(&'static str),
     /// A pod terminating past `--force-delete-after` on a node that is not Ready
     /// (`trainguard_pods_stuck_terminating{node_state}`).
     PodStuck(NodeState),
