@@ -1281,3 +1281,101 @@ fn admitted_but_suspended() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn jobset_recreated_after_failure() {
+    let failed = trainjob_finished(trainjob("t"), "Failed", 0);
+    let created = |js: Value, s: i64| set(js, "/metadata/creationTimestamp", json!(ts(s)));
+    let warned = vec!["event TrainJob ml/t ttl JobSetRecreatedAfterFailure"];
+    run(vec![
+        case(
+            "Failed at 0, JobSet created at 600: the loop",
+            vec![failed.clone(), created(jobset_of(&failed, 0), 600)],
+            vec![(700, warned.clone()), (100_000, warned.clone())],
+        ),
+        case(
+            "JobSet from before the failure: nothing",
+            vec![failed.clone(), created(jobset_of(&failed, 0), -3600)],
+            vec![(100_000, vec![])],
+        ),
+        case(
+            "created at the very instant it failed: not after",
+            vec![failed.clone(), created(jobset_of(&failed, 0), 0)],
+            vec![(100_000, vec![])],
+        ),
+        case(
+            "Complete, not Failed: nothing",
+            vec![
+                trainjob_finished(trainjob("t"), "Complete", 0),
+                created(jobset_of(&trainjob_finished(trainjob("t"), "Complete", 0), 0), 600),
+            ],
+            vec![(100_000, vec![])],
+        ),
+        case(
+            "Failed without a time: nothing to compare",
+            vec![
+                set(failed.clone(), "/status/conditions", json!([{"type": "Failed", "status": "True", "reason": "x"}])),
+                created(jobset_of(&failed, 0), 600),
+            ],
+            vec![(100_000, vec![])],
+        ),
+        case("no JobSet: nothing", vec![failed.clone()], vec![(100_000, vec![])]),
+        case(
+            "a JobSet of another TrainJob with the name: nothing",
+            vec![
+                failed.clone(),
+                created(
+                    {
+                        let mut js = jobset_of(&failed, 0);
+                        js["metadata"]["ownerReferences"][0]["uid"] = json!("other");
+                        js
+                    },
+                    600,
+                ),
+            ],
+            vec![(100_000, vec![])],
+        ),
+        case(
+            "opted out: nothing",
+            vec![label(failed.clone(), "trainguard.io/ignore", "true"), created(jobset_of(&failed, 0), 600)],
+            vec![(100_000, vec![])],
+        ),
+    ]);
+    // Once per JobSet UID, naming the Trainer issue and both fixes; a gauge observation.
+    let episode = |jobset_uid: &str| {
+        let objects = [failed.clone(), created(set(jobset_of(&failed, 0), "/metadata/uid", json!(jobset_uid)), 600)];
+        let (snapshot, _) = trainguard::controller::objects::snapshot_from_values(&objects).unwrap();
+        let first_seen = HashMap::new();
+        let config = PlanConfig::default();
+        let input = trainguard::controller::plan::PlanInput {
+            snapshot: &snapshot,
+            now: at(700),
+            config: &config,
+            first_seen_suspended: &first_seen,
+        };
+        let mut bucket = trainguard::controller::plan::TokenBucket::per_minute(20);
+        let plans = trainguard::controller::plan::plan_all(&input, &mut bucket);
+        assert_eq!(plans[0].1.observations, [trainguard::controller::plan::Observation::JobSetRecreated]);
+        match &plans[0].1.actions[0].action {
+            trainguard::controller::plan::Action::Event(e) => {
+                assert!(e.message.contains("kubeflow/trainer#3779"), "{}", e.message);
+                assert!(e.message.contains("Remove ttlSecondsAfterFinished from the JobSet template"), "{}", e.message);
+                assert!(e.message.contains("upgrade Trainer past v2.3.0"), "{}", e.message);
+                e.episode.clone()
+            }
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(episode("js-1"), "jobset:js-1");
+    assert_ne!(episode("js-1"), episode("js-2"));
+    // With the TTL annotation too, the TTL still runs alongside.
+    let both = annotate(failed.clone(), "trainguard.io/ttl-seconds-after-finished", "60");
+    assert_eq!(
+        plan_lines(&[both, created(jobset_of(&failed, 0), 600)], 700, &PlanConfig::default()),
+        [
+            "delete-job TrainJob ml/t ttl ttl-expired",
+            "event TrainJob ml/t ttl TTLExpiredDeleted",
+            "event TrainJob ml/t ttl JobSetRecreatedAfterFailure"
+        ]
+    );
+}

@@ -196,6 +196,8 @@ pub struct JobSetFacts {
     pub trainjob_uid: Str,
     /// Sum of `status.replicatedJobsStatus[].active`.
     pub active: i64,
+    /// `metadata.creationTimestamp`.
+    pub created: Option<Timestamp>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -425,6 +427,7 @@ impl JobSetFacts {
             trainjob: owner.name.as_str().into(),
             trainjob_uid: owner.uid.as_str().into(),
             active,
+            created: meta.creation_timestamp.as_ref().map(|t| t.0),
         }))
     }
 }

@@ -72,6 +72,8 @@ pub enum Reason {
     SuspendNotReconciled,
     /// Kueue admitted the job's Workload, but the job stayed suspended.
     AdmittedButSuspended,
+    /// A Failed TrainJob got a new JobSet after it failed (Trainer's JobSet-TTL loop).
+    JobSetRecreatedAfterFailure,
     TTLStashedWhileSuspended,
     TTLRestored,
     /// The stash annotation holds something that is not a TTL; nothing is moved (not in docs/controller.md (Events, Metrics and Knobs)
@@ -94,6 +96,7 @@ impl Reason {
             Reason::TTLClockSkew => "TTLClockSkew",
             Reason::SuspendNotReconciled => "SuspendNotReconciled",
             Reason::AdmittedButSuspended => "AdmittedButSuspended",
+            Reason::JobSetRecreatedAfterFailure => "JobSetRecreatedAfterFailure",
             Reason::TTLStashedWhileSuspended => "TTLStashedWhileSuspended",
             Reason::TTLRestored => "TTLRestored",
             Reason::TTLRestoreFailed => "TTLRestoreFailed",
@@ -337,6 +340,9 @@ pub enum Observation {
     /// A job still suspended past `--admitted-suspended-after` while its Workload is Admitted
     /// (`trainguard_admitted_but_suspended_jobs{kind}`).
     AdmittedSuspended(&'static str),
+    /// A Failed TrainJob whose JobSet was created after the failure
+    /// (`trainguard_jobset_recreated_after_failure_trainjobs`).
+    JobSetRecreated,
     /// A pod terminating past `--force-delete-after` on a node that is not Ready
     /// (`trainguard_pods_stuck_terminating{node_state}`).
     PodStuck(NodeState),

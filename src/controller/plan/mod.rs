@@ -7,6 +7,7 @@
 //! suspended raises no suspend alarm, whatever its Workload says.
 
 pub mod actions;
+pub mod jobset_loop;
 pub mod node_failure;
 pub mod ratelimit;
 pub mod suspend;
@@ -157,6 +158,7 @@ fn plan_trainjob(input: &PlanInput<'_>, tj: &TrainJobFacts, out: &mut KeyPlan) {
     }
     let target = trainjob_target(tj);
     ttl::plan_trainjob(tj, &target, input.now, input.config, out);
+    jobset_loop::plan(tj, input.snapshot.jobset_of(tj), &target, input.config, out);
     let workload = input.snapshot.workload_for(&tj.uid);
     if tj.finished || workload.is_some_and(|w| w.finished) {
         return;
