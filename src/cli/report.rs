@@ -155,6 +155,25 @@ impl<O: Write, E: Write> Reporter<O, E> {
         }
     }
 
+    /// A warning about an object that is not judged (a training runtime): never changes the exit
+    /// status.
+    pub fn runtime_warning(&mut self, message: &str, file: &str, line: usize) -> io::Result<()> {
+        if self.quiet {
+            return Ok(());
+        }
+        match self.format {
+            OutputFormat::Text => writeln!(self.err, "warning: {file}:{line}: {message}"),
+            OutputFormat::Json => writeln!(self.out, "{}", json!({ "warning": message, "file": file, "line": line })),
+            OutputFormat::Github => writeln!(
+                self.out,
+                "::warning file={},line={line},title={}::{}",
+                property(file),
+                property("trainguard runtime"),
+                data(message)
+            ),
+        }
+    }
+
     /// The summary line (not with `--quiet`; on stderr for JSON so stdout stays JSON lines).
     pub fn finish(mut self) -> io::Result<Counts> {
         if !self.quiet {

@@ -245,6 +245,10 @@ fn report(reporter: &mut Out<'_>, finding: Finding) -> io::Result<()> {
             Ok(())
         }
         Finding::Checked(checked) => reporter.checked(&checked),
+        Finding::RuntimeWarning { message, file, line } => {
+            reporter.skipped();
+            reporter.runtime_warning(&message, &file, line)
+        }
         Finding::Error { message, file, line } => reporter.input_error(&message, file.as_deref(), line),
     }
 }
@@ -253,7 +257,17 @@ fn report(reporter: &mut Out<'_>, finding: Finding) -> io::Result<()> {
 enum Finding {
     Checked(Box<Checked>),
     Skipped,
-    Error { message: String, file: Option<String>, line: Option<usize> },
+    /// A training runtime `validate` does not judge, with a warning about it (`runtime_ttl`).
+    RuntimeWarning {
+        message: String,
+        file: String,
+        line: usize,
+    },
+    Error {
+        message: String,
+        file: Option<String>,
+        line: Option<usize>,
+    },
 }
 
 /// What one new file (and the same path at the base) gave.
@@ -300,7 +314,11 @@ impl FileContext<'_> {
         };
         for doc in documents {
             if !state::is_trainjob(&doc) {
-                outcome.findings.push(Finding::Skipped);
+                let version = self.ctx.schema.unwrap_or_default();
+                outcome.findings.push(match super::runtime_ttl::warning(&doc, version) {
+                    Some(message) => Finding::RuntimeWarning { message, file: doc.source, line: doc.line },
+                    None => Finding::Skipped,
+                });
                 continue;
             }
             let new = NewObject::from_document(doc, self.ctx.default_namespace);
