@@ -528,7 +528,7 @@ impl Executor {
             }
         };
         let now = (self.clock)();
-        let health = node_health(node.as_ref(), true, now, &self.config);
+        let health = node_health(node.as_ref(), true, &self.config);
         if !trusted(self.config.node_failure, &health, now) || now < escalate_from(&pod, deletion, &self.config) {
             info!(pod = %target.id, node = node_name, state = health.state.as_str(), "force delete: re-check says no");
             return Step::stop(Outcome::Aborted);

@@ -19,7 +19,7 @@ use crate::controller::facts::{
 };
 use crate::controller::snapshot::Snapshot;
 
-/// A node's health at `now`, by docs/controller.md (Node failure): what state it is in, and from
+/// A node's health by docs/controller.md (Node failure): what state it is in, and from
 /// when each `--node-failure` value counts it as failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NodeHealth {
@@ -32,7 +32,7 @@ pub struct NodeHealth {
     pub not_ready_from: Option<Timestamp>,
 }
 
-pub fn node_health(node: Option<&NodeFacts>, nodes_listed: bool, _now: Timestamp, config: &PlanConfig) -> NodeHealth {
+pub fn node_health(node: Option<&NodeFacts>, nodes_listed: bool, config: &PlanConfig) -> NodeHealth {
     let health = |state| NodeHealth { state, unreachable_from: None, not_ready_from: None };
     match node {
         None if nodes_listed => health(NodeState::Missing),
@@ -324,7 +324,7 @@ pub fn plan(
     }
 
     let node = snapshot.node(node_name);
-    let health = node_health(node, snapshot.nodes_listed(), now, config);
+    let health = node_health(node, snapshot.nodes_listed(), config);
     if matches!(health.state, NodeState::Ready | NodeState::Unknown) {
         // A node that is Ready again cancels everything: the kubelet finishes the deletion itself.
         return;
