@@ -1121,6 +1121,12 @@ fn trainjob_ttl() {
             vec![(10, invalid.clone()), (100_000, invalid.clone())],
         ),
         case("negative annotation: a warning", vec![ttl(complete.clone(), "-5")], vec![(100_000, invalid.clone())]),
+        case("fraction: a warning", vec![ttl(complete.clone(), "1.5")], vec![(100_000, invalid.clone())]),
+        case(
+            "a TTL beyond 32 bits is still a TTL",
+            vec![ttl(complete.clone(), "5000000000")],
+            vec![(100_000, vec!["requeue TrainJob ml/t ttl ttl-expiry @+5000000030"])],
+        ),
         case(
             "bad annotation on an unfinished TrainJob: warned at once",
             vec![ttl(trainjob("t"), "soon")],

@@ -190,9 +190,9 @@ impl TrainJobTtl {
         }
         match tj.ttl_annotation.as_deref() {
             None => TrainJobTtl::None,
-            Some(raw) => match raw.trim().parse::<u32>() {
-                Ok(ttl) => TrainJobTtl::Annotation(i64::from(ttl)),
-                Err(_) => TrainJobTtl::Invalid(raw.to_string()),
+            Some(raw) => match raw.trim().parse::<i64>() {
+                Ok(ttl) if ttl >= 0 => TrainJobTtl::Annotation(ttl),
+                _ => TrainJobTtl::Invalid(raw.to_string()),
             },
         }
     }
