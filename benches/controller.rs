@@ -90,6 +90,7 @@ fn pod(job: &JobFacts, i: usize, r: usize) -> PodFacts {
         controller_job: None,
         disruption_target: terminating,
         disrupted_by_trainguard: false,
+        kueue_force_delete: false,
     }
 }
 
@@ -102,6 +103,7 @@ fn node(i: usize) -> NodeFacts {
         ready: if down { ReadyStatus::Unknown } else { ReadyStatus::True },
         ready_since: Some(if down { at(-3600) } else { at(-86_400) }),
         no_execute_taint: down,
+        unreachable_taint: down,
         out_of_service: false,
     }
 }
@@ -112,6 +114,7 @@ fn workload(job: &JobFacts, i: usize) -> WorkloadFacts {
         owner_uid: Some(job.uid.clone()),
         finished: job.finished.is_some(),
         evicted: None,
+        admitted: None,
     }
 }
 

@@ -24,7 +24,7 @@ pub enum Scope {
     ClusterTtlStash,
 }
 
-/// GET: the live re-check before each delete (TTL) and patch (stash).
+/// GET: the live re-check before each delete (TTL) and patch (stash). Also the TrainJob TTL's.
 const TRAINING_OPERATOR_VERBS: &[&str] = &["get", "list", "watch", "delete"];
 const READ: &[&str] = &["get", "list", "watch"];
 /// Watched into caches only; never read one by one.
@@ -118,9 +118,9 @@ pub const API_CALLS: &[ApiCall] = &[
     ApiCall {
         group: "trainer.kubeflow.org",
         resource: "trainjobs",
-        verbs: WATCH,
+        verbs: TRAINING_OPERATOR_VERBS,
         scope: Scope::Cluster,
-        purpose: "controller: TrainJob suspend report",
+        purpose: "controller: TrainJob TTL (get: live re-check before the delete), suspend report",
     },
     ApiCall {
         group: "jobset.x-k8s.io",

@@ -810,7 +810,8 @@ fn field_errors_carry_their_lines() {
         (
             dir.path(),
             &["--schema", "on", "multi.yaml"],
-            &[("spec.trainer.numNode", 15), ("spec.managedBy", 11), ("metadata.name", 8)],
+            // The schema's findings (managedBy outside the CRD's values, the unknown numNode) first.
+            &[("spec.managedBy", 11), ("spec.trainer.numNode", 15), ("metadata.name", 8)],
         ),
     ];
     for (dir, args, want) in cases {
@@ -863,4 +864,56 @@ fn field_errors_carry_their_lines() {
         "{}",
         run.stdout
     );
+}
+
+#[test]
+fn a_runtime_with_a_jobset_ttl_is_warned_about_never_denied() {
+    let dir = std::env::temp_dir();
+    let runtime = br#"apiVersion: trainer.kubeflow.org/v1alpha1
+kind: ClusterTrainingRuntime
+metadata:
+  name: torch-distributed
+spec:
+  template:
+    spec:
+      ttlSecondsAfterFinished: 60
+      replicatedJobs: []
+---
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainingRuntime
+metadata:
+  name: no-ttl
+  namespace: ml
+spec:
+  template:
+    spec:
+      replicatedJobs: []
+---
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata:
+  name: job
+spec:
+  runtimeRef:
+    name: torch-distributed
+"#;
+    let text = validate_stdin(&dir, &["-"], Some(runtime));
+    assert_eq!(text.code, 0, "{}{}", text.stdout, text.stderr);
+    let warnings: Vec<&str> = text.stderr.lines().filter(|l| l.starts_with("warning: ")).collect();
+    assert_eq!(warnings.len(), 1, "{}", text.stderr);
+    assert!(warnings[0].starts_with("warning: -:1: ClusterTrainingRuntime torch-distributed:"), "{}", warnings[0]);
+    assert!(warnings[0].contains("kubeflow/trainer#3779"), "{}", warnings[0]);
+    assert!(text.stdout.contains("2 other objects skipped"), "{}", text.stdout);
+
+    let json = validate_stdin(&dir, &["-", "--output", "json"], Some(runtime));
+    assert_eq!(json.code, 0);
+    let line: serde_json::Value = serde_json::from_str(json.stdout.lines().next().unwrap()).unwrap();
+    assert_eq!(line["file"], "-");
+    assert!(line["warning"].as_str().unwrap().contains("ttlSecondsAfterFinished=60"), "{line}");
+
+    let github = validate_stdin(&dir, &["-", "--output", "github"], Some(runtime));
+    assert!(github.stdout.starts_with("::warning file=-,line=1,"), "{}", github.stdout);
+
+    let quiet = validate_stdin(&dir, &["-", "--quiet"], Some(runtime));
+    assert_eq!((quiet.code, quiet.stdout.as_str(), quiet.stderr.as_str()), (0, "", ""));
 }

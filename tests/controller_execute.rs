@@ -29,6 +29,7 @@ type PodCase =
 const JOB_PATH: &str = "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs/a";
 const POD_PATH: &str = "/api/v1/namespaces/ml/pods/a-master-0";
 const NODE_PATH: &str = "/api/v1/nodes/n1";
+const TRAINJOB_PATH: &str = "/apis/trainer.kubeflow.org/v1alpha1/namespaces/ml/trainjobs/t";
 
 /// Plans `objects` at `now` and turns each key's actions into executor work.
 fn works(objects: &[Value], now: i64, config: &PlanConfig) -> Vec<Work> {
@@ -514,7 +515,10 @@ async fn every_executor_call_is_in_the_api_call_table() {
         .on("GET", POD_PATH, 200, pods[1].clone())
         .on("GET", NODE_PATH, 200, pods[2].clone())
         .on("PATCH", &format!("{POD_PATH}/status"), 200, pods[1].clone())
-        .on("DELETE", POD_PATH, 200, pods[1].clone());
+        .on("DELETE", POD_PATH, 200, pods[1].clone())
+        .on("GET", TRAINJOB_PATH, 200, expired_trainjob())
+        .on("DELETE", TRAINJOB_PATH, 200, success());
+    objects.push(expired_trainjob());
     execute(&api, &c, 420, works(&objects, 420, &c)).await;
     let calls: BTreeSet<(String, String, String)> = api.seen().into_iter().map(|s| s.rbac).collect();
     let want: BTreeSet<(String, String, String)> = [
@@ -526,6 +530,8 @@ async fn every_executor_call_is_in_the_api_call_table() {
         ("kubeflow.org", "pytorchjobs", "delete"),
         ("kubeflow.org", "pytorchjobs", "get"),
         ("kubeflow.org", "pytorchjobs", "patch"),
+        ("trainer.kubeflow.org", "trainjobs", "delete"),
+        ("trainer.kubeflow.org", "trainjobs", "get"),
     ]
     .into_iter()
     .map(|(g, r, v)| (g.to_string(), r.to_string(), v.to_string()))
@@ -730,4 +736,233 @@ async fn cluster_brake_decided_at_execution_on_fresh_counts() {
     let note = event.body["note"].as_str().unwrap();
     assert!(note.contains("4 of 6 nodes in the cluster are not Ready"), "{note}");
     assert!(note.contains("re-checked when the delete was due"), "{note}");
+}
+
+/// A TrainJob that completed at 0 with the TTL annotation 60: expired from 90.
+fn expired_trainjob() -> Value {
+    let tj = trainjob_finished(trainjob("t"), "Complete", 0);
+    let tj = annotate(tj, "trainguard.io/ttl-seconds-after-finished", "60");
+    set(tj, "/metadata/resourceVersion", json!("321"))
+}
+
+#[tokio::test]
+async fn trainjob_ttl_delete_rechecks_live_and_carries_preconditions() {
+    let tj = expired_trainjob();
+    let c = PlanConfig::default();
+    let api = FakeApi::new();
+    api.on("GET", TRAINJOB_PATH, 200, set(tj.clone(), "/metadata/resourceVersion", json!("322"))).on(
+        "DELETE",
+        TRAINJOB_PATH,
+        200,
+        success(),
+    );
+    let reports = execute(&api, &c, 90, works(std::slice::from_ref(&tj), 90, &c)).await;
+    assert_eq!(outcomes(&reports), [Outcome::Done]);
+    assert_eq!(api.calls()[..2], [format!("GET {TRAINJOB_PATH}"), format!("DELETE {TRAINJOB_PATH}")]);
+    assert_eq!(
+        api.seen()[1].body,
+        json!({"propagationPolicy": "Background", "preconditions": {"uid": "uid-t", "resourceVersion": "322"}}),
+        "the live resourceVersion, Background whatever --ttl-propagation says"
+    );
+    assert_eq!(api.event_reasons(), ["TTLExpiredDeleted"]);
+    assert_eq!(api.seen()[2].body["regarding"]["kind"], "TrainJob");
+
+    // (name, live GET, DELETE answer, outcome, non-event calls, events)
+    let cases: Vec<TtlCase> = vec![
+        ("gone before the GET", (404, status(404, "NotFound")), None, Outcome::Done, 1, vec![]),
+        (
+            "deleted by someone else between GET and DELETE: quiet",
+            (200, tj.clone()),
+            Some((404, status(404, "NotFound"))),
+            Outcome::Done,
+            2,
+            vec![],
+        ),
+        (
+            "changed between GET and DELETE",
+            (200, tj.clone()),
+            Some((409, status(409, "Conflict"))),
+            Outcome::Conflict,
+            2,
+            vec![],
+        ),
+        (
+            "server error",
+            (200, tj.clone()),
+            Some((500, status(500, "InternalError"))),
+            Outcome::Failed,
+            2,
+            vec!["TTLDeleteFailed"],
+        ),
+        (
+            "suspended meanwhile",
+            (200, set(tj.clone(), "/spec/suspend", json!(true))),
+            None,
+            Outcome::Aborted,
+            1,
+            vec![],
+        ),
+        (
+            "TTL raised meanwhile",
+            (200, annotate(tj.clone(), "trainguard.io/ttl-seconds-after-finished", "3600")),
+            None,
+            Outcome::Aborted,
+            1,
+            vec![],
+        ),
+        (
+            "annotation made unreadable meanwhile",
+            (200, annotate(tj.clone(), "trainguard.io/ttl-seconds-after-finished", "later")),
+            None,
+            Outcome::Aborted,
+            1,
+            vec![],
+        ),
+        (
+            "recreated with the same name (new UID)",
+            (200, set(tj.clone(), "/metadata/uid", json!("new"))),
+            None,
+            Outcome::Done,
+            1,
+            vec![],
+        ),
+    ];
+    for (name, get, delete, want, calls, events) in cases {
+        let api = FakeApi::new();
+        api.on("GET", TRAINJOB_PATH, get.0, get.1);
+        if let Some((code, body)) = delete {
+            api.on("DELETE", TRAINJOB_PATH, code, body);
+        }
+        let reports = execute(&api, &c, 90, works(std::slice::from_ref(&tj), 90, &c)).await;
+        assert_eq!(outcomes(&reports), [want], "{name}");
+        assert_eq!(api.calls().len(), calls, "{name}: {:?}", api.calls());
+        assert_eq!(api.event_reasons(), events, "{name}");
+    }
+
+    // Report mode: the GET and the re-check, no DELETE, the Would event.
+    let report = PlanConfig { mode: Mode::Report, ..PlanConfig::default() };
+    let api = FakeApi::new();
+    api.on("GET", TRAINJOB_PATH, 200, tj.clone());
+    execute(&api, &report, 90, works(std::slice::from_ref(&tj), 90, &report)).await;
+    assert_eq!(api.calls()[0], format!("GET {TRAINJOB_PATH}"));
+    assert!(!api.calls().iter().any(|c| c.starts_with("DELETE")), "{:?}", api.calls());
+    assert_eq!(api.event_reasons(), ["WouldTTLExpiredDeleted"]);
+}
+
+/// The stuck pod of `stuck_pod_world`, carrying Kueue's force-delete annotation.
+fn kueue_pod_world() -> Vec<Value> {
+    let mut objects = stuck_pod_world();
+    objects[1] = annotate(objects[1].clone(), "kueue.x-k8s.io/safe-to-forcefully-delete", "true");
+    objects
+}
+
+#[tokio::test]
+async fn kueue_annotated_pod_someone_else_deleted_first_is_quiet_success() {
+    let objects = kueue_pod_world();
+    let c =
+        PlanConfig { force_delete_after: k8s_openapi::jiff::SignedDuration::from_secs(30), ..PlanConfig::default() };
+    let pod = objects[1].clone();
+    let dead = objects[2].clone();
+    let patch_path = format!("{POD_PATH}/status");
+    // Kueue (or PodGC) got there first, at each step of the way: success, no Warning, no event at all.
+    let cases: Vec<PodCase> = vec![
+        ("gone before the GET", (404, status(404, "NotFound")), None, None, None, Outcome::Done, 1, vec![]),
+        (
+            "gone before the status patch",
+            (200, pod.clone()),
+            Some((200, dead.clone())),
+            Some((404, status(404, "NotFound"))),
+            None,
+            Outcome::Done,
+            3,
+            vec![],
+        ),
+        (
+            "gone before the DELETE",
+            (200, pod.clone()),
+            Some((200, dead.clone())),
+            Some((200, pod.clone())),
+            Some((404, status(404, "NotFound"))),
+            Outcome::Done,
+            4,
+            vec![],
+        ),
+        (
+            "UID precondition failed on the DELETE",
+            (200, pod.clone()),
+            Some((200, dead.clone())),
+            Some((200, pod.clone())),
+            Some((409, status(409, "Conflict"))),
+            Outcome::Done,
+            4,
+            vec![],
+        ),
+        (
+            "already escalated to grace 0 by Kueue: nothing more",
+            (200, set(pod.clone(), "/metadata/deletionGracePeriodSeconds", json!(0))),
+            None,
+            None,
+            None,
+            Outcome::Done,
+            1,
+            vec![],
+        ),
+        (
+            "not gone: acted on, and the event says Kueue had not",
+            (200, pod.clone()),
+            Some((200, dead.clone())),
+            Some((200, pod.clone())),
+            Some((200, pod.clone())),
+            Outcome::Done,
+            4,
+            vec!["ForceDeletedStuckPod", "ForceDeletedStuckPod"],
+        ),
+    ];
+    for (name, pod_get, node_get, patch, delete, want, calls, events) in cases {
+        let api = FakeApi::new();
+        api.on("GET", POD_PATH, pod_get.0, pod_get.1);
+        for (method, path, answer) in
+            [("GET", NODE_PATH, node_get), ("PATCH", patch_path.as_str(), patch), ("DELETE", POD_PATH, delete)]
+        {
+            if let Some((code, body)) = answer {
+                api.on(method, path, code, body);
+            }
+        }
+        let planned = works(&objects, 390, &c);
+        assert_eq!(planned.len(), 1, "{name}: planned at 390, past Kueue's window");
+        let reports = execute(&api, &c, 390, planned).await;
+        assert_eq!(outcomes(&reports), [want], "{name}");
+        assert_eq!(api.calls().len(), calls, "{name}: {:?}", api.calls());
+        assert_eq!(api.event_reasons(), events, "{name}");
+        if !events.is_empty() {
+            let message = api.seen()[4].body["note"].as_str().unwrap_or_default().to_string();
+            assert!(message.contains("Kueue had not force-deleted it"), "{name}: {message}");
+        }
+    }
+    // Executed while still inside Kueue's window (a clock behind the plan's): the re-check says no.
+    let api = FakeApi::new();
+    api.on("GET", POD_PATH, 200, pod.clone()).on("GET", NODE_PATH, 200, dead.clone());
+    let reports = execute(&api, &c, 380, works(&objects, 390, &c)).await;
+    assert_eq!(outcomes(&reports), [Outcome::Aborted]);
+    assert_eq!(api.calls(), [format!("GET {POD_PATH}"), format!("GET {NODE_PATH}")]);
+}
+
+#[tokio::test]
+async fn a_pod_that_succeeded_since_planning_keeps_its_phase() {
+    let objects = stuck_pod_world();
+    let c = PlanConfig::default();
+    let succeeded_live = set(objects[1].clone(), "/status/phase", json!("Succeeded"));
+    let api = FakeApi::new();
+    api.on("GET", POD_PATH, 200, succeeded_live.clone())
+        .on("GET", NODE_PATH, 200, objects[2].clone())
+        .on("PATCH", &format!("{POD_PATH}/status"), 200, succeeded_live.clone())
+        .on("DELETE", POD_PATH, 200, succeeded_live);
+    let planned = works(&objects, 420, &c);
+    let reports = execute(&api, &c, 420, planned).await;
+    assert_eq!(outcomes(&reports), [Outcome::Done]);
+    let patch = &api.seen()[2];
+    assert_eq!(patch.path, format!("{POD_PATH}/status"));
+    assert_eq!(patch.body["status"].get("phase"), None, "{}", patch.body);
+    assert_eq!(patch.body["status"]["conditions"][0]["type"], "DisruptionTarget");
+    assert_eq!(api.calls()[3], format!("DELETE {POD_PATH}"));
 }

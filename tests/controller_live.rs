@@ -359,3 +359,22 @@ async fn trainjob_pods_are_proven_through_the_watched_owner_chain() {
     stop.cancel();
     tokio::time::timeout(Duration::from_secs(5), run).await.expect("stops promptly").unwrap();
 }
+
+#[tokio::test]
+async fn an_annotated_trainjob_is_deleted_at_its_ttl_and_an_unfinished_one_is_not() {
+    let ttl = |tj: Value, v: &str| annotate(tj, "trainguard.io/ttl-seconds-after-finished", v);
+    let done = ttl(trainjob_finished(trainjob("t"), "Complete", 0), "60");
+    let running = ttl(trainjob("r"), "0");
+    let api = FakeApi::with_objects([done, running, node("n1", None)]);
+    let (client, _server) = api.client();
+    let stop = CancellationToken::new();
+    let run = tokio::spawn(live::run(client, PlanConfig::default(), Metrics::unregistered(), stop.clone()));
+    let trainjobs = "/apis/trainer.kubeflow.org/v1alpha1/namespaces/ml/trainjobs";
+    wait_for(&api, "the TrainJob TTL delete", |api| api.writes().contains(&format!("DELETE {trainjobs}/t"))).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!api.calls().iter().any(|c| c.ends_with("/trainjobs/r")), "{:#?}", api.calls());
+    assert_eq!(api.event_reasons(), ["TTLExpiredDeleted"]);
+    assert_eq!(api.violations(), Vec::<String>::new());
+    stop.cancel();
+    tokio::time::timeout(Duration::from_secs(5), run).await.expect("stops promptly").unwrap();
+}

@@ -145,6 +145,7 @@ fn node_view_reads_what_the_full_type_holds() {
     assert_eq!(facts.ready, ReadyStatus::Unknown);
     assert_eq!(facts.ready_since, Some("2025-01-01T00:00:00Z".parse().unwrap()));
     assert!(facts.no_execute_taint);
+    assert!(facts.unreachable_taint);
     assert!(facts.out_of_service);
 }
 

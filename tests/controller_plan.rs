@@ -6,6 +6,7 @@ mod controller_support;
 use std::collections::HashMap;
 
 use controller_support::*;
+use k8s_openapi::jiff::SignedDuration;
 use serde_json::{Value, json};
 use trainguard::controller::config::{Mode, NodeFailureMode, PlanConfig};
 use trainguard::controller::facts::Str;
@@ -637,6 +638,11 @@ fn zone_brake_and_small_zone_floor() {
             braked,
         ),
         (
+            "nodes whose kubelet still reports (Ready=False) count too, whatever --node-failure trusts",
+            vec![down("a1", "a"), not_ready(up("a2", "a"), 0), not_ready(up("a3", "a"), 0), up("a4", "a")],
+            braked,
+        ),
+        (
             "cluster brake: spread over small zones none of which trips (5 of 6)",
             vec![down("a1", "a"), up("a2", "a"), down("b1", "b"), down("b2", "b"), down("c1", "c"), down("c2", "c")],
             braked,
@@ -904,4 +910,478 @@ fn finalizer_warning_is_predicted_with_the_force_delete() {
     let tracked = set(pod, "/metadata/finalizers", json!(["batch.kubernetes.io/job-tracking"]));
     let lines = plan_lines(&[job, tracked, dead, node("h1", None)], 420, &PlanConfig::default());
     assert!(!lines.iter().any(|l| l.contains("PodBlockedByFinalizers")), "{lines:#?}");
+}
+
+#[test]
+fn terminal_phases_stay() {
+    let (job, pod, dead) = failed_node_world();
+    let disrupted = json!([{"type": "DisruptionTarget", "status": "True", "reason": "DeletionByTaintManager"}]);
+    // (phase, DisruptionTarget already there, the status the patch sets: None = no patch)
+    let cases: Vec<(&str, bool, Option<Value>)> = vec![
+        ("Running", false, Some(json!({"phase": "Failed", "conditions": [{"type": "DisruptionTarget"}]}))),
+        ("Running", true, Some(json!({"phase": "Failed"}))),
+        ("Pending", false, Some(json!({"phase": "Failed", "conditions": [{"type": "DisruptionTarget"}]}))),
+        ("Succeeded", false, Some(json!({"conditions": [{"type": "DisruptionTarget"}]}))),
+        ("Succeeded", true, None),
+        ("Failed", false, Some(json!({"conditions": [{"type": "DisruptionTarget"}]}))),
+        ("Failed", true, None),
+    ];
+    for (phase, has_condition, want) in cases {
+        let mut status = json!({"phase": phase});
+        if has_condition {
+            status["conditions"] = disrupted.clone();
+        }
+        let objects = [job.clone(), set(pod.clone(), "/status", status), dead.clone(), node("h1", None)];
+        let lines = plan_json(&objects, 420, &PlanConfig::default(), &HashMap::new());
+        let patch = lines.iter().find(|l| l["action"] == "patch-pod-status").map(|l| l["patch"]["status"].clone());
+        assert!(lines.iter().any(|l| l["action"] == "force-delete-pod"), "{phase}/{has_condition}: {lines:#?}");
+        match (patch, want) {
+            (None, None) => {}
+            (Some(got), Some(want)) => {
+                assert_eq!(got.get("phase"), want.get("phase"), "{phase}/{has_condition}: {got}");
+                assert_eq!(
+                    got.get("conditions").map(|c| c[0]["type"].clone()),
+                    want.get("conditions").map(|c| c[0]["type"].clone()),
+                    "{phase}/{has_condition}: {got}"
+                );
+            }
+            (got, want) => panic!("{phase}/{has_condition}: patch {got:?}, want {want:?}"),
+        }
+    }
+}
+
+#[test]
+fn node_failure_values() {
+    let job = pytorchjob("a");
+    let pod = deleting(v1_pod(&job, "a-master-0", "n1"), 300);
+    let healthy: Vec<Value> = (1..=4).map(|i| node(&format!("h{i}"), None)).collect();
+    let absent_ready = set(unreachable(node("n1", None), 0), "/status/conditions", json!([]));
+    let nodes: Vec<(&str, Option<Value>)> = vec![
+        ("unreachable", Some(unreachable(node("n1", None), 0))),
+        ("Ready absent + unreachable taint", Some(absent_ready)),
+        ("not-ready", Some(not_ready(node("n1", None), 0))),
+        (
+            "out-of-service",
+            Some(add_taint(
+                set(not_ready(node("n1", None), 0), "/spec/taints", json!([])),
+                "node.kubernetes.io/out-of-service",
+                "NoExecute",
+            )),
+        ),
+        ("missing", None),
+    ];
+    use NodeFailureMode::*;
+    // Which node kinds each value acts on (at +10000, long past every bound).
+    let table: Vec<(NodeFailureMode, [bool; 5])> = vec![
+        (Unreachable, [true, true, false, true, true]),
+        (NotReady, [true, true, true, true, true]),
+        (NodeUnhealthy, [true, true, true, true, true]),
+        (OutOfService, [false, false, false, true, true]),
+        (Off, [false, false, false, false, false]),
+    ];
+    for (mode, acts) in table {
+        for ((what, n), want) in nodes.iter().zip(acts) {
+            let mut objects = vec![job.clone(), pod.clone()];
+            objects.extend(healthy.clone());
+            objects.extend(n.clone());
+            let lines = plan_lines(&objects, 10_000, &cfg(|c| c.node_failure = mode));
+            let acted = lines.iter().any(|l| l.starts_with("force-delete-pod"));
+            assert_eq!(acted, want, "{mode:?} on {what}: {lines:#?}");
+            if !want {
+                assert_eq!(lines, ["event Pod ml/a-master-0 node-failure PodStuckTerminating"], "{mode:?} on {what}");
+            }
+        }
+    }
+    // The default leaves a node whose kubelet still reports alone, and says why.
+    let mut objects = vec![job.clone(), pod.clone(), not_ready(node("n1", None), 0)];
+    objects.extend(healthy);
+    let lines = plan_json(&objects, 10_000, &PlanConfig::default(), &HashMap::new());
+    let message = lines[0]["message"].as_str().unwrap();
+    assert!(message.contains("kubelet still reports") && message.contains("--node-failure=not-ready"), "{message}");
+    // not-ready still waits --node-not-ready-for (5m) from the Ready transition: at 400 → due at 700.
+    let mut objects = vec![job.clone(), pod.clone(), not_ready(node("n1", None), 400)];
+    objects.extend((1..=4).map(|i| node(&format!("h{i}"), None)));
+    let not_ready_mode = cfg(|c| c.node_failure = NotReady);
+    assert_eq!(
+        plan_lines(&objects, 650, &not_ready_mode),
+        [
+            "event Pod ml/a-master-0 node-failure PodStuckTerminating",
+            "requeue Pod ml/a-master-0 node-failure force-delete-after @+700"
+        ]
+    );
+    assert!(plan_lines(&objects, 700, &not_ready_mode)[1].starts_with("force-delete-pod"));
+}
+
+#[test]
+fn kueue_force_delete_window() {
+    let (job, pod, dead) = failed_node_world();
+    let marked = annotate(pod.clone(), "kueue.x-k8s.io/safe-to-forcefully-delete", "true");
+    let quick = cfg(|c| c.force_delete_after = SignedDuration::from_secs(30));
+    let world = |p: &Value| vec![job.clone(), p.clone(), dead.clone(), node("h1", None)];
+    let acts = vec![
+        "patch-pod-status Pod ml/a-master-0 node-failure mark-failed-before-force-delete",
+        "force-delete-pod Pod ml/a-master-0 node-failure node-unreachable",
+        "event Pod ml/a-master-0 node-failure ForceDeletedStuckPod",
+        "event PyTorchJob ml/a node-failure ForceDeletedStuckPod",
+    ];
+    run(vec![
+        Case {
+            name: "annotated: left to Kueue for deletion + 1m + 30s, then acted on",
+            objects: world(&marked),
+            config: quick.clone(),
+            steps: vec![
+                (329, vec!["requeue Pod ml/a-master-0 node-failure force-delete-after @+330"]),
+                (
+                    330,
+                    vec![
+                        "event Pod ml/a-master-0 node-failure PodStuckTerminating",
+                        "requeue Pod ml/a-master-0 node-failure force-delete-after @+390",
+                    ],
+                ),
+                (
+                    389,
+                    vec![
+                        "event Pod ml/a-master-0 node-failure PodStuckTerminating",
+                        "requeue Pod ml/a-master-0 node-failure force-delete-after @+390",
+                    ],
+                ),
+                (390, acts.clone()),
+            ],
+        },
+        Case {
+            name: "not annotated: --force-delete-after alone",
+            objects: world(&pod),
+            config: quick.clone(),
+            steps: vec![(330, acts.clone())],
+        },
+        Case {
+            name: "annotation other than \"true\": not Kueue's",
+            objects: world(&annotate(pod.clone(), "kueue.x-k8s.io/safe-to-forcefully-delete", "false")),
+            config: quick.clone(),
+            steps: vec![(330, acts.clone())],
+        },
+        Case {
+            name: "annotated, default --force-delete-after (2m) is past Kueue's window already",
+            objects: world(&marked),
+            config: PlanConfig::default(),
+            steps: vec![(420, acts.clone())],
+        },
+    ]);
+    let inside = plan_json(&world(&marked), 330, &quick, &HashMap::new());
+    let message = inside[0]["message"].as_str().unwrap();
+    assert!(message.contains("left to Kueue's own force delete until"), "{message}");
+    let past = plan_json(&world(&marked), 390, &quick, &HashMap::new());
+    let message = past[2]["message"].as_str().unwrap();
+    assert!(message.contains("Kueue had not force-deleted it by"), "{message}");
+    let plain = plan_json(&world(&pod), 390, &quick, &HashMap::new());
+    assert!(!plain[2]["message"].as_str().unwrap().contains("Kueue"), "{}", plain[2]["message"]);
+}
+
+#[test]
+fn trainjob_ttl() {
+    let ttl = |tj: Value, v: &str| annotate(tj, "trainguard.io/ttl-seconds-after-finished", v);
+    let complete = ttl(trainjob_finished(trainjob("t"), "Complete", 0), "60");
+    let deleted = vec!["delete-job TrainJob ml/t ttl ttl-expired", "event TrainJob ml/t ttl TTLExpiredDeleted"];
+    let invalid = vec!["event TrainJob ml/t ttl TTLAnnotationInvalid"];
+    run(vec![
+        case(
+            "Complete: due at the condition's time + ttl + grace",
+            vec![complete.clone()],
+            vec![
+                (10, vec!["requeue TrainJob ml/t ttl ttl-expiry @+90"]),
+                (89, vec!["requeue TrainJob ml/t ttl ttl-expiry @+90"]),
+                (90, deleted.clone()),
+            ],
+        ),
+        case(
+            "Failed: the same",
+            vec![ttl(trainjob_finished(trainjob("t"), "Failed", 0), "60")],
+            vec![(90, deleted.clone())],
+        ),
+        case(
+            "ttl 0: due after the grace alone",
+            vec![ttl(trainjob_finished(trainjob("t"), "Complete", 0), "0")],
+            vec![(29, vec!["requeue TrainJob ml/t ttl ttl-expiry @+30"]), (30, deleted.clone())],
+        ),
+        case("no annotation: nothing", vec![trainjob_finished(trainjob("t"), "Complete", 0)], vec![(100_000, vec![])]),
+        case("not finished: nothing", vec![ttl(trainjob("t"), "60")], vec![(100_000, vec![])]),
+        case(
+            "Complete=False: not finished",
+            vec![set(complete.clone(), "/status/conditions", json!([cond("Complete", "False", Some(0))]))],
+            vec![(100_000, vec![])],
+        ),
+        case(
+            "suspended: never, finished or not",
+            vec![set(complete.clone(), "/spec/suspend", json!(true))],
+            vec![(100_000, vec![])],
+        ),
+        case(
+            "bad annotation: a warning, nothing else",
+            vec![ttl(complete.clone(), "1h")],
+            vec![(10, invalid.clone()), (100_000, invalid.clone())],
+        ),
+        case("negative annotation: a warning", vec![ttl(complete.clone(), "-5")], vec![(100_000, invalid.clone())]),
+        case("fraction: a warning", vec![ttl(complete.clone(), "1.5")], vec![(100_000, invalid.clone())]),
+        case(
+            "a TTL beyond 32 bits is still a TTL",
+            vec![ttl(complete.clone(), "5000000000")],
+            vec![(100_000, vec!["requeue TrainJob ml/t ttl ttl-expiry @+5000000030"])],
+        ),
+        case(
+            "bad annotation on an unfinished TrainJob: warned at once",
+            vec![ttl(trainjob("t"), "soon")],
+            vec![(0, invalid.clone())],
+        ),
+        case(
+            "spec.ttlSecondsAfterFinished wins over the annotation",
+            vec![set(ttl(complete.clone(), "3600"), "/spec/ttlSecondsAfterFinished", json!(10))],
+            vec![(39, vec!["requeue TrainJob ml/t ttl ttl-expiry @+40"]), (40, deleted.clone())],
+        ),
+        case(
+            "the field wins over a bad annotation too: no warning",
+            vec![set(ttl(complete.clone(), "x"), "/spec/ttlSecondsAfterFinished", json!(10))],
+            vec![(40, deleted.clone())],
+        ),
+        case(
+            "finished condition without a time: warned, never deleted",
+            vec![set(
+                complete.clone(),
+                "/status/conditions",
+                json!([{"type": "Complete", "status": "True", "reason": "x"}]),
+            )],
+            vec![(100_000, vec!["event TrainJob ml/t ttl TTLNoFinishTime"])],
+        ),
+        case(
+            "opted out: nothing",
+            vec![label(complete.clone(), "trainguard.io/ignore", "true")],
+            vec![(100_000, vec![])],
+        ),
+        case(
+            "MultiKueue-managed: nothing",
+            vec![set(complete.clone(), "/spec/managedBy", json!("kueue.x-k8s.io/multikueue"))],
+            vec![(100_000, vec![])],
+        ),
+        case(
+            "being deleted: nothing",
+            vec![set(complete.clone(), "/metadata/deletionTimestamp", json!(ts(50)))],
+            vec![(100_000, vec![])],
+        ),
+        case(
+            "Workload Finished: the TTL still runs",
+            vec![complete.clone(), workload(&complete, vec![cond("Finished", "True", Some(0))])],
+            vec![(90, deleted.clone())],
+        ),
+    ]);
+    let lines = plan_json(std::slice::from_ref(&complete), 90, &PlanConfig::default(), &HashMap::new());
+    assert_eq!(lines[0]["propagation"], "Background");
+    assert_eq!(lines[0]["finishedAt"], ts(0));
+    assert_eq!(lines[0]["expiredAt"], ts(90));
+    let message = lines[1]["message"].as_str().unwrap();
+    assert!(message.contains("trainguard.io/ttl-seconds-after-finished=60"), "{message}");
+    // --ttl=false turns it off too.
+    assert_eq!(plan_lines(&[complete], 100_000, &cfg(|c| c.ttl = false)), Vec::<String>::new());
+}
+
+#[test]
+fn admitted_but_suspended() {
+    // A v1 job Kueue admitted at 0 that stays suspended (reconciled: Suspended=True, no pods).
+    let job = with_conditions(
+        suspended(pytorchjob("a")),
+        vec![cond("Created", "True", Some(-3600)), cond("Suspended", "True", Some(-600))],
+    );
+    let admitted = |owner: &Value, conditions: Vec<Value>| {
+        let mut c = vec![cond("QuotaReserved", "True", Some(0))];
+        c.extend(conditions);
+        workload(owner, c)
+    };
+    let tj = set(trainjob("t"), "/spec/suspend", json!(true));
+    let alarm_v1 = vec!["event PyTorchJob ml/a suspend AdmittedButSuspended"];
+    let wait_v1 = vec!["requeue PyTorchJob ml/a suspend admitted-suspended-after @+300"];
+    let mut cases = vec![
+        case(
+            "v1 job: requeue at admission + 5m, then one Warning",
+            vec![job.clone(), admitted(&job, vec![cond("Admitted", "True", Some(0))])],
+            vec![(299, wait_v1.clone()), (300, alarm_v1.clone()), (100_000, alarm_v1.clone())],
+        ),
+        case(
+            "TrainJob: the same",
+            vec![tj.clone(), admitted(&tj, vec![cond("Admitted", "True", Some(0))])],
+            vec![
+                (10, vec!["requeue TrainJob ml/t suspend admitted-suspended-after @+300"]),
+                (300, vec!["event TrainJob ml/t suspend AdmittedButSuspended"]),
+            ],
+        ),
+        case(
+            "started (not suspended): nothing",
+            vec![set(job.clone(), "/spec/runPolicy/suspend", json!(false)), {
+                let j = set(job.clone(), "/spec/runPolicy/suspend", json!(false));
+                admitted(&j, vec![cond("Admitted", "True", Some(0))])
+            }],
+            vec![(100_000, vec![])],
+        ),
+        case(
+            "not admitted: nothing",
+            vec![job.clone(), admitted(&job, vec![cond("Admitted", "False", Some(0))])],
+            vec![(100_000, vec![])],
+        ),
+        case(
+            "admitted without a time: nothing to count from",
+            vec![job.clone(), admitted(&job, vec![json!({"type": "Admitted", "status": "True", "reason": "x"})])],
+            vec![(100_000, vec![])],
+        ),
+        case(
+            "evicted meanwhile: Kueue is taking the admission back",
+            vec![
+                job.clone(),
+                admitted(&job, vec![cond("Admitted", "True", Some(0)), cond("Evicted", "True", Some(100))]),
+            ],
+            vec![(100_000, vec![])],
+        ),
+        case(
+            "Workload finished: nothing",
+            vec![
+                job.clone(),
+                admitted(&job, vec![cond("Admitted", "True", Some(0)), cond("Finished", "True", Some(100))]),
+            ],
+            vec![(100_000, vec![])],
+        ),
+        case("no Workload: nothing", vec![job.clone()], vec![(100_000, vec![])]),
+        case(
+            "opted out: nothing",
+            vec![
+                label(job.clone(), "trainguard.io/ignore", "true"),
+                admitted(&job, vec![cond("Admitted", "True", Some(0))]),
+            ],
+            vec![(100_000, vec![])],
+        ),
+    ];
+    let mut quick = case(
+        "--admitted-suspended-after=1m",
+        vec![job.clone(), admitted(&job, vec![cond("Admitted", "True", Some(0))])],
+        vec![(59, vec!["requeue PyTorchJob ml/a suspend admitted-suspended-after @+60"]), (60, alarm_v1.clone())],
+    );
+    quick.config = cfg(|c| c.admitted_suspended_after = SignedDuration::from_secs(60));
+    cases.push(quick);
+    run(cases);
+
+    // One Warning per admission: the episode is the admission time, the message names the Workload.
+    let objects = [job.clone(), admitted(&job, vec![cond("Admitted", "True", Some(0))])];
+    let lines = plan_json(&objects, 400, &PlanConfig::default(), &HashMap::new());
+    let message = lines[0]["message"].as_str().unwrap();
+    assert!(message.contains("Workload ml/pytorchjob-a") && message.contains("6m40s ago"), "{message}");
+    assert!(message.contains("spec.runPolicy.suspend: true"), "{message}");
+    let (snapshot, _) = trainguard::controller::objects::snapshot_from_values(&objects).unwrap();
+    let first_seen = HashMap::new();
+    let input = trainguard::controller::plan::PlanInput {
+        snapshot: &snapshot,
+        now: at(400),
+        config: &PlanConfig::default(),
+        first_seen_suspended: &first_seen,
+    };
+    let mut bucket = trainguard::controller::plan::TokenBucket::per_minute(20);
+    let plans = trainguard::controller::plan::plan_all(&input, &mut bucket);
+    let observations: Vec<_> = plans.iter().flat_map(|(_, p)| p.observations.clone()).collect();
+    assert_eq!(observations, [trainguard::controller::plan::Observation::AdmittedSuspended("PyTorchJob")]);
+    match &plans[0].1.actions[0].action {
+        trainguard::controller::plan::Action::Event(e) => assert_eq!(e.episode, format!("admitted@{}", ts(0))),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn jobset_recreated_after_failure() {
+    let failed = trainjob_finished(trainjob("t"), "Failed", 0);
+    let created = |js: Value, s: i64| set(js, "/metadata/creationTimestamp", json!(ts(s)));
+    let warned = vec!["event TrainJob ml/t ttl JobSetRecreatedAfterFailure"];
+    run(vec![
+        case(
+            "Failed at 0, JobSet created at 600: the loop",
+            vec![failed.clone(), created(jobset_of(&failed, 0), 600)],
+            vec![(700, warned.clone()), (100_000, warned.clone())],
+        ),
+        case(
+            "JobSet from before the failure: nothing",
+            vec![failed.clone(), created(jobset_of(&failed, 0), -3600)],
+            vec![(100_000, vec![])],
+        ),
+        case(
+            "created at the very instant it failed: not after",
+            vec![failed.clone(), created(jobset_of(&failed, 0), 0)],
+            vec![(100_000, vec![])],
+        ),
+        case(
+            "Complete, not Failed: nothing",
+            vec![
+                trainjob_finished(trainjob("t"), "Complete", 0),
+                created(jobset_of(&trainjob_finished(trainjob("t"), "Complete", 0), 0), 600),
+            ],
+            vec![(100_000, vec![])],
+        ),
+        case(
+            "Failed without a time: nothing to compare",
+            vec![
+                set(failed.clone(), "/status/conditions", json!([{"type": "Failed", "status": "True", "reason": "x"}])),
+                created(jobset_of(&failed, 0), 600),
+            ],
+            vec![(100_000, vec![])],
+        ),
+        case("no JobSet: nothing", vec![failed.clone()], vec![(100_000, vec![])]),
+        case(
+            "a JobSet of another TrainJob with the name: nothing",
+            vec![
+                failed.clone(),
+                created(
+                    {
+                        let mut js = jobset_of(&failed, 0);
+                        js["metadata"]["ownerReferences"][0]["uid"] = json!("other");
+                        js
+                    },
+                    600,
+                ),
+            ],
+            vec![(100_000, vec![])],
+        ),
+        case(
+            "opted out: nothing",
+            vec![label(failed.clone(), "trainguard.io/ignore", "true"), created(jobset_of(&failed, 0), 600)],
+            vec![(100_000, vec![])],
+        ),
+    ]);
+    // Once per JobSet UID, naming the Trainer issue and both fixes; a gauge observation.
+    let episode = |jobset_uid: &str| {
+        let objects = [failed.clone(), created(set(jobset_of(&failed, 0), "/metadata/uid", json!(jobset_uid)), 600)];
+        let (snapshot, _) = trainguard::controller::objects::snapshot_from_values(&objects).unwrap();
+        let first_seen = HashMap::new();
+        let config = PlanConfig::default();
+        let input = trainguard::controller::plan::PlanInput {
+            snapshot: &snapshot,
+            now: at(700),
+            config: &config,
+            first_seen_suspended: &first_seen,
+        };
+        let mut bucket = trainguard::controller::plan::TokenBucket::per_minute(20);
+        let plans = trainguard::controller::plan::plan_all(&input, &mut bucket);
+        assert_eq!(plans[0].1.observations, [trainguard::controller::plan::Observation::JobSetRecreated]);
+        match &plans[0].1.actions[0].action {
+            trainguard::controller::plan::Action::Event(e) => {
+                assert!(e.message.contains("kubeflow/trainer#3779"), "{}", e.message);
+                assert!(e.message.contains("Remove ttlSecondsAfterFinished from the JobSet template"), "{}", e.message);
+                assert!(e.message.contains("upgrade Trainer past v2.3.0"), "{}", e.message);
+                e.episode.clone()
+            }
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(episode("js-1"), "jobset:js-1");
+    assert_ne!(episode("js-1"), episode("js-2"));
+    // With the TTL annotation too, the TTL still runs alongside.
+    let both = annotate(failed.clone(), "trainguard.io/ttl-seconds-after-finished", "60");
+    assert_eq!(
+        plan_lines(&[both, created(jobset_of(&failed, 0), 600)], 700, &PlanConfig::default()),
+        [
+            "delete-job TrainJob ml/t ttl ttl-expired",
+            "event TrainJob ml/t ttl TTLExpiredDeleted",
+            "event TrainJob ml/t ttl JobSetRecreatedAfterFailure"
+        ]
+    );
 }

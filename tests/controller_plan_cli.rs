@@ -35,6 +35,20 @@ fn fixtures_line_by_line() {
             &["--now", "2025-01-01T00:10:00Z", "--controller-mode", "report"],
             "restore.report.expected.jsonl",
         ),
+        // TrainJob TTL (due, pending, bad annotation, suspended, unfinished); a Succeeded pod keeps
+        // its phase; the default leaves a Ready=False node's pod alone; Kueue's pod past its window.
+        ("upstream-gaps.yaml", &["--now", "2025-01-01T00:08:00Z"], "upstream-gaps.expected.jsonl"),
+        (
+            "upstream-gaps.yaml",
+            &["--now", "2025-01-01T00:08:00Z", "--node-failure=not-ready"],
+            "upstream-gaps.not-ready.expected.jsonl",
+        ),
+        // Inside Kueue's window (deletion 00:05:45 + 1m + 30s) with a shorter --force-delete-after.
+        (
+            "upstream-gaps.yaml",
+            &["--now", "2025-01-01T00:06:30Z", "--force-delete-after=30s"],
+            "upstream-gaps.kueue-window.expected.jsonl",
+        ),
     ];
     for (snapshot, flags, expected) in cases {
         let mut args = vec!["--snapshot".to_string(), data(snapshot)];
@@ -54,7 +68,7 @@ fn fixtures_line_by_line() {
 
 #[test]
 fn every_line_has_the_fields_spec_5_requires() {
-    for snapshot in ["ttl-and-suspend.yaml", "node-failure.yaml", "brake.yaml", "restore.json"] {
+    for snapshot in ["ttl-and-suspend.yaml", "node-failure.yaml", "brake.yaml", "restore.json", "upstream-gaps.yaml"] {
         let out =
             plan(&["--snapshot", &data(snapshot), "--now", "2025-01-01T00:08:00Z", "--stash-ttl-on-stuck-suspend"]);
         for line in String::from_utf8(out.stdout).unwrap().lines() {
@@ -89,6 +103,7 @@ fn several_files_a_directory_and_stdin() {
         &data("node-failure.yaml"),
         &data("restore.json"),
         &data("ttl-and-suspend.yaml"),
+        &data("upstream-gaps.yaml"),
         "--now",
         "2025-01-01T00:08:00Z",
     ]);
@@ -141,4 +156,29 @@ fn bad_input_gets_a_clear_error() {
         assert!(stderr.contains(want), "{args:?}: {stderr}");
         assert!(out.stdout.is_empty());
     }
+}
+
+#[test]
+fn deprecated_node_unhealthy_reads_as_not_ready_with_a_warning() {
+    let snapshot = data("upstream-gaps.yaml");
+    let base = ["--snapshot", snapshot.as_str(), "--now", "2025-01-01T00:08:00Z"];
+    let not_ready = plan(&[&base[..], &["--node-failure=not-ready"]].concat());
+    let old = plan(&[&base[..], &["--node-failure=node-unhealthy"]].concat());
+    let from_env = Command::new(env!("CARGO_BIN_EXE_trainguard"))
+        .arg("plan")
+        .args(base)
+        .env("TRAINGUARD_NODE_FAILURE", "node-unhealthy")
+        .output()
+        .expect("runs");
+    for out in [&not_ready, &old, &from_env] {
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    assert_eq!(old.stdout, not_ready.stdout);
+    assert_eq!(from_env.stdout, not_ready.stdout);
+    assert!(String::from_utf8_lossy(&not_ready.stdout).contains("\"reason\":\"node-not-ready\""));
+    for out in [&old, &from_env] {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("warning: --node-failure=node-unhealthy is deprecated"), "{stderr}");
+    }
+    assert!(!String::from_utf8_lossy(&not_ready.stderr).contains("deprecated"));
 }

@@ -212,6 +212,8 @@ fn every_family() -> BTreeSet<String> {
     ctl.ttl_deletions_total.get_or_create(&c::KindResultLabels { kind: s("PyTorchJob"), result: s("deleted") }).inc();
     ctl.ttl_scheduled_jobs.get_or_create(&c::KindLabels { kind: s("PyTorchJob") }).set(1);
     ctl.suspend_not_reconciled_jobs.get_or_create(&c::KindLabels { kind: s("PyTorchJob") }).set(1);
+    ctl.admitted_but_suspended_jobs.get_or_create(&c::KindLabels { kind: s("TrainJob") }).set(1);
+    ctl.jobset_recreated_after_failure_trainjobs.get_or_create(&c::KindLabels { kind: s("TrainJob") }).set(1);
     ctl.pods_stuck_terminating.get_or_create(&c::NodeStateLabels { node_state: s("unhealthy") }).set(1);
     ctl.pod_force_deletions_total.get_or_create(&c::ResultLabels { result: s("deleted") }).inc();
     ctl.force_delete_suppressed_total.get_or_create(&c::ReasonLabels { reason: s("brake") }).inc();

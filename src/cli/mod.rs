@@ -8,6 +8,7 @@ pub mod parallel;
 pub mod plan;
 pub mod report;
 pub mod review;
+pub mod runtime_ttl;
 pub mod serve;
 pub mod state;
 pub mod validate;

@@ -50,6 +50,9 @@ pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
     let (snapshot, loaded) = builder.finish();
     let now = args.now.unwrap_or_else(Timestamp::now);
     let config = args.planner.plan_config();
+    for warning in args.planner.deprecations() {
+        eprintln!("trainguard plan: warning: {warning}");
+    }
     eprintln!(
         "trainguard plan: {} object(s) used, {} ignored, planning at {now}{}",
         loaded.used,

@@ -297,6 +297,29 @@ impl<O: Write, E: Write> Reporter<O, E> {
         }
     }
 
+    /// A warning about an object that is not judged (a training runtime): never changes the exit
+    /// status.
+    pub fn runtime_warning(&mut self, message: &str, file: &str, line: usize) -> io::Result<()> {
+        if self.quiet {
+            return Ok(());
+        }
+        match self.format {
+            OutputFormat::Text => writeln!(self.err, "warning: {file}:{line}: {message}"),
+            OutputFormat::Json => writeln!(self.out, "{}", json!({ "warning": message, "file": file, "line": line })),
+            OutputFormat::Github => writeln!(
+                self.out,
+                "::warning file={},line={line},title={}::{}",
+                property(file),
+                property("trainguard runtime"),
+                data(message)
+            ),
+            OutputFormat::Sarif | OutputFormat::Junit => {
+                self.push_input(Level::InputWarning, &format!("{file}:{line}: {message}"), Some(file), Some(line));
+                Ok(())
+            }
+        }
+    }
+
     /// The summary line (not with `--quiet`; on stderr for JSON so stdout stays JSON lines),
     /// after a warning record when nothing was checked (even with `--quiet`).
     pub fn finish(mut self) -> io::Result<Counts> {

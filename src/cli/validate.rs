@@ -294,6 +294,10 @@ fn report(reporter: &mut Out<'_>, finding: Finding) -> io::Result<()> {
             Ok(())
         }
         Finding::Checked(checked) => reporter.checked(&checked),
+        Finding::RuntimeWarning { message, file, line } => {
+            reporter.skipped();
+            reporter.runtime_warning(&message, &file, line)
+        }
         Finding::Error { message, file, line } => reporter.input_error(&message, file.as_deref(), line),
         Finding::Warning { message, file, line } => reporter.input_warning(&message, file.as_deref(), line),
     }
@@ -322,6 +326,12 @@ fn sources_of(paths: &[PathBuf]) -> (Vec<Source>, Vec<ManifestError>) {
 enum Finding {
     Checked(Box<Checked>),
     Skipped,
+    /// A training runtime `validate` does not judge, with a warning about it (`runtime_ttl`).
+    RuntimeWarning {
+        message: String,
+        file: String,
+        line: usize,
+    },
     Error {
         message: String,
         file: Option<String>,
@@ -386,13 +396,16 @@ impl FileContext<'_> {
         };
         for doc in documents {
             if !state::is_trainjob(&doc) {
-                outcome.findings.push(match near_miss(&doc) {
-                    Some(message) => Finding::Warning {
+                let version = self.ctx.schema.unwrap_or_default();
+                let near = near_miss(&doc);
+                outcome.findings.push(match (super::runtime_ttl::warning(&doc, version), near) {
+                    (Some(message), _) => Finding::RuntimeWarning { message, file: doc.source, line: doc.line },
+                    (None, Some(message)) => Finding::Warning {
                         message: format!("{}:{}: {message}", doc.source, doc.line),
                         file: Some(doc.source.clone()),
                         line: Some(doc.line),
                     },
-                    None => Finding::Skipped,
+                    (None, None) => Finding::Skipped,
                 });
                 continue;
             }

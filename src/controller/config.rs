@@ -17,13 +17,39 @@ pub enum Mode {
 /// `--node-failure`: which node states allow escalating a stuck pod deletion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
 pub enum NodeFailureMode {
-    /// Missing, out-of-service, or NotReady past `--node-not-ready-for` with the NoExecute taint.
+    /// Missing, out-of-service, or kubelet gone (`Ready` Unknown/absent with the `unreachable`
+    /// NoExecute taint) past `--node-not-ready-for`: the nodes Kueue's own force delete trusts.
     #[default]
-    NodeUnhealthy,
+    Unreachable,
+    /// Also a node whose kubelet still reports `Ready=False` with the `not-ready` NoExecute taint.
+    NotReady,
     /// Only what Kubernetes' own PodGC trusts: missing or `node.kubernetes.io/out-of-service`.
     OutOfService,
     /// Never escalate; stuck pods are still reported.
     Off,
+    /// Deprecated spelling of `not-ready`; read as `not-ready`, with a warning.
+    #[value(hide = true)]
+    NodeUnhealthy,
+}
+
+impl NodeFailureMode {
+    /// The mode the planner runs with: a deprecated spelling is read as its replacement.
+    pub fn effective(self) -> Self {
+        match self {
+            NodeFailureMode::NodeUnhealthy => NodeFailureMode::NotReady,
+            other => other,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeFailureMode::Unreachable => "unreachable",
+            NodeFailureMode::NotReady => "not-ready",
+            NodeFailureMode::OutOfService => "out-of-service",
+            NodeFailureMode::Off => "off",
+            NodeFailureMode::NodeUnhealthy => "node-unhealthy",
+        }
+    }
 }
 
 /// `--ttl-propagation`: the propagation policy of the TTL delete.
@@ -61,6 +87,7 @@ pub struct PlanConfig {
     pub ttl_propagation: Propagation,
     pub suspend_stuck_after: SignedDuration,
     pub stash_ttl_on_stuck_suspend: bool,
+    pub admitted_suspended_after: SignedDuration,
     pub node_failure: NodeFailureMode,
     pub node_not_ready_for: SignedDuration,
     pub force_delete_after: SignedDuration,
@@ -77,7 +104,8 @@ impl Default for PlanConfig {
             ttl_propagation: Propagation::Background,
             suspend_stuck_after: SignedDuration::from_mins(2),
             stash_ttl_on_stuck_suspend: false,
-            node_failure: NodeFailureMode::NodeUnhealthy,
+            admitted_suspended_after: SignedDuration::from_mins(5),
+            node_failure: NodeFailureMode::Unreachable,
             node_not_ready_for: SignedDuration::from_mins(5),
             force_delete_after: SignedDuration::from_mins(2),
             pause_unhealthy_fraction: 0.55,
@@ -117,8 +145,13 @@ pub struct PlannerArgs {
           default_missing_value = "true")]
     pub stash_ttl_on_stuck_suspend: bool,
 
-    /// Which node states allow force-deleting a training pod stuck Terminating on them.
-    #[arg(long, env = "TRAINGUARD_NODE_FAILURE", value_enum, default_value_t = NodeFailureMode::NodeUnhealthy)]
+    /// How long a Kueue Workload may be Admitted while its job stays suspended before it is reported.
+    #[arg(long, env = "TRAINGUARD_ADMITTED_SUSPENDED_AFTER", value_parser = parse_duration, default_value = "5m")]
+    pub admitted_suspended_after: SignedDuration,
+
+    /// Which node states allow force-deleting a training pod stuck Terminating on them
+    /// (`node-unhealthy`, deprecated, is read as `not-ready`).
+    #[arg(long, env = "TRAINGUARD_NODE_FAILURE", value_enum, default_value_t = NodeFailureMode::Unreachable)]
     pub node_failure: NodeFailureMode,
 
     /// How long a node must be NotReady (with the NoExecute taint) before it counts as unhealthy.
@@ -140,6 +173,19 @@ pub struct PlannerArgs {
 }
 
 impl PlannerArgs {
+    /// Warnings about deprecated flag values, for the caller to log once at start.
+    pub fn deprecations(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.node_failure == NodeFailureMode::NodeUnhealthy {
+            out.push(
+                "--node-failure=node-unhealthy is deprecated: it is read as --node-failure=not-ready; the default is \
+                 now unreachable (set --node-failure=not-ready to keep acting on nodes whose kubelet still reports)"
+                    .to_string(),
+            );
+        }
+        out
+    }
+
     pub fn plan_config(&self) -> PlanConfig {
         PlanConfig {
             mode: self.controller_mode,
@@ -148,7 +194,8 @@ impl PlannerArgs {
             ttl_propagation: self.ttl_propagation,
             suspend_stuck_after: self.suspend_stuck_after,
             stash_ttl_on_stuck_suspend: self.stash_ttl_on_stuck_suspend,
-            node_failure: self.node_failure,
+            admitted_suspended_after: self.admitted_suspended_after,
+            node_failure: self.node_failure.effective(),
             node_not_ready_for: self.node_not_ready_for,
             force_delete_after: self.force_delete_after,
             pause_unhealthy_fraction: self.pause_unhealthy_fraction,
@@ -309,6 +356,7 @@ mod tests {
             "--pause-unhealthy-fraction=0.7",
             "--max-force-deletes-per-minute=5",
             "--ttl-propagation=foreground",
+            "--admitted-suspended-after=90s",
         ])
         .planner
         .plan_config();
@@ -318,7 +366,35 @@ mod tests {
         assert_eq!(c.pause_unhealthy_fraction, 0.7);
         assert_eq!(c.max_force_deletes_per_minute, 5);
         assert_eq!(c.ttl_propagation, Propagation::Foreground);
+        assert_eq!(c.admitted_suspended_after, SignedDuration::from_secs(90));
         assert_eq!(parse(&["--ttl-propagation", "Orphan"]).planner.ttl_propagation, Propagation::Orphan);
+        assert!(parse(&[]).planner.deprecations().is_empty());
+    }
+
+    #[test]
+    fn node_failure_values_and_the_deprecated_alias() {
+        let cases = [
+            (None, NodeFailureMode::Unreachable, false),
+            (Some("unreachable"), NodeFailureMode::Unreachable, false),
+            (Some("not-ready"), NodeFailureMode::NotReady, false),
+            (Some("out-of-service"), NodeFailureMode::OutOfService, false),
+            (Some("off"), NodeFailureMode::Off, false),
+            (Some("node-unhealthy"), NodeFailureMode::NotReady, true),
+        ];
+        for (value, want, deprecated) in cases {
+            let flag = value.map(|v| format!("--node-failure={v}"));
+            let argv: Vec<&str> = flag.iter().map(String::as_str).collect();
+            let args = parse(&argv).planner;
+            assert_eq!(args.plan_config().node_failure, want, "{value:?}");
+            let warnings = args.deprecations();
+            assert_eq!(warnings.len(), usize::from(deprecated), "{value:?}: {warnings:?}");
+            if deprecated {
+                assert!(warnings[0].contains("read as --node-failure=not-ready"), "{warnings:?}");
+            }
+        }
+        use clap::Parser;
+        let err = Cli::try_parse_from(["t", "--node-failure=sometimes"]).err().expect("rejected");
+        assert!(err.to_string().contains("unreachable"), "{err}");
     }
 
     #[test]

@@ -26,13 +26,13 @@ use tracing::{debug, info, warn};
 
 use super::config::{Mode, PlanConfig, Propagation};
 use super::events::EventSink;
-use super::facts::{JobFacts, NodeFacts, PodFacts};
+use super::facts::{JobFacts, NodeFacts, PodFacts, PodPhase, TrainJobFacts};
 use super::metrics::Metrics;
 use super::plan::node_failure::{
-    blocking_finalizers, brake_message, finalizers_episode, finalizers_message, node_health, trusted,
+    blocking_finalizers, brake_message, escalate_from, finalizers_episode, finalizers_message, node_health, trusted,
 };
 use super::plan::suspend::{RestoreVerdict, restore_patch, restore_verdict, stash_patch, v1_stuck};
-use super::plan::ttl::{TtlVerdict, delete_failed_message, verdict};
+use super::plan::ttl::{TtlVerdict, delete_failed_message, trainjob_verdict, verdict};
 use super::plan::{
     Action, EventType, JobPatchKind, NodeState, PlannedEvent, Reason, Rule, Target, TargetKind, TokenBucket,
     ZoneHealth, job_guard, plus,
@@ -40,6 +40,7 @@ use super::plan::{
 use super::state::{Outcome, Report, SharedBucket, Work};
 use crate::model::kubeflow_v1::{TrainingJobView, TrainingKind};
 use crate::model::pod::{NodeView, PodView};
+use crate::model::trainjob_state::TrainJobStateView;
 
 /// Field manager of every write.
 pub const FIELD_MANAGER: &str = "trainguard";
@@ -269,7 +270,11 @@ impl Executor {
         planned_expiry: Timestamp,
         published: &mut Vec<(Arc<str>, Reason, String)>,
     ) -> Step {
-        let TargetKind::Job(kind) = target.kind else { return Step::stop(Outcome::Aborted) };
+        let kind = match target.kind {
+            TargetKind::Job(kind) => kind,
+            TargetKind::TrainJob => return self.delete_trainjob(target, propagation, planned_expiry, published).await,
+            TargetKind::Pod => return Step::stop(Outcome::Aborted),
+        };
         let api = self.job_api(kind, &target.id.namespace);
         let live = match api.get_opt(&target.id.name).await {
             Ok(Some(live)) => live,
@@ -292,8 +297,84 @@ impl Executor {
         if expires_at != planned_expiry {
             debug!(job = %target.id, "TTL: expiry moved since planning; re-checked live, still expired");
         }
+        self.ttl_delete(
+            &api,
+            target,
+            kind.kind(),
+            &facts.uid,
+            &facts.resource_version,
+            propagation,
+            expires_at,
+            now,
+            planned_expiry,
+            published,
+        )
+        .await
+    }
+
+    /// The TrainJob TTL at expiry: live GET, the same rule on the live object, DELETE (propagation
+    /// Background) with UID + resourceVersion preconditions.
+    async fn delete_trainjob(
+        &mut self,
+        target: &Target,
+        propagation: Propagation,
+        planned_expiry: Timestamp,
+        published: &mut Vec<(Arc<str>, Reason, String)>,
+    ) -> Step {
+        let api: Api<TrainJobStateView> = Api::namespaced_with(self.client.clone(), &target.id.namespace, &());
+        let live = match api.get_opt(&target.id.name).await {
+            Ok(Some(live)) => live,
+            Ok(None) => return Step::done(false),
+            Err(e) => {
+                warn!(error = %e, trainjob = %target.id, "TTL: live GET failed");
+                return Step::stop(Outcome::Failed);
+            }
+        };
+        let Ok(facts) = TrainJobFacts::from_view(&live) else { return Step::stop(Outcome::Aborted) };
+        if facts.uid != target.uid {
+            debug!(trainjob = %target.id, "TTL: a new TrainJob has the name now; leaving it to its own plan");
+            return Step::done(false);
+        }
+        let now = (self.clock)();
+        let TtlVerdict::Expired { expires_at, .. } = trainjob_verdict(&facts, now, &self.config) else {
+            debug!(trainjob = %target.id, "TTL: no longer expired on the live object");
+            return Step::stop(Outcome::Aborted);
+        };
+        self.ttl_delete(
+            &api,
+            target,
+            "TrainJob",
+            &facts.uid,
+            &facts.resource_version,
+            propagation,
+            expires_at,
+            now,
+            planned_expiry,
+            published,
+        )
+        .await
+    }
+
+    /// The DELETE of a TTL that the live re-check confirmed, and what its answer means.
+    #[allow(clippy::too_many_arguments)]
+    async fn ttl_delete<K>(
+        &mut self,
+        api: &Api<K>,
+        target: &Target,
+        kind: &'static str,
+        uid: &str,
+        resource_version: &str,
+        propagation: Propagation,
+        expires_at: Timestamp,
+        now: Timestamp,
+        planned_expiry: Timestamp,
+        published: &mut Vec<(Arc<str>, Reason, String)>,
+    ) -> Step
+    where
+        K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
         if self.report_mode() {
-            self.metrics.ttl_deletion(kind.kind(), "would-delete");
+            self.metrics.ttl_deletion(kind, "would-delete");
             return Step::done(true);
         }
         let params = DeleteParams {
@@ -303,8 +384,8 @@ impl Executor {
                 Propagation::Orphan => PropagationPolicy::Orphan,
             }),
             preconditions: Some(Preconditions {
-                uid: Some(facts.uid.to_string()),
-                resource_version: Some(facts.resource_version.to_string()).filter(|rv| !rv.is_empty()),
+                uid: Some(uid.to_string()),
+                resource_version: Some(resource_version.to_string()).filter(|rv| !rv.is_empty()),
             }),
             ..DeleteParams::default()
         };
@@ -313,24 +394,24 @@ impl Executor {
         }
         match api.delete(&target.id.name, &params).await {
             Ok(_) => {
-                info!(job = %target.id, kind = kind.kind(), "TTL: deleted");
-                self.metrics.ttl_deletion(kind.kind(), "deleted");
+                info!(job = %target.id, kind, "TTL: deleted");
+                self.metrics.ttl_deletion(kind, "deleted");
                 let ttl_expiry = plus(expires_at, -self.config.ttl_grace);
                 self.metrics.ttl_deletion_delay_seconds.observe(now.duration_since(ttl_expiry).as_secs_f64().max(0.0));
                 Step::done(true)
             }
             Err(e) if api_code(&e) == Some(404) => {
-                self.metrics.ttl_deletion(kind.kind(), "not-found");
+                self.metrics.ttl_deletion(kind, "not-found");
                 Step::done(false)
             }
             Err(e) if api_code(&e) == Some(409) => {
                 // Changed between GET and DELETE: re-evaluate now.
-                self.metrics.ttl_deletion(kind.kind(), "conflict");
+                self.metrics.ttl_deletion(kind, "conflict");
                 Step::stop(Outcome::Conflict)
             }
             Err(e) => {
                 warn!(error = %e, job = %target.id, "TTL: delete failed");
-                self.metrics.ttl_deletion(kind.kind(), "error");
+                self.metrics.ttl_deletion(kind, "error");
                 let episode = format!("delete-failed@{planned_expiry}");
                 let event = self.own_event(
                     target,
@@ -447,8 +528,8 @@ impl Executor {
             }
         };
         let now = (self.clock)();
-        let health = node_health(node.as_ref(), true, now, &self.config);
-        if !trusted(self.config.node_failure, &health) || now < plus(deletion, self.config.force_delete_after) {
+        let health = node_health(node.as_ref(), true, &self.config);
+        if !trusted(self.config.node_failure, &health, now) || now < escalate_from(&pod, deletion, &self.config) {
             info!(pod = %target.id, node = node_name, state = health.state.as_str(), "force delete: re-check says no");
             return Step::stop(Outcome::Aborted);
         }
@@ -525,7 +606,7 @@ impl Executor {
         predicted: &HashSet<String>,
         published: &mut Vec<(Arc<str>, Reason, String)>,
     ) -> Step {
-        if let Some(patch) = status_patch {
+        if let Some(patch) = status_patch.and_then(|p| without_terminal_phase(p, pod)) {
             let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
             match pods.patch_status(&target.id.name, &params, &Patch::Strategic(&patch)).await {
                 Ok(_) => {}
@@ -584,6 +665,20 @@ impl Executor {
             }
         }
     }
+}
+
+/// The planned status patch as it may be sent for the pod as read live: a pod that has reached
+/// `Succeeded` or `Failed` since planning keeps its phase. `None` when nothing is left to patch.
+fn without_terminal_phase(mut patch: Value, live: &PodFacts) -> Option<Value> {
+    if matches!(live.phase, PodPhase::Succeeded | PodPhase::Failed)
+        && let Some(status) = patch.get_mut("status").and_then(Value::as_object_mut)
+    {
+        status.remove("phase");
+        if status.is_empty() {
+            return None;
+        }
+    }
+    Some(patch)
 }
 
 /// The executor task: executes work in order until leadership ends or the queue closes. Work still

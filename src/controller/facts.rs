@@ -29,6 +29,10 @@ pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 pub const TAINT_UNREACHABLE: &str = "node.kubernetes.io/unreachable";
 pub const TAINT_NOT_READY: &str = "node.kubernetes.io/not-ready";
 pub const TAINT_OUT_OF_SERVICE: &str = "node.kubernetes.io/out-of-service";
+/// Kueue's opt-in marker for its own force delete (FailureRecoveryPolicy).
+pub const KUEUE_FORCE_DELETE_ANNOTATION: &str = "kueue.x-k8s.io/safe-to-forcefully-delete";
+/// Opt-in TTL of a TrainJob, in seconds after it finished (Trainer has none of its own yet).
+pub const TRAINJOB_TTL_ANNOTATION: &str = "trainguard.io/ttl-seconds-after-finished";
 /// Reason of the `DisruptionTarget` condition trainguard sets before a force delete.
 pub const DISRUPTION_REASON: &str = "DeletionByTrainguard";
 
@@ -154,6 +158,12 @@ pub struct TrainJobFacts {
     pub suspend: bool,
     /// Condition `Complete` or `Failed` is True.
     pub finished: bool,
+    /// The finishing condition (`Complete` or `Failed`) and its `lastTransitionTime`.
+    pub finished_condition: Option<(FinishKind, Option<Timestamp>)>,
+    /// `spec.ttlSecondsAfterFinished`, should the CRD gain it (it wins over the annotation).
+    pub spec_ttl: Option<i64>,
+    /// The raw value of annotation `trainguard.io/ttl-seconds-after-finished`.
+    pub ttl_annotation: Option<Str>,
     pub suspended_condition: Option<Option<Timestamp>>,
     /// Sum of `status.jobsStatus[].active`.
     pub active: i64,
@@ -186,6 +196,8 @@ pub struct JobSetFacts {
     pub trainjob_uid: Str,
     /// Sum of `status.replicatedJobsStatus[].active`.
     pub active: i64,
+    /// `metadata.creationTimestamp`.
+    pub created: Option<Timestamp>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -227,6 +239,8 @@ pub struct PodFacts {
     pub disruption_target: bool,
     /// That condition has reason `DeletionByTrainguard`: this pod's deletion was escalated by us.
     pub disrupted_by_trainguard: bool,
+    /// Annotation `kueue.x-k8s.io/safe-to-forcefully-delete: "true"`: Kueue may force-delete it itself.
+    pub kueue_force_delete: bool,
 }
 
 /// A node, reduced.
@@ -240,6 +254,8 @@ pub struct NodeFacts {
     pub ready_since: Option<Timestamp>,
     /// A NoExecute taint `node.kubernetes.io/unreachable` or `…/not-ready`.
     pub no_execute_taint: bool,
+    /// The NoExecute taint `node.kubernetes.io/unreachable` (the kubelet stopped reporting).
+    pub unreachable_taint: bool,
     pub out_of_service: bool,
 }
 
@@ -260,6 +276,8 @@ pub struct WorkloadFacts {
     pub finished: bool,
     /// `lastTransitionTime` of `Evicted=True`; `Some(None)` when True without a time.
     pub evicted: Option<Option<Timestamp>>,
+    /// `lastTransitionTime` of `Admitted=True`; `Some(None)` when True without a time.
+    pub admitted: Option<Option<Timestamp>>,
 }
 
 /// An object that cannot be reduced to facts (a required field is missing).
@@ -367,6 +385,16 @@ impl TrainJobFacts {
             managed_by: job.spec.managed_by.as_deref().map(Str::from),
             suspend: job.spec.suspend.unwrap_or(false),
             finished: true_since(conditions, "Complete").is_some() || true_since(conditions, "Failed").is_some(),
+            // Complete wins over Failed if (oddly) both are True.
+            finished_condition: [("Complete", FinishKind::Succeeded), ("Failed", FinishKind::Failed)]
+                .into_iter()
+                .find_map(|(type_, kind)| true_since(conditions, type_).map(|t| (kind, t))),
+            spec_ttl: job.spec.ttl_seconds_after_finished,
+            ttl_annotation: meta
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(TRAINJOB_TTL_ANNOTATION))
+                .map(|v| Str::from(v.as_str())),
             suspended_condition: true_since(conditions, "Suspended"),
             active: job
                 .status
@@ -399,6 +427,7 @@ impl JobSetFacts {
             trainjob: owner.name.as_str().into(),
             trainjob_uid: owner.uid.as_str().into(),
             active,
+            created: meta.creation_timestamp.as_ref().map(|t| t.0),
         }))
     }
 }
@@ -472,6 +501,11 @@ impl PodFacts {
                 .map(|o| (Str::from(o.name.as_str()), Str::from(o.uid.as_str()))),
             disruption_target: disruption.is_some(),
             disrupted_by_trainguard: disruption.is_some_and(|c| c.reason.as_deref() == Some(DISRUPTION_REASON)),
+            kueue_force_delete: meta
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(KUEUE_FORCE_DELETE_ANNOTATION))
+                .is_some_and(|v| v == "true"),
         }))
     }
 }
@@ -499,6 +533,7 @@ impl NodeFacts {
             no_execute_taint: taints
                 .iter()
                 .any(|t| t.effect == "NoExecute" && (t.key == TAINT_UNREACHABLE || t.key == TAINT_NOT_READY)),
+            unreachable_taint: taints.iter().any(|t| t.effect == "NoExecute" && t.key == TAINT_UNREACHABLE),
             // PodGC trusts the key alone, whatever the effect.
             out_of_service: taints.iter().any(|t| t.key == TAINT_OUT_OF_SERVICE),
         })
@@ -516,6 +551,7 @@ impl WorkloadFacts {
                 .map(|o| Str::from(o.uid.as_str())),
             finished: true_since(conditions, "Finished").is_some(),
             evicted: true_since(conditions, "Evicted"),
+            admitted: true_since(conditions, "Admitted"),
         })
     }
 }

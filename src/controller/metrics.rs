@@ -72,6 +72,8 @@ pub struct Metrics {
     pub ttl_deletion_delay_seconds: Histogram,
     pub ttl_scheduled_jobs: Family<KindLabels, Gauge>,
     pub suspend_not_reconciled_jobs: Family<KindLabels, Gauge>,
+    pub admitted_but_suspended_jobs: Family<KindLabels, Gauge>,
+    pub jobset_recreated_after_failure_trainjobs: Family<KindLabels, Gauge>,
     pub pods_stuck_terminating: Family<NodeStateLabels, Gauge>,
     pub pod_force_deletions_total: Family<ResultLabels, Counter>,
     pub force_delete_suppressed_total: Family<ReasonLabels, Counter>,
@@ -90,6 +92,8 @@ impl Metrics {
             ttl_deletion_delay_seconds: Histogram::new(exponential_buckets(1.0, 2.0, 16)),
             ttl_scheduled_jobs: Family::default(),
             suspend_not_reconciled_jobs: Family::default(),
+            admitted_but_suspended_jobs: Family::default(),
+            jobset_recreated_after_failure_trainjobs: Family::default(),
             pods_stuck_terminating: Family::default(),
             pod_force_deletions_total: Family::default(),
             force_delete_suppressed_total: Family::default(),
@@ -136,6 +140,16 @@ impl Metrics {
             m.suspend_not_reconciled_jobs.clone(),
         );
         registry.register(
+            "trainguard_admitted_but_suspended_jobs",
+            "Jobs still suspended past --admitted-suspended-after while their Kueue Workload is Admitted",
+            m.admitted_but_suspended_jobs.clone(),
+        );
+        registry.register(
+            "trainguard_jobset_recreated_after_failure_trainjobs",
+            "Failed TrainJobs whose JobSet was created after the failure (Trainer's JobSet-TTL loop)",
+            m.jobset_recreated_after_failure_trainjobs.clone(),
+        );
+        registry.register(
             "trainguard_pods_stuck_terminating",
             "Training pods terminating past --force-delete-after on a node that is not Ready",
             m.pods_stuck_terminating.clone(),
@@ -179,6 +193,14 @@ impl Metrics {
                 Observation::SuspendStuck(kind) => {
                     self.suspend_not_reconciled_jobs.get_or_create(&KindLabels { kind: kind.to_string() }).set(*n);
                 }
+                Observation::AdmittedSuspended(kind) => {
+                    self.admitted_but_suspended_jobs.get_or_create(&KindLabels { kind: kind.to_string() }).set(*n);
+                }
+                Observation::JobSetRecreated => {
+                    self.jobset_recreated_after_failure_trainjobs
+                        .get_or_create(&KindLabels { kind: "TrainJob".to_string() })
+                        .set(*n);
+                }
                 Observation::PodStuck(state) => {
                     self.pods_stuck_terminating
                         .get_or_create(&NodeStateLabels { node_state: state.as_str().to_string() })
@@ -193,6 +215,8 @@ impl Metrics {
     pub fn clear_leader_gauges(&self) {
         self.ttl_scheduled_jobs.clear();
         self.suspend_not_reconciled_jobs.clear();
+        self.admitted_but_suspended_jobs.clear();
+        self.jobset_recreated_after_failure_trainjobs.clear();
         self.pods_stuck_terminating.clear();
     }
 

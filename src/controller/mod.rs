@@ -20,7 +20,7 @@ pub mod watch;
 
 use kube::Client;
 use tokio_util::sync::CancellationToken;
-use tracing::info;
+use tracing::{info, warn};
 
 pub use config::ControllerArgs;
 pub use metrics::Metrics;
@@ -46,10 +46,14 @@ pub async fn run(
         return Ok(());
     }
     let config = args.planner.plan_config();
+    for warning in args.planner.deprecations() {
+        warn!("{warning}");
+    }
     if config.force_delete_after.is_negative()
         || config.node_not_ready_for.is_negative()
         || config.suspend_stuck_after.is_negative()
         || config.ttl_grace.is_negative()
+        || config.admitted_suspended_after.is_negative()
     {
         return Err(ControllerError::Config("durations must not be negative".into()));
     }

@@ -159,6 +159,31 @@ pub fn unreachable(node: Value, s: i64) -> Value {
     )
 }
 
+/// The kubelet still reports but the node is not ready since `s`: Ready=False and the not-ready
+/// NoExecute taint.
+pub fn not_ready(node: Value, s: i64) -> Value {
+    let node = set(
+        node,
+        "/status/conditions",
+        json!([{"type": "Ready", "status": "False", "lastTransitionTime": ts(s), "reason": "KubeletNotReady"}]),
+    );
+    set(
+        node,
+        "/spec/taints",
+        json!([{"key": "node.kubernetes.io/not-ready", "effect": "NoExecute", "timeAdded": ts(s)},
+               {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule", "timeAdded": ts(s)}]),
+    )
+}
+
+/// A TrainJob finished at `s` through condition `type_` (`Complete` or `Failed`).
+pub fn trainjob_finished(trainjob: Value, type_: &str, s: i64) -> Value {
+    set(trainjob, "/status/conditions", json!([cond(type_, "True", Some(s))]))
+}
+
+pub fn annotate(object: Value, key: &str, value: &str) -> Value {
+    set(object, &format!("/metadata/annotations/{}", key.replace('/', "~1")), json!(value))
+}
+
 pub fn add_taint(node: Value, key: &str, effect: &str) -> Value {
     let mut node = node;
     let taints = node["spec"]["taints"].as_array().cloned().unwrap_or_default();

@@ -70,11 +70,17 @@ pub enum Reason {
     TTLNoFinishTime,
     TTLClockSkew,
     SuspendNotReconciled,
+    /// Kueue admitted the job's Workload, but the job stayed suspended.
+    AdmittedButSuspended,
+    /// A Failed TrainJob got a new JobSet after it failed (Trainer's JobSet-TTL loop).
+    JobSetRecreatedAfterFailure,
     TTLStashedWhileSuspended,
     TTLRestored,
     /// The stash annotation holds something that is not a TTL; nothing is moved (not in docs/controller.md (Events, Metrics and Knobs)
     /// list: added so a bad annotation is reported instead of silently ignored).
     TTLRestoreFailed,
+    /// A TrainJob's `trainguard.io/ttl-seconds-after-finished` is not a whole number of seconds.
+    TTLAnnotationInvalid,
     PodStuckTerminating,
     ForceDeletedStuckPod,
     ForceDeleteSuppressed,
@@ -89,9 +95,12 @@ impl Reason {
             Reason::TTLNoFinishTime => "TTLNoFinishTime",
             Reason::TTLClockSkew => "TTLClockSkew",
             Reason::SuspendNotReconciled => "SuspendNotReconciled",
+            Reason::AdmittedButSuspended => "AdmittedButSuspended",
+            Reason::JobSetRecreatedAfterFailure => "JobSetRecreatedAfterFailure",
             Reason::TTLStashedWhileSuspended => "TTLStashedWhileSuspended",
             Reason::TTLRestored => "TTLRestored",
             Reason::TTLRestoreFailed => "TTLRestoreFailed",
+            Reason::TTLAnnotationInvalid => "TTLAnnotationInvalid",
             Reason::PodStuckTerminating => "PodStuckTerminating",
             Reason::ForceDeletedStuckPod => "ForceDeletedStuckPod",
             Reason::ForceDeleteSuppressed => "ForceDeleteSuppressed",
@@ -328,6 +337,12 @@ pub enum Observation {
     TtlScheduled(&'static str),
     /// A suspended job stuck past the bound (`trainguard_suspend_not_reconciled_jobs{kind}`).
     SuspendStuck(&'static str),
+    /// A job still suspended past `--admitted-suspended-after` while its Workload is Admitted
+    /// (`trainguard_admitted_but_suspended_jobs{kind}`).
+    AdmittedSuspended(&'static str),
+    /// A Failed TrainJob whose JobSet was created after the failure
+    /// (`trainguard_jobset_recreated_after_failure_trainjobs`).
+    JobSetRecreated,
     /// A pod terminating past `--force-delete-after` on a node that is not Ready
     /// (`trainguard_pods_stuck_terminating{node_state}`).
     PodStuck(NodeState),

@@ -7,6 +7,7 @@
 //! suspended raises no suspend alarm, whatever its Workload says.
 
 pub mod actions;
+pub mod jobset_loop;
 pub mod node_failure;
 pub mod ratelimit;
 pub mod suspend;
@@ -131,6 +132,7 @@ fn plan_job(input: &PlanInput<'_>, job: &JobFacts, out: &mut KeyPlan) {
     if job.finished.is_some() || workload.is_some_and(|w| w.finished) {
         return;
     }
+    suspend::plan_admitted(&target, job.key.kind.kind(), job.suspend, workload, input.now, config, out);
     let owner = PodOwner::V1 { job: job.key.clone(), uid: job.uid.clone() };
     let why = suspend::v1_stuck(job, input.snapshot.live_pods(&owner));
     let first_seen = input.first_seen_suspended.get(&job.uid).copied();
@@ -154,14 +156,17 @@ fn plan_trainjob(input: &PlanInput<'_>, tj: &TrainJobFacts, out: &mut KeyPlan) {
     if tj.deleting || !tj.managed() || tj.ignored {
         return;
     }
+    let target = trainjob_target(tj);
+    ttl::plan_trainjob(tj, &target, input.now, input.config, out);
+    jobset_loop::plan(tj, input.snapshot.jobset_of(tj), &target, input.config, out);
     let workload = input.snapshot.workload_for(&tj.uid);
     if tj.finished || workload.is_some_and(|w| w.finished) {
         return;
     }
+    suspend::plan_admitted(&target, "TrainJob", tj.suspend, workload, input.now, input.config, out);
     let jobset_active = input.snapshot.jobset_of(tj).map_or(0, |js| js.active);
     let live = input.snapshot.live_pods(&PodOwner::JobSet(tj.id.clone()));
     let first_seen = input.first_seen_suspended.get(&tj.uid).copied();
-    let target = trainjob_target(tj);
     suspend::plan(
         suspend::SuspendInput {
             target: &target,

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde_json::json;
 
 use super::actions::{
@@ -14,53 +14,80 @@ use super::ratelimit::TokenBucket;
 use super::{event, fmt_duration, plus, verb};
 use crate::controller::config::{NodeFailureMode, PlanConfig};
 use crate::controller::facts::{
-    DISRUPTION_REASON, JOB_TRACKING_FINALIZER, NodeFacts, NsName, PodFacts, PodOwner, PodPhase, ReadyStatus, Str,
+    DISRUPTION_REASON, JOB_TRACKING_FINALIZER, KUEUE_FORCE_DELETE_ANNOTATION, NodeFacts, NsName, PodFacts, PodOwner,
+    PodPhase, ReadyStatus, Str,
 };
 use crate::controller::snapshot::Snapshot;
 
-/// A node's health at `now`, by docs/controller.md (Node failure) definition of unhealthy.
+/// A node's health by docs/controller.md (Node failure): what state it is in, and from
+/// when each `--node-failure` value counts it as failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NodeHealth {
     pub state: NodeState,
-    /// Missing, out-of-service, or not Ready for `--node-not-ready-for` with the NoExecute taint.
-    pub unhealthy: bool,
-    /// When a NotReady node with the taint becomes unhealthy (past or future).
-    pub unhealthy_from: Option<Timestamp>,
+    /// Kubelet gone: `Ready` Unknown or absent with the `unreachable` NoExecute taint, from the
+    /// Ready transition + `--node-not-ready-for` (past or future).
+    pub unreachable_from: Option<Timestamp>,
+    /// `Ready` not True with either NoExecute taint (`unreachable` or `not-ready`), from the Ready
+    /// transition + `--node-not-ready-for`: what `--node-failure=not-ready` trusts.
+    pub not_ready_from: Option<Timestamp>,
 }
 
-pub fn node_health(node: Option<&NodeFacts>, nodes_listed: bool, now: Timestamp, config: &PlanConfig) -> NodeHealth {
-    let health = |state, unhealthy, unhealthy_from| NodeHealth { state, unhealthy, unhealthy_from };
+pub fn node_health(node: Option<&NodeFacts>, nodes_listed: bool, config: &PlanConfig) -> NodeHealth {
+    let health = |state| NodeHealth { state, unreachable_from: None, not_ready_from: None };
     match node {
-        None if nodes_listed => health(NodeState::Missing, true, None),
-        None => health(NodeState::Unknown, false, None),
+        None if nodes_listed => health(NodeState::Missing),
+        None => health(NodeState::Unknown),
         // Like PodGC: the out-of-service taint counts only on a node that is not Ready.
-        Some(n) if n.ready == ReadyStatus::True => health(NodeState::Ready, false, None),
-        Some(n) if n.out_of_service => health(NodeState::OutOfService, true, None),
+        Some(n) if n.ready == ReadyStatus::True => health(NodeState::Ready),
+        Some(n) if n.out_of_service => health(NodeState::OutOfService),
         Some(n) => {
-            let state = if n.ready == ReadyStatus::Unknown { NodeState::Unreachable } else { NodeState::NotReady };
+            let gone = matches!(n.ready, ReadyStatus::Unknown | ReadyStatus::Absent);
+            let state = if gone { NodeState::Unreachable } else { NodeState::NotReady };
             // The taint is the node lifecycle controller's own verdict; without it, wait.
-            let from =
-                n.no_execute_taint.then_some(n.ready_since).flatten().map(|s| plus(s, config.node_not_ready_for));
-            health(state, from.is_some_and(|f| now >= f), from)
+            let bound =
+                |tainted: bool| tainted.then_some(n.ready_since).flatten().map(|s| plus(s, config.node_not_ready_for));
+            NodeHealth {
+                state,
+                unreachable_from: bound(gone && n.unreachable_taint),
+                not_ready_from: bound(n.no_execute_taint),
+            }
         }
     }
 }
 
-/// Whether `--node-failure` lets this node state trigger a force delete now.
-pub fn trusted(mode: NodeFailureMode, health: &NodeHealth) -> bool {
-    match mode {
-        NodeFailureMode::NodeUnhealthy => health.unhealthy,
-        NodeFailureMode::OutOfService => matches!(health.state, NodeState::Missing | NodeState::OutOfService),
-        NodeFailureMode::Off => false,
+/// From when `--node-failure` lets this node's state trigger a force delete (`Timestamp::MIN`: at
+/// once; `None`: not by time alone).
+pub fn trusted_from(mode: NodeFailureMode, health: &NodeHealth) -> Option<Timestamp> {
+    let gone = matches!(health.state, NodeState::Missing | NodeState::OutOfService);
+    match mode.effective() {
+        NodeFailureMode::Off => None,
+        _ if gone => Some(Timestamp::MIN),
+        NodeFailureMode::OutOfService => None,
+        NodeFailureMode::Unreachable => health.unreachable_from,
+        NodeFailureMode::NotReady | NodeFailureMode::NodeUnhealthy => health.not_ready_from,
     }
 }
 
-/// When a node not yet trusted will be (a NotReady node reaching its bound), if ever by time alone.
-fn trusted_from(mode: NodeFailureMode, health: &NodeHealth) -> Option<Timestamp> {
-    match mode {
-        NodeFailureMode::NodeUnhealthy => health.unhealthy_from,
-        _ => None,
-    }
+/// Whether `--node-failure` lets this node state trigger a force delete at `now`.
+pub fn trusted(mode: NodeFailureMode, health: &NodeHealth, now: Timestamp) -> bool {
+    trusted_from(mode, health).is_some_and(|f| now >= f)
+}
+
+/// How long Kueue's own force delete waits after a pod's deletion time (FailureRecoveryPolicy).
+pub const KUEUE_FORCE_DELETE_AFTER: SignedDuration = SignedDuration::from_secs(60);
+/// How much longer trainguard leaves such a pod to Kueue, so the two never race.
+pub const KUEUE_MARGIN: SignedDuration = SignedDuration::from_secs(30);
+
+/// The end of Kueue's window for a pod carrying its annotation, if it does.
+pub fn kueue_window_end(pod: &PodFacts, deletion: Timestamp) -> Option<Timestamp> {
+    pod.kueue_force_delete.then(|| plus(plus(deletion, KUEUE_FORCE_DELETE_AFTER), KUEUE_MARGIN))
+}
+
+/// The earliest a stuck pod's deletion may be escalated, node aside: `--force-delete-after` past
+/// its deletion time, and past Kueue's window if Kueue may force-delete it itself.
+pub fn escalate_from(pod: &PodFacts, deletion: Timestamp, config: &PlanConfig) -> Timestamp {
+    let stuck_at = plus(deletion, config.force_delete_after);
+    kueue_window_end(pod, deletion).map_or(stuck_at, |k| k.max(stuck_at))
 }
 
 /// docs/controller.md (Node failure) step 2: more than 2 nodes unhealthy and at least the fraction of the domain — the node
@@ -297,7 +324,7 @@ pub fn plan(
     }
 
     let node = snapshot.node(node_name);
-    let health = node_health(node, snapshot.nodes_listed(), now, config);
+    let health = node_health(node, snapshot.nodes_listed(), config);
     if matches!(health.state, NodeState::Ready | NodeState::Unknown) {
         // A node that is Ready again cancels everything: the kubelet finishes the deletion itself.
         return;
@@ -307,25 +334,35 @@ pub fn plan(
     if past {
         out.observations.push(Observation::PodStuck(health.state));
     }
-    let fire_from = if trusted(config.node_failure, &health) {
-        Some(stuck_at)
-    } else {
-        trusted_from(config.node_failure, &health).map(|f| f.max(stuck_at))
-    };
+    let kueue_until = kueue_window_end(pod, deletion);
+    let node_from = trusted_from(config.node_failure, &health);
+    let fire_from = node_from.map(|f| f.max(escalate_from(pod, deletion, config)));
     let stuck_for = fmt_duration(now.duration_since(deletion));
     let node_state = health.state.as_str();
 
     if fire_from.is_none_or(|f| now < f) {
         if past {
-            let why = match (config.node_failure, fire_from) {
-                (NodeFailureMode::Off, _) => "--node-failure=off".to_string(),
-                (_, Some(f)) => {
+            let why = match (config.node_failure.effective(), node_from, fire_from) {
+                (NodeFailureMode::Off, _, _) => "--node-failure=off".to_string(),
+                (_, Some(n), Some(f)) if kueue_until == Some(f) && n < f => format!(
+                    "the pod carries {KUEUE_FORCE_DELETE_ANNOTATION}: left to Kueue's own force delete until {f}"
+                ),
+                (_, _, Some(f)) => {
                     format!("its deletion is escalated at {f}, once the node has been unhealthy long enough")
                 }
-                (NodeFailureMode::OutOfService, None) => {
+                (NodeFailureMode::OutOfService, _, None) => {
                     "--node-failure=out-of-service acts only on deleted or out-of-service nodes".to_string()
                 }
-                (NodeFailureMode::NodeUnhealthy, None) => {
+                (NodeFailureMode::Unreachable, _, None) if health.state == NodeState::NotReady => {
+                    "its kubelet still reports (Ready=False), so it can finish the deletion itself; \
+                     --node-failure=unreachable acts only on nodes whose kubelet is gone, deleted or out-of-service \
+                     nodes (--node-failure=not-ready would act)"
+                        .to_string()
+                }
+                (NodeFailureMode::Unreachable, _, None) => {
+                    "the node has no node.kubernetes.io/unreachable NoExecute taint yet".to_string()
+                }
+                (_, _, None) => {
                     "the node has no node.kubernetes.io/unreachable or not-ready NoExecute taint yet".to_string()
                 }
             };
@@ -388,8 +425,14 @@ pub fn plan(
         return;
     }
 
-    if pod.phase != PodPhase::Failed || !pod.disruption_target {
-        let mut status = json!({ "phase": "Failed" });
+    // A terminal phase is never changed (PodGC and Kueue leave it too): a pod that Succeeded
+    // before its node died must not be counted as a failure.
+    let terminal = matches!(pod.phase, PodPhase::Succeeded | PodPhase::Failed);
+    if !terminal || !pod.disruption_target {
+        let mut status = json!({});
+        if !terminal {
+            status["phase"] = json!("Failed");
+        }
         if !pod.disruption_target {
             status["conditions"] = json!([{
                 "type": "DisruptionTarget",
@@ -412,11 +455,16 @@ pub fn plan(
             stuck_since: deletion,
         },
     );
-    let message = format!(
+    let mut message = format!(
         "{} pod {} (grace period 0): node {node_name} is {node_state}, pod terminating since {deletion} ({stuck_for})",
         verb(config, "Force-deleted", "Would force-delete"),
         pod.id
     );
+    if let Some(until) = kueue_until {
+        message.push_str(&format!(
+            "; the pod carries {KUEUE_FORCE_DELETE_ANNOTATION}, but Kueue had not force-deleted it by {until}"
+        ));
+    }
     for (on, related) in [(&target, &job), (&job, &target)] {
         let mut done = event(
             config,

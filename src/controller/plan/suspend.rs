@@ -236,3 +236,50 @@ pub fn trainjob_stuck(tj: &TrainJobFacts, jobset_active: i64, live_pods: u32) ->
     }
     StuckWhy { no_suspended_condition: false, active: tj.active.max(jobset_active), live_pods }
 }
+
+/// A Kueue Workload `Admitted=True` for `--admitted-suspended-after` while its job (v1 job or
+/// TrainJob) is still suspended: Kueue holds the quota, nothing runs. Version skew between Kueue
+/// and Trainer has left jobs exactly so, and nothing upstream reports it. One Warning per
+/// admission (its `lastTransitionTime`), and a gauge while it lasts.
+pub fn plan_admitted(
+    target: &Target,
+    kind: &'static str,
+    suspended: bool,
+    workload: Option<&WorkloadFacts>,
+    now: Timestamp,
+    config: &PlanConfig,
+    out: &mut KeyPlan,
+) {
+    let Some(workload) = workload else { return };
+    // An eviction in progress is Kueue taking the admission back: the suspension is expected.
+    if !suspended || workload.finished || workload.evicted.is_some() {
+        return;
+    }
+    // Without a time there is nothing to count the bound from: no alarm.
+    let Some(Some(admitted_at)) = workload.admitted else { return };
+    let due = plus(admitted_at, config.admitted_suspended_after);
+    if now < due {
+        out.push(Rule::Suspend, Action::Requeue { target: target.clone(), at: due, why: "admitted-suspended-after" });
+        return;
+    }
+    out.observations.push(Observation::AdmittedSuspended(kind));
+    let spec_field = if kind == "TrainJob" { "spec.suspend" } else { "spec.runPolicy.suspend" };
+    out.push(
+        Rule::Suspend,
+        event(
+            config,
+            target,
+            EventType::Warning,
+            Reason::AdmittedButSuspended,
+            format!(
+                "Kueue admitted Workload {} at {admitted_at} ({} ago), but this {kind} is still suspended \
+                 ({spec_field}: true): the queue's quota is held while nothing runs. Kueue unsuspends the job \
+                 itself after admission; when it does not, the usual cause is a Kueue version that does not \
+                 match the job's controller (check both versions and the Kueue controller's logs)",
+                workload.id,
+                fmt_duration(now.duration_since(admitted_at))
+            ),
+            format!("admitted@{admitted_at}"),
+        ),
+    );
+}

@@ -5,8 +5,8 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::actions::{Action, EventType, KeyPlan, Observation, Reason, Rule, Target, TargetKind};
 use super::{event, fmt_duration, job_guard, plus, verb};
-use crate::controller::config::PlanConfig;
-use crate::controller::facts::JobFacts;
+use crate::controller::config::{PlanConfig, Propagation};
+use crate::controller::facts::{FinishKind, JobFacts, TRAINJOB_TTL_ANNOTATION, TrainJobFacts};
 
 /// A finish time further than this in the future is clock skew: warn, wait, never clamp.
 pub const CLOCK_SKEW_TOLERANCE: SignedDuration = SignedDuration::from_secs(60);
@@ -168,4 +168,187 @@ pub fn plan(job: &JobFacts, target: &Target, now: Timestamp, config: &PlanConfig
 /// executor, deduplicated like the others).
 pub fn delete_failed_message(error: &str) -> String {
     format!("TTL deletion failed, retrying with backoff: {error}")
+}
+
+/// Where a TrainJob's TTL comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TrainJobTtl {
+    /// Neither the field nor the annotation.
+    None,
+    /// `spec.ttlSecondsAfterFinished`, once the CRD has it: it wins over the annotation.
+    Field(i64),
+    /// Annotation `trainguard.io/ttl-seconds-after-finished`.
+    Annotation(i64),
+    /// The annotation is not a non-negative integer (the raw value).
+    Invalid(String),
+}
+
+impl TrainJobTtl {
+    pub fn of(tj: &TrainJobFacts) -> Self {
+        if let Some(ttl) = tj.spec_ttl {
+            return TrainJobTtl::Field(ttl);
+        }
+        match tj.ttl_annotation.as_deref() {
+            None => TrainJobTtl::None,
+            Some(raw) => match raw.trim().parse::<i64>() {
+                Ok(ttl) if ttl >= 0 => TrainJobTtl::Annotation(ttl),
+                _ => TrainJobTtl::Invalid(raw.to_string()),
+            },
+        }
+    }
+
+    pub fn seconds(&self) -> Option<i64> {
+        match self {
+            TrainJobTtl::Field(ttl) | TrainJobTtl::Annotation(ttl) => Some(*ttl),
+            _ => None,
+        }
+    }
+
+    /// How the TTL is named in messages.
+    pub fn source(&self) -> String {
+        match self {
+            TrainJobTtl::Field(ttl) => format!("spec.ttlSecondsAfterFinished={ttl}"),
+            TrainJobTtl::Annotation(ttl) => format!("{TRAINJOB_TTL_ANNOTATION}={ttl}"),
+            _ => String::new(),
+        }
+    }
+}
+
+/// The TTL rule for a TrainJob at `now` (opt-in per object until Trainer has its own): finished
+/// (`Complete` or `Failed` True) and not suspended, counted from that condition's
+/// `lastTransitionTime`. Also the executor's re-check on the live object.
+pub fn trainjob_verdict(tj: &TrainJobFacts, now: Timestamp, config: &PlanConfig) -> TtlVerdict {
+    if tj.deleting {
+        return TtlVerdict::Skip("being deleted");
+    }
+    if !tj.managed() {
+        return TtlVerdict::Skip("not managed by Trainer (spec.managedBy)");
+    }
+    if tj.ignored {
+        return TtlVerdict::Skip("opted out (trainguard.io/ignore)");
+    }
+    if !config.ttl {
+        return TtlVerdict::Skip("TTL backstop disabled (--ttl=false)");
+    }
+    let Some(ttl) = TrainJobTtl::of(tj).seconds() else {
+        return TtlVerdict::Skip("no TTL, or an unreadable annotation");
+    };
+    if ttl < 0 {
+        return TtlVerdict::Skip("negative ttlSecondsAfterFinished");
+    }
+    if tj.suspend {
+        return TtlVerdict::Skip("suspended");
+    }
+    let Some((_, finished_at)) = tj.finished_condition else {
+        return TtlVerdict::Skip("not finished");
+    };
+    let Some(finish_at) = finished_at else { return TtlVerdict::NoFinishTime };
+    let expires_at = plus(plus(finish_at, SignedDuration::from_secs(ttl)), config.ttl_grace);
+    let skewed = finish_at > plus(now, CLOCK_SKEW_TOLERANCE);
+    if now >= expires_at && !skewed {
+        TtlVerdict::Expired { finish_at, expires_at, from_condition: true }
+    } else {
+        TtlVerdict::Pending { finish_at, expires_at, skewed, from_condition: true }
+    }
+}
+
+/// The TrainJob's finishing condition as Trainer names it.
+fn trainjob_finished_how(tj: &TrainJobFacts) -> &'static str {
+    match tj.finished_condition {
+        Some((FinishKind::Succeeded, _)) => "Complete",
+        Some((FinishKind::Failed, _)) => "Failed",
+        None => "",
+    }
+}
+
+/// The TTL of a TrainJob (propagation Background: its JobSet and pods go after it).
+pub fn plan_trainjob(tj: &TrainJobFacts, target: &Target, now: Timestamp, config: &PlanConfig, out: &mut KeyPlan) {
+    let ttl = TrainJobTtl::of(tj);
+    let how = trainjob_finished_how(tj);
+    if let TrainJobTtl::Invalid(raw) = &ttl {
+        if config.ttl && !tj.deleting && tj.managed() && !tj.ignored {
+            out.push(
+                Rule::Ttl,
+                event(
+                    config,
+                    target,
+                    EventType::Warning,
+                    Reason::TTLAnnotationInvalid,
+                    format!(
+                        "Annotation {TRAINJOB_TTL_ANNOTATION}={raw:?} is not a whole number of seconds (0 or \
+                         more): this TrainJob gets no TTL until it is fixed"
+                    ),
+                    format!("invalid@{raw}"),
+                ),
+            );
+        }
+        return;
+    }
+    match trainjob_verdict(tj, now, config) {
+        TtlVerdict::Skip(_) => {}
+        TtlVerdict::NoFinishTime => out.push(
+            Rule::Ttl,
+            event(
+                config,
+                target,
+                EventType::Warning,
+                Reason::TTLNoFinishTime,
+                format!(
+                    "TrainJob is {how} but its {how} condition has no lastTransitionTime: {} cannot be applied",
+                    ttl.source()
+                ),
+                "no-finish-time".to_string(),
+            ),
+        ),
+        TtlVerdict::Pending { finish_at, expires_at, skewed, .. } => {
+            if skewed {
+                out.push(
+                    Rule::Ttl,
+                    event(
+                        config,
+                        target,
+                        EventType::Warning,
+                        Reason::TTLClockSkew,
+                        format!(
+                            "TrainJob finished at {finish_at}, which is {} in the future of this controller's clock \
+                             ({now}): waiting, the TTL is not clamped; check the clocks of the nodes",
+                            fmt_duration(finish_at.duration_since(now))
+                        ),
+                        format!("finished@{finish_at}"),
+                    ),
+                );
+            }
+            out.observations.push(Observation::TtlScheduled("TrainJob"));
+            out.push(Rule::Ttl, Action::Requeue { target: target.clone(), at: expires_at, why: "ttl-expiry" });
+        }
+        TtlVerdict::Expired { finish_at, expires_at, .. } => {
+            out.push(
+                Rule::Ttl,
+                Action::DeleteJob {
+                    target: target.clone(),
+                    propagation: Propagation::Background,
+                    finish_at,
+                    expires_at,
+                },
+            );
+            let mut done = event(
+                config,
+                target,
+                EventType::Normal,
+                Reason::TTLExpiredDeleted,
+                format!(
+                    "{} by trainguard: {how} at {finish_at} (the {how} condition), {} plus --ttl-grace {} passed at \
+                     {expires_at}; propagation Background",
+                    verb(config, "Deleted", "Would be deleted"),
+                    ttl.source(),
+                    fmt_duration(config.ttl_grace),
+                ),
+                format!("finished@{finish_at}"),
+            );
+            if let Action::Event(e) = &mut done {
+                e.after_write = true;
+            }
+            out.push(Rule::Ttl, done);
+        }
+    }
 }
