@@ -7,7 +7,7 @@ use json_patch::{AddOperation, Patch, PatchOperation};
 use serde_json::{Value, json};
 
 use super::rules::{DecodedInput, RuleInput, decode, missing};
-use super::{Decision, Operation};
+use super::{Decision, Operation, Rule};
 use crate::model::{DEFAULT_MANAGED_BY, TRAINJOB_GROUP, TrainJobView};
 
 pub const DEFAULT_RUNTIME_KIND: &str = "ClusterTrainingRuntime";
@@ -15,7 +15,7 @@ pub const DEFAULT_RUNTIME_KIND: &str = "ClusterTrainingRuntime";
 /// Mutating webhook entry point over raw objects. Only CREATE is defaulted.
 pub fn mutate(input: &RuleInput<'_>) -> Decision {
     if input.operation != Operation::Create {
-        return Decision::allow("allow-not-create");
+        return Decision::allow(Rule::AllowNotCreate);
     }
     match decode(input.object, "object") {
         Ok(object) => with_defaults(&object),
@@ -28,16 +28,16 @@ pub fn mutate_decoded(input: &DecodedInput<'_, '_>) -> Decision {
     match (input.operation, input.object) {
         (Operation::Create, Some(object)) => with_defaults(object),
         (Operation::Create, None) => missing("object"),
-        _ => Decision::allow("allow-not-create"),
+        _ => Decision::allow(Rule::AllowNotCreate),
     }
 }
 
 fn with_defaults(object: &TrainJobView<'_>) -> Decision {
     let patch = default_patch(object);
     if patch.0.is_empty() {
-        return Decision::allow("defaults-present");
+        return Decision::allow(Rule::DefaultsPresent);
     }
-    let mut decision = Decision::allow("defaulted");
+    let mut decision = Decision::allow(Rule::Defaulted);
     decision.patch = Some(patch);
     decision
 }

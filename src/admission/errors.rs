@@ -2,6 +2,8 @@
 
 use std::fmt::{self, Write as _};
 
+use super::Rule;
+
 /// Kubernetes `field.ErrorType`, restricted to the ones trainguard emits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorType {
@@ -50,15 +52,15 @@ pub struct FieldError {
     pub value: Option<String>,
     pub detail: String,
     /// Spec rule id (`U2`, `G1`, `M1`, …), for the audit annotation and metrics.
-    pub rule: &'static str,
+    pub rule: Rule,
 }
 
 impl FieldError {
-    pub fn new(rule: &'static str, kind: ErrorType, path: impl Into<String>, detail: impl Into<String>) -> Self {
+    pub fn new(rule: Rule, kind: ErrorType, path: impl Into<String>, detail: impl Into<String>) -> Self {
         FieldError { path: path.into(), kind, value: None, detail: detail.into(), rule }
     }
 
-    pub fn invalid(rule: &'static str, path: impl Into<String>, value: String, detail: impl Into<String>) -> Self {
+    pub fn invalid(rule: Rule, path: impl Into<String>, value: String, detail: impl Into<String>) -> Self {
         FieldError { value: Some(value), ..FieldError::new(rule, ErrorType::Invalid, path, detail) }
     }
 

@@ -6,12 +6,14 @@ pub mod defaults;
 pub mod errors;
 pub mod overrides;
 pub mod response;
+pub mod rule;
 pub mod rules;
 
 use std::borrow::Cow;
 use std::fmt;
 
 pub use errors::{ErrorType, FieldError};
+pub use rule::Rule;
 pub use rules::{RuleInput, RulesConfig, SuspendRule};
 
 use crate::cluster::ClusterView;
@@ -73,7 +75,7 @@ impl Endpoint {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     Allowed {
-        rule: &'static str,
+        rule: Rule,
     },
     Denied {
         errors: Vec<FieldError>,
@@ -81,7 +83,7 @@ pub enum Outcome {
     /// The review is well-formed but its object is not a TrainJob we can read: HTTP 200, code 400.
     BadRequest {
         message: String,
-        rule: &'static str,
+        rule: Rule,
     },
 }
 
@@ -94,22 +96,22 @@ pub struct Decision {
 }
 
 impl Decision {
-    pub fn allow(rule: &'static str) -> Self {
+    pub fn allow(rule: Rule) -> Self {
         Decision { outcome: Outcome::Allowed { rule }, warnings: Vec::new(), patch: None }
     }
 
     pub fn bad_request(message: String) -> Self {
-        Self::bad_request_by("bad-object", message)
+        Self::bad_request_by(Rule::BadObject, message)
     }
 
-    pub fn bad_request_by(rule: &'static str, message: String) -> Self {
+    pub fn bad_request_by(rule: Rule, message: String) -> Self {
         // serde's decode errors quote the offending value, whatever its size.
         let message = errors::truncate_to(message, errors::MAX_MESSAGE_BYTES);
         Decision { outcome: Outcome::BadRequest { message, rule }, warnings: Vec::new(), patch: None }
     }
 
     /// Denied with `errors`, or allowed by `allow_rule` when there are none.
-    pub fn from_errors(errors: Vec<FieldError>, allow_rule: &'static str) -> Self {
+    pub fn from_errors(errors: Vec<FieldError>, allow_rule: Rule) -> Self {
         if errors.is_empty() {
             Self::allow(allow_rule)
         } else {
@@ -124,8 +126,8 @@ impl Decision {
     /// The rule that decided: the allowing rule, or the first error's (a low-cardinality label).
     pub fn rule(&self) -> &'static str {
         match &self.outcome {
-            Outcome::Allowed { rule } | Outcome::BadRequest { rule, .. } => rule,
-            Outcome::Denied { errors } => errors.first().map_or("denied", |e| e.rule),
+            Outcome::Allowed { rule } | Outcome::BadRequest { rule, .. } => rule.as_str(),
+            Outcome::Denied { errors } => errors.first().map_or("denied", |e| e.rule.as_str()),
         }
     }
 
@@ -135,8 +137,8 @@ impl Decision {
             Outcome::Denied { errors } => {
                 let mut rules: Vec<&str> = Vec::new();
                 for e in errors {
-                    if !rules.contains(&e.rule) {
-                        rules.push(e.rule);
+                    if !rules.contains(&e.rule.as_str()) {
+                        rules.push(e.rule.as_str());
                     }
                 }
                 rules.join(",")
@@ -276,9 +278,9 @@ fn respond<'a, O>(
 
     let operation = request.operation.as_deref().and_then(Operation::parse);
     let decision = match (kind_mismatch(&request), operation) {
-        (Some(message), _) => Decision::bad_request_by("wrong-kind", message),
+        (Some(message), _) => Decision::bad_request_by(Rule::WrongKind, message),
         (None, None) => Decision::bad_request_by(
-            "bad-operation",
+            Rule::BadOperation,
             format!(
                 "unknown request.operation {}: expected CREATE, UPDATE, DELETE or CONNECT",
                 errors::quote(request.operation.as_deref().unwrap_or(""))

@@ -8,6 +8,7 @@
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use super::Rule;
 use super::errors::{ErrorType, FieldError};
 use crate::model::OverridesField;
 use crate::trainer::{self, equality};
@@ -66,7 +67,7 @@ fn unreadable(field: OverridesField, raw: Option<&RawValue>, e: &serde_json::Err
     } else {
         format!("is not valid JSON: {e}")
     };
-    FieldError::invalid("shape", field.path(), format!("\"{kind}\""), detail)
+    FieldError::invalid(Rule::Shape, field.path(), format!("\"{kind}\""), detail)
 }
 
 const MANAGER_REQUIRED: &str = "name the controller that owns this patch, e.g. \"kueue.x-k8s.io/manager\"";
@@ -81,14 +82,14 @@ pub fn shape_errors(field: OverridesField, value: &Value) -> Vec<FieldError> {
         Value::Null => return Vec::new(),
         Value::Array(items) => items,
         other => {
-            return vec![FieldError::invalid("shape", path, type_name_quoted(other), "must be a list")];
+            return vec![FieldError::invalid(Rule::Shape, path, type_name_quoted(other), "must be a list")];
         }
     };
     let mut errors = Vec::new();
     for (i, item) in items.iter().enumerate() {
         let item_path = format!("{path}[{i}]");
         let Value::Object(item) = item else {
-            errors.push(FieldError::invalid("shape", item_path, type_name_quoted(item), "must be an object"));
+            errors.push(FieldError::invalid(Rule::Shape, item_path, type_name_quoted(item), "must be an object"));
             continue;
         };
         match field {
@@ -104,9 +105,9 @@ fn check_manager(item: &Map<String, Value>, item_path: &str, errors: &mut Vec<Fi
     match item.get("manager") {
         Some(Value::String(s)) if !s.is_empty() => {}
         None | Some(Value::Null) | Some(Value::String(_)) => {
-            errors.push(FieldError::new("shape", ErrorType::Required, path, MANAGER_REQUIRED))
+            errors.push(FieldError::new(Rule::Shape, ErrorType::Required, path, MANAGER_REQUIRED))
         }
-        Some(other) => errors.push(FieldError::invalid("shape", path, type_name_quoted(other), "must be a string")),
+        Some(other) => errors.push(FieldError::invalid(Rule::Shape, path, type_name_quoted(other), "must be a string")),
     }
 }
 
@@ -115,11 +116,11 @@ fn check_target_jobs(item: &Map<String, Value>, item_path: &str, errors: &mut Ve
     let targets = match item.get("targetJobs") {
         Some(Value::Array(t)) if !t.is_empty() => t,
         None | Some(Value::Null) | Some(Value::Array(_)) => {
-            errors.push(FieldError::new("shape", ErrorType::Required, path, TARGET_JOBS_REQUIRED));
+            errors.push(FieldError::new(Rule::Shape, ErrorType::Required, path, TARGET_JOBS_REQUIRED));
             return;
         }
         Some(other) => {
-            errors.push(FieldError::invalid("shape", path, type_name_quoted(other), "must be a list"));
+            errors.push(FieldError::invalid(Rule::Shape, path, type_name_quoted(other), "must be a list"));
             return;
         }
     };
@@ -128,10 +129,10 @@ fn check_target_jobs(item: &Map<String, Value>, item_path: &str, errors: &mut Ve
         match target.get("name") {
             Some(Value::String(s)) if !s.is_empty() => {}
             None | Some(Value::Null) | Some(Value::String(_)) => {
-                errors.push(FieldError::new("shape", ErrorType::Required, name_path, NAME_REQUIRED))
+                errors.push(FieldError::new(Rule::Shape, ErrorType::Required, name_path, NAME_REQUIRED))
             }
             Some(other) => {
-                errors.push(FieldError::invalid("shape", name_path, type_name_quoted(other), "must be a string"))
+                errors.push(FieldError::invalid(Rule::Shape, name_path, type_name_quoted(other), "must be a string"))
             }
         }
     }

@@ -100,20 +100,21 @@ fn unreachable_patch() -> AdmissionResponse {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::admission::Rule;
 
     fn denied(errors: Vec<FieldError>) -> Decision {
-        Decision::from_errors(errors, "unused")
+        Decision::from_errors(errors, Rule::U1)
     }
 
     /// Decisions of every shape the writer distinguishes: allowed with and without warnings,
     /// bad requests, denials of each code, several errors, empty parts, text that needs escaping.
     fn decisions() -> Vec<(&'static str, Decision)> {
-        let forbidden = |path: &str, detail: &str| FieldError::new("U2", ErrorType::Forbidden, path, detail);
+        let forbidden = |path: &str, detail: &str| FieldError::new(Rule::U2, ErrorType::Forbidden, path, detail);
         let long = "x".repeat(600);
-        let mut warned = Decision::allow("allow-gate");
+        let mut warned = Decision::allow(Rule::AllowGate);
         warned.warnings = vec!["trainguard: JobSet a/b was not consulted".into(), "second \"quoted\" ✓".into()];
         vec![
-            ("allowed", Decision::allow("U1")),
+            ("allowed", Decision::allow(Rule::U1)),
             ("allowed with warnings", warned),
             ("bad request", Decision::bad_request("spec.suspend: invalid type: string \"yes\"".into())),
             ("bad request without message", Decision::bad_request(String::new())),
@@ -122,13 +123,13 @@ mod tests {
                 "invalid beats forbidden",
                 denied(vec![
                     forbidden("spec.podSpecOverrides", "no"),
-                    FieldError::invalid("M1", "spec.managedBy", "\"other\"".into(), "field is immutable"),
+                    FieldError::invalid(Rule::M1, "spec.managedBy", "\"other\"".into(), "field is immutable"),
                 ]),
             ),
             (
                 "required",
                 denied(vec![FieldError::new(
-                    "shape",
+                    Rule::Shape,
                     ErrorType::Required,
                     "spec.runtimePatches[0].manager",
                     "name it",
@@ -136,10 +137,18 @@ mod tests {
             ),
             (
                 "internal, retryable",
-                denied(vec![FieldError::new("cluster-unknown", ErrorType::Internal, "spec.runtimePatches", "retry")]),
+                denied(vec![FieldError::new(
+                    Rule::ClusterUnknown,
+                    ErrorType::Internal,
+                    "spec.runtimePatches",
+                    "retry",
+                )]),
             ),
-            ("unsupported field", denied(vec![FieldError::new("schema", ErrorType::UnsupportedField, "spec.x", "")])),
-            ("empty path and detail", denied(vec![FieldError::new("U2", ErrorType::Forbidden, "", "")])),
+            (
+                "unsupported field",
+                denied(vec![FieldError::new(Rule::Schema, ErrorType::UnsupportedField, "spec.x", "")]),
+            ),
+            ("empty path and detail", denied(vec![FieldError::new(Rule::U2, ErrorType::Forbidden, "", "")])),
             ("escapes", denied(vec![forbidden("spec.a\"b", "tab\t nl\n ctl\u{1} </script> é😀")])),
             ("aggregate cut", denied((0..20).map(|i| forbidden(&format!("spec.f{i}"), &long)).collect())),
         ]
@@ -174,7 +183,7 @@ mod tests {
 
     #[test]
     fn a_patch_is_written_base64_encoded() {
-        let mut decision = Decision::allow("defaults");
+        let mut decision = Decision::allow(Rule::Defaulted);
         decision.patch =
             Some(serde_json::from_value(serde_json::json!([{"op": "add", "path": "/a", "value": 1}])).unwrap());
         let bytes: serde_json::Value = serde_json::from_slice(&review_bytes("u", &decision, "n")).unwrap();

@@ -5,7 +5,7 @@ use serde_json::value::RawValue;
 
 use super::errors::{ErrorType, FieldError, quote};
 use super::overrides;
-use super::{Decision, Operation};
+use super::{Decision, Operation, Rule};
 use crate::cluster::{ClusterView, GateFacts, JobSetFacts};
 use crate::model::{
     DEFAULT_MANAGED_BY, DEFAULT_OPT_OUT_GROUPS, MULTIKUEUE_MANAGED_BY, OPT_OUT_LABEL, OverridesField, TrainJobView,
@@ -104,15 +104,15 @@ pub fn validate(input: &RuleInput<'_>, config: &RulesConfig, cluster: &dyn Clust
 /// Validating webhook entry point over decoded objects.
 pub fn validate_decoded(input: &DecodedInput<'_, '_>, config: &RulesConfig, cluster: &dyn ClusterView) -> Decision {
     match input.operation {
-        Operation::Delete => Decision::allow("allow-delete"),
-        Operation::Connect => Decision::allow("allow-connect"),
+        Operation::Delete => Decision::allow(Rule::AllowDelete),
+        Operation::Connect => Decision::allow(Rule::AllowConnect),
         Operation::Create => match input.object {
             Some(new) => validate_create(new, config),
             None => missing("object"),
         },
         Operation::Update => {
             if input.sub_resource.is_some() {
-                return Decision::allow("U0");
+                return Decision::allow(Rule::U0);
             }
             match (input.old_object, input.object) {
                 (Some(old), Some(new)) => validate_update(input, old, new, config, cluster),
@@ -142,7 +142,7 @@ fn validate_create(new: &TrainJobView<'_>, config: &RulesConfig) -> Decision {
     {
         let allowed: Vec<String> = config.allowed_managed_by.iter().map(|a| quote(a)).collect();
         errors.push(FieldError::invalid(
-            "M2",
+            Rule::M2,
             "spec.managedBy",
             quote(managed_by),
             format!("must be one of {}; leave it unset for Trainer's own controller", allowed.join(", ")),
@@ -154,7 +154,7 @@ fn validate_create(new: &TrainJobView<'_>, config: &RulesConfig) -> Decision {
             errors.extend(overrides::shape_errors_raw(field, Some(raw)));
         }
     }
-    Decision::from_errors(errors, "allow-create")
+    Decision::from_errors(errors, Rule::AllowCreate)
 }
 
 /// `metadata.name` must be a DNS-1035 label (the JobSet and its Services are named after it).
@@ -163,7 +163,7 @@ fn check_name(new: &TrainJobView<'_>, errors: &mut Vec<FieldError>) {
     if name.is_empty() {
         if new.generate_name().is_empty() {
             errors.push(FieldError::new(
-                "name",
+                Rule::Name,
                 ErrorType::Required,
                 "metadata.name",
                 "name or generateName is required",
@@ -172,11 +172,16 @@ fn check_name(new: &TrainJobView<'_>, errors: &mut Vec<FieldError>) {
         return;
     }
     if name.len() > 63 {
-        errors.push(FieldError::invalid("name", "metadata.name", quote(name), "must be no more than 63 characters"));
+        errors.push(FieldError::invalid(
+            Rule::Name,
+            "metadata.name",
+            quote(name),
+            "must be no more than 63 characters",
+        ));
     }
     if !is_dns1035_label(name) {
         errors.push(FieldError::invalid(
-            "name",
+            Rule::Name,
             "metadata.name",
             quote(name),
             "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an \
@@ -209,7 +214,7 @@ fn opt_out_error(
     let allowed: Vec<String> = config.opt_out_groups.iter().map(|g| quote(g)).collect();
     let who = if allowed.is_empty() { "nobody (the list is empty)".to_string() } else { allowed.join(", ") };
     Some(FieldError::new(
-        "O1",
+        Rule::O1,
         ErrorType::Forbidden,
         format!("metadata.labels[{OPT_OUT_LABEL}]"),
         format!(
@@ -253,7 +258,7 @@ fn validate_update(
     if old.managed_by() != new.managed_by() {
         let value = new.managed_by_raw().map_or_else(|| "null".to_string(), quote);
         errors.push(FieldError::invalid(
-            "M1",
+            Rule::M1,
             "spec.managedBy",
             value,
             format!(
@@ -273,7 +278,7 @@ fn validate_update(
         }
     }
     if changed.is_empty() {
-        return Decision::from_errors(errors, "U1");
+        return Decision::from_errors(errors, Rule::U1);
     }
 
     let subject = Subject::of(input, old);
@@ -287,25 +292,25 @@ fn validate_update(
     if transition == Transition::Running {
         for field in &changed {
             errors.push(FieldError::new(
-                "U2",
+                Rule::U2,
                 ErrorType::Forbidden,
                 field.path(),
                 format!("can only be changed while the TrainJob is suspended: {}", subject.suspend_advice()),
             ));
         }
-        return Decision::from_errors(errors, "U2");
+        return Decision::from_errors(errors, Rule::U2);
     }
     if transition == Transition::Resumes && config.suspend_rule == SuspendRule::New {
         for field in &changed {
             errors.push(FieldError::new(
-                "U2",
+                Rule::U2,
                 ErrorType::Forbidden,
                 field.path(),
                 "can only be changed while the TrainJob stays suspended (--suspend-rule=new): keep \
                  spec.suspend true for this change, then set it to false in a separate update",
             ));
         }
-        return Decision::from_errors(errors, "U2");
+        return Decision::from_errors(errors, Rule::U2);
     }
 
     let mut warnings = Vec::new();
@@ -326,7 +331,7 @@ fn validate_update(
             errors.push(FieldError::new(finding.rule, finding.kind, field.path(), detail));
         }
     }
-    let mut decision = Decision::from_errors(errors, "allow-gate");
+    let mut decision = Decision::from_errors(errors, Rule::AllowGate);
     decision.warnings = warnings;
     decision
 }
@@ -389,7 +394,7 @@ impl<'a> Subject<'a> {
 }
 
 struct Finding {
-    rule: &'static str,
+    rule: Rule,
     kind: ErrorType,
     text: String,
 }
@@ -414,7 +419,7 @@ fn evaluate_gate(
         if let Some(js) = jobset {
             for (rj, active) in js.replicated_jobs.iter().filter(|(_, a)| *a > 0) {
                 findings.push(forbidden(
-                    "G1",
+                    Rule::G1,
                     format!(
                         "replicated job {} of JobSet {} has {}",
                         quote(rj),
@@ -424,19 +429,19 @@ fn evaluate_gate(
                 ));
             }
             if strict && js.deleting {
-                findings.push(forbidden("G2", format!("JobSet {} is still being deleted", subject.jobset())));
+                findings.push(forbidden(Rule::G2, format!("JobSet {} is still being deleted", subject.jobset())));
             }
         }
         for job in jobs.iter().filter(|j| j.active > 0) {
             findings.push(forbidden(
-                "G3",
+                Rule::G3,
                 format!("job {}/{} still has {}", subject.namespace, job.name, count(job.active, "active pod")),
             ));
         }
     }
     for (rj, active) in old.active_jobs() {
         findings.push(forbidden(
-            "G4",
+            Rule::G4,
             format!(
                 "replicated job {} of TrainJob {} has {} (status.jobsStatus)",
                 quote(rj),
@@ -454,12 +459,12 @@ fn evaluate_gate(
                 (_, true) => format!("job {}/{} is still being deleted", subject.namespace, job.name),
                 _ => continue,
             };
-            findings.push(forbidden("G5", text));
+            findings.push(forbidden(Rule::G5, text));
         }
     }
     if let GateFacts::Unknown { why } = facts {
         findings.push(Finding {
-            rule: "cluster-unknown",
+            rule: Rule::ClusterUnknown,
             kind: ErrorType::Internal,
             text: format!(
                 "the cluster state is unknown ({why}), so trainguard cannot tell whether JobSet {} still runs; \

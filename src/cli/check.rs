@@ -5,7 +5,7 @@
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::admission::{Decision, Operation, RuleInput, RulesConfig, rules};
+use crate::admission::{Decision, Operation, Rule, RuleInput, RulesConfig, rules};
 use crate::cluster::ClusterView;
 use crate::manifests::Document;
 use crate::model::TrainJobView;
@@ -214,7 +214,7 @@ pub fn with_schema_findings(decision: Decision, value: &Value, version: TrainerV
         let refused: Vec<String> = errors.iter().map(|e| e.path.clone()).collect();
         errors.extend(rule_errors.into_iter().filter(|e| !refused.contains(&e.path)));
     }
-    Decision { warnings, ..Decision::from_errors(errors, "schema") }
+    Decision { warnings, ..Decision::from_errors(errors, Rule::Schema) }
 }
 
 fn decodes(raw: &RawValue, source: &str, line: usize, what: &str) -> Result<(), DecodeFailure> {

@@ -21,7 +21,7 @@ use super::body::{Response, ResponseBody};
 use super::budget::{BodyBudget, BodyClass, Held};
 use super::conn::ConnService;
 use super::limits::{DEFAULT_TIMEOUT, handler_deadline, parse_timeout_query};
-use crate::admission::{self, Decision, Endpoint, ErrorType, FieldError, ProtocolError, RulesConfig};
+use crate::admission::{self, Decision, Endpoint, ErrorType, FieldError, ProtocolError, Rule, RulesConfig};
 use crate::cluster::ClusterView;
 use crate::metrics::{DecisionLabels, WebhookCodeLabels, WebhookMetrics, WebhookSeries, code_label};
 
@@ -290,12 +290,12 @@ fn record_decision(inner: &Inner, endpoint: Endpoint, reviewed: &admission::Revi
 fn deadline_missed(endpoint: Endpoint, timeout: Duration, inner: &Inner) -> Response {
     let decision = Decision::from_errors(
         vec![FieldError::new(
-            "deadline",
+            Rule::Deadline,
             ErrorType::Internal,
             "request",
             format!("the request body did not arrive within the {timeout:?} deadline; retry the request"),
         )],
-        "deadline",
+        Rule::Deadline,
     );
     tracing::warn!(webhook = endpoint.path(), ?timeout, "request body did not arrive before the deadline");
     inner
@@ -305,7 +305,7 @@ fn deadline_missed(endpoint: Endpoint, timeout: Duration, inner: &Inner) -> Resp
             webhook: endpoint.label(),
             operation: "UNKNOWN",
             allowed: "false",
-            rule: "deadline",
+            rule: Rule::Deadline.as_str(),
         })
         .inc();
     json_response(StatusCode::OK, admission::response::review_bytes("", &decision, ""))

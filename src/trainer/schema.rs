@@ -10,10 +10,10 @@ use super::TrainerVersion;
 use super::model::{Field, Struct, Ty};
 use super::quantity::Amount;
 use crate::admission::errors::quote;
-use crate::admission::{ErrorType, FieldError};
+use crate::admission::{ErrorType, FieldError, Rule};
 
-/// The rule id on schema findings.
-pub const RULE: &str = "schema";
+/// The rule on schema findings.
+const RULE: Rule = Rule::Schema;
 
 /// Checks the `spec` of a TrainJob object against `version`. Other top-level keys (metadata,
 /// status) are not looked at; a `spec` that is not an object is the decoder's to report.
