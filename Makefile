@@ -69,9 +69,12 @@ e2e:
 build:
 	$(CARGO) build --release
 
+## lint: formatting, clippy with warnings as errors, and licenses/bans/sources of the dependencies
 lint:
+	./scripts/install-lint-deps.sh
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) deny --offline check licenses bans sources
 
 fmt:
 	$(CARGO) fmt --all

@@ -1,5 +1,8 @@
 //! A global allocator that counts live heap bytes, for the memory figures of the benches.
 //! Include with `mod counting_alloc;` and read [`live_bytes`] around what is measured.
+// A `GlobalAlloc` cannot be written without `unsafe`; this bench-only module is the one place
+// the package allows it (the library forbids it).
+#![allow(unsafe_code)]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};

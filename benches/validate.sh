@@ -79,10 +79,10 @@ for n in "${sizes[@]}"; do
     done
     git add -A && git commit -q -m change
   )
-  out="$(cd "$dir" && /usr/bin/time -f '%e %M' -o "$dir/time" "$TRAINGUARD" validate --quiet --git-base HEAD~1 jobs; echo "exit=$?")" || true
+  out="$(cd "$dir" && /usr/bin/time -f '%e %M' -o "$dir/time" "$TRAINGUARD" validate --trainer-version v2.0 --quiet --git-base HEAD~1 jobs; echo "exit=$?")" || true
   read -r wall rss <"$dir/time"
   status="${out##*exit=}"
-  printf '%-8s %-12s %-10s %-12s %s\n' "$n" "$wall" "$((rss / 1024))" "$status" "$(cd "$dir" && "$TRAINGUARD" validate --git-base HEAD~1 jobs | tail -1)"
+  printf '%-8s %-12s %-10s %-12s %s\n' "$n" "$wall" "$((rss / 1024))" "$status" "$(cd "$dir" && "$TRAINGUARD" validate --trainer-version v2.0 --git-base HEAD~1 jobs | tail -1)"
   rm -rf "$dir"
   trap - EXIT
 done
