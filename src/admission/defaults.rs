@@ -6,25 +6,14 @@ use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation};
 use serde_json::{Value, json};
 
-use super::rules::{DecodedInput, RuleInput, decode, missing};
+use super::rules::{DecodedInput, missing};
 use super::{Decision, Operation, Rule};
 use crate::model::{DEFAULT_MANAGED_BY, TRAINJOB_GROUP, TrainJobView};
 
 pub const DEFAULT_RUNTIME_KIND: &str = "ClusterTrainingRuntime";
 
-/// Mutating webhook entry point over raw objects. Only CREATE is defaulted.
-pub fn mutate(input: &RuleInput<'_>) -> Decision {
-    if input.operation != Operation::Create {
-        return Decision::allow(Rule::AllowNotCreate);
-    }
-    match decode(input.object, "object") {
-        Ok(object) => with_defaults(&object),
-        Err(bad) => bad,
-    }
-}
-
-/// Mutating webhook entry point over decoded objects.
-pub fn mutate_decoded(input: &DecodedInput<'_, '_>) -> Decision {
+/// The mutating webhook. Only CREATE is defaulted.
+pub fn mutate(input: &DecodedInput<'_, '_>) -> Decision {
     match (input.operation, input.object) {
         (Operation::Create, Some(object)) => with_defaults(object),
         (Operation::Create, None) => missing("object"),

@@ -232,8 +232,8 @@ pub fn review<'a>(
                 groups: request.groups(),
             };
             match endpoint {
-                Endpoint::Validate => rules::validate_decoded(&input, config, cluster),
-                Endpoint::Mutate => defaults::mutate_decoded(&input),
+                Endpoint::Validate => rules::validate(&input, config, cluster),
+                Endpoint::Mutate => defaults::mutate(&input),
             }
         });
     }
@@ -252,8 +252,8 @@ pub fn review<'a>(
             groups: request.groups(),
         };
         match endpoint {
-            Endpoint::Validate => rules::validate(&input, config, cluster),
-            Endpoint::Mutate => defaults::mutate(&input),
+            Endpoint::Validate => input.decide(endpoint, |decoded| rules::validate(decoded, config, cluster)),
+            Endpoint::Mutate => input.decide(endpoint, defaults::mutate),
         }
     })
 }

@@ -5,7 +5,7 @@ use serde_json::value::RawValue;
 
 use super::errors::{ErrorType, FieldError, quote};
 use super::overrides;
-use super::{Decision, Operation, Rule};
+use super::{Decision, Endpoint, Operation, Rule};
 use crate::cluster::{ClusterView, GateFacts, JobSetFacts};
 use crate::model::{
     DEFAULT_MANAGED_BY, DEFAULT_OPT_OUT_GROUPS, MULTIKUEUE_MANAGED_BY, OPT_OUT_LABEL, OverridesField, TrainJobView,
@@ -55,7 +55,7 @@ pub struct RuleInput<'a> {
     pub groups: Option<&'a RawValue>,
 }
 
-/// A request whose objects are already decoded (the fast path of [`super::review`]).
+/// A request whose objects are decoded: what the rules read.
 #[derive(Debug, Clone, Copy)]
 pub struct DecodedInput<'r, 'a> {
     pub operation: Operation,
@@ -68,41 +68,38 @@ pub struct DecodedInput<'r, 'a> {
     pub groups: Option<&'r RawValue>,
 }
 
-/// Validating webhook entry point over raw objects: decodes only what the operation needs.
-pub fn validate(input: &RuleInput<'_>, config: &RulesConfig, cluster: &dyn ClusterView) -> Decision {
-    let needs_objects = match input.operation {
-        Operation::Create => true,
-        Operation::Update => input.sub_resource.is_none(),
-        Operation::Delete | Operation::Connect => false,
-    };
-    let mut old = None;
-    let mut new = None;
-    if needs_objects {
-        if input.operation == Operation::Update {
-            match decode(input.old_object, "oldObject") {
-                Ok(o) => old = Some(o),
-                Err(d) => return d,
-            }
-        }
-        match decode(input.object, "object") {
-            Ok(n) => new = Some(n),
-            Err(d) => return d,
-        }
+impl<'a> RuleInput<'a> {
+    /// Decodes the objects `endpoint` reads for this operation (the object on CREATE, both on an
+    /// UPDATE the validating webhook judges), then decides with `decide`. An object that does not
+    /// decode is a 400 denial naming where.
+    pub fn decide(&self, endpoint: Endpoint, decide: impl FnOnce(&DecodedInput<'_, 'a>) -> Decision) -> Decision {
+        let (needs_old, needs_new) = match (endpoint, self.operation) {
+            (_, Operation::Create) => (false, true),
+            (Endpoint::Validate, Operation::Update) => (self.sub_resource.is_none(), self.sub_resource.is_none()),
+            _ => (false, false),
+        };
+        let old = match needs_old.then(|| decode(self.old_object, "oldObject")).transpose() {
+            Ok(old) => old,
+            Err(bad) => return bad,
+        };
+        let new = match needs_new.then(|| decode(self.object, "object")).transpose() {
+            Ok(new) => new,
+            Err(bad) => return bad,
+        };
+        decide(&DecodedInput {
+            operation: self.operation,
+            sub_resource: self.sub_resource,
+            namespace: self.namespace,
+            name: self.name,
+            object: new.as_ref(),
+            old_object: old.as_ref(),
+            groups: self.groups,
+        })
     }
-    let decoded = DecodedInput {
-        operation: input.operation,
-        sub_resource: input.sub_resource,
-        namespace: input.namespace,
-        name: input.name,
-        object: new.as_ref(),
-        old_object: old.as_ref(),
-        groups: input.groups,
-    };
-    validate_decoded(&decoded, config, cluster)
 }
 
-/// Validating webhook entry point over decoded objects.
-pub fn validate_decoded(input: &DecodedInput<'_, '_>, config: &RulesConfig, cluster: &dyn ClusterView) -> Decision {
+/// The validating webhook: the one entry point of its rules.
+pub fn validate(input: &DecodedInput<'_, '_>, config: &RulesConfig, cluster: &dyn ClusterView) -> Decision {
     match input.operation {
         Operation::Delete => Decision::allow(Rule::AllowDelete),
         Operation::Connect => Decision::allow(Rule::AllowConnect),

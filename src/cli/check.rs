@@ -5,7 +5,7 @@
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::admission::{Decision, Operation, Rule, RuleInput, RulesConfig, rules};
+use crate::admission::{Decision, Endpoint, Operation, Rule, RuleInput, RulesConfig, rules};
 use crate::cluster::ClusterView;
 use crate::manifests::Document;
 use crate::model::TrainJobView;
@@ -172,7 +172,7 @@ pub fn check(new: NewObject, old: Option<OldObject<'_>>, ctx: &Context<'_>) -> R
         // Offline checks have no requester: an opt-out label added in a manifest is reported (O1).
         groups: None,
     };
-    let mut decision = rules::validate(&input, ctx.config, ctx.cluster);
+    let mut decision = input.decide(Endpoint::Validate, |decoded| rules::validate(decoded, ctx.config, ctx.cluster));
     if let crate::admission::Outcome::BadRequest { message, .. } = &decision.outcome {
         return Err(DecodeFailure { source_name: source, line, what: label, detail: message.clone() });
     }
