@@ -43,6 +43,12 @@ pub struct ListenerLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RefusedLabels {
+    pub listener: &'static str,
+    pub reason: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
     pub result: &'static str,
 }
@@ -101,6 +107,8 @@ pub struct WebhookMetrics {
     pub cache_watch_errors: Family<CacheLabels, Counter>,
     pub cert_expiry: Gauge<f64, AtomicU64>,
     pub cert_reloads: Family<ResultLabels, Counter>,
+    /// Connections closed at once or cut by a deadline, by listener and reason.
+    pub connections_refused: Family<RefusedLabels, Counter>,
     /// Open connections per listener (`webhook`, `admin`), to compare with their caps.
     pub connections: Family<ListenerLabels, Gauge>,
     /// Bytes held by unfinished request bodies (capped by --max-inflight-body-bytes).
@@ -121,6 +129,7 @@ impl WebhookMetrics {
             cache_watch_errors: Family::default(),
             cert_expiry: Gauge::default(),
             cert_reloads: Family::default(),
+            connections_refused: Family::default(),
             connections: Family::default(),
             inflight_body_bytes: Gauge::default(),
             instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
@@ -167,6 +176,12 @@ impl WebhookMetrics {
             m.cert_reloads.clone(),
         );
         registry.register(
+            "trainguard_connections_refused",
+            "Connections closed without being served, by listener and reason (per_ip_cap, handshake_timeout, \
+             header_timeout)",
+            m.connections_refused.clone(),
+        );
+        registry.register(
             "trainguard_open_connections",
             "Open connections per listener (capped by --max-connections and --max-admin-connections)",
             m.connections.clone(),
@@ -182,6 +197,11 @@ impl WebhookMetrics {
     /// The open-connections gauge of one listener.
     pub fn open_connections(&self, listener: &'static str) -> Gauge {
         self.connections.get_or_create(&ListenerLabels { listener }).clone()
+    }
+
+    /// `trainguard_connections_refused_total{listener, reason}` + 1.
+    pub fn refuse_connection(&self, listener: &'static str, reason: &'static str) {
+        self.connections_refused.get_or_create(&RefusedLabels { listener, reason }).inc();
     }
 
     /// `trainguard_admission_decisions_total{…}` + 1. Resolving a label set in the family hashes

@@ -100,12 +100,27 @@ pub struct ServeArgs {
     pub http2_max_concurrent_streams: u32,
 
     /// Time a client gets to complete the TLS handshake.
-    #[arg(long, env = "TRAINGUARD_TLS_HANDSHAKE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, env = "TRAINGUARD_TLS_HANDSHAKE_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
     pub tls_handshake_timeout: Duration,
 
-    /// Time a client gets to send a request's headers (HTTP/1.1; webhook and admin ports).
+    /// Time a client gets to send a request's headers, from their first byte (webhook and admin
+    /// ports). A new connection must have sent its first request's headers (or, with HTTP/2,
+    /// its preface and first request) within this long; an idle keep-alive connection is not
+    /// bound by it (see --idle-timeout).
     #[arg(long, env = "TRAINGUARD_HEADER_READ_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub header_read_timeout: Duration,
+
+    /// Open connections from one client IP address at most, per port; further ones are closed
+    /// at once. The API server opens few connections, and a pod has one address, so one noisy
+    /// client cannot take the whole --max-connections.
+    #[arg(long, env = "TRAINGUARD_MAX_CONNECTIONS_PER_IP", default_value_t = 32)]
+    pub max_connections_per_ip: usize,
+
+    /// A request body must have arrived this long after its headers (or by the request's own
+    /// ?timeout= deadline, if sooner); else it is answered with a retryable denial and its
+    /// budget released. Bounds how long a stalled body holds --max-inflight-body-bytes.
+    #[arg(long, env = "TRAINGUARD_BODY_READ_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
+    pub body_read_timeout: Duration,
 
     /// After SIGTERM, keep serving this long with readiness false, so the Service drops the pod
     /// before the listener closes.
@@ -256,6 +271,8 @@ async fn serve(
         max_admin_connections: args.max_admin_connections,
         idle_timeout: args.idle_timeout,
         http2_max_concurrent_streams: args.http2_max_concurrent_streams,
+        max_connections_per_ip: args.max_connections_per_ip,
+        body_read_timeout: args.body_read_timeout,
     };
     let running = server::start(settings, cluster, caches, metrics, Arc::new(registry)).await?;
     if let Some(dir) = dev_dir {

@@ -37,6 +37,7 @@ struct Inner {
     validate_series: WebhookSeries,
     mutate_series: WebhookSeries,
     max_body_bytes: usize,
+    body_read_timeout: Duration,
     budget: Arc<BodyBudget>,
 }
 
@@ -46,11 +47,21 @@ impl AppState {
         cluster: Arc<dyn ClusterView>,
         metrics: WebhookMetrics,
         max_body_bytes: usize,
+        body_read_timeout: Duration,
         budget: Arc<BodyBudget>,
     ) -> Self {
         let validate_series = metrics.series(Endpoint::Validate.label());
         let mutate_series = metrics.series(Endpoint::Mutate.label());
-        AppState(Arc::new(Inner { rules, cluster, metrics, validate_series, mutate_series, max_body_bytes, budget }))
+        AppState(Arc::new(Inner {
+            rules,
+            cluster,
+            metrics,
+            validate_series,
+            mutate_series,
+            max_body_bytes,
+            body_read_timeout,
+            budget,
+        }))
     }
 }
 
@@ -167,11 +178,14 @@ where
 
     let timeout = parse_timeout_query(parts.uri.query()).unwrap_or(DEFAULT_TIMEOUT);
     let deadline = tokio::time::Instant::from_std(start + handler_deadline(timeout));
+    // The body gets `--body-read-timeout` at most, whatever `?timeout=` the client chose: a
+    // stalled body cannot hold its budget for the 30 s a caller may ask for.
+    let body_deadline = deadline.min(tokio::time::Instant::from_std(start + inner.body_read_timeout));
     // Held until the answer is built: the body's bytes count against the budget while they exist.
     let mut held = Held::new(&inner.budget, BodyClass::of(declared));
-    let body = match read_body(body, inner.max_body_bytes, &mut held, deadline).await {
+    let body = match read_body(body, inner.max_body_bytes, &mut held, body_deadline).await {
         Ok(body) => body,
-        Err(BodyError::Deadline) => return deadline_missed(endpoint, timeout, inner),
+        Err(BodyError::Deadline) => return deadline_missed(endpoint, timeout.min(inner.body_read_timeout), inner),
         Err(BodyError::TooLarge) => return too_large(),
         Err(BodyError::Budget) => return budget_exhausted(endpoint, inner),
         Err(BodyError::Read(e)) => {
