@@ -49,6 +49,11 @@ pub struct RefusedLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub reason: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
     pub result: &'static str,
 }
@@ -107,6 +112,9 @@ pub struct WebhookMetrics {
     pub cache_watch_errors: Family<CacheLabels, Counter>,
     pub cert_expiry: Gauge<f64, AtomicU64>,
     pub cert_reloads: Family<ResultLabels, Counter>,
+    /// Certificate pairs a reload refused, by why (`expired`, `not_yet_valid`, `key_mismatch`,
+    /// `unparsable`, `unreadable`).
+    pub cert_reload_refusals: Family<ReasonLabels, Counter>,
     /// Connections closed at once or cut by a deadline, by listener and reason.
     pub connections_refused: Family<RefusedLabels, Counter>,
     /// Open connections per listener (`webhook`, `admin`), to compare with their caps.
@@ -129,6 +137,7 @@ impl WebhookMetrics {
             cache_watch_errors: Family::default(),
             cert_expiry: Gauge::default(),
             cert_reloads: Family::default(),
+            cert_reload_refusals: Family::default(),
             connections_refused: Family::default(),
             connections: Family::default(),
             inflight_body_bytes: Gauge::default(),
@@ -174,6 +183,11 @@ impl WebhookMetrics {
             "trainguard_certificate_reloads",
             "Serving certificate reload attempts by result",
             m.cert_reloads.clone(),
+        );
+        registry.register(
+            "trainguard_certificate_reload_refusals",
+            "Serving certificate pairs a reload refused (the previous pair stays in use), by reason",
+            m.cert_reload_refusals.clone(),
         );
         registry.register(
             "trainguard_connections_refused",

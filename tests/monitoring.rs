@@ -203,6 +203,7 @@ fn every_family() -> BTreeSet<String> {
     web.cache_synced.get_or_create(&w::CacheLabels { cache: "jobs" }).set(1);
     web.cache_watch_errors.get_or_create(&w::CacheLabels { cache: "jobs" }).inc();
     web.cert_reloads.get_or_create(&w::ResultLabels { result: "error" }).inc();
+    web.cert_reload_refusals.get_or_create(&w::ReasonLabels { reason: "expired" }).inc();
     web.refuse_connection("webhook", "per_ip_cap");
     web.open_connections("webhook").set(0);
     let s = |v: &str| v.to_string();
