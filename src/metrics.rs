@@ -110,6 +110,10 @@ pub struct WebhookMetrics {
     pub cache_objects: Family<CacheLabels, Gauge>,
     pub cache_synced: Family<CacheLabels, Gauge>,
     pub cache_watch_errors: Family<CacheLabels, Counter>,
+    /// 1 while a cache's resource is not served (its CRD is not installed).
+    pub cache_resource_absent: Family<CacheLabels, Gauge>,
+    /// A cache's resource answered 404 after the cache had synced with it present.
+    pub cache_resource_vanished: Family<CacheLabels, Counter>,
     pub cert_expiry: Gauge<f64, AtomicU64>,
     pub cert_reloads: Family<ResultLabels, Counter>,
     /// Certificate pairs a reload refused, by why (`expired`, `not_yet_valid`, `key_mismatch`,
@@ -135,6 +139,8 @@ impl WebhookMetrics {
             cache_objects: Family::default(),
             cache_synced: Family::default(),
             cache_watch_errors: Family::default(),
+            cache_resource_absent: Family::default(),
+            cache_resource_vanished: Family::default(),
             cert_expiry: Gauge::default(),
             cert_reloads: Family::default(),
             cert_reload_refusals: Family::default(),
@@ -173,6 +179,16 @@ impl WebhookMetrics {
             "trainguard_cache_watch_errors",
             "Errors seen by the watch feeding each cache",
             m.cache_watch_errors.clone(),
+        );
+        registry.register(
+            "trainguard_cache_resource_absent",
+            "1 while the resource a cache watches is not served by the API server (CRD not installed)",
+            m.cache_resource_absent.clone(),
+        );
+        registry.register(
+            "trainguard_cache_resource_vanished",
+            "Times a cache's resource answered 404 after the cache had synced with it present (relisted)",
+            m.cache_resource_vanished.clone(),
         );
         registry.register(
             "trainguard_certificate_expiry_timestamp_seconds",
