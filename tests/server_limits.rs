@@ -265,6 +265,7 @@ async fn probes_are_answered_while_idle_connections_fill_the_admin_port() {
         let started = Instant::now();
         let (status, body) = admin_get_from("127.0.0.2", server.admin, path).await;
         assert_eq!(status, 200, "{path}: {body}");
+        eprintln!("measured: probe on a full admin port {path} answered in {:?}", started.elapsed());
         assert!(started.elapsed() < Duration::from_secs(1), "{path} took {:?}", started.elapsed());
     }
     assert!(metrics.contains("probes only"), "a scrape on a full admin port is told so: {metrics}");
@@ -300,6 +301,7 @@ async fn an_idle_keep_alive_connection_outlives_the_header_timeout() {
     let started = Instant::now();
     let (status, text) = http1_post(&mut conn, VALIDATE, &body, Duration::from_secs(5)).await;
     assert_eq!(status, 200, "second review on an idle keep-alive connection: {text:?}");
+    eprintln!("measured: second review on an idle keep-alive connection answered in {:?}", started.elapsed());
     assert!(started.elapsed() < Duration::from_secs(1), "answered in {:?}", started.elapsed());
 
     // Headers that start after an idle spell still get only the header timeout.
@@ -348,6 +350,7 @@ async fn connections_that_send_nothing_after_the_handshake_are_cut_at_the_header
     stream.send_data(update_review(UID, trainjob(false, "a"), trainjob(false, "a")).into(), true).unwrap();
     let response = tokio::time::timeout(Duration::from_secs(1), response).await.expect("answered").unwrap();
     assert_eq!(response.status(), 200);
+    eprintln!("measured: HTTP/2 review after silent connections answered in {:?}", started.elapsed());
     assert!(started.elapsed() < Duration::from_secs(1));
     let (_, metrics) = admin_get(server.admin, "/metrics").await;
     let series = r#"trainguard_connections_refused_total{listener="webhook",reason="header_timeout"} 3"#;
@@ -377,6 +380,7 @@ async fn one_address_cannot_take_every_webhook_connection() {
     let body = update_review(UID, trainjob(false, "a"), trainjob(false, "a"));
     let (status, text) = http1_post(&mut conn, VALIDATE, &body, Duration::from_secs(5)).await;
     assert_eq!(status, 200, "{text}");
+    eprintln!("measured: review while one address holds its share answered in {:?}", started.elapsed());
     assert!(started.elapsed() < Duration::from_secs(1), "answered in {:?}", started.elapsed());
     let (status, _) = admin_get(server.admin, "/readyz").await;
     assert_eq!(status, 200);
@@ -422,6 +426,7 @@ async fn stalled_bodies_are_cut_at_the_body_read_timeout_whatever_timeout_they_a
     let (status, text) = http1_post(&mut conn, VALIDATE, &body, Duration::from_secs(5)).await;
     assert_eq!(status, 200, "{text}");
     assert!(text.contains(UID), "a real verdict, not a deadline denial: {text}");
+    eprintln!("measured: review while stalled bodies hold their share answered in {:?}", started.elapsed());
     assert!(started.elapsed() < Duration::from_secs(1), "answered in {:?}", started.elapsed());
     // The stalled bodies are answered at the body read timeout, not at their 30 s.
     let answers = futures::future::join_all(stalled.iter_mut().map(|c| read_for(c, Duration::from_secs(3)))).await;
