@@ -528,6 +528,66 @@ async fn idle_http2_connections_close_too() {
     server.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_http2_connection_holds_its_share_of_the_body_budget_at_most() {
+    // 16 MiB budget: a connection's bodies may hold 2 MiB together (an eighth).
+    let mut server = start(Options {
+        http2: true,
+        max_inflight_body_bytes: 16 << 20,
+        max_body_bytes: 1 << 20,
+        body_read_timeout: Duration::from_secs(30),
+        ..Default::default()
+    })
+    .await;
+    let conn = tls_from("127.0.0.1", server.addr, &server.ca_pem, &[b"h2"]).await;
+    let (send, connection) = h2::client::handshake(conn).await.unwrap();
+    tokio::spawn(connection);
+    // 16 small bodies (256 KiB − 1 declared, 200 KiB sent, then a stall): 3.2 MiB on one connection.
+    let mut responses = Vec::new();
+    let mut streams = Vec::new();
+    for _ in 0..16 {
+        let mut send = send.clone().ready().await.unwrap();
+        let request = http::Request::post(format!("https://localhost{VALIDATE}?timeout=30s"))
+            .header("content-type", "application/json")
+            .header("content-length", (256 << 10) - 1)
+            .body(())
+            .unwrap();
+        let (response, mut stream) = send.send_request(request, false).unwrap();
+        stream.send_data(vec![b' '; 200 << 10].into(), false).unwrap();
+        responses.push(response);
+        streams.push(stream);
+    }
+    let started = Instant::now();
+    let answers = futures::future::join_all(
+        responses.into_iter().map(|r| async { tokio::time::timeout(Duration::from_secs(2), r).await }),
+    )
+    .await;
+    let throttled =
+        answers.iter().filter(|a| matches!(a, Ok(Ok(r)) if r.status() == http::StatusCode::TOO_MANY_REQUESTS)).count();
+    let waiting = answers.iter().filter(|a| a.is_err()).count();
+    assert_eq!(throttled + waiting, 16, "every stream either holds budget or got 429: {answers:?}");
+    assert!((5..=10).contains(&throttled), "{throttled} of 16 throttled; 2 MiB holds 10 × 200 KiB at most");
+    let (_, metrics) = admin_get(server.admin, "/metrics").await;
+    let held: usize = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("trainguard_inflight_body_bytes "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("the gauge");
+    assert!(held <= 2 << 20, "one connection holds {held} bytes, past its 2 MiB share");
+    assert!(held >= 1 << 20, "the streams that fit hold their bytes: {held}");
+    // Another connection is served at once.
+    let mut conn = tls_from("127.0.0.2", server.addr, &server.ca_pem, &[b"http/1.1"]).await;
+    let body = update_review(UID, trainjob(false, "a"), trainjob(false, "a"));
+    let asked = Instant::now();
+    let (status, text) = http1_post(&mut conn, VALIDATE, &body, Duration::from_secs(5)).await;
+    assert_eq!(status, 200, "{text}");
+    eprintln!("measured: review beside an HTTP/2 connection at its share answered in {:?}", asked.elapsed());
+    assert!(asked.elapsed() < Duration::from_secs(1));
+    assert!(started.elapsed() < Duration::from_secs(5));
+    drop(streams);
+    server.shutdown().await;
+}
+
 #[tokio::test]
 async fn limits_that_cannot_work_are_refused_at_start() {
     trainguard::server::tls::install_default_provider();

@@ -168,14 +168,21 @@ pub async fn start(
         stop_rest.clone(),
     ));
 
-    let app = routes::webhook_service(routes::AppState::new(
+    let connection_share = body_budget.connection_share();
+    let state = routes::AppState::new(
         settings.rules.clone(),
         cluster,
         metrics.clone(),
         settings.max_body_bytes,
         settings.body_read_timeout,
         body_budget,
-    ));
+    );
+    let router = routes::router(state.clone());
+    // Each connection gets its own share of the body budget.
+    let app = move || {
+        let share = Arc::new(budget::ConnShare::new(connection_share));
+        routes::connection_service(state.clone(), router.clone(), Some(share))
+    };
     let accept_loop =
         tokio::spawn(accept_loop(listener, tls_config, app, settings.clone(), metrics, stop_accepting.clone()));
     readiness.set_listener_up();
@@ -280,7 +287,7 @@ async fn drain(tracker: TaskTracker, grace: Duration) -> usize {
 async fn accept_loop<S, B>(
     listener: TcpListener,
     tls_config: Arc<rustls::ServerConfig>,
-    app: S,
+    app: impl Fn() -> S,
     settings: ServerSettings,
     metrics: WebhookMetrics,
     stop: CancellationToken,
@@ -301,7 +308,7 @@ where
     {
         let _ = tcp.set_nodelay(true);
         let acceptor = acceptor.clone();
-        let service = app.clone();
+        let service = app();
         let (settings, conn_settings, h2_cap, stop, open, metrics) =
             (settings.clone(), conn_settings.clone(), h2_cap.clone(), stop.clone(), open.clone(), metrics.clone());
         tracker.spawn(async move {
