@@ -136,7 +136,8 @@ pub struct ServeArgs {
     #[arg(long, env = "TRAINGUARD_DEV", value_parser = BoolishValueParser::new())]
     pub dev: bool,
 
-    /// Where --dev writes its certificates and sample review [default: <temp dir>/trainguard-dev]
+    /// Where --dev writes its certificates and sample review [default: a new private directory
+    /// <temp dir>/trainguard-dev-<pid>-<random>, mode 0700]. The key file is written 0600.
     #[arg(long, env = "TRAINGUARD_DEV_DIR")]
     pub dev_dir: Option<PathBuf>,
 }
@@ -213,7 +214,10 @@ async fn serve(
     let admin_bind = args.admin_bind.unwrap_or_else(|| default_bind(DEV_ADMIN_BIND, DEFAULT_ADMIN_BIND));
 
     let dev_dir = if args.dev {
-        let dir = args.dev_dir.clone().unwrap_or_else(|| std::env::temp_dir().join("trainguard-dev"));
+        let dir = match args.dev_dir.clone() {
+            Some(dir) => dir,
+            None => fresh_private_dir(&std::env::temp_dir())?,
+        };
         write_dev_files(&dir)?;
         args.tls_cert = dir.join("tls.crt");
         args.tls_key = dir.join("tls.key");
@@ -329,19 +333,88 @@ async fn wait_for_signal() {
 /// An UPDATE that changes the overrides of a running TrainJob: what `make run` shows a newcomer.
 pub const DEV_SAMPLE_REVIEW: &str = include_str!("dev_sample_review.json");
 
+/// A new directory under `parent` that only this user can enter (0700), named uniquely: never
+/// one that exists already, so nobody can have planted files or symlinks in it.
+fn fresh_private_dir(parent: &Path) -> anyhow::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    for attempt in 0..16u32 {
+        let dir = parent.join(format!("trainguard-dev-{}-{nanos:08x}{attempt:x}", std::process::id()));
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e).with_context(|| format!("creating {}", dir.display())),
+        }
+    }
+    anyhow::bail!("could not create a fresh directory under {}", parent.display())
+}
+
+/// Writes `contents` to a new file `dir/name` with `mode`: an existing file or symlink of that
+/// name is removed first (not followed), and the file is created exclusively (O_EXCL).
+fn write_new(dir: &Path, name: &str, contents: &str, mode: u32) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join(name);
+    match std::fs::remove_file(&path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("replacing {}", path.display())),
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(&path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    file.write_all(contents.as_bytes()).with_context(|| format!("writing {}", path.display()))
+}
+
 fn write_dev_files(dir: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let sans = vec!["localhost".to_string(), "127.0.0.1".to_string(), "::1".to_string()];
     let chain = certgen::generate_chain("trainguard dev CA", &sans, Duration::from_secs(7 * 24 * 3600))?;
-    let write = |name: &str, contents: &str| {
-        let path = dir.join(name);
-        std::fs::write(&path, contents).with_context(|| format!("writing {}", path.display()))
-    };
-    write("ca.crt", &chain.ca_cert_pem)?;
-    write("tls.crt", &chain.cert_pem)?;
-    write("tls.key", &chain.key_pem)?;
-    write("sample-review.json", DEV_SAMPLE_REVIEW)?;
+    write_new(dir, "ca.crt", &chain.ca_cert_pem, 0o644)?;
+    write_new(dir, "tls.crt", &chain.cert_pem, 0o644)?;
+    write_new(dir, "tls.key", &chain.key_pem, 0o600)?;
+    write_new(dir, "sample-review.json", DEV_SAMPLE_REVIEW, 0o644)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod dev_files_tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::symlink_metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn the_default_dev_directory_is_fresh_and_private() {
+        let parent = tempfile::tempdir().unwrap();
+        let a = fresh_private_dir(parent.path()).unwrap();
+        let b = fresh_private_dir(parent.path()).unwrap();
+        assert_ne!(a, b, "a new directory each time");
+        assert_eq!(mode(&a), 0o700);
+        write_dev_files(&a).unwrap();
+        assert_eq!(mode(&a.join("tls.key")), 0o600, "the private key is readable by its owner only");
+        assert_eq!(mode(&a.join("tls.crt")), 0o644);
+    }
+
+    #[test]
+    fn a_planted_symlink_is_replaced_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "untouched").unwrap();
+        let dev = dir.path().join("dev");
+        std::fs::create_dir(&dev).unwrap();
+        std::os::unix::fs::symlink(&victim, dev.join("tls.key")).unwrap();
+        write_dev_files(&dev).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched");
+        assert!(std::fs::symlink_metadata(dev.join("tls.key")).unwrap().file_type().is_file());
+        assert_eq!(mode(&dev.join("tls.key")), 0o600);
+    }
 }
 
 fn print_dev_banner(dir: &Path, webhook: SocketAddr, admin: SocketAddr) {
