@@ -38,6 +38,12 @@ pub struct ServeArgs {
     #[arg(long, env = "TRAINGUARD_TLS_KEY", default_value = "/tls/tls.key")]
     pub tls_key: PathBuf,
 
+    /// PEM CA certificate(s): require webhook clients to present a certificate signed by one of
+    /// them (the API server presents one when its admission configuration names a kubeconfig
+    /// with a client certificate for this webhook). Read at start.
+    #[arg(long, env = "TRAINGUARD_CLIENT_CA")]
+    pub client_ca: Option<PathBuf>,
+
     /// Address of the plain-HTTP admin listener (/healthz, /readyz, /metrics)
     /// [default: 0.0.0.0:8080; 127.0.0.1:8080 with --dev]
     #[arg(long, env = "TRAINGUARD_ADMIN_BIND")]
@@ -276,6 +282,7 @@ async fn serve(
         idle_timeout: args.idle_timeout,
         http2_max_concurrent_streams: args.http2_max_concurrent_streams,
         max_connections_per_ip: args.max_connections_per_ip,
+        client_ca: args.client_ca.clone(),
         body_read_timeout: args.body_read_timeout,
     };
     let running = server::start(settings, cluster, caches, metrics, Arc::new(registry)).await?;

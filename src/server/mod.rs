@@ -64,6 +64,8 @@ pub struct ServerSettings {
     pub http2_max_concurrent_streams: u32,
     /// Open connections from one peer IP address at most, per listener; beyond, closed at once.
     pub max_connections_per_ip: usize,
+    /// PEM CA certificates: when set, webhook clients must present a certificate they signed.
+    pub client_ca: Option<PathBuf>,
     /// A request body must have arrived this long after its headers (or by the request's own
     /// `?timeout=` deadline, if sooner).
     pub body_read_timeout: Duration,
@@ -133,7 +135,8 @@ pub async fn start(
     let (reloader, _) =
         reload::CertReloader::start(settings.tls_cert.clone(), settings.tls_key.clone(), metrics.clone())?;
     readiness.set_certs_loaded();
-    let tls_config = tls::server_config(reloader.live.clone(), settings.http2);
+    let client_auth = settings.client_ca.as_deref().map(tls::client_verifier).transpose()?;
+    let tls_config = tls::server_config(reloader.live.clone(), settings.http2, client_auth);
 
     let listener = TcpListener::bind(settings.bind).await.map_err(|source| ServerError::Bind {
         what: "webhook",

@@ -26,6 +26,8 @@ pub enum TlsError {
     KeyMismatch { cert: PathBuf, key: PathBuf },
     #[error("{path}: certificate does not parse as X.509: {message}")]
     BadX509 { path: PathBuf, message: String },
+    #[error("{path}: no usable CA certificate for client authentication: {message}")]
+    ClientCa { path: PathBuf, message: String },
     #[error("{path}: certificate expired at {not_after} (Unix time), now is {now}")]
     Expired { path: PathBuf, not_after: i64, now: i64 },
     #[error("{path}: certificate not valid before {not_before} (Unix time), now is {now}")]
@@ -41,6 +43,7 @@ impl TlsError {
             TlsError::Expired { .. } => "expired",
             TlsError::NotYetValid { .. } => "not_yet_valid",
             TlsError::NoCertificate { .. }
+            | TlsError::ClientCa { .. }
             | TlsError::BadCertificate { .. }
             | TlsError::BadKey { .. }
             | TlsError::BadX509 { .. } => "unparsable",
@@ -129,13 +132,38 @@ impl ResolvesServerCert for LiveCert {
     }
 }
 
-/// The rustls server configuration: TLS 1.2 + 1.3, ALPN per `http2`.
-pub fn server_config(live: Arc<ArcSwap<CertifiedKey>>, http2: bool) -> Arc<rustls::ServerConfig> {
-    let mut config = rustls::ServerConfig::builder_with_provider(provider())
+/// Verifies client certificates against the CAs in `path` (PEM; `--client-ca`): a client must
+/// present a certificate they signed.
+pub fn client_verifier(path: &Path) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, TlsError> {
+    let pem = std::fs::read(path).map_err(|source| TlsError::Read { path: path.into(), source })?;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&pem) {
+        let cert = cert.map_err(|e| TlsError::ClientCa { path: path.into(), message: e.to_string() })?;
+        roots.add(cert).map_err(|e| TlsError::ClientCa { path: path.into(), message: e.to_string() })?;
+    }
+    if roots.is_empty() {
+        return Err(TlsError::ClientCa { path: path.into(), message: "no PEM certificate found".into() });
+    }
+    rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+        .build()
+        .map_err(|e| TlsError::ClientCa { path: path.into(), message: e.to_string() })
+}
+
+/// The rustls server configuration: TLS 1.2 + 1.3, ALPN per `http2`, client certificates
+/// required when `client_auth` is given.
+pub fn server_config(
+    live: Arc<ArcSwap<CertifiedKey>>,
+    http2: bool,
+    client_auth: Option<Arc<dyn rustls::server::danger::ClientCertVerifier>>,
+) -> Arc<rustls::ServerConfig> {
+    let builder = rustls::ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-        .expect("ring supports TLS 1.2 and 1.3")
-        .with_no_client_auth()
-        .with_cert_resolver(Arc::new(LiveCert(live)));
+        .expect("ring supports TLS 1.2 and 1.3");
+    let builder = match client_auth {
+        Some(verifier) => builder.with_client_cert_verifier(verifier),
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder.with_cert_resolver(Arc::new(LiveCert(live)));
     config.alpn_protocols = if http2 { vec![b"h2".to_vec(), b"http/1.1".to_vec()] } else { vec![b"http/1.1".to_vec()] };
     Arc::new(config)
 }

@@ -75,6 +75,7 @@ pub struct Options {
     pub http2_max_concurrent_streams: u32,
     pub max_connections_per_ip: usize,
     pub body_read_timeout: Duration,
+    pub client_ca: Option<PathBuf>,
     pub rules: RulesConfig,
     pub cluster: Arc<dyn ClusterView>,
     pub caches: Option<Arc<dyn trainguard::admin::CacheStatus>>,
@@ -97,6 +98,7 @@ impl Default for Options {
             http2_max_concurrent_streams: 128,
             max_connections_per_ip: 32,
             body_read_timeout: Duration::from_secs(5),
+            client_ca: None,
             rules: RulesConfig::default(),
             cluster: Arc::new(Offline),
             caches: None,
@@ -125,6 +127,7 @@ pub fn settings_for(dir: &Path, opts: &Options) -> ServerSettings {
         http2_max_concurrent_streams: opts.http2_max_concurrent_streams,
         max_connections_per_ip: opts.max_connections_per_ip,
         body_read_timeout: opts.body_read_timeout,
+        client_ca: opts.client_ca.clone(),
     }
 }
 
