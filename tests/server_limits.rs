@@ -600,6 +600,7 @@ async fn limits_that_cannot_work_are_refused_at_start() {
         ),
         (Options { max_connections: 0, ..Default::default() }, "--max-connections must be at least 1"),
         (Options { max_admin_connections: 0, ..Default::default() }, "--max-admin-connections must be at least 1"),
+        (Options { max_connections_per_ip: 0, ..Default::default() }, "--max-connections-per-ip must be at least 1"),
         (
             Options { http2_max_concurrent_streams: 0, ..Default::default() },
             "--http2-max-concurrent-streams must be at least 1",

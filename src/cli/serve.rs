@@ -387,6 +387,20 @@ fn write_dev_files(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn print_dev_banner(dir: &Path, webhook: SocketAddr, admin: SocketAddr) {
+    let d = dir.display();
+    println!("trainguard dev webhook on https://localhost:{} (offline; certificates in {d})", webhook.port());
+    println!("Try it (an UPDATE that changes the overrides of a running TrainJob, so it is denied):");
+    println!(
+        "  curl -sS --cacert {d}/ca.crt -H 'Content-Type: application/json' --data @{d}/sample-review.json \
+         https://localhost:{}{}",
+        webhook.port(),
+        Endpoint::Validate.path()
+    );
+    println!("Health: http://{admin}/healthz  Ready: http://{admin}/readyz  Metrics: http://{admin}/metrics");
+    println!("Stop with Ctrl-C.");
+}
+
 #[cfg(test)]
 mod dev_files_tests {
     use std::os::unix::fs::PermissionsExt;
@@ -422,18 +436,4 @@ mod dev_files_tests {
         assert!(std::fs::symlink_metadata(dev.join("tls.key")).unwrap().file_type().is_file());
         assert_eq!(mode(&dev.join("tls.key")), 0o600);
     }
-}
-
-fn print_dev_banner(dir: &Path, webhook: SocketAddr, admin: SocketAddr) {
-    let d = dir.display();
-    println!("trainguard dev webhook on https://localhost:{} (offline; certificates in {d})", webhook.port());
-    println!("Try it (an UPDATE that changes the overrides of a running TrainJob, so it is denied):");
-    println!(
-        "  curl -sS --cacert {d}/ca.crt -H 'Content-Type: application/json' --data @{d}/sample-review.json \
-         https://localhost:{}{}",
-        webhook.port(),
-        Endpoint::Validate.path()
-    );
-    println!("Health: http://{admin}/healthz  Ready: http://{admin}/readyz  Metrics: http://{admin}/metrics");
-    println!("Stop with Ctrl-C.");
 }

@@ -234,12 +234,10 @@ where
                 check = None;
                 next_check = tokio::time::Instant::now() + lease.retry_interval();
                 match renewal {
-                    Renewal::Held(renewed) if fence.is_some() => {
-                        if renewed > last_renewal {
-                            last_renewal = renewed;
-                            fence = Some(lease.fence_at(renewed));
-                            next_check = lease.next_renewal_check(renewed);
-                        }
+                    Renewal::Held(renewed) if fence.is_some() && renewed > last_renewal => {
+                        last_renewal = renewed;
+                        fence = Some(lease.fence_at(renewed));
+                        next_check = lease.next_renewal_check(renewed);
                     }
                     Renewal::NotHeld if fence.is_some() => {
                         warn!(lease = %lease.name, "the lease is no longer ours: stopping the controller");

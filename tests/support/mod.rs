@@ -360,5 +360,5 @@ pub async fn admin_get_from(source: &str, addr: SocketAddr, path: &str) -> (u16,
 pub async fn closes_within<S: tokio::io::AsyncRead + Unpin>(stream: &mut S, limit: Duration) -> bool {
     use tokio::io::AsyncReadExt;
     let mut sink = Vec::new();
-    matches!(tokio::time::timeout(limit, stream.read_to_end(&mut sink)).await, Ok(_))
+    tokio::time::timeout(limit, stream.read_to_end(&mut sink)).await.is_ok()
 }
