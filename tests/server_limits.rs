@@ -61,6 +61,16 @@ async fn read_for(conn: &mut Tls, limit: Duration) -> String {
     String::from_utf8_lossy(&buf).into_owned()
 }
 
+/// The kubelet's probes, from another address, answer 200 in under a second.
+async fn assert_probes_answer(server: &TestServer, during: &str) {
+    for path in ["/healthz", "/readyz"] {
+        let started = Instant::now();
+        let (status, body) = admin_get_from("127.0.0.2", server.admin, path).await;
+        assert_eq!(status, 200, "{during}: {path}: {body}");
+        assert!(started.elapsed() < Duration::from_secs(1), "{during}: {path} took {:?}", started.elapsed());
+    }
+}
+
 fn response_complete(buf: &[u8]) -> bool {
     let text = String::from_utf8_lossy(buf);
     let Some((head, body)) = text.split_once("\r\n\r\n") else { return false };
@@ -331,6 +341,7 @@ async fn connections_that_send_nothing_after_the_handshake_are_cut_at_the_header
         tls_from("127.0.0.1", server.addr, &server.ca_pem, &[b"h2"]).await,
         tls_from("127.0.0.1", server.addr, &server.ca_pem, &[b"h2"]).await,
     ];
+    assert_probes_answer(&server, "connections that send nothing").await;
     let started = Instant::now();
     for conn in &mut silent {
         assert!(closes_within(conn, Duration::from_secs(3)).await, "a silent connection was kept");
@@ -382,8 +393,7 @@ async fn one_address_cannot_take_every_webhook_connection() {
     assert_eq!(status, 200, "{text}");
     eprintln!("measured: review while one address holds its share answered in {:?}", started.elapsed());
     assert!(started.elapsed() < Duration::from_secs(1), "answered in {:?}", started.elapsed());
-    let (status, _) = admin_get(server.admin, "/readyz").await;
-    assert_eq!(status, 200);
+    assert_probes_answer(&server, "silent connections at the per-address cap").await;
     let (_, metrics) = admin_get(server.admin, "/metrics").await;
     let series = r#"trainguard_connections_refused_total{listener="webhook",reason="per_ip_cap"} 56"#;
     assert!(metrics.contains(series), "{series} not in {metrics}");
@@ -426,6 +436,7 @@ async fn stalled_bodies_are_cut_at_the_body_read_timeout_whatever_timeout_they_a
     let (status, text) = http1_post(&mut conn, VALIDATE, &body, Duration::from_secs(5)).await;
     assert_eq!(status, 200, "{text}");
     assert!(text.contains(UID), "a real verdict, not a deadline denial: {text}");
+    assert_probes_answer(&server, "stalled bodies").await;
     eprintln!("measured: review while stalled bodies hold their share answered in {:?}", started.elapsed());
     assert!(started.elapsed() < Duration::from_secs(1), "answered in {:?}", started.elapsed());
     // The stalled bodies are answered at the body read timeout, not at their 30 s.
@@ -583,6 +594,7 @@ async fn one_http2_connection_holds_its_share_of_the_body_budget_at_most() {
     assert_eq!(status, 200, "{text}");
     eprintln!("measured: review beside an HTTP/2 connection at its share answered in {:?}", asked.elapsed());
     assert!(asked.elapsed() < Duration::from_secs(1));
+    assert_probes_answer(&server, "an HTTP/2 connection at its share").await;
     assert!(started.elapsed() < Duration::from_secs(5));
     drop(streams);
     server.shutdown().await;
