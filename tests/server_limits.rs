@@ -335,11 +335,12 @@ async fn connections_that_send_nothing_after_the_handshake_are_cut_at_the_header
         ..Default::default()
     })
     .await;
-    // HTTP/1.1 without a first byte, and HTTP/2 without a preface (holding both HTTP/2 slots).
+    // HTTP/1.1 without a first byte, and HTTP/2 without a preface from two addresses (one
+    // address may hold only one of the two HTTP/2 slots), holding both HTTP/2 slots.
     let mut silent = vec![
         tls_from("127.0.0.1", server.addr, &server.ca_pem, &[b"http/1.1"]).await,
         tls_from("127.0.0.1", server.addr, &server.ca_pem, &[b"h2"]).await,
-        tls_from("127.0.0.1", server.addr, &server.ca_pem, &[b"h2"]).await,
+        tls_from("127.0.0.3", server.addr, &server.ca_pem, &[b"h2"]).await,
     ];
     assert_probes_answer(&server, "connections that send nothing").await;
     let started = Instant::now();
@@ -366,6 +367,37 @@ async fn connections_that_send_nothing_after_the_handshake_are_cut_at_the_header
     let (_, metrics) = admin_get(server.admin, "/metrics").await;
     let series = r#"trainguard_connections_refused_total{listener="webhook",reason="header_timeout"} 3"#;
     assert!(metrics.contains(series), "{series} not in {metrics}");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_address_holds_a_quarter_of_the_http2_slots_at_most() {
+    // 32 MiB of body budget: 8 HTTP/2 connection slots, 2 per address.
+    let mut server = start(Options { http2: true, max_inflight_body_bytes: 32 << 20, ..Default::default() }).await;
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        held.push(tls_from("127.0.0.1", server.addr, &server.ca_pem, &[b"h2"]).await);
+    }
+    // A third HTTP/2 connection from the same address is closed at once.
+    let mut third = tls_from("127.0.0.1", server.addr, &server.ca_pem, &[b"h2"]).await;
+    assert!(closes_within(&mut third, Duration::from_secs(1)).await, "a third HTTP/2 connection was kept");
+    // Those two hold their slots (silent, until the header timeout); others are served.
+    let conn = tls_from("127.0.0.2", server.addr, &server.ca_pem, &[b"h2"]).await;
+    let (send, connection) = h2::client::handshake(conn).await.unwrap();
+    tokio::spawn(connection);
+    let mut send = send.ready().await.unwrap();
+    let request = http::Request::post(format!("https://localhost{VALIDATE}"))
+        .header("content-type", "application/json")
+        .body(())
+        .unwrap();
+    let (response, mut stream) = send.send_request(request, false).unwrap();
+    stream.send_data(update_review(UID, trainjob(false, "a"), trainjob(false, "a")).into(), true).unwrap();
+    let response = tokio::time::timeout(Duration::from_secs(1), response).await.expect("answered").unwrap();
+    assert_eq!(response.status(), 200);
+    let (_, metrics) = admin_get(server.admin, "/metrics").await;
+    let series = r#"trainguard_connections_refused_total{listener="webhook",reason="per_ip_cap"} 1"#;
+    assert!(metrics.contains(series), "{series} not in {metrics}");
+    drop(held);
     server.shutdown().await;
 }
 

@@ -302,7 +302,10 @@ where
     let acceptor = TlsAcceptor::from(tls_config);
     let tracker = TaskTracker::new();
     let cap = Arc::new(Semaphore::new(settings.max_connections));
-    let h2_cap = Arc::new(Semaphore::new(conn::http2::max_connections(settings.max_inflight_body_bytes)));
+    let h2_slots = conn::http2::max_connections(settings.max_inflight_body_bytes);
+    let h2_cap = Arc::new(Semaphore::new(h2_slots));
+    // One address may hold a quarter of the HTTP/2 slots (at least one).
+    let h2_peers = peers::PeerCap::new((h2_slots / 4).max(1));
     let conn_settings = Arc::new(conn_settings(&settings));
     let open = metrics.open_connections("webhook");
     let peers = peers::PeerCap::new(settings.max_connections_per_ip);
@@ -312,8 +315,15 @@ where
         let _ = tcp.set_nodelay(true);
         let acceptor = acceptor.clone();
         let service = app();
-        let (settings, conn_settings, h2_cap, stop, open, metrics) =
-            (settings.clone(), conn_settings.clone(), h2_cap.clone(), stop.clone(), open.clone(), metrics.clone());
+        let (settings, conn_settings, h2_cap, h2_peers, stop, open, metrics) = (
+            settings.clone(),
+            conn_settings.clone(),
+            h2_cap.clone(),
+            h2_peers.clone(),
+            stop.clone(),
+            open.clone(),
+            metrics.clone(),
+        );
         tracker.spawn(async move {
             let _slot = (slot, peer_slot);
             open.inc();
@@ -334,8 +344,13 @@ where
             // An HTTP/2 connection may buffer its whole flow-control window outside the body
             // budget, so there are fewer HTTP/2 slots; a client waits for one like for `accept`.
             let _h2_slot = if is_h2 {
+                let Some(peer_h2_slot) = h2_peers.try_take(peer.ip()) else {
+                    tracing::debug!(%peer, "closing an HTTP/2 connection: its address holds its share of HTTP/2 slots");
+                    metrics.refuse_connection("webhook", "per_ip_cap");
+                    return;
+                };
                 match tokio::time::timeout(settings.tls_handshake_timeout, h2_cap.acquire_owned()).await {
-                    Ok(Ok(permit)) => Some(permit),
+                    Ok(Ok(permit)) => Some((permit, peer_h2_slot)),
                     _ => {
                         tracing::warn!(%peer, "closing an HTTP/2 connection: all HTTP/2 connection slots are taken");
                         return;
