@@ -218,6 +218,9 @@ async fn a_client_that_never_starts_tls_is_cut_off() {
     let mut buf = [0u8; 16];
     let read = tokio::time::timeout(Duration::from_secs(5), tcp.read(&mut buf)).await;
     assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "connection still open after the handshake timeout: {read:?}");
+    let (_, metrics) = admin_get(server.admin, "/metrics").await;
+    let series = r#"trainguard_connections_refused_total{listener="webhook",reason="handshake_timeout"} 1"#;
+    assert!(metrics.contains(series), "{series} not in {metrics}");
     server.shutdown().await;
 }
 
