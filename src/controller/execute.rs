@@ -119,9 +119,9 @@ fn api_code(e: &KubeError) -> Option<u16> {
     }
 }
 
-/// The longest a write may take, well under the lease duration: with a slow API server, a write
-/// cannot land long after the leadership check made before it. A write in flight is also cut the
-/// moment leadership ends.
+/// The longest a write (events included) may take, well under the lease duration: with a slow API
+/// server, a write cannot land long after the leadership check made before it. A write in flight
+/// is also cut the moment leadership ends.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A write cut short (timed out, or leadership ended), as a client-side error.
@@ -232,7 +232,7 @@ impl Executor {
             detail = %event.message,
             "event"
         );
-        match self.events.publish(event, rule).await {
+        match self.bounded(self.events.publish(event, rule)).await {
             Ok(()) => true,
             Err(e) => {
                 warn!(error = %e, reason = %event.published_reason, object = %event.target.id, "could not publish event");
