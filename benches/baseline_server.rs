@@ -25,7 +25,7 @@ async fn main() {
     trainguard::server::tls::install_default_provider();
     let (pair, _, _) = trainguard::server::tls::load_pair(cert.as_ref(), key.as_ref()).expect("certificate");
     let live = Arc::new(arc_swap::ArcSwap::new(pair.certified));
-    let acceptor = TlsAcceptor::from(trainguard::server::tls::server_config(live, http2));
+    let acceptor = TlsAcceptor::from(trainguard::server::tls::server_config(live, http2, None));
     let listener = TcpListener::bind(addr).await.expect("bind");
     eprintln!("baseline listening on {addr} (http2: {http2})");
     loop {

@@ -84,6 +84,19 @@ pub fn router(readiness: Arc<Readiness>, registry: Arc<Registry>) -> Router {
         .with_state(AdminState { readiness, registry })
 }
 
+/// What a connection in an admin probe slot is served: the probes, and for anything else a 503
+/// saying that the admin port is full.
+pub fn probe_router(readiness: Arc<Readiness>) -> Router {
+    let registry = Arc::new(Registry::default());
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .fallback(|| async {
+            (StatusCode::SERVICE_UNAVAILABLE, "admin connections all in use (--max-admin-connections); probes only\n")
+        })
+        .with_state(AdminState { readiness, registry })
+}
+
 async fn readyz(State(state): State<AdminState>) -> Response {
     let problems = state.readiness.problems();
     if problems.is_empty() {

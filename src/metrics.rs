@@ -43,6 +43,17 @@ pub struct ListenerLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RefusedLabels {
+    pub listener: &'static str,
+    pub reason: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub reason: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
     pub result: &'static str,
 }
@@ -99,8 +110,17 @@ pub struct WebhookMetrics {
     pub cache_objects: Family<CacheLabels, Gauge>,
     pub cache_synced: Family<CacheLabels, Gauge>,
     pub cache_watch_errors: Family<CacheLabels, Counter>,
+    /// 1 while a cache's resource is not served (its CRD is not installed).
+    pub cache_resource_absent: Family<CacheLabels, Gauge>,
+    /// A cache's resource answered 404 after the cache had synced with it present.
+    pub cache_resource_vanished: Family<CacheLabels, Counter>,
     pub cert_expiry: Gauge<f64, AtomicU64>,
     pub cert_reloads: Family<ResultLabels, Counter>,
+    /// Certificate pairs a reload refused, by why (`expired`, `not_yet_valid`, `key_mismatch`,
+    /// `unparsable`, `unreadable`).
+    pub cert_reload_refusals: Family<ReasonLabels, Counter>,
+    /// Connections closed at once or cut by a deadline, by listener and reason.
+    pub connections_refused: Family<RefusedLabels, Counter>,
     /// Open connections per listener (`webhook`, `admin`), to compare with their caps.
     pub connections: Family<ListenerLabels, Gauge>,
     /// Bytes held by unfinished request bodies (capped by --max-inflight-body-bytes).
@@ -119,8 +139,12 @@ impl WebhookMetrics {
             cache_objects: Family::default(),
             cache_synced: Family::default(),
             cache_watch_errors: Family::default(),
+            cache_resource_absent: Family::default(),
+            cache_resource_vanished: Family::default(),
             cert_expiry: Gauge::default(),
             cert_reloads: Family::default(),
+            cert_reload_refusals: Family::default(),
+            connections_refused: Family::default(),
             connections: Family::default(),
             inflight_body_bytes: Gauge::default(),
             instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
@@ -157,6 +181,16 @@ impl WebhookMetrics {
             m.cache_watch_errors.clone(),
         );
         registry.register(
+            "trainguard_cache_resource_absent",
+            "1 while the resource a cache watches is not served by the API server (CRD not installed)",
+            m.cache_resource_absent.clone(),
+        );
+        registry.register(
+            "trainguard_cache_resource_vanished",
+            "Times a cache's resource answered 404 after the cache had synced with it present (relisted)",
+            m.cache_resource_vanished.clone(),
+        );
+        registry.register(
             "trainguard_certificate_expiry_timestamp_seconds",
             "notAfter of the serving certificate in use, as a Unix timestamp",
             m.cert_expiry.clone(),
@@ -165,6 +199,17 @@ impl WebhookMetrics {
             "trainguard_certificate_reloads",
             "Serving certificate reload attempts by result",
             m.cert_reloads.clone(),
+        );
+        registry.register(
+            "trainguard_certificate_reload_refusals",
+            "Serving certificate pairs a reload refused (the previous pair stays in use), by reason",
+            m.cert_reload_refusals.clone(),
+        );
+        registry.register(
+            "trainguard_connections_refused",
+            "Connections closed without being served, by listener and reason (per_ip_cap, handshake_timeout, \
+             header_timeout)",
+            m.connections_refused.clone(),
         );
         registry.register(
             "trainguard_open_connections",
@@ -182,6 +227,11 @@ impl WebhookMetrics {
     /// The open-connections gauge of one listener.
     pub fn open_connections(&self, listener: &'static str) -> Gauge {
         self.connections.get_or_create(&ListenerLabels { listener }).clone()
+    }
+
+    /// `trainguard_connections_refused_total{listener, reason}` + 1.
+    pub fn refuse_connection(&self, listener: &'static str, reason: &'static str) {
+        self.connections_refused.get_or_create(&RefusedLabels { listener, reason }).inc();
     }
 
     /// `trainguard_admission_decisions_total{…}` + 1. Resolving a label set in the family hashes

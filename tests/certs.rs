@@ -335,6 +335,9 @@ async fn server_starts_with_the_generated_files_and_answers_the_service_name() {
         max_admin_connections: 64,
         idle_timeout: Duration::from_secs(120),
         http2_max_concurrent_streams: 128,
+        max_connections_per_ip: 32,
+        client_ca: None,
+        body_read_timeout: Duration::from_secs(5),
     };
     let running = trainguard::server::start(settings, Arc::new(Offline), None, metrics, Arc::new(registry))
         .await

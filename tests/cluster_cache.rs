@@ -22,6 +22,9 @@ enum Mode {
     Down,
     /// JobSets answer 404: the JobSet CRD is not installed.
     JobSetCrdAbsent,
+    /// Watches of JobSets answer 404 and open ones end; lists still work (a proxy or an
+    /// aggregation layer in trouble, or a CRD deleted and recreated between the calls).
+    JobSetWatchNotFound,
 }
 
 #[derive(Clone)]
@@ -69,6 +72,9 @@ async fn serve_resource(
         if fake.mode() == Mode::Down {
             return status(500, "InternalError");
         }
+        if resource == "jobsets" && fake.mode() == Mode::JobSetWatchNotFound {
+            return status(404, "NotFound");
+        }
         let rx = fake.events.subscribe();
         let stream = tokio_stream_from(rx, fake.clone(), resource);
         return Response::builder().header("content-type", "application/json").body(Body::from_stream(stream)).unwrap();
@@ -92,7 +98,8 @@ fn tokio_stream_from(
         let fake = fake.clone();
         async move {
             loop {
-                if fake.mode() == Mode::Down {
+                let jobsets_gone = matches!(fake.mode(), Mode::JobSetWatchNotFound | Mode::JobSetCrdAbsent);
+                if fake.mode() == Mode::Down || (resource == "jobsets" && jobsets_gone) {
                     return None;
                 }
                 match rx.recv().await {
@@ -165,11 +172,19 @@ fn child_job(name: &str, active: i32, terminating: Option<i32>) -> Value {
 }
 
 async fn start_with_cache(client: kube::Client, stale_after: Duration) -> (TestServer, Arc<ClusterCache>) {
+    let (server, cache, _) = start_with_cache_metrics(client, stale_after).await;
+    (server, cache)
+}
+
+async fn start_with_cache_metrics(
+    client: kube::Client,
+    stale_after: Duration,
+) -> (TestServer, Arc<ClusterCache>, trainguard::metrics::WebhookMetrics) {
     let mut registry = prometheus_client::registry::Registry::default();
     let metrics = trainguard::metrics::WebhookMetrics::register(&mut registry);
-    let cache = ClusterCache::start(client, stale_after, metrics, tokio_util::sync::CancellationToken::new());
+    let cache = ClusterCache::start(client, stale_after, metrics.clone(), tokio_util::sync::CancellationToken::new());
     let server = start(Options { cluster: cache.clone(), caches: Some(cache.clone()), ..Default::default() }).await;
-    (server, cache)
+    (server, cache, metrics)
 }
 
 /// Verdict of a change of the overrides while suspended (U3: gated) and of an unchanged update (U1).
@@ -259,6 +274,38 @@ async fn an_absent_jobset_crd_counts_as_no_jobsets() {
     let (gated, _) = verdicts(&server).await;
     assert_eq!(gated["allowed"], true, "{gated}");
     assert!(gated.get("warnings").is_none(), "cluster state was consulted: no offline warning: {gated}");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_told_404_after_the_sync_relists_instead_of_emptying_the_cache() {
+    let (fake, _open, client) = start_fake(Mode::Normal, true).await;
+    fake.objects.lock().unwrap().insert("jobsets", vec![jobset(2)]);
+    let (mut server, cache, metrics) = start_with_cache_metrics(client, Duration::from_secs(60)).await;
+    eventually("synced", async || admin_get(server.admin, "/readyz").await.0 == 200).await;
+    assert_eq!(cache.jobset_count(), 1);
+    let labels = trainguard::metrics::CacheLabels { cache: "jobsets" };
+    let vanished = || metrics.cache_resource_vanished.get_or_create(&labels).get();
+
+    // The JobSet watch now answers 404 while lists still work: the cache lists again and keeps
+    // the JobSet, where it used to empty itself and call that healthy.
+    fake.set_mode(Mode::JobSetWatchNotFound);
+    eventually("the 404 counted", async || vanished() >= 1).await;
+    eventually("relisted", async || vanished() >= 2).await;
+    assert_eq!(cache.jobset_count(), 1, "the cache kept the JobSet the list still shows");
+    let (gated, _) = verdicts(&server).await;
+    assert_eq!(gated["status"]["code"], 403, "the gate still sees the running JobSet: {gated}");
+    assert_eq!(metrics.cache_resource_absent.get_or_create(&labels).get(), 0);
+
+    // A JobSet that changed while the watch was down is picked up by the relist.
+    fake.objects.lock().unwrap().insert("jobsets", vec![jobset(0)]);
+    fake.set_mode(Mode::Normal);
+    eventually("the relist saw the stopped JobSet", async || verdicts(&server).await.0["allowed"] == true).await;
+
+    // And when lists say 404 too, the CRD is gone: empty, and said so.
+    fake.set_mode(Mode::JobSetCrdAbsent);
+    eventually("absent", async || metrics.cache_resource_absent.get_or_create(&labels).get() == 1).await;
+    assert_eq!(cache.jobset_count(), 0);
     server.shutdown().await;
 }
 

@@ -966,3 +966,66 @@ async fn a_pod_that_succeeded_since_planning_keeps_its_phase() {
     assert_eq!(patch.body["status"]["conditions"][0]["type"], "DisruptionTarget");
     assert_eq!(api.calls()[3], format!("DELETE {POD_PATH}"));
 }
+
+/// A write that hangs (an overloaded API server) is cut the moment leadership ends, not left to
+/// land later; and it never outlives `WRITE_TIMEOUT`.
+#[tokio::test]
+async fn a_hanging_write_is_cut_when_leadership_ends() {
+    use trainguard::controller::execute::WRITE_TIMEOUT;
+    assert!(WRITE_TIMEOUT < std::time::Duration::from_secs(trainguard::controller::leader::LEASE_DURATION_SECONDS));
+    let job = expired_job();
+    let api = FakeApi::new();
+    api.on("GET", JOB_PATH, 200, job.clone());
+    api.stall("DELETE", JOB_PATH);
+    let c = PlanConfig::default();
+    let leading = CancellationToken::new();
+    let shared = Shared::new(leading.clone(), Shared::full_bucket(c.max_force_deletes_per_minute));
+    let (client, server) = api.client();
+    let events = EventSink::new(client.clone(), Some("trainguard-0".into()));
+    let mut executor = Executor::new(client, c.clone(), events, Metrics::unregistered(), Arc::new(|| at(90)), shared);
+    let work = works(&[job], 90, &c).remove(0);
+    let started = std::time::Instant::now();
+    let execution = tokio::spawn(async move { executor.execute(work).await });
+    while !api.calls().contains(&format!("DELETE {JOB_PATH}")) {
+        assert!(started.elapsed() < std::time::Duration::from_secs(2), "the delete was not sent");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    leading.cancel();
+    let report = tokio::time::timeout(std::time::Duration::from_millis(500), execution)
+        .await
+        .expect("the hanging write was cut when leadership ended")
+        .unwrap();
+    assert_ne!(report.outcome, Outcome::Done, "{:?}", report.outcome);
+    assert!(api.event_reasons().iter().all(|r| r != "TTLExpiredDeleted"), "{:?}", api.event_reasons());
+    server.abort();
+}
+
+/// An event whose publication hangs does not hold the executor past the end of leadership.
+#[tokio::test]
+async fn a_hanging_event_is_cut_when_leadership_ends() {
+    let job = expired_job();
+    let api = FakeApi::new();
+    api.on("GET", JOB_PATH, 200, job.clone()).on("DELETE", JOB_PATH, 200, success());
+    let events_path = "/apis/events.k8s.io/v1/namespaces/ml/events";
+    api.stall("POST", events_path);
+    let c = PlanConfig::default();
+    let leading = CancellationToken::new();
+    let shared = Shared::new(leading.clone(), Shared::full_bucket(c.max_force_deletes_per_minute));
+    let (client, server) = api.client();
+    let events = EventSink::new(client.clone(), Some("trainguard-0".into()));
+    let mut executor = Executor::new(client, c.clone(), events, Metrics::unregistered(), Arc::new(|| at(90)), shared);
+    let work = works(&[job], 90, &c).remove(0);
+    let started = std::time::Instant::now();
+    let execution = tokio::spawn(async move { executor.execute(work).await });
+    while !api.seen().iter().any(|s| s.method == "POST" && s.path == events_path) {
+        assert!(started.elapsed() < std::time::Duration::from_secs(2), "the event was not sent");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    leading.cancel();
+    let report = tokio::time::timeout(std::time::Duration::from_millis(500), execution)
+        .await
+        .expect("the hanging event was cut when leadership ended")
+        .unwrap();
+    assert!(report.published.is_empty(), "a cut event is not reported published");
+    server.abort();
+}

@@ -378,3 +378,84 @@ async fn an_annotated_trainjob_is_deleted_at_its_ttl_and_an_unfinished_one_is_no
     stop.cancel();
     tokio::time::timeout(Duration::from_secs(5), run).await.expect("stops promptly").unwrap();
 }
+
+/// Fencing: a leader whose lease renewal hangs (an overloaded API server, a half-open
+/// connection) stops acting at its last renewal + lease duration − margin, while the renewal call
+/// is still hanging, so no write of it can follow a takeover.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_whose_renewal_hangs_stops_acting_before_its_lease_can_expire() {
+    use std::sync::{Arc, Mutex};
+    use std::time::SystemTime;
+    use trainguard::controller::leader::{LeaseConfig, run_elected};
+    let lease_path = "/apis/coordination.k8s.io/v1/namespaces/ns/leases/tg";
+    let api = FakeApi::new();
+    let (client, _server) = api.client();
+    let stop = CancellationToken::new();
+    let lease = LeaseConfig {
+        duration_seconds: 4,
+        grace_seconds: 2,
+        fence_margin: Duration::from_secs(1),
+        ..LeaseConfig::new("tg".into(), "ns".into(), "me".into())
+    };
+    // The controller: a write every 20 ms for as long as it leads, checked against the token as
+    // the executor checks it before every request.
+    let acts = Arc::new(Mutex::new(Vec::<SystemTime>::new()));
+    let (stopped_tx, stopped) = tokio::sync::oneshot::channel::<SystemTime>();
+    let stopped_tx = Arc::new(Mutex::new(Some(stopped_tx)));
+    let run = {
+        let acts = acts.clone();
+        tokio::spawn(run_elected(client, lease, Metrics::unregistered(), stop.clone(), move |token| {
+            let (acts, stopped_tx) = (acts.clone(), stopped_tx.clone());
+            async move {
+                while !token.is_cancelled() {
+                    acts.lock().unwrap().push(SystemTime::now());
+                    tokio::select! {
+                        _ = token.cancelled() => {}
+                        _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+                    }
+                }
+                if let Some(tx) = stopped_tx.lock().unwrap().take() {
+                    let _ = tx.send(SystemTime::now());
+                }
+            }
+        }))
+    };
+    let started = std::time::Instant::now();
+    while acts.lock().unwrap().is_empty() {
+        assert!(started.elapsed() < Duration::from_secs(5), "never became leader");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // One renewal goes through (at duration − grace = 2 s), then renewals hang.
+    let renew_time = || {
+        let lease = api.object(lease_path).unwrap();
+        let text = lease["spec"]["renewTime"].as_str().unwrap().to_string();
+        let ts: k8s_openapi::jiff::Timestamp = text.parse().unwrap();
+        SystemTime::UNIX_EPOCH + Duration::from_millis(ts.as_millisecond() as u64)
+    };
+    let first = renew_time();
+    while renew_time() == first {
+        assert!(started.elapsed() < Duration::from_secs(5), "no renewal");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    api.stall("PATCH", lease_path);
+    let stopped_at = tokio::time::timeout(Duration::from_secs(6), stopped).await.expect("stopped").unwrap();
+    let renewed = renew_time();
+    let fence = renewed + Duration::from_secs(3);
+    let expiry = renewed + Duration::from_secs(4);
+    let last_act = *acts.lock().unwrap().last().unwrap();
+    eprintln!(
+        "measured: last renewal +{:?}: last act, +{:?}: stopped (fence at +3s, expiry at +4s)",
+        last_act.duration_since(renewed).unwrap_or_default(),
+        stopped_at.duration_since(renewed).unwrap_or_default()
+    );
+    assert!(last_act <= fence + Duration::from_millis(20), "acted after the fence");
+    assert!(stopped_at < expiry, "still leading when the lease could expire");
+    assert!(
+        stopped_at + Duration::from_millis(500) > fence,
+        "stopped long before the fence: the renewal seen was not taken into account"
+    );
+    let stalled = api.seen().iter().filter(|s| s.method == "PATCH" && s.path == lease_path).count();
+    assert!(stalled >= 2, "the hung renewal was made: {stalled} PATCHes");
+    stop.cancel();
+    tokio::time::timeout(Duration::from_secs(10), run).await.expect("stops after shutdown").unwrap();
+}

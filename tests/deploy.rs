@@ -287,11 +287,18 @@ fn each_overlay_renders_exactly_the_expected_objects_in_one_namespace() {
     ];
     let opt_out_policy =
         ["ValidatingAdmissionPolicy \"trainguard-opt-out\"", "ValidatingAdmissionPolicyBinding \"trainguard-opt-out\""];
+    let network_policy = ["NetworkPolicy \"trainguard\""];
     let (static_certs, _tmp) = render_static_certs();
     let cases = [
         (render(&repo().join("deploy/base")), base.iter().collect::<Vec<_>>()),
-        (render_cert_manager(), base.iter().chain(&cert_manager).chain(&opt_out_policy).collect()),
-        (static_certs, base.iter().chain(&["Secret \"trainguard-tls\""]).chain(&opt_out_policy).collect()),
+        (
+            render_cert_manager(),
+            base.iter().chain(&cert_manager).chain(&opt_out_policy).chain(&network_policy).collect(),
+        ),
+        (
+            static_certs,
+            base.iter().chain(&["Secret \"trainguard-tls\""]).chain(&opt_out_policy).chain(&network_policy).collect(),
+        ),
     ];
     let cluster_scoped = ["Namespace", "ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration"];
     let cluster_scoped: BTreeSet<&str> = cluster_scoped
@@ -1099,6 +1106,47 @@ fn chart_opt_out_policy_can_be_left_out_for_kubernetes_1_29() {
     let kinds: BTreeSet<&str> = off.objects.iter().filter_map(|o| o["kind"].as_str()).collect();
     assert!(!kinds.iter().any(|k| k.starts_with("ValidatingAdmissionPolicy")), "{kinds:?}");
     assert!(kinds.contains("ValidatingWebhookConfiguration"), "the rest stays: {kinds:?}");
+}
+
+/// The NetworkPolicy selects the webhook pods, admits the webhook port from anywhere and the
+/// admin port only from the monitoring namespace (plus what the chart's values add); the chart
+/// can leave it out.
+#[test]
+fn network_policy_guards_the_admin_port_and_leaves_the_webhook_port_open() {
+    use k8s_openapi::api::networking::v1::NetworkPolicy;
+    for rendered in [render_cert_manager(), render_chart(NAMESPACE, json!({}))] {
+        let policy: NetworkPolicy = rendered.all::<NetworkPolicy>().remove(0);
+        let d = rendered.deployment();
+        let c = container(&d);
+        let spec = policy.spec.unwrap();
+        assert!(selects(&match_labels(&spec.pod_selector.unwrap_or_default()), &pod_labels(&d)), "{}", rendered.what);
+        assert_eq!(spec.policy_types, Some(vec!["Ingress".to_string()]), "egress is not restricted");
+        let rules = spec.ingress.unwrap();
+        let port = |r: &k8s_openapi::api::networking::v1::NetworkPolicyIngressRule| {
+            let ports = r.ports.clone().unwrap();
+            assert_eq!(ports.len(), 1);
+            resolve(&c, ports[0].port.as_ref().unwrap())
+        };
+        let serve = serve_args(&c);
+        let webhook_port = port_of(serve.bind, "--bind");
+        let admin_port = port_of(serve.admin_bind, "--admin-bind");
+        let webhook = rules.iter().find(|r| port(r) == webhook_port).expect("a rule for the webhook port");
+        assert!(webhook.from.as_ref().is_none_or(Vec::is_empty), "the API server must reach it from anywhere");
+        let admin = rules.iter().find(|r| port(r) == admin_port).expect("a rule for the admin port");
+        let from = admin.from.clone().unwrap();
+        assert_eq!(from.len(), 1, "{}: {from:?}", rendered.what);
+        let namespaces = match_labels(from[0].namespace_selector.as_ref().unwrap());
+        assert_eq!(namespaces.get("kubernetes.io/metadata.name").map(String::as_str), Some("monitoring"));
+        assert_eq!(rules.len(), 2, "{}: nothing else is admitted", rendered.what);
+    }
+    let values =
+        json!({"networkPolicy": {"monitoringNamespace": "prom", "adminFrom": [{"ipBlock": {"cidr": "10.0.0.0/16"}}]}});
+    let custom = render_chart(NAMESPACE, values).all::<NetworkPolicy>().remove(0);
+    let admin = custom.spec.unwrap().ingress.unwrap().remove(1).from.unwrap();
+    assert_eq!(admin.len(), 2);
+    assert_eq!(admin[1].ip_block.as_ref().unwrap().cidr, "10.0.0.0/16");
+    let off = render_chart(NAMESPACE, json!({"networkPolicy": {"enabled": false}}));
+    assert!(off.all::<NetworkPolicy>().is_empty(), "networkPolicy.enabled=false leaves it out");
 }
 
 #[test]

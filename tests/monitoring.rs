@@ -202,7 +202,11 @@ fn every_family() -> BTreeSet<String> {
     web.cache_objects.get_or_create(&w::CacheLabels { cache: "jobs" }).set(0);
     web.cache_synced.get_or_create(&w::CacheLabels { cache: "jobs" }).set(1);
     web.cache_watch_errors.get_or_create(&w::CacheLabels { cache: "jobs" }).inc();
+    web.cache_resource_absent.get_or_create(&w::CacheLabels { cache: "jobs" }).set(0);
+    web.cache_resource_vanished.get_or_create(&w::CacheLabels { cache: "jobs" }).inc();
     web.cert_reloads.get_or_create(&w::ResultLabels { result: "error" }).inc();
+    web.cert_reload_refusals.get_or_create(&w::ReasonLabels { reason: "expired" }).inc();
+    web.refuse_connection("webhook", "per_ip_cap");
     web.open_connections("webhook").set(0);
     let s = |v: &str| v.to_string();
     ctl.reconcile_total.get_or_create(&c::ReconcileLabels { controller: s("ttl"), result: s("success") }).inc();

@@ -5,6 +5,7 @@ mod support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_rustls::TlsConnector;
@@ -217,6 +218,9 @@ async fn a_client_that_never_starts_tls_is_cut_off() {
     let mut buf = [0u8; 16];
     let read = tokio::time::timeout(Duration::from_secs(5), tcp.read(&mut buf)).await;
     assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "connection still open after the handshake timeout: {read:?}");
+    let (_, metrics) = admin_get(server.admin, "/metrics").await;
+    let series = r#"trainguard_connections_refused_total{listener="webhook",reason="handshake_timeout"} 1"#;
+    assert!(metrics.contains(series), "{series} not in {metrics}");
     server.shutdown().await;
 }
 
@@ -302,4 +306,68 @@ async fn startup_fails_clearly_on_a_bad_certificate() {
         .expect("must not start");
         assert!(err.to_string().contains(want), "{err}");
     }
+}
+
+/// A client CA (PEM) and a client certificate for `kube-apiserver` it signed.
+fn client_ca_and_identity() -> (String, Vec<CertificateDer<'static>>, PrivateKeyDer<'static>) {
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params.key_usages = vec![rcgen::KeyUsagePurpose::KeyCertSign, rcgen::KeyUsagePurpose::DigitalSignature];
+    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, rcgen::KeyPair::generate().unwrap()).unwrap();
+    let mut params = rcgen::CertificateParams::new(vec!["kube-apiserver".to_string()]).unwrap();
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = params.signed_by(&key, &ca).unwrap();
+    (ca.pem(), vec![cert.der().clone()], PrivateKeyDer::Pkcs8(key.serialize_der().into()))
+}
+
+#[tokio::test]
+async fn client_ca_requires_a_client_certificate_signed_by_it() {
+    let (client_ca, good_chain, good_key) = client_ca_and_identity();
+    let (_, other_chain, other_key) = client_ca_and_identity();
+    let ca_dir = tempfile::tempdir().unwrap();
+    let ca_path = ca_dir.path().join("client-ca.crt");
+    std::fs::write(&ca_path, &client_ca).unwrap();
+    let mut server = start(Options { client_ca: Some(ca_path), ..Default::default() }).await;
+    let body = update_review(UID, trainjob(false, "a"), trainjob(false, "a"));
+    let roots = root_store(&[&server.ca_pem]);
+    let builder = || {
+        rustls::ClientConfig::builder_with_provider(trainguard::server::tls::provider())
+            .with_protocol_versions(rustls::ALL_VERSIONS)
+            .unwrap()
+            .with_root_certificates(roots.clone())
+    };
+    let cases = [
+        ("no client certificate", builder().with_no_client_auth(), false),
+        ("signed by another CA", builder().with_client_auth_cert(other_chain, other_key).unwrap(), false),
+        ("signed by --client-ca", builder().with_client_auth_cert(good_chain, good_key).unwrap(), true),
+    ];
+    for (what, tls, served) in cases {
+        let tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+        let status = match TlsConnector::from(Arc::new(tls)).connect("localhost".try_into().unwrap(), tcp).await {
+            Ok(mut conn) => http1_post(&mut conn, VALIDATE, &body, Duration::from_secs(5)).await.0,
+            Err(_) => 0,
+        };
+        assert_eq!(status == 200, served, "{what}: HTTP {status}");
+    }
+    server.shutdown().await;
+
+    // A --client-ca without a certificate in it is refused at start.
+    let empty = ca_dir.path().join("empty.crt");
+    std::fs::write(&empty, "not a certificate\n").unwrap();
+    let opts = Options { client_ca: Some(empty), ..Default::default() };
+    let dir = tempfile::tempdir().unwrap();
+    write_secret_volume(dir.path(), &chain(), 1);
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = trainguard::metrics::WebhookMetrics::register(&mut registry);
+    let started = trainguard::server::start(
+        settings_for(dir.path(), &opts),
+        opts.cluster.clone(),
+        None,
+        metrics,
+        Arc::new(registry),
+    )
+    .await;
+    let error = started.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(error.contains("no usable CA certificate for client authentication"), "{error}");
 }

@@ -38,6 +38,12 @@ pub struct ServeArgs {
     #[arg(long, env = "TRAINGUARD_TLS_KEY", default_value = "/tls/tls.key")]
     pub tls_key: PathBuf,
 
+    /// PEM CA certificate(s): require webhook clients to present a certificate signed by one of
+    /// them (the API server presents one when its admission configuration names a kubeconfig
+    /// with a client certificate for this webhook). Read at start.
+    #[arg(long, env = "TRAINGUARD_CLIENT_CA")]
+    pub client_ca: Option<PathBuf>,
+
     /// Address of the plain-HTTP admin listener (/healthz, /readyz, /metrics)
     /// [default: 0.0.0.0:8080; 127.0.0.1:8080 with --dev]
     #[arg(long, env = "TRAINGUARD_ADMIN_BIND")]
@@ -100,12 +106,27 @@ pub struct ServeArgs {
     pub http2_max_concurrent_streams: u32,
 
     /// Time a client gets to complete the TLS handshake.
-    #[arg(long, env = "TRAINGUARD_TLS_HANDSHAKE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, env = "TRAINGUARD_TLS_HANDSHAKE_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
     pub tls_handshake_timeout: Duration,
 
-    /// Time a client gets to send a request's headers (HTTP/1.1; webhook and admin ports).
+    /// Time a client gets to send a request's headers, from their first byte (webhook and admin
+    /// ports). A new connection must have sent its first request's headers (or, with HTTP/2,
+    /// its preface and first request) within this long; an idle keep-alive connection is not
+    /// bound by it (see --idle-timeout).
     #[arg(long, env = "TRAINGUARD_HEADER_READ_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub header_read_timeout: Duration,
+
+    /// Open connections from one client IP address at most, per port; further ones are closed
+    /// at once. The API server opens few connections, and a pod has one address, so one noisy
+    /// client cannot take the whole --max-connections.
+    #[arg(long, env = "TRAINGUARD_MAX_CONNECTIONS_PER_IP", default_value_t = 32)]
+    pub max_connections_per_ip: usize,
+
+    /// A request body must have arrived this long after its headers (or by the request's own
+    /// ?timeout= deadline, if sooner); else it is answered with a retryable denial and its
+    /// budget released. Bounds how long a stalled body holds --max-inflight-body-bytes.
+    #[arg(long, env = "TRAINGUARD_BODY_READ_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
+    pub body_read_timeout: Duration,
 
     /// After SIGTERM, keep serving this long with readiness false, so the Service drops the pod
     /// before the listener closes.
@@ -121,7 +142,8 @@ pub struct ServeArgs {
     #[arg(long, env = "TRAINGUARD_DEV", value_parser = BoolishValueParser::new())]
     pub dev: bool,
 
-    /// Where --dev writes its certificates and sample review [default: <temp dir>/trainguard-dev]
+    /// Where --dev writes its certificates and sample review [default: a new private directory
+    /// <temp dir>/trainguard-dev-<pid>-<random>, mode 0700]. The key file is written 0600.
     #[arg(long, env = "TRAINGUARD_DEV_DIR")]
     pub dev_dir: Option<PathBuf>,
 }
@@ -198,7 +220,10 @@ async fn serve(
     let admin_bind = args.admin_bind.unwrap_or_else(|| default_bind(DEV_ADMIN_BIND, DEFAULT_ADMIN_BIND));
 
     let dev_dir = if args.dev {
-        let dir = args.dev_dir.clone().unwrap_or_else(|| std::env::temp_dir().join("trainguard-dev"));
+        let dir = match args.dev_dir.clone() {
+            Some(dir) => dir,
+            None => fresh_private_dir(&std::env::temp_dir())?,
+        };
         write_dev_files(&dir)?;
         args.tls_cert = dir.join("tls.crt");
         args.tls_key = dir.join("tls.key");
@@ -256,6 +281,9 @@ async fn serve(
         max_admin_connections: args.max_admin_connections,
         idle_timeout: args.idle_timeout,
         http2_max_concurrent_streams: args.http2_max_concurrent_streams,
+        max_connections_per_ip: args.max_connections_per_ip,
+        client_ca: args.client_ca.clone(),
+        body_read_timeout: args.body_read_timeout,
     };
     let running = server::start(settings, cluster, caches, metrics, Arc::new(registry)).await?;
     if let Some(dir) = dev_dir {
@@ -312,18 +340,50 @@ async fn wait_for_signal() {
 /// An UPDATE that changes the overrides of a running TrainJob: what `make run` shows a newcomer.
 pub const DEV_SAMPLE_REVIEW: &str = include_str!("dev_sample_review.json");
 
+/// A new directory under `parent` that only this user can enter (0700), named uniquely: never
+/// one that exists already, so nobody can have planted files or symlinks in it.
+fn fresh_private_dir(parent: &Path) -> anyhow::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    for attempt in 0..16u32 {
+        let dir = parent.join(format!("trainguard-dev-{}-{nanos:08x}{attempt:x}", std::process::id()));
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e).with_context(|| format!("creating {}", dir.display())),
+        }
+    }
+    anyhow::bail!("could not create a fresh directory under {}", parent.display())
+}
+
+/// Writes `contents` to a new file `dir/name` with `mode`: an existing file or symlink of that
+/// name is removed first (not followed), and the file is created exclusively (O_EXCL).
+fn write_new(dir: &Path, name: &str, contents: &str, mode: u32) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join(name);
+    match std::fs::remove_file(&path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("replacing {}", path.display())),
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(&path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    file.write_all(contents.as_bytes()).with_context(|| format!("writing {}", path.display()))
+}
+
 fn write_dev_files(dir: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let sans = vec!["localhost".to_string(), "127.0.0.1".to_string(), "::1".to_string()];
     let chain = certgen::generate_chain("trainguard dev CA", &sans, Duration::from_secs(7 * 24 * 3600))?;
-    let write = |name: &str, contents: &str| {
-        let path = dir.join(name);
-        std::fs::write(&path, contents).with_context(|| format!("writing {}", path.display()))
-    };
-    write("ca.crt", &chain.ca_cert_pem)?;
-    write("tls.crt", &chain.cert_pem)?;
-    write("tls.key", &chain.key_pem)?;
-    write("sample-review.json", DEV_SAMPLE_REVIEW)?;
+    write_new(dir, "ca.crt", &chain.ca_cert_pem, 0o644)?;
+    write_new(dir, "tls.crt", &chain.cert_pem, 0o644)?;
+    write_new(dir, "tls.key", &chain.key_pem, 0o600)?;
+    write_new(dir, "sample-review.json", DEV_SAMPLE_REVIEW, 0o644)?;
     Ok(())
 }
 
@@ -339,4 +399,41 @@ fn print_dev_banner(dir: &Path, webhook: SocketAddr, admin: SocketAddr) {
     );
     println!("Health: http://{admin}/healthz  Ready: http://{admin}/readyz  Metrics: http://{admin}/metrics");
     println!("Stop with Ctrl-C.");
+}
+
+#[cfg(test)]
+mod dev_files_tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::symlink_metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn the_default_dev_directory_is_fresh_and_private() {
+        let parent = tempfile::tempdir().unwrap();
+        let a = fresh_private_dir(parent.path()).unwrap();
+        let b = fresh_private_dir(parent.path()).unwrap();
+        assert_ne!(a, b, "a new directory each time");
+        assert_eq!(mode(&a), 0o700);
+        write_dev_files(&a).unwrap();
+        assert_eq!(mode(&a.join("tls.key")), 0o600, "the private key is readable by its owner only");
+        assert_eq!(mode(&a.join("tls.crt")), 0o644);
+    }
+
+    #[test]
+    fn a_planted_symlink_is_replaced_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "untouched").unwrap();
+        let dev = dir.path().join("dev");
+        std::fs::create_dir(&dev).unwrap();
+        std::os::unix::fs::symlink(&victim, dev.join("tls.key")).unwrap();
+        write_dev_files(&dev).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched");
+        assert!(std::fs::symlink_metadata(dev.join("tls.key")).unwrap().file_type().is_file());
+        assert_eq!(mode(&dev.join("tls.key")), 0o600);
+    }
 }

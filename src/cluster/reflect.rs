@@ -4,6 +4,12 @@
 //! Readiness follows the first sync of each cache (a CRD that is not installed counts as synced
 //! and empty). A watch that breaks later keeps the cache serving until it has been broken for
 //! `stale_after`; after that, gated decisions answer "state unknown" (docs/webhook.md §4).
+//!
+//! A watch that is told 404 after the cache synced (the CRD was deleted, or a proxy answered for
+//! the API server) does not empty the cache on its word: the watch is restarted with a fresh
+//! list, the cache counts as broken until that list (or further watch events) succeed, and
+//! `trainguard_cache_resource_vanished_total` counts it. Only a list that answers 404 says the
+//! resource is absent.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -129,9 +135,12 @@ impl ClusterCache {
         let cache = Arc::new(Self::new(stale_after, metrics));
         let jobsets: Api<JobSetView> = Api::all(client.clone());
         let jobs: Api<BatchJobView> = Api::all(client);
-        let jobset_stream = watcher::watcher(jobsets, watcher::Config::default().any_semantic()).default_backoff();
-        let job_stream = watcher::watcher(jobs, watcher::Config::default().any_semantic().labels(JOBSET_NAME_LABEL))
-            .default_backoff();
+        let jobset_stream =
+            move || watcher::watcher(jobsets.clone(), watcher::Config::default().any_semantic()).default_backoff();
+        let job_stream = move || {
+            watcher::watcher(jobs.clone(), watcher::Config::default().any_semantic().labels(JOBSET_NAME_LABEL))
+                .default_backoff()
+        };
         tokio::spawn(drive(cache.clone(), jobset_stream, JobSetSink, shutdown.clone()));
         tokio::spawn(drive(cache.clone(), job_stream, JobSink, shutdown));
         cache
@@ -323,50 +332,99 @@ fn is_not_found(error: &watcher::Error) -> bool {
     }
 }
 
-/// Feeds one watch stream into the cache until `shutdown`.
-async fn drive<K, S>(
-    cache: Arc<ClusterCache>,
+/// How long a watch told 404 after the sync waits before it lists again (no hot loop when a
+/// proxy keeps answering 404 to watches only).
+const RELIST_DELAY: Duration = Duration::from_secs(1);
+
+/// Feeds the watch streams `make_stream` creates into the cache until `shutdown`; a new stream
+/// (a fresh list) replaces one told 404 after the sync.
+async fn drive<K, S, F, St>(cache: Arc<ClusterCache>, make_stream: F, sink: S, shutdown: CancellationToken)
+where
+    S: Sink<K>,
+    F: Fn() -> St + Send,
+    St: Stream<Item = Result<Event<K>, watcher::Error>> + Send,
+{
+    loop {
+        match drive_stream(&cache, make_stream(), &sink, &shutdown).await {
+            StreamEnd::Stopped => return,
+            StreamEnd::Relist => {
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    () = tokio::time::sleep(RELIST_DELAY) => {}
+                }
+            }
+        }
+    }
+}
+
+enum StreamEnd {
+    Stopped,
+    Relist,
+}
+
+/// Feeds one watch stream into the cache until `shutdown`, or until it must be replaced.
+async fn drive_stream<K, S>(
+    cache: &ClusterCache,
     stream: impl Stream<Item = Result<Event<K>, watcher::Error>> + Send,
-    sink: S,
-    shutdown: CancellationToken,
-) where
+    sink: &S,
+    shutdown: &CancellationToken,
+) -> StreamEnd
+where
     S: Sink<K>,
 {
     let mut stream = std::pin::pin!(stream);
     let mut staging: Option<S::Map> = None;
     let mut absent_logged = false;
+    let labels = CacheLabels { cache: S::NAME };
     loop {
         let next = tokio::select! {
-            _ = shutdown.cancelled() => return,
+            _ = shutdown.cancelled() => return StreamEnd::Stopped,
             next = stream.next() => next,
         };
-        let Some(item) = next else { return };
-        let health = S::health(&cache);
+        let Some(item) = next else { return StreamEnd::Stopped };
+        let health = S::health(cache);
         match item {
             Ok(event) => {
-                health.mark_ok();
                 absent_logged = false;
                 match event {
+                    // A list in progress says nothing yet about the cache's health.
                     Event::Init => staging = Some(S::Map::default()),
-                    Event::InitApply(obj) => sink.apply(&cache, &obj, staging.as_mut()),
+                    Event::InitApply(obj) => sink.apply(cache, &obj, staging.as_mut()),
                     Event::InitDone => {
                         if let Some(map) = staging.take() {
-                            sink.replace(&cache, map);
+                            sink.replace(cache, map);
                         }
+                        health.mark_ok();
                         health.synced.store(true, Ordering::SeqCst);
-                        tracing::info!(cache = S::NAME, objects = sink.count(&cache), "cache synced");
+                        cache.metrics.cache_resource_absent.get_or_create(&labels).set(0);
+                        tracing::info!(cache = S::NAME, objects = sink.count(cache), "cache synced");
                     }
-                    Event::Apply(obj) => sink.apply(&cache, &obj, None),
-                    Event::Delete(obj) => sink.delete(&cache, &obj),
+                    Event::Apply(obj) => {
+                        health.mark_ok();
+                        sink.apply(cache, &obj, None);
+                    }
+                    Event::Delete(obj) => {
+                        health.mark_ok();
+                        sink.delete(cache, &obj);
+                    }
                 }
             }
-            Err(e) if is_not_found(&e) => {
-                // The CRD is not installed: no objects of this kind can exist. The watcher keeps
-                // retrying with backoff, so a CRD installed later is picked up.
+            Err(e) if is_not_found(&e) && matches!(e, watcher::Error::InitialListFailed(_)) => {
+                // The list says the resource is not served: the CRD is not installed, so no
+                // objects of this kind exist. The watcher keeps retrying with backoff, so a CRD
+                // installed later is picked up.
+                // (A watch told 404 before this list was counted in `cache_resource_vanished`.)
+                if health.synced() && cache.metrics.cache_resource_absent.get_or_create(&labels).get() == 0 {
+                    tracing::warn!(
+                        cache = S::NAME,
+                        "the resource is no longer served (CRD deleted?): the cache is now empty"
+                    );
+                }
                 staging = None;
-                sink.clear(&cache);
+                sink.clear(cache);
                 health.mark_ok();
                 health.synced.store(true, Ordering::SeqCst);
+                cache.metrics.cache_resource_absent.get_or_create(&labels).set(1);
                 if !absent_logged {
                     tracing::info!(
                         cache = S::NAME,
@@ -375,12 +433,22 @@ async fn drive<K, S>(
                     absent_logged = true;
                 }
             }
+            Err(e) if is_not_found(&e) => {
+                // A watch told 404: the resource may have vanished, or whatever answered may be
+                // wrong. Keep the cache (it goes stale after `stale_after`) and list again.
+                health.mark_broken(Instant::now());
+                cache.metrics.cache_watch_errors.get_or_create(&labels).inc();
+                cache.metrics.cache_resource_vanished.get_or_create(&labels).inc();
+                tracing::warn!(cache = S::NAME, error = %e, "watch answered 404 after the sync; listing again");
+                cache.set_gauges(S::NAME, sink.count(cache), health.synced());
+                return StreamEnd::Relist;
+            }
             Err(e) => {
                 health.mark_broken(Instant::now());
-                cache.metrics.cache_watch_errors.get_or_create(&CacheLabels { cache: S::NAME }).inc();
+                cache.metrics.cache_watch_errors.get_or_create(&labels).inc();
                 tracing::warn!(cache = S::NAME, error = %e, "watch failed; retrying with backoff");
             }
         }
-        cache.set_gauges(S::NAME, sink.count(&cache), health.synced());
+        cache.set_gauges(S::NAME, sink.count(cache), health.synced());
     }
 }

@@ -120,7 +120,28 @@ fn api_code(e: &KubeError) -> Option<u16> {
     }
 }
 
+/// The longest a write (events included) may take, well under the lease duration: with a slow API
+/// server, a write cannot land long after the leadership check made before it. A write in flight
+/// is also cut the moment leadership ends.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A write cut short (timed out, or leadership ended), as a client-side error.
+fn write_cut(why: &'static str) -> KubeError {
+    KubeError::Service(Box::new(std::io::Error::new(std::io::ErrorKind::TimedOut, why)))
+}
+
 impl Executor {
+    /// `call` within [`WRITE_TIMEOUT`], and only while leading.
+    async fn bounded<T>(&self, call: impl Future<Output = Result<T, KubeError>>) -> Result<T, KubeError> {
+        tokio::select! {
+            biased;
+            () = self.shared.leading.cancelled() => Err(write_cut("leadership ended during the request")),
+            result = tokio::time::timeout(WRITE_TIMEOUT, call) => {
+                result.unwrap_or_else(|_| Err(write_cut("the request timed out")))
+            }
+        }
+    }
+
     pub fn new(
         client: Client,
         config: PlanConfig,
@@ -212,7 +233,7 @@ impl Executor {
             detail = %event.message,
             "event"
         );
-        match self.events.publish(event, rule).await {
+        match self.bounded(self.events.publish(event, rule)).await {
             Ok(()) => true,
             Err(e) => {
                 warn!(error = %e, reason = %event.published_reason, object = %event.target.id, "could not publish event");
@@ -392,7 +413,7 @@ impl Executor {
         if !self.leading() {
             return Step::stop(Outcome::Aborted);
         }
-        match api.delete(&target.id.name, &params).await {
+        match self.bounded(api.delete(&target.id.name, &params)).await {
             Ok(_) => {
                 info!(job = %target.id, kind, "TTL: deleted");
                 self.metrics.ttl_deletion(kind, "deleted");
@@ -465,7 +486,7 @@ impl Executor {
             return Step::stop(Outcome::Aborted);
         }
         let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
-        match api.patch(&target.id.name, &params, &Patch::Merge(&body)).await {
+        match self.bounded(api.patch(&target.id.name, &params, &Patch::Merge(&body))).await {
             Ok(_) => {
                 info!(job = %target.id, patch = %body, "patched job");
                 Step::done(true)
@@ -608,7 +629,7 @@ impl Executor {
     ) -> Step {
         if let Some(patch) = status_patch.and_then(|p| without_terminal_phase(p, pod)) {
             let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
-            match pods.patch_status(&target.id.name, &params, &Patch::Strategic(&patch)).await {
+            match self.bounded(pods.patch_status(&target.id.name, &params, &Patch::Strategic(&patch))).await {
                 Ok(_) => {}
                 // Gone, or the UID precondition failed (another pod has the name): nothing to do.
                 Err(e) if matches!(api_code(&e), Some(404 | 409)) => {
@@ -630,7 +651,7 @@ impl Executor {
             preconditions: Some(Preconditions { uid: Some(pod.uid.to_string()), resource_version: None }),
             ..DeleteParams::default()
         };
-        match pods.delete(&target.id.name, &params).await {
+        match self.bounded(pods.delete(&target.id.name, &params)).await {
             Ok(result) => {
                 info!(pod = %target.id, job = %job.id, node = node_name, state = state.as_str(), "force-deleted stuck pod");
                 self.metrics.force_deletion("deleted");

@@ -9,7 +9,14 @@
 //! shared part only when the reserve is spent; bigger or undeclared bodies draw on the shared part
 //! only. So uploads of megabytes, hostile or broken, can hold at most three quarters of the budget,
 //! and a normal review never waits behind them.
+//!
+//! No single connection may hold more than [`BodyBudget::connection_share`] (an eighth of the
+//! budget, at least the largest body): an HTTP/2 connection multiplexing many stalled bodies, small
+//! ones included, cannot take the reserve by itself. A body that would push its connection past
+//! the share is answered 429 at once (HTTP/1.1 connections carry one body at a time, so only
+//! HTTP/2 can reach it).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use prometheus_client::metrics::gauge::Gauge;
@@ -55,6 +62,7 @@ pub struct BodyBudget {
     reserve: Semaphore,
     shared: Semaphore,
     total: usize,
+    max_body: usize,
     /// `trainguard_inflight_body_bytes`: bytes held, exported.
     gauge: Gauge,
 }
@@ -68,7 +76,7 @@ impl BodyBudget {
         if shared < max_body {
             return Err(BudgetError::TooSmall { budget: total, max_body });
         }
-        Ok(BodyBudget { reserve: Semaphore::new(reserve), shared: Semaphore::new(shared), total, gauge })
+        Ok(BodyBudget { reserve: Semaphore::new(reserve), shared: Semaphore::new(shared), total, max_body, gauge })
     }
 
     /// Bytes currently held by unfinished bodies.
@@ -79,12 +87,50 @@ impl BodyBudget {
     pub fn total(&self) -> usize {
         self.total
     }
+
+    /// The most one connection's bodies may hold together: an eighth of the budget, and at least
+    /// the largest body (which must stay readable).
+    pub fn connection_share(&self) -> usize {
+        (self.total / 8).max(self.max_body)
+    }
+}
+
+/// What the bodies of one connection hold together, against [`BodyBudget::connection_share`].
+#[derive(Debug)]
+pub struct ConnShare {
+    held: AtomicUsize,
+    limit: usize,
+}
+
+impl ConnShare {
+    pub fn new(limit: usize) -> Self {
+        ConnShare { held: AtomicUsize::new(0), limit }
+    }
+
+    /// Bytes the connection's bodies hold.
+    pub fn held(&self) -> usize {
+        self.held.load(Ordering::Relaxed)
+    }
+
+    fn try_take(&self, n: usize) -> bool {
+        let before = self.held.fetch_add(n, Ordering::Relaxed);
+        if before + n > self.limit {
+            self.held.fetch_sub(n, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    fn give_back(&self, n: usize) {
+        self.held.fetch_sub(n, Ordering::Relaxed);
+    }
 }
 
 /// The budget one body holds; given back when dropped.
 #[derive(Debug)]
 pub struct Held<'a> {
     budget: &'a BodyBudget,
+    share: Option<&'a ConnShare>,
     class: BodyClass,
     reserve: usize,
     shared: usize,
@@ -96,7 +142,12 @@ pub struct Exhausted;
 
 impl<'a> Held<'a> {
     pub fn new(budget: &'a BodyBudget, class: BodyClass) -> Self {
-        Held { budget, class, reserve: 0, shared: 0 }
+        Held { budget, share: None, class, reserve: 0, shared: 0 }
+    }
+
+    /// A body of a connection whose bodies together may hold `share.limit` at most.
+    pub fn with_share(budget: &'a BodyBudget, class: BodyClass, share: &'a ConnShare) -> Self {
+        Held { budget, share: Some(share), class, reserve: 0, shared: 0 }
     }
 
     /// Bytes held.
@@ -110,9 +161,18 @@ impl<'a> Held<'a> {
         if n == 0 {
             return Ok(());
         }
+        if let Some(share) = self.share
+            && !share.try_take(n)
+        {
+            return Err(Exhausted);
+        }
         let taken = self.take_inner(n, deadline).await;
-        if taken.is_ok() {
-            self.budget.gauge.inc_by(n as i64);
+        match (&taken, self.share) {
+            (Ok(()), _) => {
+                self.budget.gauge.inc_by(n as i64);
+            }
+            (Err(_), Some(share)) => share.give_back(n),
+            (Err(_), None) => {}
         }
         taken
     }
@@ -175,6 +235,9 @@ impl Drop for Held<'_> {
     fn drop(&mut self) {
         if self.bytes() > 0 {
             self.budget.gauge.dec_by(self.bytes() as i64);
+            if let Some(share) = self.share {
+                share.give_back(self.bytes());
+            }
         }
         if self.reserve > 0 {
             self.budget.reserve.add_permits(self.reserve);
@@ -261,6 +324,26 @@ mod tests {
         drop(big);
         assert_eq!(waiter.await.unwrap(), Ok(10 * KIB));
         assert_eq!(budget.in_use(), 0);
+    }
+
+    #[tokio::test]
+    async fn one_connection_holds_its_share_at_most() {
+        let budget = BodyBudget::new(1600 * KIB, 100 * KIB, Gauge::default()).unwrap(); // share 200 KiB
+        assert_eq!(budget.connection_share(), 200 * KIB);
+        let share = ConnShare::new(budget.connection_share());
+        let mut a = Held::with_share(&budget, BodyClass::Small, &share);
+        a.take(150 * KIB, soon()).await.unwrap();
+        let mut b = Held::with_share(&budget, BodyClass::Small, &share);
+        assert_eq!(b.take(60 * KIB, soon()).await, Err(Exhausted), "past the connection's share");
+        assert_eq!(share.held(), 150 * KIB, "a refused take holds nothing");
+        let other = ConnShare::new(budget.connection_share());
+        let mut c = Held::with_share(&budget, BodyClass::Small, &other);
+        c.take(60 * KIB, soon()).await.expect("another connection has its own share");
+        drop(a);
+        assert_eq!(share.held(), 0);
+        b.take(60 * KIB, soon()).await.expect("the share came back");
+        assert_eq!(budget.connection_share(), 200 * KIB);
+        assert_eq!(BodyBudget::new(400 * KIB, 100 * KIB, Gauge::default()).unwrap().connection_share(), 100 * KIB);
     }
 
     #[tokio::test]

@@ -1,18 +1,29 @@
 //! Serving one accepted connection, for the webhook and the admin listener alike: the HTTP/1.1
-//! and HTTP/2 settings, the idle timeout, and the graceful close on shutdown. The connection caps
-//! are semaphores taken before `accept`, so a full server stops accepting and new connections
-//! wait in the kernel's backlog (back-pressure) instead of costing memory.
+//! and HTTP/2 settings, the connection's deadlines, and the graceful close on shutdown. The
+//! connection caps are semaphores taken before `accept`, so a full server stops accepting and new
+//! connections wait in the kernel's backlog (back-pressure) instead of costing memory.
+//!
+//! The deadlines are kept here rather than by hyper, whose HTTP/1 header-read timeout also runs
+//! while a keep-alive connection waits for its next request (it would close an idle connection
+//! after the header timeout instead of the idle timeout):
+//! - a new connection must have sent its first request's headers (HTTP/1.1) or preface and first
+//!   HEADERS frame (HTTP/2) within the header timeout;
+//! - a request's headers must be complete within the header timeout of their first byte;
+//! - a connection with nothing in flight closes after the idle timeout.
 
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use hyper::body::Incoming;
 use hyper::rt::{Read, Write};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use hyper_util::server::graceful::GracefulConnection;
+use tokio::sync::Notify;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// hyper's HTTP/1.1 read buffer grows up to this (its default is ~400 KiB). A stalled body keeps
@@ -48,7 +59,8 @@ pub mod http2 {
 /// How connections of one listener are served.
 #[derive(Debug, Clone)]
 pub struct ConnSettings {
-    /// HTTP/1.1: time to send a request's headers.
+    /// Time to send a request's headers, from their first byte; for the first request of a
+    /// connection (and an HTTP/2 preface), from the moment the connection is served.
     pub header_read_timeout: Duration,
     /// A connection with no request in flight and none started for this long is closed.
     pub idle_timeout: Duration,
@@ -56,12 +68,17 @@ pub struct ConnSettings {
     pub http2_max_streams: u32,
 }
 
-/// Counts what one connection is doing, for the idle timeout: requests started and finished.
-/// Two relaxed atomic increments per request.
+/// Counts what one connection is doing, for its deadlines: requests started and finished, and
+/// whether a byte arrived since the connection went idle. The connection's driver waits on
+/// `changed`; a request costs two relaxed increments and two notifications, a read one relaxed
+/// load (and a swap on the first byte after an idle spell).
 #[derive(Debug, Default)]
 pub struct Activity {
     started: AtomicU64,
     finished: AtomicU64,
+    /// Set by the driver while idle; the reader clears it and notifies on the next byte.
+    want_byte: AtomicBool,
+    changed: Notify,
 }
 
 impl Activity {
@@ -69,6 +86,67 @@ impl Activity {
         // `finished` first: a request finishing between the loads cannot look like none in flight.
         let finished = self.finished.load(Ordering::Relaxed);
         (self.started.load(Ordering::Relaxed), finished)
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The connection's IO, telling [`Activity`] when the first byte after an idle spell arrives.
+    pub struct Watched<I> {
+        #[pin]
+        io: I,
+        activity: Arc<Activity>,
+    }
+}
+
+impl<I: Read> Read for Watched<I> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        mut buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = self.project();
+        // hyper's cursor does not say how much a read filled, so the read goes through a small
+        // probe only while a first byte is awaited; otherwise straight into hyper's buffer.
+        if !this.activity.want_byte.load(Ordering::Relaxed) {
+            return this.io.poll_read(cx, buf);
+        }
+        let mut probe = [std::mem::MaybeUninit::<u8>::uninit(); 1];
+        let mut probe_buf = hyper::rt::ReadBuf::uninit(&mut probe);
+        std::task::ready!(this.io.poll_read(cx, probe_buf.unfilled()))?;
+        let got = probe_buf.filled().len();
+        if got > 0 {
+            buf.put_slice(probe_buf.filled());
+            if this.activity.want_byte.swap(false, Ordering::Relaxed) {
+                this.activity.changed.notify_one();
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<I: Write> Write for Watched<I> {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        self.project().io.poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        self.project().io.poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        self.project().io.poll_shutdown(cx)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        self.project().io.poll_write_vectored(cx, bufs)
     }
 }
 
@@ -122,6 +200,7 @@ pub struct Finished(Arc<Activity>);
 impl Drop for Finished {
     fn drop(&mut self) {
         self.0.finished.fetch_add(1, Ordering::Relaxed);
+        self.0.changed.notify_one();
     }
 }
 
@@ -135,6 +214,7 @@ where
 
     fn call(&self, req: http::Request<Incoming>) -> Self::Future {
         self.activity.started.fetch_add(1, Ordering::Relaxed);
+        self.activity.changed.notify_one();
         TrackedFuture { inner: self.inner.call(req), finished: Some(Finished(self.activity.clone())) }
     }
 }
@@ -161,8 +241,9 @@ impl<F: Future> Future for TrackedFuture<F> {
 }
 
 /// Serves one connection until it ends: closes it gracefully (finishing requests in flight)
-/// when `stop` fires or when it has been idle for `settings.idle_timeout`.
-pub async fn serve<I, S, B>(io: I, h2: bool, service: S, settings: &ConnSettings, stop: &CancellationToken)
+/// when `stop` fires or when it has been idle for `settings.idle_timeout`, and drops it when a
+/// request's headers (or the first request) do not arrive within `settings.header_read_timeout`.
+pub async fn serve<I, S, B>(io: I, h2: bool, service: S, settings: &ConnSettings, stop: &CancellationToken) -> Ended
 where
     I: Read + Write + Unpin + Send + 'static,
     S: ConnService<B>,
@@ -170,6 +251,7 @@ where
 {
     let activity = Arc::new(Activity::default());
     let service = Tracked { inner: service, activity: activity.clone() };
+    let io = Watched { io, activity: activity.clone() };
     let result = if h2 {
         let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
             .timer(TokioTimer::new())
@@ -180,48 +262,100 @@ where
             .keep_alive_interval(http2::KEEP_ALIVE_INTERVAL)
             .keep_alive_timeout(http2::KEEP_ALIVE_TIMEOUT)
             .serve_connection(io, service);
-        drive(conn, &activity, settings.idle_timeout, stop).await
+        // HTTP/2 frames (pings, settings) arrive on an idle connection too; a stream's headers
+        // are bounded by the header-list limit instead of a per-request timer.
+        drive(conn, &activity, settings, false, stop).await
     } else {
         let conn = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
-            .header_read_timeout(settings.header_read_timeout)
+            // Ours (see the module docs): hyper's would cut idle keep-alive connections.
+            .header_read_timeout(None)
             .max_buf_size(HTTP1_MAX_BUF)
             .keep_alive(true)
             .serve_connection(io, service);
-        drive(conn, &activity, settings.idle_timeout, stop).await
+        drive(conn, &activity, settings, true, stop).await
     };
-    if let Err(e) = result {
-        tracing::debug!(error = %e, "connection ended with an error");
+    match result {
+        Ok(Ended::HeaderTimeout) => {
+            tracing::debug!("closing a connection: request headers not received in time");
+            Ended::HeaderTimeout
+        }
+        Ok(ended) => ended,
+        Err(e) => {
+            tracing::debug!(error = %e, "connection ended with an error");
+            Ended::Error
+        }
     }
 }
 
-/// Polls the connection; asks it to close (after the requests in flight) on `stop`, or when a
-/// whole `idle` period passed with no request in flight, none started and none finished.
-async fn drive<C>(conn: C, activity: &Activity, idle: Duration, stop: &CancellationToken) -> Result<(), C::Error>
+/// How a connection ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// Closed by either side, or idle, or at shutdown.
+    Closed,
+    /// Dropped: the first request, or a request's headers, did not arrive in time.
+    HeaderTimeout,
+    /// A protocol or IO error.
+    Error,
+}
+
+/// Polls the connection and keeps its deadlines: asks it to close (after the requests in
+/// flight) on `stop` or after `idle_timeout` with nothing in flight; drops it when the first
+/// request, or the headers of a request whose first byte arrived (`header_timer`, HTTP/1.1),
+/// are not complete within `header_read_timeout`.
+async fn drive<C>(
+    conn: C,
+    activity: &Activity,
+    settings: &ConnSettings,
+    header_timer: bool,
+    stop: &CancellationToken,
+) -> Result<Ended, C::Error>
 where
     C: GracefulConnection,
 {
     let mut conn = std::pin::pin!(conn);
     let mut closing = false;
+    // The first request must start within the header timeout: covers a client that sends no
+    // byte at all after the handshake, and an HTTP/2 client that sends no preface.
+    let mut deadline = Instant::now() + settings.header_read_timeout;
+    let mut waiting_for_headers = true;
     let mut seen = activity.snapshot();
-    let mut check = tokio::time::Instant::now() + idle;
     loop {
+        let changed = activity.changed.notified();
         tokio::select! {
-            result = conn.as_mut() => return result,
+            biased;
+            result = conn.as_mut() => return result.map(|()| Ended::Closed),
             () = stop.cancelled(), if !closing => {
                 conn.as_mut().graceful_shutdown();
                 closing = true;
             }
-            () = tokio::time::sleep_until(check), if !closing => {
+            () = changed => {
                 let now = activity.snapshot();
-                if now == seen && now.0 == now.1 {
-                    tracing::debug!(?idle, "closing an idle connection");
-                    conn.as_mut().graceful_shutdown();
-                    closing = true;
-                } else {
+                let idle = now.0 == now.1;
+                if now != seen {
                     seen = now;
-                    check += idle;
+                    waiting_for_headers = false;
+                    if idle {
+                        deadline = Instant::now() + settings.idle_timeout;
+                        if header_timer {
+                            activity.want_byte.store(true, Ordering::Relaxed);
+                        }
+                    }
+                } else if idle && !waiting_for_headers && header_timer
+                    && !activity.want_byte.load(Ordering::Relaxed)
+                {
+                    // The first byte of the next request: its headers get the header timeout.
+                    waiting_for_headers = true;
+                    deadline = Instant::now() + settings.header_read_timeout;
                 }
+            }
+            () = tokio::time::sleep_until(deadline), if !closing && seen.0 == seen.1 => {
+                if waiting_for_headers {
+                    return Ok(Ended::HeaderTimeout);
+                }
+                tracing::debug!(idle = ?settings.idle_timeout, "closing an idle connection");
+                conn.as_mut().graceful_shutdown();
+                closing = true;
             }
         }
     }

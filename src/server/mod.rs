@@ -1,13 +1,16 @@
 //! The HTTPS admission server: TLS accept loop with handshake and header-read timeouts,
 //! HTTP/1.1 keep-alive (HTTP/2 via ALPN when enabled), certificate hot reload, and a graceful
 //! shutdown that finishes in-flight requests and closes idle connections. Memory and work are
-//! bounded whatever clients do: connections are capped on both listeners, idle ones close, and
-//! the bytes of unfinished request bodies share one budget ([`budget`]).
+//! bounded whatever clients do: connections are capped on both listeners and per peer address
+//! ([`peers`]), idle ones close, and the bytes of unfinished request bodies share one budget
+//! ([`budget`]). The admin port keeps a few slots for probes only ([`PROBE_SLOTS`]), so a full
+//! admin port still answers `/healthz` and `/readyz`.
 
 pub mod body;
 pub mod budget;
 pub mod conn;
 pub mod limits;
+pub mod peers;
 pub mod reload;
 pub mod routes;
 pub mod tls;
@@ -59,7 +62,20 @@ pub struct ServerSettings {
     pub idle_timeout: Duration,
     /// Concurrent streams per HTTP/2 connection.
     pub http2_max_concurrent_streams: u32,
+    /// Open connections from one peer IP address at most, per listener; beyond, closed at once.
+    pub max_connections_per_ip: usize,
+    /// PEM CA certificates: when set, webhook clients must present a certificate they signed.
+    pub client_ca: Option<PathBuf>,
+    /// A request body must have arrived this long after its headers (or by the request's own
+    /// `?timeout=` deadline, if sooner).
+    pub body_read_timeout: Duration,
 }
+
+/// Admin connections kept for `/healthz` and `/readyz` when `--max-admin-connections` are all
+/// taken. Such a connection answers only the probes, one request, with a short header timeout.
+pub const PROBE_SLOTS: usize = 8;
+/// Header and idle timeout of a connection in a probe slot.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -109,6 +125,7 @@ pub async fn start(
         ("--max-connections", settings.max_connections),
         ("--max-admin-connections", settings.max_admin_connections),
         ("--http2-max-concurrent-streams", settings.http2_max_concurrent_streams as usize),
+        ("--max-connections-per-ip", settings.max_connections_per_ip),
     ] {
         if value == 0 {
             return Err(ServerError::Zero { flag });
@@ -118,7 +135,8 @@ pub async fn start(
     let (reloader, _) =
         reload::CertReloader::start(settings.tls_cert.clone(), settings.tls_key.clone(), metrics.clone())?;
     readiness.set_certs_loaded();
-    let tls_config = tls::server_config(reloader.live.clone(), settings.http2);
+    let client_auth = settings.client_ca.as_deref().map(tls::client_verifier).transpose()?;
+    let tls_config = tls::server_config(reloader.live.clone(), settings.http2, client_auth);
 
     let listener = TcpListener::bind(settings.bind).await.map_err(|source| ServerError::Bind {
         what: "webhook",
@@ -143,16 +161,31 @@ pub async fn start(
     tokio::spawn(reloader.run(settings.cert_reload_interval, stop_rest.clone()));
 
     let admin_router = admin::router(readiness.clone(), registry);
-    let admin =
-        tokio::spawn(admin_loop(admin_listener, admin_router, settings.clone(), metrics.clone(), stop_rest.clone()));
+    let probe_router = admin::probe_router(readiness.clone());
+    let admin = tokio::spawn(admin_loop(
+        admin_listener,
+        admin_router,
+        probe_router,
+        settings.clone(),
+        metrics.clone(),
+        stop_rest.clone(),
+    ));
 
-    let app = routes::webhook_service(routes::AppState::new(
+    let connection_share = body_budget.connection_share();
+    let state = routes::AppState::new(
         settings.rules.clone(),
         cluster,
         metrics.clone(),
         settings.max_body_bytes,
+        settings.body_read_timeout,
         body_budget,
-    ));
+    );
+    let router = routes::router(state.clone());
+    // Each connection gets its own share of the body budget.
+    let app = move || {
+        let share = Arc::new(budget::ConnShare::new(connection_share));
+        routes::connection_service(state.clone(), router.clone(), Some(share))
+    };
     let accept_loop =
         tokio::spawn(accept_loop(listener, tls_config, app, settings.clone(), metrics, stop_accepting.clone()));
     readiness.set_listener_up();
@@ -185,22 +218,56 @@ fn conn_settings(settings: &ServerSettings) -> conn::ConnSettings {
     }
 }
 
-/// The next connection, once the cap has room: the permit is the connection's slot.
+/// A connection's place under its listener's cap.
+enum Slot {
+    /// One of the listener's `--max-…-connections`.
+    Main(#[allow(dead_code)] OwnedSemaphorePermit),
+    /// An admin probe slot ([`PROBE_SLOTS`]), taken only when the main ones are all in use.
+    Probe(#[allow(dead_code)] OwnedSemaphorePermit),
+}
+
+/// The next connection, once the cap (or, when given, the probe reserve) has room: the slot is
+/// the connection's place. A peer that already has `--max-connections-per-ip` connections open
+/// is closed at once and counted.
 async fn next_connection(
     listener: &TcpListener,
     cap: &Arc<Semaphore>,
+    reserve: Option<&Arc<Semaphore>>,
+    peers: &Arc<peers::PeerCap>,
+    metrics: &WebhookMetrics,
     stop: &CancellationToken,
     what: &'static str,
-) -> Option<(TcpStream, SocketAddr, OwnedSemaphorePermit)> {
+) -> Option<(TcpStream, SocketAddr, Slot, peers::PeerSlot)> {
     loop {
-        let permit = tokio::select! {
+        let slot = tokio::select! {
+            biased;
             () = stop.cancelled() => return None,
-            permit = cap.clone().acquire_owned() => permit.ok()?,
+            permit = cap.clone().acquire_owned() => Slot::Main(permit.ok()?),
+            permit = async { reserve?.clone().acquire_owned().await.ok() }, if reserve.is_some() => {
+                match permit {
+                    Some(permit) => Slot::Probe(permit),
+                    None => return None,
+                }
+            }
         };
         tokio::select! {
             () = stop.cancelled() => return None,
             accepted = listener.accept() => match accepted {
-                Ok((tcp, peer)) => return Some((tcp, peer, permit)),
+                Ok((tcp, peer)) => match peers.try_take(peer.ip()) {
+                    Some(peer_slot) => {
+                        // A main slot may have come free while this one waited in `accept`.
+                        let slot = match slot {
+                            Slot::Probe(probe) => cap.clone().try_acquire_owned().map_or(Slot::Probe(probe), Slot::Main),
+                            main => main,
+                        };
+                        return Some((tcp, peer, slot, peer_slot));
+                    }
+                    None => {
+                        tracing::debug!(listener = what, %peer, "closing a connection: its address has --max-connections-per-ip open");
+                        metrics.refuse_connection(what, "per_ip_cap");
+                        drop(tcp);
+                    }
+                },
                 Err(e) => {
                     // EMFILE and friends: back off briefly instead of spinning.
                     tracing::warn!(listener = what, error = %e, "accept failed");
@@ -223,7 +290,7 @@ async fn drain(tracker: TaskTracker, grace: Duration) -> usize {
 async fn accept_loop<S, B>(
     listener: TcpListener,
     tls_config: Arc<rustls::ServerConfig>,
-    app: S,
+    app: impl Fn() -> S,
     settings: ServerSettings,
     metrics: WebhookMetrics,
     stop: CancellationToken,
@@ -235,17 +302,30 @@ where
     let acceptor = TlsAcceptor::from(tls_config);
     let tracker = TaskTracker::new();
     let cap = Arc::new(Semaphore::new(settings.max_connections));
-    let h2_cap = Arc::new(Semaphore::new(conn::http2::max_connections(settings.max_inflight_body_bytes)));
+    let h2_slots = conn::http2::max_connections(settings.max_inflight_body_bytes);
+    let h2_cap = Arc::new(Semaphore::new(h2_slots));
+    // One address may hold a quarter of the HTTP/2 slots (at least one).
+    let h2_peers = peers::PeerCap::new((h2_slots / 4).max(1));
     let conn_settings = Arc::new(conn_settings(&settings));
     let open = metrics.open_connections("webhook");
-    while let Some((tcp, peer, slot)) = next_connection(&listener, &cap, &stop, "webhook").await {
+    let peers = peers::PeerCap::new(settings.max_connections_per_ip);
+    while let Some((tcp, peer, slot, peer_slot)) =
+        next_connection(&listener, &cap, None, &peers, &metrics, &stop, "webhook").await
+    {
         let _ = tcp.set_nodelay(true);
         let acceptor = acceptor.clone();
-        let service = app.clone();
-        let (settings, conn_settings, h2_cap, stop, open) =
-            (settings.clone(), conn_settings.clone(), h2_cap.clone(), stop.clone(), open.clone());
+        let service = app();
+        let (settings, conn_settings, h2_cap, h2_peers, stop, open, metrics) = (
+            settings.clone(),
+            conn_settings.clone(),
+            h2_cap.clone(),
+            h2_peers.clone(),
+            stop.clone(),
+            open.clone(),
+            metrics.clone(),
+        );
         tracker.spawn(async move {
-            let _slot = slot;
+            let _slot = (slot, peer_slot);
             open.inc();
             let _open = GaugeGuard(&open);
             let tls = match tokio::time::timeout(settings.tls_handshake_timeout, acceptor.accept(tcp)).await {
@@ -256,6 +336,7 @@ where
                 }
                 Err(_) => {
                     tracing::debug!(%peer, "TLS handshake timed out");
+                    metrics.refuse_connection("webhook", "handshake_timeout");
                     return;
                 }
             };
@@ -263,8 +344,13 @@ where
             // An HTTP/2 connection may buffer its whole flow-control window outside the body
             // budget, so there are fewer HTTP/2 slots; a client waits for one like for `accept`.
             let _h2_slot = if is_h2 {
+                let Some(peer_h2_slot) = h2_peers.try_take(peer.ip()) else {
+                    tracing::debug!(%peer, "closing an HTTP/2 connection: its address holds its share of HTTP/2 slots");
+                    metrics.refuse_connection("webhook", "per_ip_cap");
+                    return;
+                };
                 match tokio::time::timeout(settings.tls_handshake_timeout, h2_cap.acquire_owned()).await {
-                    Ok(Ok(permit)) => Some(permit),
+                    Ok(Ok(permit)) => Some((permit, peer_h2_slot)),
                     _ => {
                         tracing::warn!(%peer, "closing an HTTP/2 connection: all HTTP/2 connection slots are taken");
                         return;
@@ -273,7 +359,10 @@ where
             } else {
                 None
             };
-            conn::serve(TokioIo::new(tls), is_h2, service, &conn_settings, &stop).await;
+            if conn::serve(TokioIo::new(tls), is_h2, service, &conn_settings, &stop).await == conn::Ended::HeaderTimeout
+            {
+                metrics.refuse_connection("webhook", "header_timeout");
+            }
         });
     }
     drop(listener);
@@ -282,27 +371,52 @@ where
     ShutdownReport { connections_cut: drain(tracker, settings.shutdown_grace).await }
 }
 
-/// The admin listener: plain HTTP/1.1 with the webhook's header and idle timeouts and its own
-/// connection cap, so a flood of scrapes or probes cannot exhaust memory either.
+/// The admin listener: plain HTTP/1.1 with the webhook's header and idle timeouts, its own
+/// connection cap and the per-address cap, so a flood of scrapes or probes cannot exhaust memory
+/// either. When the cap is full, up to [`PROBE_SLOTS`] more connections are served the probes
+/// only, so the kubelet's `/healthz` and `/readyz` are answered whoever holds the rest.
 async fn admin_loop(
     listener: TcpListener,
     router: axum::Router,
+    probe_router: axum::Router,
     settings: ServerSettings,
     metrics: WebhookMetrics,
     stop: CancellationToken,
 ) {
     let tracker = TaskTracker::new();
     let cap = Arc::new(Semaphore::new(settings.max_admin_connections));
+    let reserve = Arc::new(Semaphore::new(PROBE_SLOTS));
     let conn_settings = Arc::new(conn_settings(&settings));
+    let probe_settings = Arc::new(conn::ConnSettings {
+        header_read_timeout: settings.header_read_timeout.min(PROBE_TIMEOUT),
+        idle_timeout: PROBE_TIMEOUT,
+        http2_max_streams: 1,
+    });
     let open = metrics.open_connections("admin");
     let service = TowerToHyperService::new(router);
-    while let Some((tcp, _peer, slot)) = next_connection(&listener, &cap, &stop, "admin").await {
-        let (service, conn_settings, stop, open) = (service.clone(), conn_settings.clone(), stop.clone(), open.clone());
+    let probe_service = TowerToHyperService::new(probe_router);
+    let peers = peers::PeerCap::new(settings.max_connections_per_ip);
+    while let Some((tcp, _peer, slot, peer_slot)) =
+        next_connection(&listener, &cap, Some(&reserve), &peers, &metrics, &stop, "admin").await
+    {
+        let (service, probe_service, stop, open, metrics) =
+            (service.clone(), probe_service.clone(), stop.clone(), open.clone(), metrics.clone());
+        let conn_settings = match slot {
+            Slot::Main(_) => conn_settings.clone(),
+            Slot::Probe(_) => probe_settings.clone(),
+        };
         tracker.spawn(async move {
-            let _slot = slot;
             open.inc();
             let _open = GaugeGuard(&open);
-            conn::serve(TokioIo::new(tcp), false, service, &conn_settings, &stop).await;
+            let io = TokioIo::new(tcp);
+            let ended = match slot {
+                Slot::Main(_) => conn::serve(io, false, service, &conn_settings, &stop).await,
+                Slot::Probe(_) => conn::serve(io, false, probe_service, &conn_settings, &stop).await,
+            };
+            if ended == conn::Ended::HeaderTimeout {
+                metrics.refuse_connection("admin", "header_timeout");
+            }
+            drop((slot, peer_slot));
         });
     }
     drop(listener);

@@ -18,7 +18,7 @@ use hyper::body::Incoming;
 use tower::ServiceExt as _;
 
 use super::body::{Response, ResponseBody};
-use super::budget::{BodyBudget, BodyClass, Held};
+use super::budget::{BodyBudget, BodyClass, ConnShare, Held};
 use super::conn::ConnService;
 use super::limits::{DEFAULT_TIMEOUT, handler_deadline, parse_timeout_query};
 use crate::admission::{self, Decision, Endpoint, ErrorType, FieldError, ProtocolError, Rule, RulesConfig};
@@ -36,6 +36,7 @@ struct Inner {
     validate_series: WebhookSeries,
     mutate_series: WebhookSeries,
     max_body_bytes: usize,
+    body_read_timeout: Duration,
     budget: Arc<BodyBudget>,
 }
 
@@ -45,11 +46,21 @@ impl AppState {
         cluster: Arc<dyn ClusterView>,
         metrics: WebhookMetrics,
         max_body_bytes: usize,
+        body_read_timeout: Duration,
         budget: Arc<BodyBudget>,
     ) -> Self {
         let validate_series = metrics.series(Endpoint::Validate.label());
         let mutate_series = metrics.series(Endpoint::Mutate.label());
-        AppState(Arc::new(Inner { rules, cluster, metrics, validate_series, mutate_series, max_body_bytes, budget }))
+        AppState(Arc::new(Inner {
+            rules,
+            cluster,
+            metrics,
+            validate_series,
+            mutate_series,
+            max_body_bytes,
+            body_read_timeout,
+            budget,
+        }))
     }
 }
 
@@ -69,6 +80,16 @@ pub fn router(state: AppState) -> Router {
 /// `service_fn` keeps the request's future unboxed inside hyper's connection.
 pub fn webhook_service(state: AppState) -> impl ConnService<ResponseBody> {
     let router = router(state.clone());
+    connection_service(state, router, None)
+}
+
+/// [`webhook_service`] for one connection, whose bodies together hold `share` at most (see
+/// [`super::budget`]); `router` is [`router`] of the same state, built once per listener.
+pub fn connection_service(
+    state: AppState,
+    router: Router,
+    share: Option<Arc<ConnShare>>,
+) -> impl ConnService<ResponseBody> {
     hyper::service::service_fn(move |req: http::Request<Incoming>| {
         let endpoint = match (req.method() == Method::POST, req.uri().path()) {
             (true, path) if path == Endpoint::Validate.path() => Some(Endpoint::Validate),
@@ -76,12 +97,12 @@ pub fn webhook_service(state: AppState) -> impl ConnService<ResponseBody> {
             _ => None,
         };
         let route = match endpoint {
-            Some(endpoint) => Ok((state.clone(), endpoint)),
+            Some(endpoint) => Ok((state.clone(), endpoint, share.clone())),
             None => Err(router.clone()),
         };
         async move {
             Ok(match route {
-                Ok((state, endpoint)) => admit(&state, endpoint, req).await,
+                Ok((state, endpoint, share)) => admit(&state, endpoint, req, share.as_deref()).await,
                 Err(router) => {
                     let Ok(response) = router.oneshot(req.map(Body::new)).await;
                     response.map(ResponseBody::from)
@@ -92,11 +113,11 @@ pub fn webhook_service(state: AppState) -> impl ConnService<ResponseBody> {
 }
 
 async fn validate(State(state): State<AppState>, req: Request) -> AxumResponse {
-    axum_response(admit(&state, Endpoint::Validate, req).await)
+    axum_response(admit(&state, Endpoint::Validate, req, None).await)
 }
 
 async fn mutate(State(state): State<AppState>, req: Request) -> AxumResponse {
-    axum_response(admit(&state, Endpoint::Mutate, req).await)
+    axum_response(admit(&state, Endpoint::Mutate, req, None).await)
 }
 
 /// Decrements the in-flight gauge however the handler ends.
@@ -108,7 +129,7 @@ impl Drop for InFlight<'_> {
     }
 }
 
-async fn admit<B>(state: &AppState, endpoint: Endpoint, req: http::Request<B>) -> Response
+async fn admit<B>(state: &AppState, endpoint: Endpoint, req: http::Request<B>, share: Option<&ConnShare>) -> Response
 where
     B: HttpBody<Data = Bytes>,
     B::Error: std::error::Error + Send + Sync + 'static,
@@ -122,7 +143,7 @@ where
     series.in_flight.inc();
     let _in_flight = InFlight(&series.in_flight);
 
-    let response = admit_inner(state, endpoint, req, start).await;
+    let response = admit_inner(state, endpoint, req, start, share).await;
 
     match response.status().as_u16() {
         200 => series.ok.inc(),
@@ -136,7 +157,13 @@ where
     response
 }
 
-async fn admit_inner<B>(state: &AppState, endpoint: Endpoint, req: http::Request<B>, start: Instant) -> Response
+async fn admit_inner<B>(
+    state: &AppState,
+    endpoint: Endpoint,
+    req: http::Request<B>,
+    start: Instant,
+    share: Option<&ConnShare>,
+) -> Response
 where
     B: HttpBody<Data = Bytes>,
     B::Error: std::error::Error + Send + Sync + 'static,
@@ -166,11 +193,18 @@ where
 
     let timeout = parse_timeout_query(parts.uri.query()).unwrap_or(DEFAULT_TIMEOUT);
     let deadline = tokio::time::Instant::from_std(start + handler_deadline(timeout));
+    // The body gets `--body-read-timeout` at most, whatever `?timeout=` the client chose: a
+    // stalled body cannot hold its budget for the 30 s a caller may ask for.
+    let body_deadline = deadline.min(tokio::time::Instant::from_std(start + inner.body_read_timeout));
     // Held until the answer is built: the body's bytes count against the budget while they exist.
-    let mut held = Held::new(&inner.budget, BodyClass::of(declared));
-    let body = match read_body(body, inner.max_body_bytes, &mut held, deadline).await {
+    let class = BodyClass::of(declared);
+    let mut held = match share {
+        Some(share) => Held::with_share(&inner.budget, class, share),
+        None => Held::new(&inner.budget, class),
+    };
+    let body = match read_body(body, inner.max_body_bytes, &mut held, body_deadline).await {
         Ok(body) => body,
-        Err(BodyError::Deadline) => return deadline_missed(endpoint, timeout, inner),
+        Err(BodyError::Deadline) => return deadline_missed(endpoint, timeout.min(inner.body_read_timeout), inner),
         Err(BodyError::TooLarge) => return too_large(),
         Err(BodyError::Budget) => return budget_exhausted(endpoint, inner),
         Err(BodyError::Read(e)) => {

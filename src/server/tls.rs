@@ -26,14 +26,57 @@ pub enum TlsError {
     KeyMismatch { cert: PathBuf, key: PathBuf },
     #[error("{path}: certificate does not parse as X.509: {message}")]
     BadX509 { path: PathBuf, message: String },
+    #[error("{path}: no usable CA certificate for client authentication: {message}")]
+    ClientCa { path: PathBuf, message: String },
+    #[error("{path}: certificate expired at {not_after} (Unix time), now is {now}")]
+    Expired { path: PathBuf, not_after: i64, now: i64 },
+    #[error("{path}: certificate not valid before {not_before} (Unix time), now is {now}")]
+    NotYetValid { path: PathBuf, not_before: i64, now: i64 },
+}
+
+impl TlsError {
+    /// The `reason` label of `trainguard_certificate_reload_refusals_total`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            TlsError::Read { .. } => "unreadable",
+            TlsError::KeyMismatch { .. } => "key_mismatch",
+            TlsError::Expired { .. } => "expired",
+            TlsError::NotYetValid { .. } => "not_yet_valid",
+            TlsError::NoCertificate { .. }
+            | TlsError::ClientCa { .. }
+            | TlsError::BadCertificate { .. }
+            | TlsError::BadKey { .. }
+            | TlsError::BadX509 { .. } => "unparsable",
+        }
+    }
 }
 
 /// A parsed, matching certificate + key pair, with the leaf's expiry.
 #[derive(Debug, Clone)]
 pub struct LoadedPair {
     pub certified: Arc<CertifiedKey>,
+    /// The leaf's notBefore, seconds since the Unix epoch.
+    pub not_before: i64,
     /// The leaf's notAfter, seconds since the Unix epoch.
     pub not_after: i64,
+}
+
+impl LoadedPair {
+    /// Whether the leaf is valid at `now` (seconds since the Unix epoch); the error says why not.
+    pub fn check_validity(&self, now: i64, cert_path: &Path) -> Result<(), TlsError> {
+        if now < self.not_before {
+            return Err(TlsError::NotYetValid { path: cert_path.into(), not_before: self.not_before, now });
+        }
+        if now > self.not_after {
+            return Err(TlsError::Expired { path: cert_path.into(), not_after: self.not_after, now });
+        }
+        Ok(())
+    }
+}
+
+/// Seconds since the Unix epoch.
+pub fn unix_now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
 }
 
 /// Parses a PEM chain and key and checks that they belong together.
@@ -44,12 +87,10 @@ pub fn parse_pair(cert_pem: &[u8], key_pem: &[u8], cert_path: &Path, key_path: &
     let Some(leaf) = certs.first() else {
         return Err(TlsError::NoCertificate { path: cert_path.into() });
     };
-    let not_after = x509_parser::parse_x509_certificate(leaf)
+    let parsed = x509_parser::parse_x509_certificate(leaf)
         .map_err(|e| TlsError::BadX509 { path: cert_path.into(), message: e.to_string() })?
-        .1
-        .validity()
-        .not_after
-        .timestamp();
+        .1;
+    let (not_before, not_after) = (parsed.validity().not_before.timestamp(), parsed.validity().not_after.timestamp());
     let key = PrivateKeyDer::from_pem_slice(key_pem)
         .map_err(|e| TlsError::BadKey { path: key_path.into(), message: e.to_string() })?;
     let provider = provider();
@@ -59,7 +100,7 @@ pub fn parse_pair(cert_pem: &[u8], key_pem: &[u8], cert_path: &Path, key_path: &
         .map_err(|e| TlsError::BadKey { path: key_path.into(), message: e.to_string() })?;
     let certified = CertifiedKey::new(certs, signing_key);
     certified.keys_match().map_err(|_| TlsError::KeyMismatch { cert: cert_path.into(), key: key_path.into() })?;
-    Ok(LoadedPair { certified: Arc::new(certified), not_after })
+    Ok(LoadedPair { certified: Arc::new(certified), not_before, not_after })
 }
 
 /// Reads and parses the pair from disk.
@@ -91,13 +132,38 @@ impl ResolvesServerCert for LiveCert {
     }
 }
 
-/// The rustls server configuration: TLS 1.2 + 1.3, ALPN per `http2`.
-pub fn server_config(live: Arc<ArcSwap<CertifiedKey>>, http2: bool) -> Arc<rustls::ServerConfig> {
-    let mut config = rustls::ServerConfig::builder_with_provider(provider())
+/// Verifies client certificates against the CAs in `path` (PEM; `--client-ca`): a client must
+/// present a certificate they signed.
+pub fn client_verifier(path: &Path) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, TlsError> {
+    let pem = std::fs::read(path).map_err(|source| TlsError::Read { path: path.into(), source })?;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&pem) {
+        let cert = cert.map_err(|e| TlsError::ClientCa { path: path.into(), message: e.to_string() })?;
+        roots.add(cert).map_err(|e| TlsError::ClientCa { path: path.into(), message: e.to_string() })?;
+    }
+    if roots.is_empty() {
+        return Err(TlsError::ClientCa { path: path.into(), message: "no PEM certificate found".into() });
+    }
+    rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+        .build()
+        .map_err(|e| TlsError::ClientCa { path: path.into(), message: e.to_string() })
+}
+
+/// The rustls server configuration: TLS 1.2 + 1.3, ALPN per `http2`, client certificates
+/// required when `client_auth` is given.
+pub fn server_config(
+    live: Arc<ArcSwap<CertifiedKey>>,
+    http2: bool,
+    client_auth: Option<Arc<dyn rustls::server::danger::ClientCertVerifier>>,
+) -> Arc<rustls::ServerConfig> {
+    let builder = rustls::ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-        .expect("ring supports TLS 1.2 and 1.3")
-        .with_no_client_auth()
-        .with_cert_resolver(Arc::new(LiveCert(live)));
+        .expect("ring supports TLS 1.2 and 1.3");
+    let builder = match client_auth {
+        Some(verifier) => builder.with_client_cert_verifier(verifier),
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder.with_cert_resolver(Arc::new(LiveCert(live)));
     config.alpn_protocols = if http2 { vec![b"h2".to_vec(), b"http/1.1".to_vec()] } else { vec![b"http/1.1".to_vec()] };
     Arc::new(config)
 }

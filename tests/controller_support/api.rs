@@ -69,6 +69,8 @@ pub struct FakeApi {
     violations: Arc<Mutex<Vec<String>>>,
     store: Arc<Mutex<Store>>,
     hook: Arc<Mutex<Option<Hook>>>,
+    /// `(method, path)` of requests that get no answer at all (an API server that hangs).
+    stalled: Arc<Mutex<Vec<(String, String)>>>,
 }
 
 /// A Kubernetes `Status` error body.
@@ -222,6 +224,12 @@ impl FakeApi {
         *self.hook.lock().unwrap() = Some(Arc::new(hook));
     }
 
+    /// From now on, requests `method path` are recorded but never answered, and later requests
+    /// are still served (a hung call, not a dead server).
+    pub fn stall(&self, method: &str, path: &str) {
+        self.stalled.lock().unwrap().push((method.to_string(), path.to_string()));
+    }
+
     /// Drops every scripted response for `method path`.
     pub fn clear(&self, method: &str, path: &str) {
         self.routes.lock().unwrap().remove(&(method.to_string(), path.to_string()));
@@ -308,6 +316,24 @@ impl FakeApi {
         let fake = self.clone();
         let task = tokio::spawn(async move {
             while let Some((request, respond)) = handle.next_request().await {
+                let key = (request.method().to_string(), request.uri().path().to_string());
+                if fake.stalled.lock().unwrap().contains(&key) {
+                    fake.seen.lock().unwrap().push(Seen {
+                        method: key.0,
+                        path: key.1,
+                        query: request.uri().query().unwrap_or("").to_string(),
+                        content_type: String::new(),
+                        body: Value::Null,
+                        rbac: rbac_of(request.method().as_str(), request.uri().path(), ""),
+                        at: std::time::Instant::now(),
+                    });
+                    // Held, never answered, until the client gives up.
+                    tokio::spawn(async move {
+                        let _respond = respond;
+                        std::future::pending::<()>().await;
+                    });
+                    continue;
+                }
                 let response = fake.answer(request).await;
                 respond.send_response(response);
             }

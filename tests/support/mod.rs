@@ -73,6 +73,9 @@ pub struct Options {
     pub max_admin_connections: usize,
     pub idle_timeout: Duration,
     pub http2_max_concurrent_streams: u32,
+    pub max_connections_per_ip: usize,
+    pub body_read_timeout: Duration,
+    pub client_ca: Option<PathBuf>,
     pub rules: RulesConfig,
     pub cluster: Arc<dyn ClusterView>,
     pub caches: Option<Arc<dyn trainguard::admin::CacheStatus>>,
@@ -93,6 +96,9 @@ impl Default for Options {
             max_admin_connections: 64,
             idle_timeout: Duration::from_secs(120),
             http2_max_concurrent_streams: 128,
+            max_connections_per_ip: 32,
+            body_read_timeout: Duration::from_secs(5),
+            client_ca: None,
             rules: RulesConfig::default(),
             cluster: Arc::new(Offline),
             caches: None,
@@ -119,6 +125,9 @@ pub fn settings_for(dir: &Path, opts: &Options) -> ServerSettings {
         max_admin_connections: opts.max_admin_connections,
         idle_timeout: opts.idle_timeout,
         http2_max_concurrent_streams: opts.http2_max_concurrent_streams,
+        max_connections_per_ip: opts.max_connections_per_ip,
+        body_read_timeout: opts.body_read_timeout,
+        client_ca: opts.client_ca.clone(),
     }
 }
 
@@ -271,4 +280,85 @@ pub async fn admin_get(addr: SocketAddr, path: &str) -> (u16, String) {
     let status = raw.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
     let body = raw.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
     (status, body)
+}
+
+/// A TCP connection to `addr` from the loopback address `source` (any of 127.0.0.0/8 works on
+/// Linux): tells a well-behaved client apart from a noisy one on the same machine.
+pub async fn connect_from(source: &str, addr: SocketAddr) -> tokio::net::TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{source}:0").parse().unwrap()).unwrap();
+    socket.connect(addr).await.unwrap()
+}
+
+/// A TLS connection from `source` trusting `ca_pem`, with these ALPN protocols.
+pub async fn tls_from(
+    source: &str,
+    addr: SocketAddr,
+    ca_pem: &str,
+    alpn: &[&[u8]],
+) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    let mut tls = client_tls(&[ca_pem], rustls::ALL_VERSIONS);
+    tls.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    let tcp = connect_from(source, addr).await;
+    tokio_rustls::TlsConnector::from(Arc::new(tls)).connect("localhost".try_into().unwrap(), tcp).await.unwrap()
+}
+
+/// Posts `body` to `path` over an open HTTP/1.1 connection and reads the answer (headers and
+/// `Content-Length` bytes): the status code and the whole text; status 0 if the connection
+/// closed or `limit` passed first.
+pub async fn http1_post<S>(conn: &mut S, path: &str, body: &[u8], limit: Duration) -> (u16, String)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    let mut request = head.into_bytes();
+    request.extend_from_slice(body);
+    if conn.write_all(&request).await.is_err() || conn.flush().await.is_err() {
+        return (0, String::new());
+    }
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let until = tokio::time::Instant::now() + limit;
+    while let Ok(Ok(n)) = tokio::time::timeout_at(until, conn.read(&mut chunk)).await {
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&buf);
+        if let Some((head, rest)) = text.split_once("\r\n\r\n") {
+            let length = head.lines().find_map(|l| {
+                l.to_ascii_lowercase().strip_prefix("content-length:").and_then(|v| v.trim().parse::<usize>().ok())
+            });
+            if length.is_some_and(|n| rest.len() >= n) {
+                let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+                return (status, text.into_owned());
+            }
+        }
+    }
+    (0, String::from_utf8_lossy(&buf).into_owned())
+}
+
+/// Fetches a plain-HTTP admin path from the loopback address `source`: (status, body), status 0
+/// when the connection closed without an answer.
+pub async fn admin_get_from(source: &str, addr: SocketAddr, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = connect_from(source, addr).await;
+    let _ =
+        stream.write_all(format!("GET {path} HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n").as_bytes()).await;
+    let mut raw = String::new();
+    let _ = stream.read_to_string(&mut raw).await;
+    let status = raw.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = raw.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (status, body)
+}
+
+/// Whether the peer closes `stream` within `limit` (EOF or a reset), reading and discarding.
+pub async fn closes_within<S: tokio::io::AsyncRead + Unpin>(stream: &mut S, limit: Duration) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut sink = Vec::new();
+    tokio::time::timeout(limit, stream.read_to_end(&mut sink)).await.is_ok()
 }
