@@ -760,6 +760,24 @@ fn general_cases() -> Vec<Case> {
         Cluster::Offline,
         Expect::denied(400, "bad-object", &["request.object is not a valid TrainJob at metadata.labels.replicas"]),
     );
+    // The objects of an UPDATE name another TrainJob than the request: no API server sends that,
+    // and answering would tell a direct caller about another object's JobSet.
+    let mut foreign = Review::update(
+        &id("foreign"),
+        stopped_job.clone(),
+        stopped_job.clone().with(key, overrides(f, Placement::A100)),
+    );
+    foreign.namespace = "other-team".to_string();
+    add(
+        "bad-object-foreign-namespace",
+        review(foreign),
+        Cluster::Offline,
+        Expect::denied(
+            400,
+            "bad-object",
+            &["request.oldObject is ml-team/llama, but the request is for other-team/llama"],
+        ),
+    );
     add(
         "bad-object-not-an-object",
         review(Review::create(&id("bad-string"), json!("llama"))),

@@ -112,12 +112,36 @@ pub fn validate(input: &DecodedInput<'_, '_>, config: &RulesConfig, cluster: &dy
                 return Decision::allow(Rule::U0);
             }
             match (input.old_object, input.object) {
-                (Some(old), Some(new)) => validate_update(input, old, new, config, cluster),
+                (Some(old), Some(new)) => match foreign_object(input, old, new) {
+                    Some(bad) => bad,
+                    None => validate_update(input, old, new, config, cluster),
+                },
                 (None, _) => missing("oldObject"),
                 (_, None) => missing("object"),
             }
         }
     }
+}
+
+/// The API server always sends an UPDATE of the object it names; a review whose objects name
+/// another namespace or name was not sent by it. Refusing it keeps a direct caller from reading
+/// the JobSet state of another object through the gate's messages.
+fn foreign_object(input: &DecodedInput<'_, '_>, old: &TrainJobView<'_>, new: &TrainJobView<'_>) -> Option<Decision> {
+    for (what, object) in [("oldObject", old), ("object", new)] {
+        let name_differs = !input.name.is_empty() && !object.name().is_empty() && object.name() != input.name;
+        let namespace_differs =
+            !input.namespace.is_empty() && object.namespace().is_some_and(|ns| !ns.is_empty() && ns != input.namespace);
+        if name_differs || namespace_differs {
+            return Some(Decision::bad_request(format!(
+                "request.{what} is {}/{}, but the request is for {}/{}: the API server never sends that",
+                object.namespace().unwrap_or(""),
+                object.name(),
+                input.namespace,
+                input.name
+            )));
+        }
+    }
+    None
 }
 
 pub(crate) fn missing(field: &str) -> Decision {
