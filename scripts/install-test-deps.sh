@@ -2,7 +2,7 @@
 # Installs what `make test` needs on a fresh machine. Idempotent and quick when all is present.
 # Tools that are not Debian packages (or too old there) go to $TRAINGUARD_TOOLS (default
 # ~/.cache/trainguard-tools), whose bin/ the Makefile puts first on PATH:
-#   kubectl >= 1.27 (kustomize v5) and helm v3/v4  - render deploy/ in tests/deploy.rs
+#   kubectl >= 1.27 (kustomize v5) and helm v3/v4  - render deploy/ in tests/cli/deploy.rs
 #   actionlint, hadolint                           - lint .github/workflows and the Dockerfile
 set -euo pipefail
 
@@ -31,7 +31,7 @@ if ! command -v cargo-nextest >/dev/null 2>&1 && ! cargo nextest --version >/dev
   cargo install cargo-nextest --locked
 fi
 
-# git: tests/cli_validate.rs builds repositories for `validate --git-base`; python3 + venv: pip tools.
+# git: tests/cli/validate.rs builds repositories for `validate --git-base`; python3 + venv: pip tools.
 missing=()
 command -v git >/dev/null || missing+=(git)
 command -v python3 >/dev/null || missing+=(python3)

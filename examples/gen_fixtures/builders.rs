@@ -1,7 +1,7 @@
 //! Building blocks of the admission fixtures: TrainJobs as the API server stores them, the
 //! AdmissionReviews it sends, JobSets and Jobs as `kubectl get -o json` prints them, and the
 //! expected verdicts. Shared by `examples/gen_fixtures` (writes the files) and
-//! `tests/fixtures_fresh.rs` (checks the committed files are what this code produces).
+//! `tests/admission/fixtures_fresh.rs` (checks the committed files are what this code produces).
 
 use serde_json::{Map, Value, json};
 

@@ -1,6 +1,6 @@
 //! Writes the admission fixtures (`fixtures/admission/`, `fixtures/bench/`) from the table in
 //! `cases.rs`. Run `cargo run --example gen_fixtures` after changing the table; commit the files.
-//! `tests/fixtures_fresh.rs` fails while the committed files differ from what this produces.
+//! `tests/admission/fixtures_fresh.rs` fails while the committed files differ from what this produces.
 
 mod builders;
 mod cases;

@@ -1,6 +1,6 @@
 //! AdmissionReview bytes → `trainguard::admission::review` (decode + decide + response), on both
 //! endpoints and both `--suspend-rule` settings, against a cluster where the gate has evidence.
-//! The answer is checked with the same properties as tests/fuzz_review.rs: no panic, uid echoed,
+//! The answer is checked with the same properties as tests/admission/fuzz_review.rs: no panic, uid echoed,
 //! bounded non-empty denial messages, and a mutating patch that applies and is idempotent.
 #![no_main]
 

@@ -24,7 +24,7 @@ use serde_json::json;
 
 use crate::certgen::{GeneratedChain, generate_chain};
 
-/// Names in `deploy/base` the generated files refer to; `tests/deploy.rs` checks they agree.
+/// Names in `deploy/base` the generated files refer to; `tests/cli/deploy.rs` checks they agree.
 pub const DEFAULT_SERVICE: &str = "trainguard-webhook";
 pub const DEFAULT_NAMESPACE: &str = "trainguard-system";
 pub const DEFAULT_SECRET: &str = "trainguard-tls";

@@ -195,7 +195,7 @@ pub fn run(args: ServeArgs, log_format: LogFormat) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Everything `/metrics` exports (tests/monitoring.rs checks dashboards and alerts against it).
+/// Everything `/metrics` exports (tests/cli/monitoring.rs checks dashboards and alerts against it).
 pub fn metrics_registry(
     log_lines_dropped: crate::log_writer::DroppedLines,
 ) -> (Registry, WebhookMetrics, crate::controller::Metrics) {

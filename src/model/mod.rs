@@ -1,6 +1,6 @@
 //! Minimal serde views of the objects trainguard reads. Each view names only the fields a rule
 //! reads and skips the rest without building it; unknown fields are always tolerated.
-//! `tests/differential.rs` pins these views to the full `kube` / `k8s-openapi` types.
+//! `tests/admission/differential.rs` pins these views to the full `kube` / `k8s-openapi` types.
 
 /// `kube::Resource` for a slim view of a kind known at compile time.
 macro_rules! static_resource {

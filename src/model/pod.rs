@@ -1,5 +1,5 @@
 //! Slim views of core/v1 `Pod` and `Node`: what the node-failure rule reads (docs/controller.md (Node failure)).
-//! `tests/controller_model.rs` pins them to the full k8s-openapi types.
+//! `tests/controller/model.rs` pins them to the full k8s-openapi types.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::core::{ClusterResourceScope, NamespaceResourceScope};

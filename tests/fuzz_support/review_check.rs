@@ -1,5 +1,5 @@
 //! The properties every answer of `trainguard::admission::review` must have, shared by the
-//! time-bounded test (`tests/fuzz_review.rs`) and the libFuzzer target (`fuzz/fuzz_targets/review.rs`).
+//! time-bounded test (`tests/admission/fuzz_review.rs`) and the libFuzzer target (`fuzz/fuzz_targets/review.rs`).
 
 use k8s_openapi::ByteString;
 use serde::Deserialize;

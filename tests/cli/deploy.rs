@@ -456,7 +456,7 @@ fn webhooks_match_the_server_routes_and_the_spec() {
             }]),
             "{name}: namespace-level opt-out"
         );
-        // The expressions themselves are evaluated in tests/admission_cel.rs.
+        // The expressions themselves are evaluated in tests/admission/admission_cel.rs.
         assert_eq!(
             w.match_conditions,
             reinvocation.is_none(),

@@ -3,8 +3,8 @@
 //! answers for the same review — the server adds transport, never a different decision — and
 //! `trainguard review` prints those same bytes (spec: the CLI and the server cannot disagree).
 
-mod common;
-mod support;
+use crate::common;
+use crate::support;
 
 use std::sync::Arc;
 

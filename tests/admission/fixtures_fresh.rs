@@ -1,12 +1,7 @@
 //! The committed fixtures are exactly what `examples/gen_fixtures` writes: edit the table in
 //! `examples/gen_fixtures/cases.rs`, run `cargo run --example gen_fixtures`, commit both.
 
-#[path = "../examples/gen_fixtures/builders.rs"]
-#[allow(dead_code)]
-mod builders;
-#[path = "../examples/gen_fixtures/cases.rs"]
-#[allow(dead_code)]
-mod cases;
+use crate::{builders, cases};
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -24,7 +24,7 @@ fn trainguard(dir: &Path, args: &[&str], stdin: Option<&[u8]>) -> Output {
     let mut child = Command::new(bin())
         .args(args)
         // The fixtures mix the override fields of several Trainer releases to exercise the
-        // rules; the schema check has its own tests (tests/cli_schema.rs).
+        // rules; the schema check has its own tests (tests/cli/schema.rs).
         .env("TRAINGUARD_SCHEMA", "off")
         .current_dir(dir)
         .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })

@@ -10,7 +10,7 @@ use trainguard::admission::{self, Endpoint, RulesConfig, SuspendRule};
 use trainguard::cluster::{ClusterView, Offline, StaticView};
 use trainguard::manifests;
 
-/// The binary under test; `TRAINGUARD_BIN` overrides it (see tests/cli_validate.rs).
+/// The binary under test; `TRAINGUARD_BIN` overrides it (see tests/cli/validate.rs).
 fn bin() -> PathBuf {
     std::env::var_os("TRAINGUARD_BIN").map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_trainguard")), PathBuf::from)
 }

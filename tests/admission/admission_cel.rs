@@ -6,9 +6,8 @@
 //!   TrainJob makes the expression fail (an error would apply `failurePolicy: Fail`);
 //! - the opt-out ValidatingAdmissionPolicy: the same rule as the webhook's O1, also for CREATE.
 
-mod common;
-#[path = "../benches/payloads.rs"]
-mod payloads;
+use crate::common;
+use crate::payloads;
 
 use std::path::Path;
 

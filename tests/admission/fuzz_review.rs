@@ -19,8 +19,7 @@ use serde_json::{Value, json};
 use trainguard::admission::{Endpoint, RulesConfig, SuspendRule};
 use trainguard::cluster::{ChildJobState, JobSetState, StaticView};
 
-#[path = "fuzz_support/review_check.rs"]
-mod review_check;
+use crate::review_check;
 
 // ---------------------------------------------------------------------------------------------
 // Realistic inputs

@@ -1,0 +1,9 @@
+//! The command line and what ships: `validate`, `review`, the schema check, the GitHub Action, deploy manifests and monitoring.
+//! One test binary; each file is a module, run by `cargo nextest` one test per process.
+
+mod action;
+mod deploy;
+mod monitoring;
+mod review;
+mod schema;
+mod validate;

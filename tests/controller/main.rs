@@ -1,0 +1,12 @@
+//! The companion controller: the pure planner, the executor and live loop against a fake API server, `trainguard plan`.
+//! One test binary; each file is a module, run by `cargo nextest` one test per process.
+
+#[path = "../controller_support/mod.rs"]
+mod controller_support;
+
+mod execute;
+mod live;
+mod model;
+mod plan;
+mod plan_cli;
+mod state;

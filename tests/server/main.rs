@@ -1,0 +1,16 @@
+//! The HTTPS server and what runs around it: fixtures over real TLS, limits, lifecycle, memory, certificates, the cluster cache.
+//! One test binary; each file is a module, run by `cargo nextest` one test per process.
+
+#[path = "../common/mod.rs"]
+mod common;
+#[path = "../support/mod.rs"]
+mod support;
+
+mod certs;
+mod cli_serve;
+mod cluster_cache;
+mod server_fixtures;
+mod server_lifecycle;
+mod server_limits;
+mod server_memory;
+mod server_tls;
