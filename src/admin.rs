@@ -10,12 +10,7 @@ use axum::routing::get;
 use http::{StatusCode, header};
 use prometheus_client::registry::Registry;
 
-/// Caches that must have synced once before the webhook is ready.
-pub trait CacheStatus: Send + Sync {
-    /// Names of the caches that have not listed their objects yet (a cache whose CRD is absent
-    /// counts as synced).
-    fn unsynced(&self) -> Vec<&'static str>;
-}
+use crate::cluster::CacheStatus;
 
 /// `/readyz`: certificates loaded, listener up, caches synced once; false from shutdown on.
 /// A watch that breaks later does not flip it: with `failurePolicy: Fail`, an unready webhook
@@ -43,10 +38,6 @@ impl Readiness {
 
     pub fn set_shutting_down(&self) {
         self.shutting_down.store(true, Ordering::SeqCst);
-    }
-
-    pub fn is_shutting_down(&self) -> bool {
-        self.shutting_down.load(Ordering::SeqCst)
     }
 
     /// Why the webhook is not ready; empty when it is.

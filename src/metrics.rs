@@ -61,7 +61,7 @@ pub struct ResultLabels {
 /// `trainguard_log_lines_dropped_total`: log lines the log writer dropped because its buffer was
 /// full (read from the writer's own counter at scrape time).
 #[derive(Debug)]
-pub struct LogLinesDropped(pub crate::log_writer::DroppedLines);
+pub struct LogLinesDropped(pub crate::logging::writer::DroppedLines);
 
 impl prometheus_client::encoding::EncodeMetric for LogLinesDropped {
     fn encode(&self, encoder: prometheus_client::encoding::MetricEncoder) -> Result<(), std::fmt::Error> {
@@ -314,7 +314,7 @@ mod tests {
                 Ok(())
             }
         }
-        let (writer, _guard) = crate::log_writer::spawn(Slow, 16).unwrap();
+        let (writer, _guard) = crate::logging::writer::spawn(Slow, 16).unwrap();
         let mut registry = Registry::default();
         LogLinesDropped(writer.dropped()).register(&mut registry);
         assert!(exported(&registry).contains("trainguard_log_lines_dropped_total 0"), "{}", exported(&registry));

@@ -1,6 +1,7 @@
 //! Command-line shells around the core: each subcommand wires the same admission and planner
 //! functions to a different source of input.
 
+pub mod args;
 pub mod certs;
 pub mod check;
 pub mod lines;
@@ -17,7 +18,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::config::LogFormat;
+use crate::logging::LogFormat;
 
 #[derive(Debug, Parser)]
 #[command(

@@ -13,9 +13,9 @@ use clap::{Args, ValueEnum};
 
 use super::state;
 
+use super::args::RulesArgs;
 use crate::admission::{self, Endpoint};
 use crate::cluster::{ClusterView, Offline};
-use crate::config::RulesArgs;
 use crate::manifests::Limits;
 
 /// Largest request read, as the server's default body limit (docs/webhook.md §1).

@@ -11,11 +11,13 @@ use clap::Args;
 use clap::builder::BoolishValueParser;
 use prometheus_client::registry::Registry;
 
-use crate::admin::CacheStatus;
+use super::args::RulesArgs;
 use crate::admission::Endpoint;
 use crate::certgen;
+use crate::cluster::CacheStatus;
 use crate::cluster::{ClusterView, Offline};
-use crate::config::{LogFormat, RulesArgs, parse_duration};
+use crate::duration::parse as parse_duration;
+use crate::logging::LogFormat;
 use crate::metrics::WebhookMetrics;
 use crate::server::{self, ServerSettings};
 
@@ -186,7 +188,7 @@ impl ServeArgs {
 /// Parses and installs everything, then serves until SIGTERM or SIGINT.
 pub fn run(args: ServeArgs, log_format: LogFormat) -> anyhow::Result<ExitCode> {
     // Held to the end: dropping it flushes the queued log lines.
-    let logging = crate::telemetry::init(log_format).context("starting the log writer thread")?;
+    let logging = crate::logging::init(log_format).context("starting the log writer thread")?;
     crate::server::tls::install_default_provider();
     let mode = args.cluster_mode()?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
@@ -197,7 +199,7 @@ pub fn run(args: ServeArgs, log_format: LogFormat) -> anyhow::Result<ExitCode> {
 
 /// Everything `/metrics` exports (tests/cli/monitoring.rs checks dashboards and alerts against it).
 pub fn metrics_registry(
-    log_lines_dropped: crate::log_writer::DroppedLines,
+    log_lines_dropped: crate::logging::writer::DroppedLines,
 ) -> (Registry, WebhookMetrics, crate::controller::Metrics) {
     let mut registry = Registry::default();
     let metrics = WebhookMetrics::register(&mut registry);
@@ -210,7 +212,7 @@ pub fn metrics_registry(
 async fn serve(
     mut args: ServeArgs,
     mode: ClusterMode,
-    log_lines_dropped: crate::log_writer::DroppedLines,
+    log_lines_dropped: crate::logging::writer::DroppedLines,
 ) -> anyhow::Result<()> {
     tracing::info!(version = crate::build_info::VERSION, commit = crate::build_info::COMMIT, "trainguard starting");
     let default_bind = |dev: &str, prod: &str| -> SocketAddr {

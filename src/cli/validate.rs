@@ -15,13 +15,13 @@ use anyhow::Context as _;
 use clap::Args;
 use serde_json::value::RawValue;
 
+use super::args::RulesArgs;
 use super::check::{self, Checked, Context, NewObject, OldObject};
 use super::lines;
 use super::parallel;
 use super::report::{OutputFormat, Reporter};
 use super::state;
 use crate::cluster::{ClusterView, Offline};
-use crate::config::RulesArgs;
 use crate::manifests::{self, Document, GitBlob, Limits, ManifestError, RawFile, Revision, Source};
 use crate::model::TrainJobView;
 use crate::trainer::TrainerVersion;

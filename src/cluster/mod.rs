@@ -34,3 +34,10 @@ pub async fn client(kubeconfig: &Option<PathBuf>) -> Result<kube::Client, Client
     };
     Ok(kube::Client::try_from(config)?)
 }
+
+/// Caches that must have synced once before the webhook is ready (`/readyz`).
+pub trait CacheStatus: Send + Sync {
+    /// Names of the caches that have not listed their objects yet (a cache whose CRD is absent
+    /// counts as synced).
+    fn unsynced(&self) -> Vec<&'static str>;
+}

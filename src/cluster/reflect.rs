@@ -22,8 +22,8 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use tokio_util::sync::CancellationToken;
 
+use super::CacheStatus;
 use super::view::{ChildJobState, ClusterView, GateFacts, JobSetFacts, JobSetState};
-use crate::admin::CacheStatus;
 use crate::metrics::{CacheLabels, WebhookMetrics};
 use crate::model::jobset::{BatchJobView, JOBSET_NAME_LABEL, JobSetView};
 
@@ -39,7 +39,7 @@ pub struct CompactJobSet {
 
 impl From<&JobSetView> for CompactJobSet {
     fn from(js: &JobSetView) -> Self {
-        let state = js.state();
+        let state = JobSetState::from(js);
         CompactJobSet {
             deleting: state.deleting,
             replicated: state.replicated_jobs.into_iter().map(|(n, a)| (n.into_boxed_str(), a)).collect(),
@@ -58,7 +58,7 @@ pub struct CompactJob {
 
 impl From<&BatchJobView> for CompactJob {
     fn from(job: &BatchJobView) -> Self {
-        let s = job.state();
+        let s = ChildJobState::from(job);
         CompactJob { name: s.name.into_boxed_str(), active: s.active, terminating: s.terminating, deleting: s.deleting }
     }
 }

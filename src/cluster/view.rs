@@ -1,5 +1,6 @@
 //! The `ClusterView` trait and its simplest implementations.
 
+use crate::model::jobset::{BatchJobView, JobSetView};
 use std::collections::HashMap;
 
 /// What the gate (docs/webhook.md §4) knows about one TrainJob's JobSet and its child Jobs.
@@ -119,7 +120,7 @@ impl StaticView {
                         serde_json::from_value(object.clone()).map_err(|e| StateError::decode("JobSet", object, e))?;
                     let ns = js.metadata.namespace.clone().unwrap_or_else(|| "default".into());
                     let name = js.metadata.name.clone().unwrap_or_default();
-                    self.insert_jobset(&ns, &name, js.state());
+                    self.insert_jobset(&ns, &name, JobSetState::from(&js));
                     used += 1;
                 }
                 ("batch", "Job") => {
@@ -127,7 +128,7 @@ impl StaticView {
                         serde_json::from_value(object.clone()).map_err(|e| StateError::decode("Job", object, e))?;
                     if let Some(jobset) = job.jobset_name() {
                         let ns = job.metadata.namespace.clone().unwrap_or_else(|| "default".into());
-                        self.insert_job(&ns, jobset, job.state());
+                        self.insert_job(&ns, jobset, ChildJobState::from(&job));
                         used += 1;
                     }
                 }
@@ -153,5 +154,31 @@ impl StateError {
         let meta = object.get("metadata");
         let field = |k: &str| meta.and_then(|m| m.get(k)).and_then(|v| v.as_str()).unwrap_or("");
         StateError { kind, name: format!("{}/{}", field("namespace"), field("name")), source }
+    }
+}
+
+impl From<&JobSetView> for JobSetState {
+    fn from(js: &JobSetView) -> Self {
+        JobSetState {
+            deleting: js.metadata.deletion_timestamp.is_some(),
+            replicated_jobs: js
+                .status
+                .iter()
+                .flat_map(|s| s.replicated_jobs_status.iter().flatten())
+                .map(|r| (r.name.clone(), r.active.unwrap_or(0)))
+                .collect(),
+        }
+    }
+}
+
+impl From<&BatchJobView> for ChildJobState {
+    fn from(job: &BatchJobView) -> Self {
+        let status = job.status.as_ref();
+        ChildJobState {
+            name: job.metadata.name.clone().unwrap_or_default(),
+            active: status.and_then(|s| s.active).unwrap_or(0),
+            terminating: status.and_then(|s| s.terminating),
+            deleting: job.metadata.deletion_timestamp.is_some(),
+        }
     }
 }

@@ -127,7 +127,7 @@ pub struct PlannerArgs {
     pub ttl: bool,
 
     /// Extra wait after a job's TTL expires, so an operator that does its own TTL acts first.
-    #[arg(long, env = "TRAINGUARD_TTL_GRACE", value_parser = parse_duration, default_value = "30s")]
+    #[arg(long, env = "TRAINGUARD_TTL_GRACE", value_parser = crate::duration::parse_signed, default_value = "30s")]
     pub ttl_grace: SignedDuration,
 
     /// Propagation policy of the TTL delete.
@@ -135,7 +135,7 @@ pub struct PlannerArgs {
     pub ttl_propagation: Propagation,
 
     /// How long a suspended job may keep pods or lack its Suspended condition before it is reported.
-    #[arg(long, env = "TRAINGUARD_SUSPEND_STUCK_AFTER", value_parser = parse_duration, default_value = "2m")]
+    #[arg(long, env = "TRAINGUARD_SUSPEND_STUCK_AFTER", value_parser = crate::duration::parse_signed, default_value = "2m")]
     pub suspend_stuck_after: SignedDuration,
 
     /// Opt-in remedy: move ttlSecondsAfterFinished of a stuck suspended job into an annotation,
@@ -146,7 +146,7 @@ pub struct PlannerArgs {
     pub stash_ttl_on_stuck_suspend: bool,
 
     /// How long a Kueue Workload may be Admitted while its job stays suspended before it is reported.
-    #[arg(long, env = "TRAINGUARD_ADMITTED_SUSPENDED_AFTER", value_parser = parse_duration, default_value = "5m")]
+    #[arg(long, env = "TRAINGUARD_ADMITTED_SUSPENDED_AFTER", value_parser = crate::duration::parse_signed, default_value = "5m")]
     pub admitted_suspended_after: SignedDuration,
 
     /// Which node states allow force-deleting a training pod stuck Terminating on them
@@ -155,11 +155,11 @@ pub struct PlannerArgs {
     pub node_failure: NodeFailureMode,
 
     /// How long a node must be NotReady (with the NoExecute taint) before it counts as unhealthy.
-    #[arg(long, env = "TRAINGUARD_NODE_NOT_READY_FOR", value_parser = parse_duration, default_value = "5m")]
+    #[arg(long, env = "TRAINGUARD_NODE_NOT_READY_FOR", value_parser = crate::duration::parse_signed, default_value = "5m")]
     pub node_not_ready_for: SignedDuration,
 
     /// How long past its deletionTimestamp a pod must be stuck before its deletion is escalated.
-    #[arg(long, env = "TRAINGUARD_FORCE_DELETE_AFTER", value_parser = parse_duration, default_value = "2m")]
+    #[arg(long, env = "TRAINGUARD_FORCE_DELETE_AFTER", value_parser = crate::duration::parse_signed, default_value = "2m")]
     pub force_delete_after: SignedDuration,
 
     /// Safety brake: pause force deletes in a zone when more than 2 of its nodes, and at least this
@@ -245,42 +245,6 @@ pub fn resolve_lease_namespace(flag: Option<&str>, pod_namespace: Option<&str>) 
         .to_string()
 }
 
-/// Parses a duration like `30s`, `2m`, `1h30m`, `500ms` or `0` (Go's notation, without fractions).
-pub fn parse_duration(text: &str) -> Result<SignedDuration, String> {
-    let text = text.trim();
-    if text == "0" {
-        return Ok(SignedDuration::ZERO);
-    }
-    if text.is_empty() {
-        return Err("empty duration; expected e.g. 30s, 2m, 1h30m".to_string());
-    }
-    let mut total_ms: i64 = 0;
-    let mut rest = text;
-    while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
-        if digits == 0 {
-            return Err(format!("invalid duration {text:?}: expected a number at {rest:?} (e.g. 30s, 2m, 1h30m)"));
-        }
-        let value: i64 = rest[..digits].parse().map_err(|_| format!("invalid duration {text:?}: number too large"))?;
-        rest = &rest[digits..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
-        let unit_ms = match &rest[..unit_len] {
-            "ms" => 1,
-            "s" => 1_000,
-            "m" => 60_000,
-            "h" => 3_600_000,
-            "" => return Err(format!("invalid duration {text:?}: missing unit (ms, s, m or h)")),
-            other => return Err(format!("invalid duration {text:?}: unknown unit {other:?} (use ms, s, m or h)")),
-        };
-        rest = &rest[unit_len..];
-        total_ms = value
-            .checked_mul(unit_ms)
-            .and_then(|v| total_ms.checked_add(v))
-            .ok_or_else(|| format!("invalid duration {text:?}: too large"))?;
-    }
-    Ok(SignedDuration::from_millis(total_ms))
-}
-
 fn parse_fraction(text: &str) -> Result<f64, String> {
     let value: f64 = text.trim().parse().map_err(|_| format!("invalid fraction {text:?}: expected a number"))?;
     if (0.0..=1.0).contains(&value) {
@@ -293,31 +257,6 @@ fn parse_fraction(text: &str) -> Result<f64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations() {
-        let cases: &[(&str, Result<i64, &str>)] = &[
-            ("30s", Ok(30_000)),
-            ("2m", Ok(120_000)),
-            ("1h30m", Ok(5_400_000)),
-            ("500ms", Ok(500)),
-            ("0", Ok(0)),
-            ("0s", Ok(0)),
-            ("", Err("empty duration")),
-            ("5", Err("missing unit")),
-            ("5d", Err("unknown unit")),
-            ("m5", Err("expected a number")),
-            ("-5s", Err("expected a number")),
-        ];
-        for (text, want) in cases {
-            let got = parse_duration(text).map(|d| d.as_millis() as i64);
-            match (got, want) {
-                (Ok(g), Ok(w)) => assert_eq!(g, *w, "{text}"),
-                (Err(g), Err(w)) => assert!(g.contains(w), "{text}: {g}"),
-                (g, w) => panic!("{text}: got {g:?}, want {w:?}"),
-            }
-        }
-    }
 
     #[test]
     fn fractions() {

@@ -123,9 +123,6 @@ impl Snapshot {
     pub fn pod_uids(&self) -> impl Iterator<Item = &Str> {
         self.pods.values().map(|p| &p.uid)
     }
-    pub fn pods_len(&self) -> usize {
-        self.pods.len()
-    }
     pub fn node(&self, name: &str) -> Option<&NodeFacts> {
         self.nodes.get(name)
     }

@@ -245,10 +245,6 @@ impl ControllerState {
         self.timers.next()
     }
 
-    pub fn has_dirty(&self) -> bool {
-        self.synced && !self.dirty.is_empty()
-    }
-
     /// Plans every dirty key not in flight; returns the work to execute. Before the first full
     /// sync nothing is planned (a partial cache must not look like a missing node or job).
     pub fn plan_dirty(&mut self, now: Timestamp) -> Vec<(Key, KeyPlan, Option<Work>)> {

@@ -2,10 +2,8 @@
 //! admission gate reads. Used by the watch-fed caches and by `--state` files alike.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::core::{ApiResource, DynamicResourceScope};
+use kube::core::DynamicResourceScope;
 use serde::{Deserialize, Serialize};
-
-use crate::cluster::{ChildJobState, JobSetState};
 
 pub const JOBSET_GROUP: &str = "jobset.x-k8s.io";
 pub const JOBSET_VERSION: &str = "v1alpha2";
@@ -44,20 +42,6 @@ fn null_as_default<'de, D: serde::Deserializer<'de>, T: Deserialize<'de> + Defau
     Option::<T>::deserialize(d).map(Option::unwrap_or_default)
 }
 
-impl JobSetView {
-    pub fn state(&self) -> JobSetState {
-        JobSetState {
-            deleting: self.metadata.deletion_timestamp.is_some(),
-            replicated_jobs: self
-                .status
-                .iter()
-                .flat_map(|s| s.replicated_jobs_status.iter().flatten())
-                .map(|r| (r.name.clone(), r.active.unwrap_or(0)))
-                .collect(),
-        }
-    }
-}
-
 static_resource!(
     JobSetView,
     DynamicResourceScope,
@@ -66,10 +50,6 @@ static_resource!(
     kind = JOBSET_KIND,
     plural = JOBSET_PLURAL
 );
-
-pub fn jobset_api_resource() -> ApiResource {
-    ApiResource::erase::<JobSetView>(&())
-}
 
 /// A child `batch/v1` Job, reduced to what G3 and G5 read.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -94,16 +74,6 @@ impl BatchJobView {
     /// The JobSet this Job belongs to, from its `jobset.sigs.k8s.io/jobset-name` label.
     pub fn jobset_name(&self) -> Option<&str> {
         self.metadata.labels.as_ref()?.get(JOBSET_NAME_LABEL).map(String::as_str)
-    }
-
-    pub fn state(&self) -> ChildJobState {
-        let status = self.status.as_ref();
-        ChildJobState {
-            name: self.metadata.name.clone().unwrap_or_default(),
-            active: status.and_then(|s| s.active).unwrap_or(0),
-            terminating: status.and_then(|s| s.terminating),
-            deleting: self.metadata.deletion_timestamp.is_some(),
-        }
     }
 }
 

@@ -3,7 +3,7 @@
 //! keeps its own borrowed view (`trainjob.rs`), which never outlives one request.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::core::{ApiResource, DynamicResourceScope};
+use kube::core::DynamicResourceScope;
 use serde::{Deserialize, Serialize};
 
 use super::kubeflow_v1::JobConditionView;
@@ -64,7 +64,3 @@ static_resource!(
     kind = TRAINJOB_KIND,
     plural = TRAINJOB_RESOURCE
 );
-
-pub fn trainjob_api_resource() -> ApiResource {
-    ApiResource::erase::<TrainJobStateView>(&())
-}

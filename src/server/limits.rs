@@ -13,7 +13,7 @@ pub fn parse_timeout_query(query: Option<&str>) -> Option<Duration> {
         .split('&')
         .filter_map(|pair| pair.split_once('='))
         .find(|(k, _)| *k == "timeout")
-        .and_then(|(_, v)| parse_go_duration(v))
+        .and_then(|(_, v)| crate::duration::parse(v).ok())
         .map(|d| d.min(MAX_TIMEOUT))
 }
 
@@ -24,61 +24,9 @@ pub fn handler_deadline(timeout: Duration) -> Duration {
     timeout - margin
 }
 
-/// Parses Go's `time.Duration` text (`10s`, `1m30s`, `500ms`, `1.5s`). Negative or empty: None.
-pub fn parse_go_duration(s: &str) -> Option<Duration> {
-    if s.is_empty() {
-        return None;
-    }
-    if s == "0" {
-        return Some(Duration::ZERO);
-    }
-    let mut total = 0f64;
-    let mut rest = s;
-    while !rest.is_empty() {
-        let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
-        if num_len == 0 {
-            return None;
-        }
-        let value: f64 = rest[..num_len].parse().ok()?;
-        rest = &rest[num_len..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
-        let scale = match &rest[..unit_len] {
-            "ns" => 1e-9,
-            "us" | "µs" | "μs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return None,
-        };
-        rest = &rest[unit_len..];
-        total += value * scale;
-    }
-    Duration::try_from_secs_f64(total).ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn go_durations() {
-        let cases: &[(&str, Option<Duration>)] = &[
-            ("10s", Some(Duration::from_secs(10))),
-            ("1m30s", Some(Duration::from_secs(90))),
-            ("500ms", Some(Duration::from_millis(500))),
-            ("1.5s", Some(Duration::from_millis(1500))),
-            ("0", Some(Duration::ZERO)),
-            ("", None),
-            ("10", None),
-            ("s", None),
-            ("-1s", None),
-            ("10x", None),
-        ];
-        for (text, want) in cases {
-            assert_eq!(parse_go_duration(text), *want, "{text}");
-        }
-    }
 
     #[test]
     fn timeout_query() {

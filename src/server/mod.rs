@@ -30,8 +30,9 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::admin::{self, CacheStatus, Readiness};
+use crate::admin::{self, Readiness};
 use crate::admission::RulesConfig;
+use crate::cluster::CacheStatus;
 use crate::cluster::ClusterView;
 use crate::metrics::WebhookMetrics;
 

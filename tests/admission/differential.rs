@@ -187,7 +187,7 @@ fn jobset_and_job_views_agree_with_full_decodes() {
             Some("JobSet") => {
                 jobsets += 1;
                 let ours: JobSetView = serde_json::from_value(item.clone()).expect("JobSetView decodes");
-                let state = ours.state();
+                let state = trainguard::cluster::JobSetState::from(&ours);
                 assert_eq!(
                     ours.metadata.name.as_deref(),
                     item.pointer("/metadata/name").and_then(Value::as_str),
@@ -216,7 +216,7 @@ fn jobset_and_job_views_agree_with_full_decodes() {
                         .map(String::as_str),
                     "{case}"
                 );
-                assert_eq!(ours.state(), child_state_from_full(&full), "{case}");
+                assert_eq!(trainguard::cluster::ChildJobState::from(&ours), child_state_from_full(&full), "{case}");
             }
             other => panic!("{case}: unexpected kind {other:?} in a state file"),
         }

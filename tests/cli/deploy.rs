@@ -18,8 +18,8 @@ use tower::ServiceExt as _;
 use trainguard::admin::Readiness;
 use trainguard::cli::serve::ServeArgs;
 use trainguard::cli::{Cli, Command as Subcommand};
-use trainguard::config::LogFormat;
 use trainguard::controller::config::{Mode, resolve_lease_namespace};
+use trainguard::logging::LogFormat;
 
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, RuleWithOperations, ValidatingWebhookConfiguration, WebhookClientConfig,

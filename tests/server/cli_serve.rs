@@ -22,7 +22,7 @@ fn refuses_to_guess_without_cluster_configuration() {
         (&[], &[], "no cluster configuration"),
         (&["--offline", "--kubeconfig", "/nonexistent"], &[], "cannot be used with"),
         (&[], &[("TRAINGUARD_OFFLINE", "maybe")], "invalid value 'maybe'"),
-        (&["--cache-stale-after", "soon"], &[], "is not a duration like 30s"),
+        (&["--cache-stale-after", "soon"], &[], "invalid duration \"soon\": expected a number"),
     ];
     for (args, env, want) in cases {
         let out = trainguard().arg("serve").args(*args).envs(env.iter().copied()).output().unwrap();

@@ -78,7 +78,7 @@ pub struct Options {
     pub client_ca: Option<PathBuf>,
     pub rules: RulesConfig,
     pub cluster: Arc<dyn ClusterView>,
-    pub caches: Option<Arc<dyn trainguard::admin::CacheStatus>>,
+    pub caches: Option<Arc<dyn trainguard::cluster::CacheStatus>>,
 }
 
 impl Default for Options {

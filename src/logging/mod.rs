@@ -1,5 +1,5 @@
 //! Logging setup: text for people, JSON lines for log pipelines. `RUST_LOG` refines the level.
-//! Lines go through a bounded in-memory buffer to a writer thread ([`crate::log_writer`]), so a
+//! Lines go through a bounded in-memory buffer to a writer thread ([`writer`]), so a
 //! storm of denials is never bound by how fast stderr drains; when the buffer is full, lines are
 //! dropped and counted (`trainguard_log_lines_dropped_total`) rather than blocking a request.
 
@@ -7,8 +7,9 @@ use tracing::Subscriber;
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
-use crate::config::LogFormat;
-use crate::log_writer::{self, DroppedLines, WriterGuard};
+pub mod writer;
+
+use writer::{DroppedLines, WriterGuard};
 
 /// Bytes of log lines waiting for stderr before lines are dropped (~16k denial lines).
 const BUFFERED_BYTES: usize = 4 << 20;
@@ -21,7 +22,7 @@ pub struct Logging {
 
 pub fn init(format: LogFormat) -> std::io::Result<Logging> {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let (writer, guard) = log_writer::spawn(std::io::stderr(), BUFFERED_BYTES)?;
+    let (writer, guard) = writer::spawn(std::io::stderr(), BUFFERED_BYTES)?;
     let dropped = writer.dropped();
     // Colour only on a terminal: escape codes in a file or a log collector are noise.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
@@ -40,4 +41,12 @@ where
         LogFormat::Text => Box::new(builder.finish()),
         LogFormat::Json => Box::new(builder.json().flatten_event(true).with_current_span(false).finish()),
     }
+}
+
+/// `--log-format`: text for people, JSON lines for log pipelines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Default)]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
 }

@@ -1,7 +1,7 @@
-//! Option groups shared by several commands. Every flag is also an environment variable
+//! Argument groups shared by several commands. Every flag is also an environment variable
 //! `TRAINGUARD_<FLAG>`.
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 
 use crate::admission::{RulesConfig, SuspendRule};
 use crate::model::{DEFAULT_MANAGED_BY, DEFAULT_OPT_OUT_GROUPS, MULTIKUEUE_MANAGED_BY};
@@ -44,16 +44,4 @@ impl RulesArgs {
             opt_out_groups: self.opt_out_groups.clone(),
         }
     }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
-pub enum LogFormat {
-    #[default]
-    Text,
-    Json,
-}
-
-/// Parses a duration flag written like Kubernetes and Go do (`30s`, `5m`, `1m30s`, `500ms`).
-pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    crate::server::limits::parse_go_duration(s).ok_or_else(|| format!("{s:?} is not a duration like 30s, 5m or 1m30s"))
 }
