@@ -2,7 +2,6 @@
 
 #![forbid(unsafe_code)]
 
-pub mod admin;
 pub mod admission;
 pub mod build_info;
 pub mod certgen;
@@ -12,7 +11,6 @@ pub mod controller;
 pub mod duration;
 pub mod logging;
 pub mod manifests;
-pub mod metrics;
 pub mod model;
 pub mod rbac;
 pub mod server;

@@ -18,7 +18,7 @@ use crate::cluster::CacheStatus;
 use crate::cluster::{ClusterView, Offline};
 use crate::duration::parse as parse_duration;
 use crate::logging::LogFormat;
-use crate::metrics::WebhookMetrics;
+use crate::server::metrics::WebhookMetrics;
 use crate::server::{self, ServerSettings};
 
 const DEFAULT_BIND: &str = "0.0.0.0:9443";
@@ -205,7 +205,7 @@ pub fn metrics_registry(
     let metrics = WebhookMetrics::register(&mut registry);
     let controller_metrics = crate::controller::Metrics::register(&mut registry);
     crate::build_info::register(&mut registry);
-    crate::metrics::LogLinesDropped(log_lines_dropped).register(&mut registry);
+    crate::server::metrics::LogLinesDropped(log_lines_dropped).register(&mut registry);
     (registry, metrics, controller_metrics)
 }
 

@@ -24,8 +24,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::CacheStatus;
 use super::view::{ChildJobState, ClusterView, GateFacts, JobSetFacts, JobSetState};
-use crate::metrics::{CacheLabels, WebhookMetrics};
 use crate::model::jobset::{BatchJobView, JOBSET_NAME_LABEL, JobSetView};
+use crate::server::metrics::{CacheLabels, WebhookMetrics};
 
 pub const JOBSETS: &str = "jobsets";
 pub const JOBS: &str = "jobs";

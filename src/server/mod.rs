@@ -6,10 +6,12 @@
 //! ([`budget`]). The admin port keeps a few slots for probes only ([`PROBE_SLOTS`]), so a full
 //! admin port still answers `/healthz` and `/readyz`.
 
+pub mod admin;
 pub mod body;
 pub mod budget;
 pub mod conn;
 pub mod limits;
+pub mod metrics;
 pub mod peers;
 pub mod reload;
 pub mod routes;
@@ -30,11 +32,11 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::admin::{self, Readiness};
 use crate::admission::RulesConfig;
 use crate::cluster::CacheStatus;
 use crate::cluster::ClusterView;
-use crate::metrics::WebhookMetrics;
+use admin::Readiness;
+use metrics::WebhookMetrics;
 
 /// Everything the server needs besides the cluster view.
 #[derive(Debug, Clone)]

@@ -13,7 +13,7 @@ use rustls::sign::CertifiedKey;
 use tokio_util::sync::CancellationToken;
 
 use super::tls::{LoadedPair, TlsError, load_pair, unix_now};
-use crate::metrics::{ReasonLabels, ResultLabels, WebhookMetrics};
+use crate::server::metrics::{ReasonLabels, ResultLabels, WebhookMetrics};
 
 pub struct CertReloader {
     pub cert_path: PathBuf,

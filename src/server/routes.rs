@@ -23,7 +23,7 @@ use super::conn::ConnService;
 use super::limits::{DEFAULT_TIMEOUT, handler_deadline, parse_timeout_query};
 use crate::admission::{self, Decision, Endpoint, ErrorType, FieldError, ProtocolError, Rule, RulesConfig};
 use crate::cluster::ClusterView;
-use crate::metrics::{DecisionLabels, WebhookCodeLabels, WebhookMetrics, WebhookSeries, code_label};
+use crate::server::metrics::{DecisionLabels, WebhookCodeLabels, WebhookMetrics, WebhookSeries, code_label};
 
 /// What every admission request needs; cloned per request (one Arc).
 #[derive(Clone)]

@@ -15,11 +15,11 @@ use std::time::Duration;
 use clap::{Parser as _, ValueEnum as _};
 use prometheus_client::registry::Registry;
 use tower::ServiceExt as _;
-use trainguard::admin::Readiness;
 use trainguard::cli::serve::ServeArgs;
 use trainguard::cli::{Cli, Command as Subcommand};
 use trainguard::controller::config::{Mode, resolve_lease_namespace};
 use trainguard::logging::LogFormat;
+use trainguard::server::admin::Readiness;
 
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, RuleWithOperations, ValidatingWebhookConfiguration, WebhookClientConfig,
@@ -797,7 +797,7 @@ fn webhook_only_install_grants_only_what_the_webhook_reads() {
 
 /// The status the real admin router answers for GET `path` (before readiness: /readyz is 503).
 fn admin_status(path: &str) -> http::StatusCode {
-    let router = trainguard::admin::router(Arc::new(Readiness::new(None)), Arc::new(Registry::default()));
+    let router = trainguard::server::admin::router(Arc::new(Readiness::new(None)), Arc::new(Registry::default()));
     let request = http::Request::get(path).body(axum::body::Body::empty()).unwrap();
     let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
     runtime.block_on(router.oneshot(request)).unwrap().status()

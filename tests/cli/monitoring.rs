@@ -191,7 +191,7 @@ fn tool(name: &str) -> PathBuf {
 /// fills it. A family added later and not touched here makes the check fail, never pass.
 fn every_family() -> BTreeSet<String> {
     use trainguard::controller::metrics as c;
-    use trainguard::metrics as w;
+    use trainguard::server::metrics as w;
     let (registry, web, ctl) = trainguard::cli::serve::metrics_registry(Default::default());
     let webhook = "/validate-trainer-kubeflow-org-v1alpha1-trainjob";
     web.requests.get_or_create(&w::WebhookCodeLabels { webhook, code: "200" }).inc();

@@ -21,8 +21,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 use trainguard::admission::{Endpoint, RulesConfig};
 use trainguard::cluster::Offline;
-use trainguard::metrics::WebhookMetrics;
 use trainguard::server::ServerSettings;
+use trainguard::server::metrics::WebhookMetrics;
 use x509_parser::extensions::GeneralName;
 
 const SERVICE: &str = "guard";

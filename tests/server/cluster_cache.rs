@@ -179,9 +179,9 @@ async fn start_with_cache(client: kube::Client, stale_after: Duration) -> (TestS
 async fn start_with_cache_metrics(
     client: kube::Client,
     stale_after: Duration,
-) -> (TestServer, Arc<ClusterCache>, trainguard::metrics::WebhookMetrics) {
+) -> (TestServer, Arc<ClusterCache>, trainguard::server::metrics::WebhookMetrics) {
     let mut registry = prometheus_client::registry::Registry::default();
-    let metrics = trainguard::metrics::WebhookMetrics::register(&mut registry);
+    let metrics = trainguard::server::metrics::WebhookMetrics::register(&mut registry);
     let cache = ClusterCache::start(client, stale_after, metrics.clone(), tokio_util::sync::CancellationToken::new());
     let server = start(Options { cluster: cache.clone(), caches: Some(cache.clone()), ..Default::default() }).await;
     (server, cache, metrics)
@@ -284,7 +284,7 @@ async fn a_watch_told_404_after_the_sync_relists_instead_of_emptying_the_cache()
     let (mut server, cache, metrics) = start_with_cache_metrics(client, Duration::from_secs(60)).await;
     eventually("synced", async || admin_get(server.admin, "/readyz").await.0 == 200).await;
     assert_eq!(cache.jobset_count(), 1);
-    let labels = trainguard::metrics::CacheLabels { cache: "jobsets" };
+    let labels = trainguard::server::metrics::CacheLabels { cache: "jobsets" };
     let vanished = || metrics.cache_resource_vanished.get_or_create(&labels).get();
 
     // The JobSet watch now answers 404 while lists still work: the cache lists again and keeps

@@ -652,7 +652,7 @@ async fn limits_that_cannot_work_are_refused_at_start() {
     ];
     for (opts, want) in cases {
         let mut registry = prometheus_client::registry::Registry::default();
-        let metrics = trainguard::metrics::WebhookMetrics::register(&mut registry);
+        let metrics = trainguard::server::metrics::WebhookMetrics::register(&mut registry);
         let started = trainguard::server::start(
             settings_for(dir.path(), opts),
             opts.cluster.clone(),

@@ -293,7 +293,7 @@ async fn startup_fails_clearly_on_a_bad_certificate() {
     for (cert, key, want) in cases {
         write(&cert, &key);
         let mut registry = prometheus_client::registry::Registry::default();
-        let metrics = trainguard::metrics::WebhookMetrics::register(&mut registry);
+        let metrics = trainguard::server::metrics::WebhookMetrics::register(&mut registry);
         let err = trainguard::server::start(
             settings_for(dir.path(), &Options::default()),
             Arc::new(trainguard::cluster::Offline),
@@ -359,7 +359,7 @@ async fn client_ca_requires_a_client_certificate_signed_by_it() {
     let dir = tempfile::tempdir().unwrap();
     write_secret_volume(dir.path(), &chain(), 1);
     let mut registry = prometheus_client::registry::Registry::default();
-    let metrics = trainguard::metrics::WebhookMetrics::register(&mut registry);
+    let metrics = trainguard::server::metrics::WebhookMetrics::register(&mut registry);
     let started = trainguard::server::start(
         settings_for(dir.path(), &opts),
         opts.cluster.clone(),

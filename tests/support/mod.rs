@@ -19,7 +19,7 @@ use rustls_pki_types::pem::PemObject;
 use trainguard::admission::RulesConfig;
 use trainguard::certgen::{GeneratedChain, generate_chain};
 use trainguard::cluster::{ClusterView, Offline};
-use trainguard::metrics::WebhookMetrics;
+use trainguard::server::metrics::WebhookMetrics;
 use trainguard::server::{self, RunningServer, ServerSettings};
 
 pub const VALIDATE: &str = "/validate-trainer-kubeflow-org-v1alpha1-trainjob";
