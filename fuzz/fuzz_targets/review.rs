@@ -10,7 +10,7 @@ use libfuzzer_sys::fuzz_target;
 use trainguard::admission::{Endpoint, RulesConfig, SuspendRule};
 use trainguard::cluster::{ChildJobState, JobSetState, StaticView};
 
-#[path = "../../tests/fuzz_support/review_check.rs"]
+#[path = "../../tests/support/fuzz.rs"]
 mod review_check;
 
 /// `ml-team/llama` (the name the seeds use) has a running JobSet, an active child Job and a

@@ -6,8 +6,8 @@
 //!   TrainJob makes the expression fail (an error would apply `failurePolicy: Fail`);
 //! - the opt-out ValidatingAdmissionPolicy: the same rule as the webhook's O1, also for CREATE.
 
-use crate::common;
 use crate::payloads;
+use crate::support::fixtures as common;
 
 use std::path::Path;
 

@@ -6,7 +6,7 @@
 //! - which TrainJobs fail to decode, against Kubeflow Trainer's own field types;
 //! - the response bytes written field by field, against kube's `AdmissionReview` serialised.
 
-use crate::common;
+use crate::support::fixtures as common;
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;

@@ -2,7 +2,7 @@
 //! deep nesting neither overflows the stack nor slips a change through, and no body whatever
 //! makes `review` panic; every answered review echoes the request's uid.
 
-use crate::common;
+use crate::support::fixtures as common;
 
 use std::sync::OnceLock;
 

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use trainguard::admission::{Endpoint, RulesConfig, SuspendRule};
 use trainguard::cluster::{ChildJobState, JobSetState, StaticView};
 
-use crate::review_check;
+use crate::support::fuzz as review_check;
 
 // ---------------------------------------------------------------------------------------------
 // Realistic inputs

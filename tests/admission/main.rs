@@ -8,12 +8,11 @@ mod builders;
 #[path = "../../examples/gen_fixtures/cases.rs"]
 #[allow(dead_code)]
 mod cases;
-#[path = "../common/mod.rs"]
-mod common;
 #[path = "../../benches/payloads.rs"]
 mod payloads;
-#[path = "../fuzz_support/review_check.rs"]
-mod review_check;
+
+#[path = "../support/mod.rs"]
+mod support;
 
 mod admission_cel;
 mod differential;

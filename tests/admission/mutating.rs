@@ -1,7 +1,7 @@
 //! docs/webhook.md §7: the defaulting patch applies, adds without overwriting, leaves the overrides alone,
 //! escapes its JSON pointers, and is idempotent (reviewing the patched object yields no patch).
 
-use crate::common;
+use crate::support::fixtures as common;
 
 use proptest::prelude::*;
 use serde_json::{Value, json};

@@ -2,7 +2,7 @@
 //! outcome, allowed, status code, audit rule, message, warnings, patch, uid echo, and the denial
 //! format of docs/webhook.md §6 (see `common::check_verdict`).
 
-use crate::common;
+use crate::support::fixtures as common;
 
 use std::collections::BTreeSet;
 

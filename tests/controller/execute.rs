@@ -2,7 +2,7 @@
 //! preconditions, grace periods and patch bodies; 404 / 409 / 500 handling; report mode writing
 //! nothing; and every request checked against the API-call table (`trainguard::rbac`).
 
-use crate::controller_support;
+use crate::support::controller as controller_support;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! against the fake API server: absent CRDs skipped, actions taken on the initial list and on watch
 //! events, report mode writing nothing, no requests at all while nothing changes, and the Lease.
 
-use crate::controller_support;
+use crate::support::controller as controller_support;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! Planner scenarios (docs/controller.md, "How it decides" through "Node failure"), time-stepped: each case is a set of objects and the
 //! exact actions the planner takes at successive instants (seconds after T0).
 
-use crate::controller_support;
+use crate::support::controller as controller_support;
 
 use std::collections::HashMap;
 

@@ -1,7 +1,7 @@
 //! The live controller's bookkeeping without a runtime: exact timers (no polling), events once per
 //! episode, in-flight work, backoff, the first full sync, relists, and the gauges.
 
-use crate::controller_support;
+use crate::support::controller as controller_support;
 
 use std::collections::HashSet;
 

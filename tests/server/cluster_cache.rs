@@ -1,7 +1,7 @@
 //! Cluster mode: the JobSet/Job caches fed by kube-rs watchers through kube's real client,
 //! against an in-test fake of the list and watch calls they make.
 
-use crate::support;
+use crate::support::tls as support;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -3,8 +3,8 @@
 //! answers for the same review — the server adds transport, never a different decision — and
 //! `trainguard review` prints those same bytes (spec: the CLI and the server cannot disagree).
 
-use crate::common;
-use crate::support;
+use crate::support::fixtures as common;
+use crate::support::tls as support;
 
 use std::sync::Arc;
 

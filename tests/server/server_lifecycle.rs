@@ -1,6 +1,6 @@
 //! Certificate rotation under load and graceful shutdown, on the real server.
 
-use crate::support;
+use crate::support::tls as support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

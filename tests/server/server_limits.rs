@@ -7,7 +7,7 @@
 //! Attacks come from 127.0.0.1; the well-behaved client whose review must still be answered
 //! comes from 127.0.0.2, as a pod and the API server have different addresses.
 
-use crate::support;
+use crate::support::tls as support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -4,7 +4,7 @@
 //! ~450 MiB, and a normal review on another connection must still be answered in under 2 s.
 //! Loopback only; about 10 s.
 
-use crate::support;
+use crate::support::tls as support;
 
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
