@@ -290,7 +290,7 @@ pub fn blocking_finalizers(pod: &PodFacts) -> Vec<&str> {
     pod.finalizers.iter().map(|f| &**f).filter(|f| *f != JOB_TRACKING_FINALIZER).collect()
 }
 
-/// docs/controller.md (Node failure) for one pod at `now`.
+/// docs/controller.md (Node failure) for one pod at `now`: each step returns early when it decides.
 pub fn plan(
     pod: &PodFacts,
     snapshot: &Snapshot,
@@ -303,79 +303,88 @@ pub fn plan(
     let (Some(deletion), Some(node_name)) = (pod.deletion, pod.node.as_ref()) else { return };
     let Ok(job) = owning_job(pod, snapshot) else { return };
     let target = pod_target(pod);
-
     if pod.deletion_grace_seconds == Some(0) {
-        // Already escalated. Ours and still held by a finalizer the Job controller will not remove?
-        let blocking = blocking_finalizers(pod);
-        if pod.disrupted_by_trainguard && !blocking.is_empty() {
-            out.push(
-                Rule::NodeFailure,
-                event(
-                    config,
-                    &target,
-                    EventType::Warning,
-                    Reason::PodBlockedByFinalizers,
-                    finalizers_message(&blocking, "was"),
-                    finalizers_episode(&blocking),
-                ),
-            );
-        }
+        plan_escalated(pod, &target, config, out);
         return;
     }
-
     let node = snapshot.node(node_name);
     let health = node_health(node, snapshot.nodes_listed(), config);
     if matches!(health.state, NodeState::Ready | NodeState::Unknown) {
         // A node that is Ready again cancels everything: the kubelet finishes the deletion itself.
         return;
     }
-    let stuck_at = plus(deletion, config.force_delete_after);
-    let past = now >= stuck_at;
-    if past {
-        out.observations.push(Observation::PodStuck(health.state));
+    let stuck = Stuck { pod, target, job, node_name, health, deletion, now, config };
+    if stuck.plan_not_yet(out) || stuck.braked(node, zones, budget, out) {
+        return;
     }
-    let kueue_until = kueue_window_end(pod, deletion);
-    let node_from = trusted_from(config.node_failure, &health);
-    let fire_from = node_from.map(|f| f.max(escalate_from(pod, deletion, config)));
-    let stuck_for = fmt_duration(now.duration_since(deletion));
-    let node_state = health.state.as_str();
+    stuck.plan_force_delete(out);
+}
 
-    if fire_from.is_none_or(|f| now < f) {
+/// Already escalated (grace period 0). Ours and still held by a finalizer the Job controller will
+/// not remove? Say so.
+fn plan_escalated(pod: &PodFacts, target: &Target, config: &PlanConfig, out: &mut KeyPlan) {
+    let blocking = blocking_finalizers(pod);
+    if pod.disrupted_by_trainguard && !blocking.is_empty() {
+        out.push(
+            Rule::NodeFailure,
+            event(
+                config,
+                target,
+                EventType::Warning,
+                Reason::PodBlockedByFinalizers,
+                finalizers_message(&blocking, "was"),
+                finalizers_episode(&blocking),
+            ),
+        );
+    }
+}
+
+/// A pod terminating on a node that is not Ready: what the steps after the guards share.
+struct Stuck<'a> {
+    pod: &'a PodFacts,
+    target: Target,
+    job: Target,
+    node_name: &'a Str,
+    health: NodeHealth,
+    deletion: Timestamp,
+    now: Timestamp,
+    config: &'a PlanConfig,
+}
+
+impl Stuck<'_> {
+    fn stuck_for(&self) -> String {
+        fmt_duration(self.now.duration_since(self.deletion))
+    }
+
+    /// Not escalated yet (too early, the node not trusted dead, Kueue's window, or off): a
+    /// Warning once it is stuck past `--force-delete-after`, and a requeue when something may
+    /// change. True when it decided.
+    fn plan_not_yet(&self, out: &mut KeyPlan) -> bool {
+        let Stuck { pod, deletion, now, config, .. } = *self;
+        let stuck_at = plus(deletion, config.force_delete_after);
+        let past = now >= stuck_at;
         if past {
-            let why = match (config.node_failure.effective(), node_from, fire_from) {
-                (NodeFailureMode::Off, _, _) => "--node-failure=off".to_string(),
-                (_, Some(n), Some(f)) if kueue_until == Some(f) && n < f => format!(
-                    "the pod carries {KUEUE_FORCE_DELETE_ANNOTATION}: left to Kueue's own force delete until {f}"
-                ),
-                (_, _, Some(f)) => {
-                    format!("its deletion is escalated at {f}, once the node has been unhealthy long enough")
-                }
-                (NodeFailureMode::OutOfService, _, None) => {
-                    "--node-failure=out-of-service acts only on deleted or out-of-service nodes".to_string()
-                }
-                (NodeFailureMode::Unreachable, _, None) if health.state == NodeState::NotReady => {
-                    "its kubelet still reports (Ready=False), so it can finish the deletion itself; \
-                     --node-failure=unreachable acts only on nodes whose kubelet is gone, deleted or out-of-service \
-                     nodes (--node-failure=not-ready would act)"
-                        .to_string()
-                }
-                (NodeFailureMode::Unreachable, _, None) => {
-                    "the node has no node.kubernetes.io/unreachable NoExecute taint yet".to_string()
-                }
-                (_, _, None) => {
-                    "the node has no node.kubernetes.io/unreachable or not-ready NoExecute taint yet".to_string()
-                }
-            };
+            out.observations.push(Observation::PodStuck(self.health.state));
+        }
+        let node_from = trusted_from(config.node_failure, &self.health);
+        let fire_from = node_from.map(|f| f.max(escalate_from(pod, deletion, config)));
+        if fire_from.is_some_and(|f| now >= f) {
+            return false;
+        }
+        if past {
+            let why = self.not_yet_because(node_from, fire_from);
             out.push(
                 Rule::NodeFailure,
                 event(
                     config,
-                    &target,
+                    &self.target,
                     EventType::Warning,
                     Reason::PodStuckTerminating,
                     format!(
-                        "Pod has been terminating for {stuck_for} on node {node_name} ({node_state}); not \
-                         force-deleted: {why}"
+                        "Pod has been terminating for {} on node {} ({}); not force-deleted: {why}",
+                        self.stuck_for(),
+                        self.node_name,
+                        self.health.state.as_str()
                     ),
                     "stuck".to_string(),
                 ),
@@ -383,33 +392,68 @@ pub fn plan(
         }
         let wake = if past { fire_from } else { Some(stuck_at) };
         if let Some(at) = wake {
-            out.push(Rule::NodeFailure, Action::Requeue { target, at, why: "force-delete-after" });
+            out.push(Rule::NodeFailure, Action::Requeue { target: self.target.clone(), at, why: "force-delete-after" });
         }
-        return;
+        true
     }
 
-    if let Some(trip) = zones.trip(node_name, node, config.pause_unhealthy_fraction) {
-        out.push(
-            Rule::NodeFailure,
-            event(
-                config,
-                &target,
-                EventType::Warning,
-                Reason::ForceDeleteSuppressed,
-                brake_message(&trip, config, "re-evaluated on every node change"),
-                trip.metric_reason().to_string(),
-            ),
-        );
-        return;
+    /// Why a pod stuck past `--force-delete-after` is not force-deleted yet.
+    fn not_yet_because(&self, node_from: Option<Timestamp>, fire_from: Option<Timestamp>) -> String {
+        let kueue_until = kueue_window_end(self.pod, self.deletion);
+        match (self.config.node_failure.effective(), node_from, fire_from) {
+            (NodeFailureMode::Off, _, _) => "--node-failure=off".to_string(),
+            (_, Some(n), Some(f)) if kueue_until == Some(f) && n < f => {
+                format!("the pod carries {KUEUE_FORCE_DELETE_ANNOTATION}: left to Kueue's own force delete until {f}")
+            }
+            (_, _, Some(f)) => {
+                format!("its deletion is escalated at {f}, once the node has been unhealthy long enough")
+            }
+            (NodeFailureMode::OutOfService, _, None) => {
+                "--node-failure=out-of-service acts only on deleted or out-of-service nodes".to_string()
+            }
+            (NodeFailureMode::Unreachable, _, None) if self.health.state == NodeState::NotReady => {
+                "its kubelet still reports (Ready=False), so it can finish the deletion itself; \
+                 --node-failure=unreachable acts only on nodes whose kubelet is gone, deleted or out-of-service \
+                 nodes (--node-failure=not-ready would act)"
+                    .to_string()
+            }
+            (NodeFailureMode::Unreachable, _, None) => {
+                "the node has no node.kubernetes.io/unreachable NoExecute taint yet".to_string()
+            }
+            (_, _, None) => {
+                "the node has no node.kubernetes.io/unreachable or not-ready NoExecute taint yet".to_string()
+            }
+        }
     }
-    if !budget.bucket.try_take(now) {
+
+    /// The brakes: the zone's (or cluster's) share of unhealthy nodes, then the rate limit. True
+    /// when one holds the force delete back.
+    fn braked(&self, node: Option<&NodeFacts>, zones: &ZoneHealth, budget: &mut Budget<'_>, out: &mut KeyPlan) -> bool {
+        let Stuck { config, now, .. } = *self;
+        if let Some(trip) = zones.trip(self.node_name, node, config.pause_unhealthy_fraction) {
+            out.push(
+                Rule::NodeFailure,
+                event(
+                    config,
+                    &self.target,
+                    EventType::Warning,
+                    Reason::ForceDeleteSuppressed,
+                    brake_message(&trip, config, "re-evaluated on every node change"),
+                    trip.metric_reason().to_string(),
+                ),
+            );
+            return true;
+        }
+        if budget.bucket.try_take(now) {
+            return false;
+        }
         let next = budget.bucket.next_token_at(now, budget.waiting);
         budget.waiting += 1;
         out.push(
             Rule::NodeFailure,
             event(
                 config,
-                &target,
+                &self.target,
                 EventType::Warning,
                 Reason::ForceDeleteSuppressed,
                 format!(
@@ -420,81 +464,88 @@ pub fn plan(
             ),
         );
         if let Some(at) = next {
-            out.push(Rule::NodeFailure, Action::Requeue { target, at, why: "rate-limit" });
+            out.push(Rule::NodeFailure, Action::Requeue { target: self.target.clone(), at, why: "rate-limit" });
         }
-        return;
+        true
     }
 
-    // A terminal phase is never changed (PodGC and Kueue leave it too): a pod that Succeeded
-    // before its node died must not be counted as a failure.
-    let terminal = matches!(pod.phase, PodPhase::Succeeded | PodPhase::Failed);
-    if !terminal || !pod.disruption_target {
-        let mut status = json!({});
-        if !terminal {
-            status["phase"] = json!("Failed");
+    /// The force delete: the status patch before it, the delete, and the events after it.
+    fn plan_force_delete(&self, out: &mut KeyPlan) {
+        let Stuck { pod, deletion, now, config, node_name, .. } = *self;
+        let (target, job) = (&self.target, &self.job);
+        let node_state = self.health.state.as_str();
+        // A terminal phase is never changed (PodGC and Kueue leave it too): a pod that Succeeded
+        // before its node died must not be counted as a failure.
+        let terminal = matches!(pod.phase, PodPhase::Succeeded | PodPhase::Failed);
+        if !terminal || !pod.disruption_target {
+            let mut status = json!({});
+            if !terminal {
+                status["phase"] = json!("Failed");
+            }
+            if !pod.disruption_target {
+                status["conditions"] = json!([{
+                    "type": "DisruptionTarget",
+                    "status": "True",
+                    "reason": DISRUPTION_REASON,
+                    "message": format!("trainguard: node {node_name} is {node_state}; force-deleting the stuck pod"),
+                    "lastTransitionTime": now.to_string(),
+                }]);
+            }
+            let patch = json!({ "metadata": { "uid": &*pod.uid }, "status": status });
+            out.push(Rule::NodeFailure, Action::PatchPodStatus { target: target.clone(), patch });
         }
-        if !pod.disruption_target {
-            status["conditions"] = json!([{
-                "type": "DisruptionTarget",
-                "status": "True",
-                "reason": DISRUPTION_REASON,
-                "message": format!("trainguard: node {node_name} is {node_state}; force-deleting the stuck pod"),
-                "lastTransitionTime": now.to_string(),
-            }]);
-        }
-        let patch = json!({ "metadata": { "uid": &*pod.uid }, "status": status });
-        out.push(Rule::NodeFailure, Action::PatchPodStatus { target: target.clone(), patch });
-    }
-    out.push(
-        Rule::NodeFailure,
-        Action::ForceDeletePod {
-            target: target.clone(),
-            job: job.clone(),
-            node: node_name.clone(),
-            node_state: health.state,
-            stuck_since: deletion,
-        },
-    );
-    let mut message = format!(
-        "{} pod {} (grace period 0): node {node_name} is {node_state}, pod terminating since {deletion} ({stuck_for})",
-        verb(config, "Force-deleted", "Would force-delete"),
-        pod.id
-    );
-    if let Some(until) = kueue_until {
-        message.push_str(&format!(
-            "; the pod carries {KUEUE_FORCE_DELETE_ANNOTATION}, but Kueue had not force-deleted it by {until}"
-        ));
-    }
-    for (on, related) in [(&target, &job), (&job, &target)] {
-        let mut done = event(
-            config,
-            on,
-            EventType::Normal,
-            Reason::ForceDeletedStuckPod,
-            message.clone(),
-            format!("pod:{}", pod.uid),
+        out.push(
+            Rule::NodeFailure,
+            Action::ForceDeletePod {
+                target: target.clone(),
+                job: job.clone(),
+                node: node_name.clone(),
+                node_state: self.health.state,
+                stuck_since: deletion,
+            },
         );
-        if let Action::Event(e) = &mut done {
-            e.after_write = true;
-            e.related = Some(related.clone());
-        }
-        out.push(Rule::NodeFailure, done);
-    }
-    // Predicted with the force delete (so `plan` shows it), published once the delete went through.
-    let blocking = blocking_finalizers(pod);
-    if !blocking.is_empty() {
-        let mut held = event(
-            config,
-            &target,
-            EventType::Warning,
-            Reason::PodBlockedByFinalizers,
-            finalizers_message(&blocking, verb(config, "was", "would be")),
-            finalizers_episode(&blocking),
+        let mut message = format!(
+            "{} pod {} (grace period 0): node {node_name} is {node_state}, pod terminating since {deletion} ({})",
+            verb(config, "Force-deleted", "Would force-delete"),
+            pod.id,
+            self.stuck_for()
         );
-        if let Action::Event(e) = &mut held {
-            e.after_write = true;
+        if let Some(until) = kueue_window_end(pod, deletion) {
+            message.push_str(&format!(
+                "; the pod carries {KUEUE_FORCE_DELETE_ANNOTATION}, but Kueue had not force-deleted it by {until}"
+            ));
         }
-        out.push(Rule::NodeFailure, held);
+        for (on, related) in [(target, job), (job, target)] {
+            let mut done = event(
+                config,
+                on,
+                EventType::Normal,
+                Reason::ForceDeletedStuckPod,
+                message.clone(),
+                format!("pod:{}", pod.uid),
+            );
+            if let Action::Event(e) = &mut done {
+                e.after_write = true;
+                e.related = Some(related.clone());
+            }
+            out.push(Rule::NodeFailure, done);
+        }
+        // Predicted with the force delete (so `plan` shows it), published once the delete went through.
+        let blocking = blocking_finalizers(pod);
+        if !blocking.is_empty() {
+            let mut held = event(
+                config,
+                target,
+                EventType::Warning,
+                Reason::PodBlockedByFinalizers,
+                finalizers_message(&blocking, verb(config, "was", "would be")),
+                finalizers_episode(&blocking),
+            );
+            if let Action::Event(e) = &mut held {
+                e.after_write = true;
+            }
+            out.push(Rule::NodeFailure, held);
+        }
     }
 }
 
