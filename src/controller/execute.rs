@@ -29,7 +29,8 @@ use super::events::EventSink;
 use super::facts::{JobFacts, NodeFacts, PodFacts, PodPhase, TrainJobFacts};
 use super::metrics::Metrics;
 use super::plan::node_failure::{
-    blocking_finalizers, brake_message, escalate_from, finalizers_episode, finalizers_message, node_health, trusted,
+    NodeHealth, blocking_finalizers, brake_message, escalate_from, finalizers_episode, finalizers_message, node_health,
+    trusted,
 };
 use super::plan::suspend::{RestoreVerdict, restore_patch, restore_verdict, stash_patch, v1_stuck};
 use super::plan::ttl::{TtlVerdict, delete_failed_message, trainjob_verdict, verdict};
@@ -512,63 +513,16 @@ impl Executor {
         published: &mut Vec<(Arc<str>, Reason, String)>,
     ) -> Step {
         let pods: Api<PodView> = Api::namespaced(self.client.clone(), &target.id.namespace);
-        let live = match pods.get_opt(&target.id.name).await {
-            Ok(Some(live)) => live,
-            Ok(None) => {
-                self.metrics.force_deletion("gone");
-                return Step::done(false);
-            }
-            Err(e) => {
-                warn!(error = %e, pod = %target.id, "force delete: live GET of the pod failed");
-                return Step::stop(Outcome::Failed);
-            }
+        let (pod, deletion) = match self.live_stuck_pod(&pods, target, node_name).await {
+            Ok(live) => live,
+            Err(step) => return step,
         };
-        let Ok(Some(pod)) = PodFacts::from_view(&live) else { return Step::stop(Outcome::Aborted) };
-        if pod.uid != target.uid {
-            // Recreated with the same name: the new pod is not ours to touch.
-            self.metrics.force_deletion("gone");
-            return Step::done(false);
-        }
-        let Some(deletion) = pod.deletion else { return Step::stop(Outcome::Aborted) };
-        if pod.deletion_grace_seconds == Some(0) {
-            return Step::done(false);
-        }
-        if pod.node.as_deref() != Some(node_name) {
-            return Step::stop(Outcome::Aborted);
-        }
-        let nodes: Api<NodeView> = Api::all(self.client.clone());
-        let node = match nodes.get_opt(node_name).await {
-            Ok(Some(n)) => match NodeFacts::from_view(&n) {
-                Ok(f) => Some(f),
-                Err(_) => return Step::stop(Outcome::Aborted),
-            },
-            Ok(None) => None,
-            Err(e) => {
-                warn!(error = %e, node = node_name, "force delete: live GET of the node failed");
-                return Step::stop(Outcome::Failed);
-            }
+        let (node, health) = match self.live_node_still_failed(target, node_name, &pod, deletion).await {
+            Ok(live) => live,
+            Err(step) => return step,
         };
-        let now = (self.clock)();
-        let health = node_health(node.as_ref(), true, &self.config);
-        if !trusted(self.config.node_failure, &health, now) || now < escalate_from(&pod, deletion, &self.config) {
-            info!(pod = %target.id, node = node_name, state = health.state.as_str(), "force delete: re-check says no");
-            return Step::stop(Outcome::Aborted);
-        }
-        // The brake on fresh counts: the node cache as it is now, with this node as just read.
-        let zones = self.shared.zones.load_full();
-        if let Some(trip) = zones.trip(node_name, node.as_ref(), self.config.pause_unhealthy_fraction) {
-            self.metrics.suppressed(trip.metric_reason());
-            let message = brake_message(
-                &trip,
-                &self.config,
-                &format!(
-                    "re-checked when the delete was due, on the current node cache and a live read of node {node_name}"
-                ),
-            );
-            let reason = trip.metric_reason().to_string();
-            let event = self.own_event(target, EventType::Warning, Reason::ForceDeleteSuppressed, message, reason);
-            self.publish_own(event, Rule::NodeFailure, published).await;
-            return Step::stop(Outcome::Suppressed);
+        if let Some(step) = self.brake_on_fresh_counts(target, node_name, node.as_ref(), published).await {
+            return step;
         }
         if self.report_mode() {
             self.metrics.force_deletion("would-delete");
@@ -577,22 +531,8 @@ impl Executor {
         if !self.leading() {
             return Step::stop(Outcome::Aborted);
         }
-        // Tokens are spent on deletes that are executed, not on plans (given back below when
-        // nothing was deleted after all).
-        let next_token = {
-            let mut bucket = self.shared.bucket.lock().unwrap_or_else(|e| e.into_inner());
-            if bucket.try_take(now) { None } else { Some(bucket.next_token_at(now, 0)) }
-        };
-        if let Some(next) = next_token {
-            self.metrics.suppressed("rate-limit");
-            let message = format!(
-                "Not force-deleting yet: rate limit of {} force deletes a minute reached",
-                self.config.max_force_deletes_per_minute
-            );
-            let event =
-                self.own_event(target, EventType::Warning, Reason::ForceDeleteSuppressed, message, "rate-limit".into());
-            self.publish_own(event, Rule::NodeFailure, published).await;
-            return Step::stop(next.map_or(Outcome::Suppressed, Outcome::RateLimited));
+        if let Some(step) = self.take_force_delete_token(target, published).await {
+            return step;
         }
         let step = self
             .status_patch_and_delete(
@@ -611,6 +551,123 @@ impl Executor {
             self.shared.bucket.lock().unwrap_or_else(|e| e.into_inner()).refund();
         }
         step
+    }
+
+    /// Re-check 1: the pod, read live, is the one planned (same UID), still terminating on the same
+    /// node, and not already escalated. Gone or recreated is done.
+    async fn live_stuck_pod(
+        &mut self,
+        pods: &Api<PodView>,
+        target: &Target,
+        node_name: &str,
+    ) -> Result<(PodFacts, Timestamp), Step> {
+        let live = match pods.get_opt(&target.id.name).await {
+            Ok(Some(live)) => live,
+            Ok(None) => {
+                self.metrics.force_deletion("gone");
+                return Err(Step::done(false));
+            }
+            Err(e) => {
+                warn!(error = %e, pod = %target.id, "force delete: live GET of the pod failed");
+                return Err(Step::stop(Outcome::Failed));
+            }
+        };
+        let Ok(Some(pod)) = PodFacts::from_view(&live) else { return Err(Step::stop(Outcome::Aborted)) };
+        if pod.uid != target.uid {
+            // Recreated with the same name: the new pod is not ours to touch.
+            self.metrics.force_deletion("gone");
+            return Err(Step::done(false));
+        }
+        let Some(deletion) = pod.deletion else { return Err(Step::stop(Outcome::Aborted)) };
+        if pod.deletion_grace_seconds == Some(0) {
+            return Err(Step::done(false));
+        }
+        if pod.node.as_deref() != Some(node_name) {
+            return Err(Step::stop(Outcome::Aborted));
+        }
+        Ok((pod, deletion))
+    }
+
+    /// Re-check 2: the node, read live, is still one `--node-failure` trusts to be dead, for long
+    /// enough.
+    async fn live_node_still_failed(
+        &self,
+        target: &Target,
+        node_name: &str,
+        pod: &PodFacts,
+        deletion: Timestamp,
+    ) -> Result<(Option<NodeFacts>, NodeHealth), Step> {
+        let nodes: Api<NodeView> = Api::all(self.client.clone());
+        let node = match nodes.get_opt(node_name).await {
+            Ok(Some(n)) => match NodeFacts::from_view(&n) {
+                Ok(f) => Some(f),
+                Err(_) => return Err(Step::stop(Outcome::Aborted)),
+            },
+            Ok(None) => None,
+            Err(e) => {
+                warn!(error = %e, node = node_name, "force delete: live GET of the node failed");
+                return Err(Step::stop(Outcome::Failed));
+            }
+        };
+        let now = (self.clock)();
+        let health = node_health(node.as_ref(), true, &self.config);
+        if !trusted(self.config.node_failure, &health, now) || now < escalate_from(pod, deletion, &self.config) {
+            info!(pod = %target.id, node = node_name, state = health.state.as_str(), "force delete: re-check says no");
+            return Err(Step::stop(Outcome::Aborted));
+        }
+        Ok((node, health))
+    }
+
+    /// Re-check 3: the brake on fresh counts, the node cache as it is now with this node as just
+    /// read. `Some` when it holds the delete back.
+    async fn brake_on_fresh_counts(
+        &mut self,
+        target: &Target,
+        node_name: &str,
+        node: Option<&NodeFacts>,
+        published: &mut Vec<(Arc<str>, Reason, String)>,
+    ) -> Option<Step> {
+        let zones = self.shared.zones.load_full();
+        let trip = zones.trip(node_name, node, self.config.pause_unhealthy_fraction)?;
+        self.metrics.suppressed(trip.metric_reason());
+        let message = brake_message(
+            &trip,
+            &self.config,
+            &format!(
+                "re-checked when the delete was due, on the current node cache and a live read of node {node_name}"
+            ),
+        );
+        let reason = trip.metric_reason().to_string();
+        let event = self.own_event(target, EventType::Warning, Reason::ForceDeleteSuppressed, message, reason);
+        self.publish_own(event, Rule::NodeFailure, published).await;
+        Some(Step::stop(Outcome::Suppressed))
+    }
+
+    /// Re-check 4: a token of the force-delete rate limit. Tokens are spent on deletes that are
+    /// executed, not on plans (given back when nothing was deleted after all). `Some` when none is
+    /// left.
+    async fn take_force_delete_token(
+        &mut self,
+        target: &Target,
+        published: &mut Vec<(Arc<str>, Reason, String)>,
+    ) -> Option<Step> {
+        let now = (self.clock)();
+        let next = {
+            let mut bucket = self.shared.bucket.lock().unwrap_or_else(|e| e.into_inner());
+            if bucket.try_take(now) {
+                return None;
+            }
+            bucket.next_token_at(now, 0)
+        };
+        self.metrics.suppressed("rate-limit");
+        let message = format!(
+            "Not force-deleting yet: rate limit of {} force deletes a minute reached",
+            self.config.max_force_deletes_per_minute
+        );
+        let event =
+            self.own_event(target, EventType::Warning, Reason::ForceDeleteSuppressed, message, "rate-limit".into());
+        self.publish_own(event, Rule::NodeFailure, published).await;
+        Some(Step::stop(next.map_or(Outcome::Suppressed, Outcome::RateLimited)))
     }
 
     /// Steps 3–5 of a force delete whose token is taken.
