@@ -24,11 +24,6 @@ where
         items.for_each(|item| sink(work(item)));
         return;
     }
-    struct Queue<I> {
-        items: I,
-        next: usize,
-        emitted: usize,
-    }
     let queue = Mutex::new(Queue { items, next: 0, emitted: 0 });
     let room = Condvar::new();
     let (tx, rx) = mpsc::channel::<(usize, R)>();
@@ -37,20 +32,7 @@ where
         for _ in 0..workers {
             let tx = tx.clone();
             scope.spawn(move || {
-                loop {
-                    let (index, item) = {
-                        let mut q = queue.lock().unwrap_or_else(PoisonError::into_inner);
-                        while q.next >= q.emitted + window {
-                            q = room.wait(q).unwrap_or_else(PoisonError::into_inner);
-                        }
-                        match q.items.next() {
-                            Some(item) => {
-                                q.next += 1;
-                                (q.next - 1, item)
-                            }
-                            None => break,
-                        }
-                    };
+                while let Some((index, item)) = Queue::take(queue, room, window) {
                     if tx.send((index, work(item))).is_err() {
                         break;
                     }
@@ -70,6 +52,27 @@ where
             room.notify_all();
         }
     });
+}
+
+/// The items not yet taken, how many were taken, and how many results were emitted in order.
+struct Queue<I> {
+    items: I,
+    next: usize,
+    emitted: usize,
+}
+
+impl<I: Iterator> Queue<I> {
+    /// The next item and its index, once it is within `window` of the last emitted result (so
+    /// that results held back for ordering stay bounded); `None` when the items are exhausted.
+    fn take(queue: &Mutex<Self>, room: &Condvar, window: usize) -> Option<(usize, I::Item)> {
+        let mut q = queue.lock().unwrap_or_else(PoisonError::into_inner);
+        while q.next >= q.emitted + window {
+            q = room.wait(q).unwrap_or_else(PoisonError::into_inner);
+        }
+        let item = q.items.next()?;
+        q.next += 1;
+        Some((q.next - 1, item))
+    }
 }
 
 #[cfg(test)]
