@@ -32,7 +32,7 @@ const ABSENT_RETRY: Duration = Duration::from_secs(300);
 
 /// Objects per page of an initial list. Each page is decoded, reduced to facts and dropped before
 /// the next is requested, so the memory a list needs is bounded by this, not by the cluster size.
-pub const PAGE_SIZE: u32 = 250;
+pub const PAGE_SIZE: u32 = 100;
 
 /// The watcher configuration of every source: paged initial lists of [`PAGE_SIZE`] objects.
 fn config() -> watcher::Config {
