@@ -392,8 +392,7 @@ async fn handle(fake: Arc<Fake>, req: Request<Incoming>) -> Result<Response<Resp
     }
     let selector = query_param(&query, "labelSelector");
     let Some(coll) = classify(&path, selector.as_deref()) else { return Ok(not_found()) };
-    if query_param(&query, "watch").as_deref() == Some("true") || query_param(&query, "watch").as_deref() == Some("1")
-    {
+    if query_param(&query, "watch").as_deref() == Some("true") || query_param(&query, "watch").as_deref() == Some("1") {
         let timeout = query_param(&query, "timeoutSeconds").and_then(|t| t.parse().ok()).unwrap_or(290u64);
         let rx = fake.events.get(&coll).map(|tx| tx.subscribe());
         let stream = futures::stream::unfold(rx, |rx| async move {
@@ -520,7 +519,8 @@ fn spawn_trainguard(args: &Args, kubeconfig: &std::path::Path, dir: &std::path::
         .env_remove("KUBECONFIG")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    cmd.spawn().unwrap_or_else(|e| panic!("starting {}: {e} (build it with `cargo build --release`)", args.binary.display()))
+    cmd.spawn()
+        .unwrap_or_else(|e| panic!("starting {}: {e} (build it with `cargo build --release`)", args.binary.display()))
 }
 
 fn main() {

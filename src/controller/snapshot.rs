@@ -270,9 +270,10 @@ impl Snapshot {
             facts.id = id.clone();
             // A job's (or JobSet's, or batch Job's) name and UID are shared by all its pods.
             facts.owner = match facts.owner {
-                PodOwner::V1 { job, uid } => {
-                    PodOwner::V1 { job: JobKey { kind: job.kind, id: self.intern_both(job.id) }, uid: self.intern(&uid) }
-                }
+                PodOwner::V1 { job, uid } => PodOwner::V1 {
+                    job: JobKey { kind: job.kind, id: self.intern_both(job.id) },
+                    uid: self.intern(&uid),
+                },
                 PodOwner::JobSet(js) => PodOwner::JobSet(self.intern_both(js)),
             };
             facts.controller_job = facts.controller_job.map(|(name, uid)| (self.intern(&name), self.intern(&uid)));
