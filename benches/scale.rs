@@ -83,7 +83,7 @@ fn parse_args() -> Args {
         }
     }
     if let Ok(dir) = std::env::var("CARGO_TARGET_DIR")
-        && a.binary == PathBuf::from("target/release/trainguard")
+        && a.binary.as_os_str() == "target/release/trainguard"
     {
         a.binary = PathBuf::from(dir).join("release/trainguard");
     }
@@ -637,19 +637,19 @@ fn main() {
                 rng ^= rng >> 7;
                 rng ^= rng << 17;
                 let mut obj = String::with_capacity(6 * 1024);
-                let jobset = rng % 2 == 0;
-                let coll;
-                if rv % every == 0 {
+                let jobset = rng.is_multiple_of(2);
+                let is_probe = rv.is_multiple_of(every);
+                let coll = if is_probe {
                     probe_pod(probe, (rng as usize / 2) % fake.cluster.jobs, rv, &mut obj);
-                    coll = Coll::V1Pods;
+                    Coll::V1Pods
                 } else {
                     training_pod(&fake.cluster, jobset, (rng as usize / 2) % fake.cluster.v1_pods(), rv, &mut obj);
-                    coll = if jobset { Coll::JobSetPods } else { Coll::V1Pods };
-                }
-                let kind = if rv % every == 0 { "ADDED" } else { "MODIFIED" };
+                    if jobset { Coll::JobSetPods } else { Coll::V1Pods }
+                };
+                let kind = if is_probe { "ADDED" } else { "MODIFIED" };
                 let msg = Bytes::from(format!(r#"{{"type":"{kind}","object":{obj}}}"#) + "\n");
                 let now = Instant::now();
-                if rv % every == 0 {
+                if is_probe {
                     fake.probes_sent.lock().unwrap().insert(probe, now);
                     probe += 1;
                 }
