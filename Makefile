@@ -5,7 +5,7 @@ TRAINGUARD_TOOLS ?= $(HOME)/.cache/trainguard-tools
 export TRAINGUARD_TOOLS
 export PATH := $(TRAINGUARD_TOOLS)/bin:$(PATH)
 
-.PHONY: run test build lint fmt bench e2e certs soak deploy
+.PHONY: run test build lint fmt bench bench-scale e2e certs soak deploy
 
 ## run: the webhook on localhost with self-generated certificates, no cluster needed
 ## (dev profile: reuses what `make test` built)
@@ -33,6 +33,17 @@ bench:
 	python3 benches/instructions.py --payloads small,gated,denied,retimed,create,large,restamped --protocols http1,http2
 	python3 benches/instructions.py --parts
 	benches/validate.sh 1000 10000
+
+## bench-scale: the controller (release binary, report mode) against a fake API server on loopback,
+## 10k, 50k and 150k training pods: time to first plan, peak and steady RSS, event-to-plan latency
+## under 200 pod updates/s (docs/benchmarks.md, Controller at scale)
+bench-scale:
+	$(CARGO) build --release --bin trainguard --example bench_scale
+	set -e; dir="$${CARGO_TARGET_DIR:-target}"; \
+	for size in "10000 1000" "50000 2500" "150000 5000"; do set -- $$size; \
+		"$$dir/release/examples/bench_scale" --pods $$1 --nodes $$2 --churn 200 --churn-secs 30 \
+			--binary "$$dir/release/trainguard"; \
+	done
 
 ## certs: CA + serving certificate for the in-cluster Service into certs/ (see certs/README.md)
 certs:

@@ -265,12 +265,15 @@ impl Snapshot {
         }
         if let Some(mut facts) = facts {
             facts.id = id.clone();
+            // A job's (or JobSet's, or batch Job's) name and UID are shared by all its pods.
             facts.owner = match facts.owner {
-                PodOwner::V1 { job, uid } => {
-                    PodOwner::V1 { job: JobKey { kind: job.kind, id: self.intern_id(job.id) }, uid }
-                }
-                PodOwner::JobSet(js) => PodOwner::JobSet(self.intern_id(js)),
+                PodOwner::V1 { job, uid } => PodOwner::V1 {
+                    job: JobKey { kind: job.kind, id: self.intern_both(job.id) },
+                    uid: self.intern(&uid),
+                },
+                PodOwner::JobSet(js) => PodOwner::JobSet(self.intern_both(js)),
             };
+            facts.controller_job = facts.controller_job.map(|(name, uid)| (self.intern(&name), self.intern(&uid)));
             facts.node = facts.node.map(|n| self.intern(&n));
             facts.finalizers = facts.finalizers.iter().map(|f| self.intern(f)).collect();
             self.count_pod(&facts, 1);
@@ -436,6 +439,11 @@ impl Snapshot {
     /// Namespaces are interned; names are unique enough to be kept as they come.
     fn intern_id(&mut self, id: NsName) -> NsName {
         NsName { namespace: self.intern(&id.namespace), name: id.name }
+    }
+
+    /// Both interned: for owners, whose names repeat on each of their pods.
+    fn intern_both(&mut self, id: NsName) -> NsName {
+        NsName { namespace: self.intern(&id.namespace), name: self.intern(&id.name) }
     }
 
     /// Drops interned strings nobody else holds, whenever the interner has doubled.

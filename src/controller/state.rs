@@ -180,7 +180,13 @@ impl ControllerState {
         let relisted = matches!(change, Change::Relisted(..));
         let mut dirty = std::mem::take(&mut self.scratch);
         self.snapshot.apply(change, &mut dirty);
-        self.dirty.extend(dirty.drain(..));
+        if self.synced {
+            self.dirty.extend(dirty.drain(..));
+        } else {
+            // Before the first sync nothing is planned, and `set_synced` marks every key that can
+            // need a plan: collecting each listed object's key here would only hold them all.
+            dirty.clear();
+        }
         self.scratch = dirty;
         if relisted {
             self.forget_gone();

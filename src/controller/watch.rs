@@ -30,6 +30,15 @@ use crate::model::workload::{WORKLOAD_VERSIONS, WorkloadView, workload_api_resou
 /// How long to wait before looking again for a CRD that is not installed.
 const ABSENT_RETRY: Duration = Duration::from_secs(300);
 
+/// Objects per page of an initial list. Each page is decoded, reduced to facts and dropped before
+/// the next is requested, so the memory a list needs is bounded by this, not by the cluster size.
+pub const PAGE_SIZE: u32 = 100;
+
+/// The watcher configuration of every source: paged initial lists of [`PAGE_SIZE`] objects.
+fn config() -> watcher::Config {
+    watcher::Config::default().page_size(PAGE_SIZE)
+}
+
 /// What the watches tell the controller loop.
 #[derive(Debug)]
 pub enum WatchMsg {
@@ -78,33 +87,33 @@ async fn run_source(client: Client, source: Source, tx: mpsc::Sender<WatchMsg>) 
     match source {
         Source::Jobs(kind) => {
             let api: Api<TrainingJobView> = Api::all_with(client, &kind.api_resource());
-            watch_loop(vec![api], watcher::Config::default(), source, tx, move |job| job_change(kind, job)).await
+            watch_loop(vec![api], config(), source, tx, move |job| job_change(kind, job)).await
         }
         Source::TrainJobs => {
             let api: Api<TrainJobStateView> = Api::all(client);
-            watch_loop(vec![api], watcher::Config::default(), source, tx, trainjob_change).await
+            watch_loop(vec![api], config(), source, tx, trainjob_change).await
         }
         Source::JobSets => {
             let api: Api<JobSetView> = Api::all(client);
-            watch_loop(vec![api], watcher::Config::default(), source, tx, jobset_change).await
+            watch_loop(vec![api], config(), source, tx, jobset_change).await
         }
         Source::BatchJobs => {
             // Only the Jobs JobSets create carry the label; the rest of the cluster's Jobs stay out.
             let api: Api<BatchJobView> = Api::all(client);
-            let config = watcher::Config::default().labels(JOBSET_NAME_LABEL);
+            let config = config().labels(JOBSET_NAME_LABEL);
             watch_loop(vec![api], config, source, tx, batch_job_change).await
         }
         Source::V1Pods => {
             let api: Api<PodView> = Api::all(client);
-            watch_loop(vec![api], watcher::Config::default().labels(JOB_NAME_LABEL), source, tx, pod_change).await
+            watch_loop(vec![api], config().labels(JOB_NAME_LABEL), source, tx, pod_change).await
         }
         Source::JobSetPods => {
             let api: Api<PodView> = Api::all(client);
-            watch_loop(vec![api], watcher::Config::default().labels(JOBSET_NAME_LABEL), source, tx, pod_change).await
+            watch_loop(vec![api], config().labels(JOBSET_NAME_LABEL), source, tx, pod_change).await
         }
         Source::Nodes => {
             let api: Api<NodeView> = Api::all(client);
-            watch_loop(vec![api], watcher::Config::default(), source, tx, node_change).await
+            watch_loop(vec![api], config(), source, tx, node_change).await
         }
         Source::Workloads => {
             // v1beta2 since Kueue v0.15, v1beta1 before: the first version served wins.
@@ -112,7 +121,7 @@ async fn run_source(client: Client, source: Source, tx: mpsc::Sender<WatchMsg>) 
                 .iter()
                 .map(|v| Api::<WorkloadView>::all_with(client.clone(), &workload_api_resource(v)))
                 .collect();
-            watch_loop(apis, watcher::Config::default(), source, tx, workload_change).await
+            watch_loop(apis, config(), source, tx, workload_change).await
         }
     }
 }
@@ -142,8 +151,10 @@ fn batch_job_change(job: &BatchJobView) -> Converted {
 }
 
 fn pod_change(pod: &PodView) -> Converted {
-    let id = id_of(&pod.metadata);
-    Ok((id.clone(), Change::Pod(id, PodFacts::from_view(pod)?)))
+    // The key shares its strings with the facts (a relist holds every key until it is done).
+    let facts = PodFacts::from_view(pod)?;
+    let id = facts.as_ref().map_or_else(|| id_of(&pod.metadata), |f| f.id.clone());
+    Ok((id.clone(), Change::Pod(id, facts)))
 }
 
 fn node_change(node: &NodeView) -> Converted {

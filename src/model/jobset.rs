@@ -15,7 +15,8 @@ pub const JOBSET_NAME_LABEL: &str = "jobset.sigs.k8s.io/jobset-name";
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct JobSetView {
-    #[serde(default, deserialize_with = "null_as_default")]
+    /// Without `managedFields` and the last-applied copy: see [`crate::model::watched_meta`].
+    #[serde(default, deserialize_with = "crate::model::watched_meta::deserialize")]
     pub metadata: ObjectMeta,
     #[serde(default)]
     pub status: Option<JobSetStatusView>,
@@ -37,11 +38,6 @@ pub struct ReplicatedJobStatusView {
     pub active: Option<i32>,
 }
 
-/// `null` read as the default, as k8s-openapi's own types (and Go) read `metadata: null`.
-fn null_as_default<'de, D: serde::Deserializer<'de>, T: Deserialize<'de> + Default>(d: D) -> Result<T, D::Error> {
-    Option::<T>::deserialize(d).map(Option::unwrap_or_default)
-}
-
 static_resource!(
     JobSetView,
     DynamicResourceScope,
@@ -55,7 +51,8 @@ static_resource!(
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BatchJobView {
-    #[serde(default, deserialize_with = "null_as_default")]
+    /// Without `managedFields` and the last-applied copy: see [`crate::model::watched_meta`].
+    #[serde(default, deserialize_with = "crate::model::watched_meta::deserialize")]
     pub metadata: ObjectMeta,
     #[serde(default)]
     pub status: Option<BatchJobStatusView>,

@@ -81,7 +81,8 @@ pub struct TrainingJobView {
     pub api_version: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
-    #[serde(default)]
+    /// Without `managedFields` and the last-applied copy: see [`crate::model::watched_meta`].
+    #[serde(default, deserialize_with = "crate::model::watched_meta::deserialize")]
     pub metadata: ObjectMeta,
     #[serde(default)]
     pub spec: TrainingJobSpecView,

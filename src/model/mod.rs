@@ -72,6 +72,7 @@ pub mod pod;
 pub mod review;
 pub mod trainjob;
 pub mod trainjob_state;
+pub mod watched_meta;
 pub mod workload;
 
 pub use review::{GroupVersionKindView, RequestView, ReviewEnvelope, UserInfoView};

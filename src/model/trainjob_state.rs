@@ -12,7 +12,8 @@ use super::{TRAINJOB_GROUP, TRAINJOB_KIND, TRAINJOB_RESOURCE, TRAINJOB_VERSION};
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TrainJobStateView {
-    #[serde(default)]
+    /// Without `managedFields` and the last-applied copy: see [`crate::model::watched_meta`].
+    #[serde(default, deserialize_with = "crate::model::watched_meta::deserialize")]
     pub metadata: ObjectMeta,
     #[serde(default)]
     pub spec: TrainJobStateSpec,

@@ -16,7 +16,8 @@ pub const WORKLOAD_VERSIONS: [&str; 2] = ["v1beta2", "v1beta1"];
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkloadView {
-    #[serde(default)]
+    /// Without `managedFields` and the last-applied copy: see [`crate::model::watched_meta`].
+    #[serde(default, deserialize_with = "crate::model::watched_meta::deserialize")]
     pub metadata: ObjectMeta,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<WorkloadStatusView>,
