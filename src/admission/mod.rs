@@ -189,6 +189,8 @@ pub struct Reviewed<'a> {
     pub namespace: Cow<'a, str>,
     pub name: Cow<'a, str>,
     pub dry_run: bool,
+    /// The message and audit rules the body carries, for the log line.
+    pub said: response::Said,
 }
 
 impl fmt::Display for Reviewed<'_> {
@@ -289,7 +291,8 @@ fn respond<'a, O>(
         (None, Some(operation)) => decide(&request, operation),
     };
     let name = request.name.take().unwrap_or_default();
-    let body = response::review_bytes(&uid, &decision, &name);
+    let said = response::Said::of(&decision);
+    let body = response::review_bytes_saying(&uid, &decision, &name, &said);
     Ok(Reviewed {
         body,
         uid,
@@ -298,6 +301,7 @@ fn respond<'a, O>(
         namespace: request.namespace.take().unwrap_or_default(),
         name,
         dry_run: request.dry_run.unwrap_or(false),
+        said,
     })
 }
 

@@ -310,7 +310,7 @@ fn record_decision(inner: &Inner, endpoint: Endpoint, reviewed: &admission::Revi
             dry_run = reviewed.dry_run, patched = decision.patch.is_some(), "allowed"
         );
     } else {
-        let (rule, detail) = (decision.audit_rules(), decision.message());
+        let (rule, detail) = (&reviewed.said.audit_rules, &reviewed.said.message);
         tracing::info!(
             webhook = endpoint.path(), uid = %reviewed.uid, operation = reviewed.operation,
             namespace = %reviewed.namespace, name = %reviewed.name, rule = %rule,
