@@ -227,10 +227,34 @@ impl<O: Write, E: Write> Reporter<O, E> {
     /// (an annotation on a file at another revision would point at the wrong lines).
     pub fn input_error(&mut self, message: &str, file: Option<&str>, line: Option<usize>) -> io::Result<()> {
         self.counts.input_errors += 1;
+        self.input_record(Level::InputError, message, file, line)
+    }
+
+    /// An input used only in part, or an object that was not checked though it looks like a
+    /// TrainJob: a warning (exit status unchanged). `file` as for [`Self::input_error`].
+    pub fn input_warning(&mut self, message: &str, file: Option<&str>, line: Option<usize>) -> io::Result<()> {
+        self.counts.input_warnings += 1;
+        self.input_record(Level::InputWarning, message, file, line)
+    }
+
+    /// A warning about an object that is not judged (a training runtime): never changes the exit
+    /// status, and `--quiet` drops it.
+    pub fn runtime_warning(&mut self, message: &str, file: &str, line: usize) -> io::Result<()> {
+        if self.quiet {
+            return Ok(());
+        }
+        self.input_record(Level::InputWarning, &format!("{file}:{line}: {message}"), Some(file), Some(line))
+    }
+
+    /// One error or warning record about an input, in the output format.
+    fn input_record(&mut self, level: Level, message: &str, file: Option<&str>, line: Option<usize>) -> io::Result<()> {
+        let (key, title) =
+            if level == Level::InputError { ("error", "unusable input") } else { ("warning", "input warning") };
         match self.format {
-            OutputFormat::Text => writeln!(self.err, "error: {message}"),
+            OutputFormat::Text => writeln!(self.err, "{key}: {message}"),
             OutputFormat::Json => {
-                let obj = json!({ "error": message, "file": file, "line": line });
+                let mut obj = json!({ "file": file, "line": line });
+                obj[key] = json!(message);
                 writeln!(self.out, "{obj}")
             }
             OutputFormat::Github => {
@@ -241,11 +265,11 @@ impl<O: Write, E: Write> Reporter<O, E> {
                         props.push(format!("line={line}"));
                     }
                 }
-                props.push("title=trainguard: unusable input".replace(':', "%3A"));
-                writeln!(self.out, "::error {}::{}", props.join(","), data(message))
+                props.push(format!("title=trainguard: {title}").replace(':', "%3A"));
+                writeln!(self.out, "::{key} {}::{}", props.join(","), data(message))
             }
             OutputFormat::Sarif | OutputFormat::Junit => {
-                self.push_input(Level::InputError, message, file, line);
+                self.push_input(level, message, file, line);
                 Ok(())
             }
         }
@@ -265,66 +289,11 @@ impl<O: Write, E: Write> Reporter<O, E> {
         });
     }
 
-    /// An input used only in part, or an object that was not checked though it looks like a
-    /// TrainJob: a warning (exit status unchanged). `file` as for [`Self::input_error`].
-    pub fn input_warning(&mut self, message: &str, file: Option<&str>, line: Option<usize>) -> io::Result<()> {
-        self.counts.input_warnings += 1;
-        self.warning_record(message, file, line)
-    }
-
-    fn warning_record(&mut self, message: &str, file: Option<&str>, line: Option<usize>) -> io::Result<()> {
-        match self.format {
-            OutputFormat::Text => writeln!(self.err, "warning: {message}"),
-            OutputFormat::Json => {
-                let obj = json!({ "warning": message, "file": file, "line": line });
-                writeln!(self.out, "{obj}")
-            }
-            OutputFormat::Github => {
-                let mut props = Vec::new();
-                if let Some(file) = file {
-                    props.push(format!("file={}", property(file)));
-                    if let Some(line) = line {
-                        props.push(format!("line={line}"));
-                    }
-                }
-                props.push("title=trainguard: input warning".replace(':', "%3A"));
-                writeln!(self.out, "::warning {}::{}", props.join(","), data(message))
-            }
-            OutputFormat::Sarif | OutputFormat::Junit => {
-                self.push_input(Level::InputWarning, message, file, line);
-                Ok(())
-            }
-        }
-    }
-
-    /// A warning about an object that is not judged (a training runtime): never changes the exit
-    /// status.
-    pub fn runtime_warning(&mut self, message: &str, file: &str, line: usize) -> io::Result<()> {
-        if self.quiet {
-            return Ok(());
-        }
-        match self.format {
-            OutputFormat::Text => writeln!(self.err, "warning: {file}:{line}: {message}"),
-            OutputFormat::Json => writeln!(self.out, "{}", json!({ "warning": message, "file": file, "line": line })),
-            OutputFormat::Github => writeln!(
-                self.out,
-                "::warning file={},line={line},title={}::{}",
-                property(file),
-                property("trainguard runtime"),
-                data(message)
-            ),
-            OutputFormat::Sarif | OutputFormat::Junit => {
-                self.push_input(Level::InputWarning, &format!("{file}:{line}: {message}"), Some(file), Some(line));
-                Ok(())
-            }
-        }
-    }
-
     /// The summary line (not with `--quiet`; on stderr for JSON so stdout stays JSON lines),
     /// after a warning record when nothing was checked (even with `--quiet`).
     pub fn finish(mut self) -> io::Result<Counts> {
         if self.counts.checked() == 0 && self.counts.input_errors == 0 {
-            self.warning_record(NOTHING_CHECKED, None, None)?;
+            self.input_record(Level::InputWarning, NOTHING_CHECKED, None, None)?;
         }
         if !self.quiet {
             let summary = self.counts.summary();
