@@ -108,21 +108,7 @@ pub fn plan(job: &JobFacts, target: &Target, now: Timestamp, config: &PlanConfig
                 );
             }
             if skewed {
-                out.push(
-                    Rule::Ttl,
-                    event(
-                        config,
-                        target,
-                        EventType::Warning,
-                        Reason::TTLClockSkew,
-                        format!(
-                            "Job finished at {finish_at}, which is {} in the future of this controller's clock \
-                             ({now}): waiting, the TTL is not clamped; check the clocks of the nodes",
-                            fmt_duration(finish_at.duration_since(now))
-                        ),
-                        episode,
-                    ),
-                );
+                out.push(Rule::Ttl, clock_skew_event(config, target, "Job", finish_at, now, episode));
             }
             out.observations.push(Observation::TtlScheduled(kind));
             out.push(Rule::Ttl, Action::Requeue { target: target.clone(), at: expires_at, why: "ttl-expiry" });
@@ -302,21 +288,8 @@ pub fn plan_trainjob(tj: &TrainJobFacts, target: &Target, now: Timestamp, config
         ),
         TtlVerdict::Pending { finish_at, expires_at, skewed, .. } => {
             if skewed {
-                out.push(
-                    Rule::Ttl,
-                    event(
-                        config,
-                        target,
-                        EventType::Warning,
-                        Reason::TTLClockSkew,
-                        format!(
-                            "TrainJob finished at {finish_at}, which is {} in the future of this controller's clock \
-                             ({now}): waiting, the TTL is not clamped; check the clocks of the nodes",
-                            fmt_duration(finish_at.duration_since(now))
-                        ),
-                        format!("finished@{finish_at}"),
-                    ),
-                );
+                let episode = format!("finished@{finish_at}");
+                out.push(Rule::Ttl, clock_skew_event(config, target, "TrainJob", finish_at, now, episode));
             }
             out.observations.push(Observation::TtlScheduled("TrainJob"));
             out.push(Rule::Ttl, Action::Requeue { target: target.clone(), at: expires_at, why: "ttl-expiry" });
@@ -351,4 +324,27 @@ pub fn plan_trainjob(tj: &TrainJobFacts, target: &Target, now: Timestamp, config
             out.push(Rule::Ttl, done);
         }
     }
+}
+
+/// A job that finished in the future of this controller's clock: the TTL waits, unclamped.
+fn clock_skew_event(
+    config: &PlanConfig,
+    target: &Target,
+    kind: &str,
+    finish_at: Timestamp,
+    now: Timestamp,
+    episode: String,
+) -> Action {
+    event(
+        config,
+        target,
+        EventType::Warning,
+        Reason::TTLClockSkew,
+        format!(
+            "{kind} finished at {finish_at}, which is {} in the future of this controller's clock ({now}): waiting, \
+             the TTL is not clamped; check the clocks of the nodes",
+            fmt_duration(finish_at.duration_since(now))
+        ),
+        episode,
+    )
 }
