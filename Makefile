@@ -8,7 +8,7 @@ export PATH := $(TRAINGUARD_TOOLS)/bin:$(PATH)
 .PHONY: run test build lint fmt bench bench-scale e2e certs soak deploy
 
 ## run: the webhook on localhost with self-generated certificates, no cluster needed
-## (dev profile: reuses what `make test` built)
+## (dev profile; the first run builds the binary without the tests' dependency features)
 run:
 	$(CARGO) run --bin trainguard -- serve --dev
 
@@ -18,9 +18,6 @@ test:
 	actionlint
 	hadolint Dockerfile
 	$(CARGO) build --all-targets
-	@# The binary as `make run` builds it: without the test-only dependency features (tokio's
-	@# test-util and others) it is a separate build, done here so that `make run` starts at once.
-	$(CARGO) build --bin trainguard
 	$(CARGO) nextest run --no-fail-fast
 
 ## bench: decision-path (Criterion), cache memory, end-to-end load and instructions per request vs a bare TLS baseline
