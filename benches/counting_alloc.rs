@@ -30,6 +30,6 @@ unsafe impl GlobalAlloc for Counting {
 static GLOBAL: Counting = Counting;
 
 /// Heap bytes allocated and not yet freed.
-pub fn live_bytes() -> isize {
+pub(crate) fn live_bytes() -> isize {
     LIVE.load(Ordering::Relaxed)
 }

@@ -16,7 +16,7 @@ Options (all have defaults):
     --no-rustfmt                print the Rust unformatted instead of piping it through rustfmt
 
 The script reads the Go sources with `git show`, parses the struct definitions, takes the transitive
-closure of the root types below and prints one `pub static NAME: Struct` per Go struct. Its output is
+closure of the root types below and prints one `pub(crate) static NAME: Struct` per Go struct. Its output is
 committed; nothing runs it at build or test time. Python 3.11 standard library only.
 
 Mapping (it drives Kubernetes' `equality.Semantic` comparison, see src/trainer/model.rs):
@@ -342,7 +342,7 @@ class Generator:
                 note = "/// The reduced ObjectMeta CRDs embed in templates (controller-gen's generateEmbeddedObjectMeta).\n"
             body = "".join(f"        {f},\n" for f in self.rendered[(pkg, name)])
             out.append(
-                f"{note}pub static {static}: Struct = Struct {{\n"
+                f"{note}pub(crate) static {static}: Struct = Struct {{\n"
                 f'    name: "{pkg}.{name}",\n'
                 f"    fields: &[\n{body}    ],\n"
                 f"}};\n"

@@ -3,7 +3,8 @@
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 pub const COMMIT: &str = env!("TRAINGUARD_GIT_COMMIT");
 /// `trainguard --version`: "0.1.0 (commit 1a2b3c4d5e6f)".
-pub const LONG_VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("TRAINGUARD_GIT_COMMIT"), ")");
+pub(crate) const LONG_VERSION: &str =
+    concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("TRAINGUARD_GIT_COMMIT"), ")");
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
 struct BuildLabels {

@@ -7,7 +7,7 @@ use k8s_openapi::jiff::SignedDuration;
 
 /// Parses a non-negative duration: numbers (fractions allowed) each followed by a unit, `ns`,
 /// `us`, `ms`, `s`, `m` or `h`; `0` alone needs none.
-pub fn parse(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     if text == "0" {
         return Ok(Duration::ZERO);
@@ -43,7 +43,7 @@ pub fn parse(text: &str) -> Result<Duration, String> {
 }
 
 /// [`parse`], as the signed duration the controller's clock arithmetic uses.
-pub fn parse_signed(text: &str) -> Result<SignedDuration, String> {
+pub(crate) fn parse_signed(text: &str) -> Result<SignedDuration, String> {
     let duration = parse(text)?;
     SignedDuration::try_from(duration).map_err(|_| format!("invalid duration {text:?}: too large"))
 }

@@ -10,10 +10,10 @@ use super::rules::{DecodedInput, missing};
 use super::{Decision, Operation, Rule};
 use crate::model::{DEFAULT_MANAGED_BY, TRAINJOB_GROUP, TrainJobView};
 
-pub const DEFAULT_RUNTIME_KIND: &str = "ClusterTrainingRuntime";
+pub(crate) const DEFAULT_RUNTIME_KIND: &str = "ClusterTrainingRuntime";
 
 /// The mutating webhook. Only CREATE is defaulted.
-pub fn mutate(input: &DecodedInput<'_, '_>) -> Decision {
+pub(crate) fn mutate(input: &DecodedInput<'_, '_>) -> Decision {
     match (input.operation, input.object) {
         (Operation::Create, Some(object)) => with_defaults(object),
         (Operation::Create, None) => missing("object"),
@@ -32,7 +32,7 @@ fn with_defaults(object: &TrainJobView<'_>) -> Decision {
 }
 
 /// The JSONPatch that adds each missing default.
-pub fn default_patch(object: &TrainJobView<'_>) -> Patch {
+pub(crate) fn default_patch(object: &TrainJobView<'_>) -> Patch {
     let mut ops = Vec::new();
     let add = |ops: &mut Vec<PatchOperation>, tokens: &[&str], value: Value| {
         ops.push(PatchOperation::Add(AddOperation { path: PointerBuf::from_tokens(tokens.iter().copied()), value }));

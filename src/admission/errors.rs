@@ -111,7 +111,7 @@ impl fmt::Display for FieldError {
 
 /// Renders a string value the way Go's `%q` does for plain text, capped so that a huge value
 /// cannot fill the message.
-pub fn quote(value: &str) -> String {
+pub(crate) fn quote(value: &str) -> String {
     const MAX_CHARS: usize = 100;
     let mut shown: String = value.chars().take(MAX_CHARS).collect();
     if shown.len() < value.len() {
@@ -122,11 +122,11 @@ pub fn quote(value: &str) -> String {
 
 /// Upper bound of the aggregated message, so a denial stays readable in `kubectl` and small in
 /// audit logs.
-pub const MAX_MESSAGE_BYTES: usize = 1024;
+pub(crate) const MAX_MESSAGE_BYTES: usize = 1024;
 
 /// `[e1, e2]` for several errors, the error itself for one; cut as `… and N more errors` so the
 /// result stays under [`MAX_MESSAGE_BYTES`].
-pub fn aggregate(errors: &[FieldError]) -> String {
+pub(crate) fn aggregate(errors: &[FieldError]) -> String {
     match errors {
         [] => String::new(),
         [one] => truncate_to(one.rendered(), MAX_MESSAGE_BYTES),
@@ -160,7 +160,7 @@ pub fn aggregate(errors: &[FieldError]) -> String {
 }
 
 /// Cuts `s` to fewer than `max` bytes (on a char boundary), marking the cut with `…`.
-pub fn truncate_to(mut s: String, max: usize) -> String {
+pub(crate) fn truncate_to(mut s: String, max: usize) -> String {
     if s.len() < max {
         return s;
     }

@@ -2,19 +2,20 @@
 //! reached only through a [`ClusterView`] that answers from memory. `serve` and `review` both
 //! call [`review`], so the CLI and the server cannot disagree.
 
-pub mod defaults;
-pub mod errors;
+pub(crate) mod defaults;
+pub(crate) mod errors;
 pub mod overrides;
 pub mod response;
-pub mod rule;
-pub mod rules;
+pub(crate) mod rule;
+pub(crate) mod rules;
 
 use std::borrow::Cow;
 use std::fmt;
 
-pub use errors::{ErrorType, FieldError};
+pub(crate) use errors::{ErrorType, FieldError};
 pub use rule::Rule;
-pub use rules::{RuleInput, RulesConfig, SuspendRule};
+pub(crate) use rules::RuleInput;
+pub use rules::{RulesConfig, SuspendRule};
 
 use crate::cluster::ClusterView;
 use crate::model::object_only::ObjectOnly;
@@ -100,18 +101,18 @@ impl Decision {
         Decision { outcome: Outcome::Allowed { rule }, warnings: Vec::new(), patch: None }
     }
 
-    pub fn bad_request(message: String) -> Self {
+    pub(crate) fn bad_request(message: String) -> Self {
         Self::bad_request_by(Rule::BadObject, message)
     }
 
-    pub fn bad_request_by(rule: Rule, message: String) -> Self {
+    pub(crate) fn bad_request_by(rule: Rule, message: String) -> Self {
         // serde's decode errors quote the offending value, whatever its size.
         let message = errors::truncate_to(message, errors::MAX_MESSAGE_BYTES);
         Decision { outcome: Outcome::BadRequest { message, rule }, warnings: Vec::new(), patch: None }
     }
 
     /// Denied with `errors`, or allowed by `allow_rule` when there are none.
-    pub fn from_errors(errors: Vec<FieldError>, allow_rule: Rule) -> Self {
+    pub(crate) fn from_errors(errors: Vec<FieldError>, allow_rule: Rule) -> Self {
         if errors.is_empty() {
             Self::allow(allow_rule)
         } else {

@@ -21,7 +21,7 @@ pub fn changed(field: OverridesField, old: Option<&RawValue>, new: Option<&RawVa
 
 /// [`changed`], and when the field changed, the [`shape_errors`] of its new value: `None` when
 /// unchanged.
-pub fn changed_shape_errors(
+pub(crate) fn changed_shape_errors(
     field: OverridesField,
     old: Option<&RawValue>,
     new: Option<&RawValue>,

@@ -12,7 +12,7 @@ use super::{Decision, Outcome};
 use crate::model::{TRAINJOB_GROUP, TRAINJOB_RESOURCE};
 
 /// Audit annotation key; the API server prefixes it with the webhook name.
-pub const AUDIT_RULE_KEY: &str = "trainguard.io/rule";
+pub(crate) const AUDIT_RULE_KEY: &str = "trainguard.io/rule";
 
 /// What an answer says besides its causes: the `Status` message and the audit rules. Rendered once
 /// per review, for the answer and for the denial's log line.
@@ -106,12 +106,12 @@ fn review_response_saying(
 /// The response review as bytes, through kube's types. A defaulting patch is written
 /// base64-encoded, as the API server's Go types (`[]byte`) expect: kube's `AdmissionResponse`
 /// serialises it as an array of numbers (kube-rs issue #1781), which is not the documented wire form.
-pub fn review_bytes(uid: &str, decision: &Decision, object_name: &str) -> Vec<u8> {
+pub(crate) fn review_bytes(uid: &str, decision: &Decision, object_name: &str) -> Vec<u8> {
     review_bytes_saying(uid, decision, object_name, &Said::of(decision))
 }
 
 /// [`review_bytes`] with what it says already rendered.
-pub fn review_bytes_saying(uid: &str, decision: &Decision, object_name: &str, said: &Said) -> Vec<u8> {
+pub(crate) fn review_bytes_saying(uid: &str, decision: &Decision, object_name: &str, said: &Said) -> Vec<u8> {
     use base64::Engine as _;
     let review = review_response_saying(uid, decision, object_name, said);
     let patch = review.response.as_ref().and_then(|r| r.patch.as_ref());

@@ -43,7 +43,7 @@ impl Default for RulesConfig {
 
 /// The parts of an admission request the rules read.
 #[derive(Debug, Clone, Copy)]
-pub struct RuleInput<'a> {
+pub(crate) struct RuleInput<'a> {
     pub operation: Operation,
     pub sub_resource: Option<&'a str>,
     /// Request namespace and name (fall back to the object's metadata when empty).
@@ -57,7 +57,7 @@ pub struct RuleInput<'a> {
 
 /// A request whose objects are decoded: what the rules read.
 #[derive(Debug, Clone, Copy)]
-pub struct DecodedInput<'r, 'a> {
+pub(crate) struct DecodedInput<'r, 'a> {
     pub operation: Operation,
     pub sub_resource: Option<&'r str>,
     pub namespace: &'r str,
@@ -72,7 +72,11 @@ impl<'a> RuleInput<'a> {
     /// Decodes the objects `endpoint` reads for this operation (the object on CREATE, both on an
     /// UPDATE the validating webhook judges), then decides with `decide`. An object that does not
     /// decode is a 400 denial naming where.
-    pub fn decide(&self, endpoint: Endpoint, decide: impl FnOnce(&DecodedInput<'_, 'a>) -> Decision) -> Decision {
+    pub(crate) fn decide(
+        &self,
+        endpoint: Endpoint,
+        decide: impl FnOnce(&DecodedInput<'_, 'a>) -> Decision,
+    ) -> Decision {
         let (needs_old, needs_new) = match (endpoint, self.operation) {
             (_, Operation::Create) => (false, true),
             (Endpoint::Validate, Operation::Update) => (self.sub_resource.is_none(), self.sub_resource.is_none()),
@@ -99,7 +103,7 @@ impl<'a> RuleInput<'a> {
 }
 
 /// The validating webhook: the one entry point of its rules.
-pub fn validate(input: &DecodedInput<'_, '_>, config: &RulesConfig, cluster: &dyn ClusterView) -> Decision {
+pub(crate) fn validate(input: &DecodedInput<'_, '_>, config: &RulesConfig, cluster: &dyn ClusterView) -> Decision {
     match input.operation {
         Operation::Delete => Decision::allow(Rule::AllowDelete),
         Operation::Connect => Decision::allow(Rule::AllowConnect),

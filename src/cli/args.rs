@@ -37,7 +37,7 @@ pub struct RulesArgs {
 }
 
 impl RulesArgs {
-    pub fn rules_config(&self) -> RulesConfig {
+    pub(crate) fn rules_config(&self) -> RulesConfig {
         RulesConfig {
             suspend_rule: self.suspend_rule,
             allowed_managed_by: self.allowed_managed_by.clone(),

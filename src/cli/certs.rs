@@ -35,13 +35,13 @@ pub const VALIDATING_WEBHOOK: &str = "validate.trainjob.trainguard.io";
 pub const MUTATING_WEBHOOK: &str = "default.trainjob.trainguard.io";
 
 /// Output file names.
-pub const CA_CERT: &str = "ca.crt";
-pub const CA_KEY: &str = "ca.key";
-pub const TLS_CERT: &str = "tls.crt";
-pub const TLS_KEY: &str = "tls.key";
-pub const SECRET_MANIFEST: &str = "secret.yaml";
-pub const CA_BUNDLE_PATCH: &str = "cabundle-patch.yaml";
-pub const KUSTOMIZATION: &str = "kustomization.yaml";
+pub(crate) const CA_CERT: &str = "ca.crt";
+pub(crate) const CA_KEY: &str = "ca.key";
+pub(crate) const TLS_CERT: &str = "tls.crt";
+pub(crate) const TLS_KEY: &str = "tls.key";
+pub(crate) const SECRET_MANIFEST: &str = "secret.yaml";
+pub(crate) const CA_BUNDLE_PATCH: &str = "cabundle-patch.yaml";
+pub(crate) const KUSTOMIZATION: &str = "kustomization.yaml";
 
 #[derive(Debug, Clone, Args)]
 pub struct CertsArgs {
@@ -70,7 +70,7 @@ pub struct CertsArgs {
     /// current ca.crt, so the API server accepts both the old and the new serving certificate
     /// while pods pick up the new Secret.
     #[arg(long, env = "TRAINGUARD_ALSO_TRUST", value_name = "FILE", value_delimiter = ',')]
-    pub also_trust: Vec<PathBuf>,
+    pub(crate) also_trust: Vec<PathBuf>,
 
     /// Overwrite files left by an earlier run (this replaces the CA).
     #[arg(long, env = "TRAINGUARD_FORCE")]
@@ -233,7 +233,7 @@ fn to_yaml<T: serde::Serialize>(value: &T) -> String {
 }
 
 /// Names end up in DNS names and object names: DNS-1123 labels (RFC 1123, at most 63 characters).
-pub fn validate_target(target: &Target) -> Result<(), CertsError> {
+pub(crate) fn validate_target(target: &Target) -> Result<(), CertsError> {
     for (flag, value) in [("service", &target.service), ("namespace", &target.namespace)] {
         if let Some(why) = dns_label_problem(value) {
             return Err(CertsError::BadName { flag, value: value.clone(), why });
@@ -264,7 +264,7 @@ fn dns_label_problem(value: &str) -> Option<&'static str> {
 }
 
 /// The CERTIFICATE blocks of a PEM file, each checked to be a CA certificate.
-pub fn ca_certificates(path: &str, text: &str) -> Result<Vec<String>, CertsError> {
+pub(crate) fn ca_certificates(path: &str, text: &str) -> Result<Vec<String>, CertsError> {
     let bad = |why: String| CertsError::BadTrust { path: path.to_string(), why };
     let mut blocks = Vec::new();
     let mut current: Option<String> = None;

@@ -27,7 +27,7 @@ pub struct Context<'a> {
     pub offline: bool,
     /// `--strict`: an allow that rests on cluster state nobody gave is a denial.
     pub strict: bool,
-    pub default_namespace: &'a str,
+    pub(crate) default_namespace: &'a str,
     /// The Trainer release whose TrainJob schema the manifests must fit; `None`: not checked.
     pub schema: Option<TrainerVersion>,
 }
@@ -44,10 +44,10 @@ pub struct Checked {
     pub old: Option<(String, usize)>,
     pub decision: Decision,
     /// `--strict` turned an offline gate allow into a denial.
-    pub strict_denial: bool,
+    pub(crate) strict_denial: bool,
     /// The manifest line of each denied field (by path), where it could be found; see
     /// [`Checked::line_of`].
-    pub field_lines: Vec<(String, usize)>,
+    pub(crate) field_lines: Vec<(String, usize)>,
 }
 
 impl Checked {
@@ -65,7 +65,7 @@ impl Checked {
     }
 
     /// The field errors of a denial (none for a `--strict` denial, which has no field).
-    pub fn field_errors(&self) -> &[crate::admission::FieldError] {
+    pub(crate) fn field_errors(&self) -> &[crate::admission::FieldError] {
         match &self.decision.outcome {
             crate::admission::Outcome::Denied { errors } if !self.strict_denial => errors,
             _ => &[],
@@ -73,12 +73,12 @@ impl Checked {
     }
 
     /// The line of the field at `path` in the manifest, else the object's own line.
-    pub fn line_of(&self, path: &str) -> usize {
+    pub(crate) fn line_of(&self, path: &str) -> usize {
         self.field_lines.iter().find(|(p, _)| p == path).map_or(self.line, |(_, l)| *l)
     }
 
     /// `trainjob.trainer.kubeflow.org/<ns>/<name>`.
-    pub fn object_id(&self) -> String {
+    pub(crate) fn object_id(&self) -> String {
         format!("trainjob.trainer.kubeflow.org/{}/{}", self.namespace, self.name)
     }
 }
@@ -87,7 +87,7 @@ impl Checked {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{source_name}:{line}: {what} does not decode: {detail}")]
 pub struct DecodeFailure {
-    pub source_name: String,
+    pub(crate) source_name: String,
     pub line: usize,
     pub what: String,
     pub detail: String,
@@ -99,7 +99,7 @@ pub fn key(doc: &Document, default_namespace: &str) -> (String, String) {
 }
 
 /// The object as the API server would pass it to the webhook: namespace filled in, as JSON.
-pub fn to_request_json(mut value: Value, namespace: &str) -> Box<RawValue> {
+pub(crate) fn to_request_json(mut value: Value, namespace: &str) -> Box<RawValue> {
     if let Value::Object(object) = &mut value {
         let metadata = object.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
         if let Value::Object(metadata) = metadata
@@ -115,7 +115,7 @@ pub fn to_request_json(mut value: Value, namespace: &str) -> Box<RawValue> {
 
 /// The old object as the running job looks: the old manifest with the live TrainJob's
 /// `spec.suspend` and `status`, or the live TrainJob itself when there is no old manifest.
-pub fn with_running_state(old: Option<&RawValue>, live: &Value, namespace: &str) -> Box<RawValue> {
+pub(crate) fn with_running_state(old: Option<&RawValue>, live: &Value, namespace: &str) -> Box<RawValue> {
     let Some(old) = old else {
         return to_request_json(live.clone(), namespace);
     };
@@ -147,7 +147,7 @@ pub struct NewObject {
 }
 
 impl NewObject {
-    pub fn from_document(doc: Document, default_namespace: &str) -> Self {
+    pub(crate) fn from_document(doc: Document, default_namespace: &str) -> Self {
         let (namespace, name) = key(&doc, default_namespace);
         let json = to_request_json(doc.value, &namespace);
         NewObject { source: doc.source, line: doc.line, namespace, name, json }
@@ -203,7 +203,7 @@ fn with_schema_errors(decision: Decision, object: &RawValue, version: TrainerVer
 }
 
 /// [`with_schema_errors`] on an already parsed object (`review` reads it from the request).
-pub fn with_schema_findings(decision: Decision, value: &Value, version: TrainerVersion) -> Decision {
+pub(crate) fn with_schema_findings(decision: Decision, value: &Value, version: TrainerVersion) -> Decision {
     let mut errors = schema::check(value, version);
     if errors.is_empty() {
         return decision;

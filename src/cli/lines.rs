@@ -89,7 +89,7 @@ fn is_key(text: &str, key: &str) -> bool {
 /// The 1-based line of `path` in the YAML document starting at `start_line`, or of the deepest
 /// part of it found; `None` when not even its first step is found (`start_line` is the caller's
 /// fallback).
-pub fn field_line(text: &str, start_line: usize, path: &str) -> Option<usize> {
+pub(crate) fn field_line(text: &str, start_line: usize, path: &str) -> Option<usize> {
     let lines = lines(text, start_line);
     let mut found = None;
     // The lines of the current node's value: (first index, parent indent); the root has none.

@@ -4,15 +4,15 @@
 pub mod args;
 pub mod certs;
 pub mod check;
-pub mod lines;
-pub mod parallel;
+pub(crate) mod lines;
+pub(crate) mod parallel;
 pub mod plan;
-pub mod report;
+pub(crate) mod report;
 pub mod review;
-pub mod runtime_ttl;
+pub(crate) mod runtime_ttl;
 pub mod serve;
 pub mod state;
-pub mod validate;
+pub(crate) mod validate;
 
 use std::process::ExitCode;
 

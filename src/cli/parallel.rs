@@ -6,13 +6,13 @@ use std::sync::{Condvar, Mutex, PoisonError, mpsc};
 use std::thread;
 
 /// How many worker threads to use: the cores the process may run on.
-pub fn workers() -> usize {
+pub(crate) fn workers() -> usize {
     thread::available_parallelism().map_or(1, |n| n.get()).min(8)
 }
 
 /// Calls `sink(work(item))` for every item, in the order of `items`, running `work` on
 /// `workers` threads. `items` is pulled under a lock, so it may do sequential I/O (a pipe).
-pub fn ordered_map<I, T, R, W, S>(items: I, workers: usize, window: usize, work: W, mut sink: S)
+pub(crate) fn ordered_map<I, T, R, W, S>(items: I, workers: usize, window: usize, work: W, mut sink: S)
 where
     I: Iterator<Item = T> + Send,
     T: Send,

@@ -49,23 +49,23 @@ enum Level {
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Counts {
+pub(crate) struct Counts {
     pub allowed: usize,
     /// Allowed with a warning (offline gate).
     pub warned: usize,
     pub denied: usize,
     /// Documents of other kinds.
     pub skipped: usize,
-    pub input_errors: usize,
+    pub(crate) input_errors: usize,
     /// Inputs used only in part: an old side that could not be read (its TrainJobs checked as
     /// CREATEs), an object that looks like a TrainJob but is not one (not checked).
-    pub input_warnings: usize,
+    pub(crate) input_warnings: usize,
 }
 
 impl Counts {
     /// 0 all allowed, 1 any denied (or, with `strict`, no TrainJob checked at all), 2 any
     /// unusable input.
-    pub fn exit_code(&self, strict: bool) -> u8 {
+    pub(crate) fn exit_code(&self, strict: bool) -> u8 {
         if self.input_errors > 0 {
             2
         } else if self.denied > 0 || (strict && self.checked() == 0) {
@@ -75,11 +75,11 @@ impl Counts {
         }
     }
 
-    pub fn checked(&self) -> usize {
+    pub(crate) fn checked(&self) -> usize {
         self.allowed + self.denied
     }
 
-    pub fn summary(&self) -> String {
+    pub(crate) fn summary(&self) -> String {
         let checked = self.checked();
         let mut s = format!(
             "trainguard validate: {checked} TrainJob{} checked: {} allowed",
@@ -109,10 +109,10 @@ impl Counts {
 }
 
 /// What a run that checked no TrainJob at all says (a typo'd path or kind, an empty directory).
-pub const NOTHING_CHECKED: &str = "no TrainJob was checked: no input holds an object with apiVersion \
+pub(crate) const NOTHING_CHECKED: &str = "no TrainJob was checked: no input holds an object with apiVersion \
      trainer.kubeflow.org/v1alpha1 and kind TrainJob (check the paths; --strict fails such a run)";
 
-pub struct Reporter<O: Write, E: Write> {
+pub(crate) struct Reporter<O: Write, E: Write> {
     format: OutputFormat,
     quiet: bool,
     out: O,
@@ -123,15 +123,15 @@ pub struct Reporter<O: Write, E: Write> {
 }
 
 impl<O: Write, E: Write> Reporter<O, E> {
-    pub fn new(format: OutputFormat, quiet: bool, out: O, err: E) -> Self {
+    pub(crate) fn new(format: OutputFormat, quiet: bool, out: O, err: E) -> Self {
         Reporter { format, quiet, out, err, counts: Counts::default(), records: Vec::new() }
     }
 
-    pub fn skipped(&mut self) {
+    pub(crate) fn skipped(&mut self) {
         self.counts.skipped += 1;
     }
 
-    pub fn checked(&mut self, c: &Checked) -> io::Result<()> {
+    pub(crate) fn checked(&mut self, c: &Checked) -> io::Result<()> {
         let denied = c.denied();
         if denied {
             self.counts.denied += 1;
@@ -225,21 +225,21 @@ impl<O: Write, E: Write> Reporter<O, E> {
 
     /// An input that could not be used. `file` is set when it names a file of the change itself
     /// (an annotation on a file at another revision would point at the wrong lines).
-    pub fn input_error(&mut self, message: &str, file: Option<&str>, line: Option<usize>) -> io::Result<()> {
+    pub(crate) fn input_error(&mut self, message: &str, file: Option<&str>, line: Option<usize>) -> io::Result<()> {
         self.counts.input_errors += 1;
         self.input_record(Level::InputError, message, file, line)
     }
 
     /// An input used only in part, or an object that was not checked though it looks like a
     /// TrainJob: a warning (exit status unchanged). `file` as for [`Self::input_error`].
-    pub fn input_warning(&mut self, message: &str, file: Option<&str>, line: Option<usize>) -> io::Result<()> {
+    pub(crate) fn input_warning(&mut self, message: &str, file: Option<&str>, line: Option<usize>) -> io::Result<()> {
         self.counts.input_warnings += 1;
         self.input_record(Level::InputWarning, message, file, line)
     }
 
     /// A warning about an object that is not judged (a training runtime): never changes the exit
     /// status, and `--quiet` drops it.
-    pub fn runtime_warning(&mut self, message: &str, file: &str, line: usize) -> io::Result<()> {
+    pub(crate) fn runtime_warning(&mut self, message: &str, file: &str, line: usize) -> io::Result<()> {
         if self.quiet {
             return Ok(());
         }
@@ -291,7 +291,7 @@ impl<O: Write, E: Write> Reporter<O, E> {
 
     /// The summary line (not with `--quiet`; on stderr for JSON so stdout stays JSON lines),
     /// after a warning record when nothing was checked (even with `--quiet`).
-    pub fn finish(mut self) -> io::Result<Counts> {
+    pub(crate) fn finish(mut self) -> io::Result<Counts> {
         if self.counts.checked() == 0 && self.counts.input_errors == 0 {
             self.input_record(Level::InputWarning, NOTHING_CHECKED, None, None)?;
         }

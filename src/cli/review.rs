@@ -19,7 +19,7 @@ use crate::cluster::{ClusterView, Offline};
 use crate::manifests::Limits;
 
 /// Largest request read, as the server's default body limit (docs/webhook.md §1).
-pub const DEFAULT_MAX_BODY_BYTES: u64 = 7 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_BODY_BYTES: u64 = 7 * 1024 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
 pub enum Webhook {

@@ -19,7 +19,7 @@ fn has_the_loop(version: TrainerVersion) -> bool {
 
 /// The warning for a runtime document whose JobSet template sets `ttlSecondsAfterFinished`, when
 /// `version` has the loop; `None` for anything else.
-pub fn warning(doc: &Document, version: TrainerVersion) -> Option<String> {
+pub(crate) fn warning(doc: &Document, version: TrainerVersion) -> Option<String> {
     let group = doc.api_version().split_once('/').map_or("", |(g, _)| g);
     if group != TRAINJOB_GROUP || !RUNTIME_KINDS.contains(&doc.kind()) || !has_the_loop(version) {
         return None;

@@ -72,7 +72,7 @@ pub struct ServeArgs {
 
     /// How long a broken watch may last before gated changes are denied as "state unknown".
     #[arg(long, env = "TRAINGUARD_CACHE_STALE_AFTER", default_value = "60s", value_parser = parse_duration)]
-    pub cache_stale_after: Duration,
+    pub(crate) cache_stale_after: Duration,
 
     /// How often the certificate files are re-read (Secret volumes swap a symlink; no events).
     #[arg(long, env = "TRAINGUARD_CERT_RELOAD_INTERVAL", default_value = "10s", value_parser = parse_duration)]
@@ -147,7 +147,7 @@ pub struct ServeArgs {
     /// Where --dev writes its certificates and sample review [default: a new private directory
     /// <temp dir>/trainguard-dev-<pid>-<random>, mode 0700]. The key file is written 0600.
     #[arg(long, env = "TRAINGUARD_DEV_DIR")]
-    pub dev_dir: Option<PathBuf>,
+    pub(crate) dev_dir: Option<PathBuf>,
 }
 
 /// Where the gate's cluster state comes from.
@@ -161,7 +161,7 @@ pub enum ClusterMode {
 impl ServeArgs {
     /// Decides the cluster mode without guessing: `--dev` never picks up a default kubeconfig
     /// (it may point at production), and plain `serve` needs some cluster configuration.
-    pub fn cluster_mode(&self) -> anyhow::Result<ClusterMode> {
+    pub(crate) fn cluster_mode(&self) -> anyhow::Result<ClusterMode> {
         if self.offline {
             return Ok(ClusterMode::Offline);
         }
@@ -340,7 +340,7 @@ async fn wait_for_signal() {
 }
 
 /// An UPDATE that changes the overrides of a running TrainJob: what `make run` shows a newcomer.
-pub const DEV_SAMPLE_REVIEW: &str = include_str!("dev_sample_review.json");
+pub(crate) const DEV_SAMPLE_REVIEW: &str = include_str!("dev_sample_review.json");
 
 /// A new directory under `parent` that only this user can enter (0700), named uniquely: never
 /// one that exists already, so nobody can have planted files or symlinks in it.

@@ -15,7 +15,7 @@ use anyhow::Context as _;
 pub struct State {
     pub view: StaticView,
     /// Live TrainJobs by (namespace, name).
-    pub live_trainjobs: HashMap<(String, String), Document>,
+    pub(crate) live_trainjobs: HashMap<(String, String), Document>,
 }
 
 /// Reads every `--state` file; any file that cannot be read or object that does not decode is

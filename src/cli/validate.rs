@@ -48,7 +48,7 @@ pub struct ValidateArgs {
 
     /// Read the old manifests from the same PATHs at this git revision (e.g. origin/main).
     #[arg(long, value_name = "REF", conflicts_with = "old")]
-    pub git_base: Option<String>,
+    pub(crate) git_base: Option<String>,
 
     /// Cluster objects as `kubectl get -o yaml` prints them (repeatable): JobSets, batch Jobs
     /// and live TrainJobs. With it the JobSet gate sees them; without it the gate is offline.
@@ -73,7 +73,7 @@ pub struct ValidateArgs {
 
     /// Largest file read, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = Limits::DEFAULT_MAX_FILE_BYTES)]
-    pub max_file_bytes: u64,
+    pub(crate) max_file_bytes: u64,
 
     #[command(flatten)]
     pub schema: SchemaArgs,
@@ -89,7 +89,7 @@ pub struct SchemaArgs {
     /// Kubeflow Trainer release whose TrainJob schema the manifests must fit: unknown,
     /// misplaced and other-release fields under spec, and wrongly typed values, are denied.
     #[arg(long, env = "TRAINGUARD_TRAINER_VERSION", value_enum, value_name = "VERSION", default_value_t)]
-    pub trainer_version: TrainerVersion,
+    pub(crate) trainer_version: TrainerVersion,
 
     /// `off`: skip the schema check (unknown fields pass, as the webhook lets them).
     #[arg(long, env = "TRAINGUARD_SCHEMA", value_enum, value_name = "on|off", default_value_t)]
@@ -111,7 +111,7 @@ pub enum SchemaCheck {
     Off,
 }
 
-pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     let limits = Limits { max_file_bytes: args.max_file_bytes, ..Limits::default() };
     let config = args.rules.rules_config();
     // Inputs that cannot be used before anything is checked: reported once the reporter exists.

@@ -2,13 +2,14 @@
 //! backs it with watch-fed caches ([`ClusterCache`]), `validate`/`review --state` and tests with
 //! static objects ([`StaticView`]).
 
-pub mod reflect;
-pub mod view;
+pub(crate) mod reflect;
+pub(crate) mod view;
 
 use std::path::PathBuf;
 
 pub use reflect::ClusterCache;
-pub use view::{ChildJobState, ClusterView, GateFacts, JobSetFacts, JobSetState, Offline, StateError, StaticView};
+pub use view::StateError;
+pub use view::{ChildJobState, ClusterView, GateFacts, JobSetFacts, JobSetState, Offline, StaticView};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {

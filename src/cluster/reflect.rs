@@ -27,12 +27,12 @@ use super::view::{ChildJobState, ClusterView, GateFacts, JobSetFacts, JobSetStat
 use crate::model::jobset::{BatchJobView, JOBSET_NAME_LABEL, JobSetView};
 use crate::server::metrics::{CacheLabels, WebhookMetrics};
 
-pub const JOBSETS: &str = "jobsets";
-pub const JOBS: &str = "jobs";
+pub(crate) const JOBSETS: &str = "jobsets";
+pub(crate) const JOBS: &str = "jobs";
 
 /// A JobSet as cached: a few dozen bytes plus its replicated-job names.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CompactJobSet {
+pub(crate) struct CompactJobSet {
     deleting: bool,
     replicated: Box<[(Box<str>, i32)]>,
 }
@@ -49,7 +49,7 @@ impl From<&JobSetView> for CompactJobSet {
 
 /// A child Job as cached.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CompactJob {
+pub(crate) struct CompactJob {
     name: Box<str>,
     active: i32,
     terminating: Option<i32>,
@@ -73,13 +73,13 @@ fn key(namespace: &str, name: &str) -> Box<str> {
 
 /// Whether a watch has synced once, and since when it has been failing.
 #[derive(Debug, Default)]
-pub struct WatchHealth {
+pub(crate) struct WatchHealth {
     synced: AtomicBool,
     broken_since: Mutex<Option<Instant>>,
 }
 
 impl WatchHealth {
-    pub fn synced(&self) -> bool {
+    pub(crate) fn synced(&self) -> bool {
         self.synced.load(Ordering::SeqCst)
     }
 

@@ -75,11 +75,6 @@ impl StaticView {
         self
     }
 
-    pub fn with_job(mut self, namespace: &str, jobset: &str, job: ChildJobState) -> Self {
-        self.insert_job(namespace, jobset, job);
-        self
-    }
-
     pub fn insert_jobset(&mut self, namespace: &str, name: &str, state: JobSetState) {
         self.jobsets.insert((namespace.to_string(), name.to_string()), state);
     }

@@ -34,7 +34,7 @@ pub enum NodeFailureMode {
 
 impl NodeFailureMode {
     /// The mode the planner runs with: a deprecated spelling is read as its replacement.
-    pub fn effective(self) -> Self {
+    pub(crate) fn effective(self) -> Self {
         match self {
             NodeFailureMode::NodeUnhealthy => NodeFailureMode::NotReady,
             other => other,
@@ -136,7 +136,7 @@ pub struct PlannerArgs {
 
     /// How long a suspended job may keep pods or lack its Suspended condition before it is reported.
     #[arg(long, env = "TRAINGUARD_SUSPEND_STUCK_AFTER", value_parser = crate::duration::parse_signed, default_value = "2m")]
-    pub suspend_stuck_after: SignedDuration,
+    pub(crate) suspend_stuck_after: SignedDuration,
 
     /// Opt-in remedy: move ttlSecondsAfterFinished of a stuck suspended job into an annotation,
     /// and back when the job is resumed.
@@ -156,7 +156,7 @@ pub struct PlannerArgs {
 
     /// How long a node must be NotReady (with the NoExecute taint) before it counts as unhealthy.
     #[arg(long, env = "TRAINGUARD_NODE_NOT_READY_FOR", value_parser = crate::duration::parse_signed, default_value = "5m")]
-    pub node_not_ready_for: SignedDuration,
+    pub(crate) node_not_ready_for: SignedDuration,
 
     /// How long past its deletionTimestamp a pod must be stuck before its deletion is escalated.
     #[arg(long, env = "TRAINGUARD_FORCE_DELETE_AFTER", value_parser = crate::duration::parse_signed, default_value = "2m")]
@@ -165,7 +165,7 @@ pub struct PlannerArgs {
     /// Safety brake: pause force deletes in a zone when more than 2 of its nodes, and at least this
     /// fraction, are unhealthy.
     #[arg(long, env = "TRAINGUARD_PAUSE_UNHEALTHY_FRACTION", value_parser = parse_fraction, default_value = "0.55")]
-    pub pause_unhealthy_fraction: f64,
+    pub(crate) pause_unhealthy_fraction: f64,
 
     /// Rate limit of force deletes (token bucket, this many per minute, bursting to as many).
     #[arg(long, env = "TRAINGUARD_MAX_FORCE_DELETES_PER_MINUTE", default_value_t = 20)]
@@ -174,7 +174,7 @@ pub struct PlannerArgs {
 
 impl PlannerArgs {
     /// Warnings about deprecated flag values, for the caller to log once at start.
-    pub fn deprecations(&self) -> Vec<String> {
+    pub(crate) fn deprecations(&self) -> Vec<String> {
         let mut out = Vec::new();
         if self.node_failure == NodeFailureMode::NodeUnhealthy {
             out.push(
@@ -186,7 +186,7 @@ impl PlannerArgs {
         out
     }
 
-    pub fn plan_config(&self) -> PlanConfig {
+    pub(crate) fn plan_config(&self) -> PlanConfig {
         PlanConfig {
             mode: self.controller_mode,
             ttl: self.ttl,
@@ -220,7 +220,7 @@ pub struct ControllerArgs {
     /// cluster, off with --dev/--offline).
     #[arg(long, env = "TRAINGUARD_LEADER_ELECT", value_parser = BoolishValueParser::new(), num_args = 0..=1,
           default_missing_value = "true")]
-    pub leader_elect: Option<bool>,
+    pub(crate) leader_elect: Option<bool>,
 
     /// Name of the Lease used for leader election.
     #[arg(long, env = "TRAINGUARD_LEASE_NAME", default_value = "trainguard-controller")]

@@ -7,10 +7,10 @@ use kube::runtime::events::{Event, EventType as KubeEventType, Recorder, Reporte
 
 use super::plan::{EventType, PlannedEvent, Rule, Target};
 
-pub const REPORTING_CONTROLLER: &str = "trainguard";
+pub(crate) const REPORTING_CONTROLLER: &str = "trainguard";
 
 /// The object reference an event is about.
-pub fn object_ref(target: &Target) -> ObjectReference {
+pub(crate) fn object_ref(target: &Target) -> ObjectReference {
     ObjectReference {
         api_version: Some(target.kind.api_version()),
         kind: Some(target.kind.kind().to_string()),
@@ -41,7 +41,7 @@ impl EventSink {
         EventSink { recorder: Recorder::new(client, Reporter { controller: REPORTING_CONTROLLER.into(), instance }) }
     }
 
-    pub async fn publish(&self, event: &PlannedEvent, rule: Rule) -> Result<(), kube::Error> {
+    pub(crate) async fn publish(&self, event: &PlannedEvent, rule: Rule) -> Result<(), kube::Error> {
         let ev = Event {
             type_: match event.type_ {
                 EventType::Normal => KubeEventType::Normal,

@@ -44,12 +44,12 @@ use crate::model::pod::{NodeView, PodView};
 use crate::model::trainjob_state::TrainJobStateView;
 
 /// Field manager of every write.
-pub const FIELD_MANAGER: &str = "trainguard";
+pub(crate) const FIELD_MANAGER: &str = "trainguard";
 
 /// Where the executor reads the time: the wall clock in production, a fixed one in tests.
-pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
+pub(crate) type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
 
-pub fn system_clock() -> Clock {
+pub(crate) fn system_clock() -> Clock {
     Arc::new(Timestamp::now)
 }
 

@@ -20,21 +20,21 @@ use crate::model::{DEFAULT_MANAGED_BY, TRAINJOB_GROUP, TRAINJOB_KIND};
 pub type Str = Arc<str>;
 
 /// Label that opts a training job (v1 job or TrainJob) out of everything the companion does.
-pub const IGNORE_LABEL: &str = "trainguard.io/ignore";
+pub(crate) const IGNORE_LABEL: &str = "trainguard.io/ignore";
 /// Where the opt-in remedy of docs/controller.md (Preemption (suspend)) keeps `ttlSecondsAfterFinished` while a job is suspended.
-pub const STASH_ANNOTATION: &str = "trainguard.io/stashed-ttl-seconds-after-finished";
+pub(crate) const STASH_ANNOTATION: &str = "trainguard.io/stashed-ttl-seconds-after-finished";
 /// The Job controller's finalizer on pods of `batch/v1` Jobs (JobSet pods carry it).
-pub const JOB_TRACKING_FINALIZER: &str = "batch.kubernetes.io/job-tracking";
-pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
-pub const TAINT_UNREACHABLE: &str = "node.kubernetes.io/unreachable";
-pub const TAINT_NOT_READY: &str = "node.kubernetes.io/not-ready";
-pub const TAINT_OUT_OF_SERVICE: &str = "node.kubernetes.io/out-of-service";
+pub(crate) const JOB_TRACKING_FINALIZER: &str = "batch.kubernetes.io/job-tracking";
+pub(crate) const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
+pub(crate) const TAINT_UNREACHABLE: &str = "node.kubernetes.io/unreachable";
+pub(crate) const TAINT_NOT_READY: &str = "node.kubernetes.io/not-ready";
+pub(crate) const TAINT_OUT_OF_SERVICE: &str = "node.kubernetes.io/out-of-service";
 /// Kueue's opt-in marker for its own force delete (FailureRecoveryPolicy).
-pub const KUEUE_FORCE_DELETE_ANNOTATION: &str = "kueue.x-k8s.io/safe-to-forcefully-delete";
+pub(crate) const KUEUE_FORCE_DELETE_ANNOTATION: &str = "kueue.x-k8s.io/safe-to-forcefully-delete";
 /// Opt-in TTL of a TrainJob, in seconds after it finished (Trainer has none of its own yet).
-pub const TRAINJOB_TTL_ANNOTATION: &str = "trainguard.io/ttl-seconds-after-finished";
+pub(crate) const TRAINJOB_TTL_ANNOTATION: &str = "trainguard.io/ttl-seconds-after-finished";
 /// Reason of the `DisruptionTarget` condition trainguard sets before a force delete.
-pub const DISRUPTION_REASON: &str = "DeletionByTrainguard";
+pub(crate) const DISRUPTION_REASON: &str = "DeletionByTrainguard";
 
 /// Namespace and name of a namespaced object.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -75,7 +75,7 @@ pub enum PodOwner {
 
 /// A Kubernetes condition status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CondStatus {
+pub(crate) enum CondStatus {
     True,
     False,
     Unknown,
@@ -159,11 +159,11 @@ pub struct TrainJobFacts {
     /// Condition `Complete` or `Failed` is True.
     pub finished: bool,
     /// The finishing condition (`Complete` or `Failed`) and its `lastTransitionTime`.
-    pub finished_condition: Option<(FinishKind, Option<Timestamp>)>,
+    pub(crate) finished_condition: Option<(FinishKind, Option<Timestamp>)>,
     /// `spec.ttlSecondsAfterFinished`, should the CRD gain it (it wins over the annotation).
-    pub spec_ttl: Option<i64>,
+    pub(crate) spec_ttl: Option<i64>,
     /// The raw value of annotation `trainguard.io/ttl-seconds-after-finished`.
-    pub ttl_annotation: Option<Str>,
+    pub(crate) ttl_annotation: Option<Str>,
     pub suspended_condition: Option<Option<Timestamp>>,
     /// Sum of `status.jobsStatus[].active`.
     pub active: i64,
@@ -193,7 +193,7 @@ pub struct JobSetFacts {
     pub id: NsName,
     pub uid: Str,
     pub trainjob: Str,
-    pub trainjob_uid: Str,
+    pub(crate) trainjob_uid: Str,
     /// Sum of `status.replicatedJobsStatus[].active`.
     pub active: i64,
     /// `metadata.creationTimestamp`.
@@ -453,7 +453,7 @@ impl BatchJobFacts {
 impl PodFacts {
     /// Counts for a job's suspend verdict: not terminating, and (for JobSet pods) still running —
     /// a finished initializer or a failed pod its Job keeps is not one the suspension waits for.
-    pub fn counts_as_live(&self) -> bool {
+    pub(crate) fn counts_as_live(&self) -> bool {
         self.deletion.is_none()
             && match self.owner {
                 PodOwner::V1 { .. } => true,

@@ -21,10 +21,10 @@ use super::metrics::Metrics;
 
 /// Lease validity after the last renewal, and how long before expiry the holder renews.
 pub const LEASE_DURATION_SECONDS: u64 = 15;
-pub const LEASE_GRACE_SECONDS: u64 = 5;
+pub(crate) const LEASE_GRACE_SECONDS: u64 = 5;
 /// Stop acting this long before the lease could expire (clock skew between replicas, and the
 /// time an in-flight write needs to land or be cut).
-pub const FENCE_MARGIN: Duration = Duration::from_secs(3);
+pub(crate) const FENCE_MARGIN: Duration = Duration::from_secs(3);
 const RETRY_MIN: Duration = Duration::from_secs(1);
 const RETRY_MAX: Duration = Duration::from_secs(30);
 
@@ -121,7 +121,7 @@ async fn read_lease(api: &Api<Lease>, lease: &LeaseConfig) -> Renewal {
 }
 
 /// This replica's identity in the Lease.
-pub fn identity() -> String {
+pub(crate) fn identity() -> String {
     std::env::var("POD_NAME")
         .ok()
         .filter(|s| !s.is_empty())

@@ -49,7 +49,7 @@ pub async fn run(client: Client, config: PlanConfig, metrics: Metrics, shutdown:
 
 /// Runs the controller until `shutdown` is cancelled (for an elected controller: until leadership
 /// ends). `bucket` is the force-delete budget, carried from one leadership term to the next.
-pub async fn run_with_bucket(
+pub(crate) async fn run_with_bucket(
     client: Client,
     config: PlanConfig,
     metrics: Metrics,

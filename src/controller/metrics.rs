@@ -69,7 +69,7 @@ pub struct Metrics {
     pub reconcile_time_seconds: HistogramFamily<ControllerLabels>,
     pub leader_election_master_status: Family<NameLabels, Gauge>,
     pub ttl_deletions_total: Family<KindResultLabels, Counter>,
-    pub ttl_deletion_delay_seconds: Histogram,
+    pub(crate) ttl_deletion_delay_seconds: Histogram,
     pub ttl_scheduled_jobs: Family<KindLabels, Gauge>,
     pub suspend_not_reconciled_jobs: Family<KindLabels, Gauge>,
     pub admitted_but_suspended_jobs: Family<KindLabels, Gauge>,
@@ -184,7 +184,7 @@ impl Metrics {
     }
 
     /// Sets the gauges from the planner's observations (every label set seen keeps a series).
-    pub fn set_gauges(&self, counts: &HashMap<Observation, i64>) {
+    pub(crate) fn set_gauges(&self, counts: &HashMap<Observation, i64>) {
         for (o, n) in counts {
             match o {
                 Observation::TtlScheduled(kind) => {
@@ -212,7 +212,7 @@ impl Metrics {
 
     /// Drops every series of the gauges only the leader computes, so a replica that stopped
     /// leading exports none of them (instead of its last values).
-    pub fn clear_leader_gauges(&self) {
+    pub(crate) fn clear_leader_gauges(&self) {
         self.ttl_scheduled_jobs.clear();
         self.suspend_not_reconciled_jobs.clear();
         self.admitted_but_suspended_jobs.clear();
@@ -220,19 +220,19 @@ impl Metrics {
         self.pods_stuck_terminating.clear();
     }
 
-    pub fn ttl_deletion(&self, kind: &str, result: &str) {
+    pub(crate) fn ttl_deletion(&self, kind: &str, result: &str) {
         self.ttl_deletions_total.get_or_create(&KindResultLabels { kind: kind.into(), result: result.into() }).inc();
     }
 
-    pub fn force_deletion(&self, result: &str) {
+    pub(crate) fn force_deletion(&self, result: &str) {
         self.pod_force_deletions_total.get_or_create(&ResultLabels { result: result.into() }).inc();
     }
 
-    pub fn suppressed(&self, reason: &str) {
+    pub(crate) fn suppressed(&self, reason: &str) {
         self.force_delete_suppressed_total.get_or_create(&ReasonLabels { reason: reason.into() }).inc();
     }
 
-    pub fn set_leader(&self, lease: &str, leader: bool) {
+    pub(crate) fn set_leader(&self, lease: &str, leader: bool) {
         self.leader_election_master_status.get_or_create(&NameLabels { name: lease.into() }).set(i64::from(leader));
     }
 }

@@ -6,7 +6,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::facts::{
-    BatchJobFacts, FactsError, JobFacts, JobSetFacts, NodeFacts, NsName, PodFacts, TrainJobFacts, WorkloadFacts,
+    BatchJobFacts, FactsError, JobFacts, JobSetFacts, NodeFacts, PodFacts, TrainJobFacts, WorkloadFacts,
 };
 use super::snapshot::{Change, Snapshot};
 use crate::model::jobset::{BatchJobView, JOBSET_GROUP, JOBSET_KIND, JobSetView};
@@ -91,14 +91,14 @@ pub struct Loaded {
 /// Builds a snapshot from objects one at a time. The node list counts as complete when it has at
 /// least one node: a snapshot without nodes cannot tell a deleted node from one nobody exported.
 #[derive(Debug, Default)]
-pub struct SnapshotBuilder {
+pub(crate) struct SnapshotBuilder {
     snapshot: Snapshot,
     loaded: Loaded,
     any_node: bool,
 }
 
 impl SnapshotBuilder {
-    pub fn add(&mut self, value: &Value) -> Result<(), ObjectError> {
+    pub(crate) fn add(&mut self, value: &Value) -> Result<(), ObjectError> {
         match change_from_value(value)? {
             Some(change) => {
                 self.any_node |= matches!(change, Change::Node(..));
@@ -110,7 +110,7 @@ impl SnapshotBuilder {
         Ok(())
     }
 
-    pub fn finish(mut self) -> (Snapshot, Loaded) {
+    pub(crate) fn finish(mut self) -> (Snapshot, Loaded) {
         self.snapshot.set_nodes_listed(self.any_node);
         (self.snapshot, self.loaded)
     }
@@ -125,11 +125,4 @@ pub fn snapshot_from_values<'v>(
         builder.add(value)?;
     }
     Ok(builder.finish())
-}
-
-/// The namespace/name of an object, for messages.
-pub fn object_name(value: &Value) -> NsName {
-    let meta = value.get("metadata");
-    let field = |k: &str| meta.and_then(|m| m.get(k)).and_then(Value::as_str).unwrap_or("");
-    NsName::new(field("namespace"), field("name"))
 }

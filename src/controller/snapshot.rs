@@ -120,7 +120,7 @@ impl Snapshot {
     pub fn pod(&self, id: &NsName) -> Option<&PodFacts> {
         self.pods.get(id)
     }
-    pub fn pod_uids(&self) -> impl Iterator<Item = &Str> {
+    pub(crate) fn pod_uids(&self) -> impl Iterator<Item = &Str> {
         self.pods.values().map(|p| &p.uid)
     }
     pub fn node(&self, name: &str) -> Option<&NodeFacts> {
@@ -129,7 +129,7 @@ impl Snapshot {
     pub fn nodes(&self) -> impl Iterator<Item = &NodeFacts> {
         self.nodes.values()
     }
-    pub fn nodes_listed(&self) -> bool {
+    pub(crate) fn nodes_listed(&self) -> bool {
         self.nodes_listed
     }
     pub fn set_nodes_listed(&mut self, listed: bool) {
@@ -137,15 +137,15 @@ impl Snapshot {
         self.nodes_version += 1;
     }
     /// Changes whenever a node changes: what derived node tables are keyed on.
-    pub fn nodes_version(&self) -> u64 {
+    pub(crate) fn nodes_version(&self) -> u64 {
         self.nodes_version
     }
-    pub fn terminating_pods(&self) -> impl Iterator<Item = &NsName> {
+    pub(crate) fn terminating_pods(&self) -> impl Iterator<Item = &NsName> {
         self.terminating.iter()
     }
 
     /// The Workload Kueue keeps for the job (or TrainJob) with this UID.
-    pub fn workload_for(&self, owner_uid: &str) -> Option<&WorkloadFacts> {
+    pub(crate) fn workload_for(&self, owner_uid: &str) -> Option<&WorkloadFacts> {
         self.workload_by_owner.get(owner_uid).and_then(|id| self.workloads.get(id))
     }
 
@@ -160,7 +160,7 @@ impl Snapshot {
     }
 
     /// The TrainJob that controls a JobSet, when both are known and the UIDs agree.
-    pub fn trainjob_of(&self, jobset: &JobSetFacts) -> Option<&TrainJobFacts> {
+    pub(crate) fn trainjob_of(&self, jobset: &JobSetFacts) -> Option<&TrainJobFacts> {
         let id = NsName { namespace: jobset.id.namespace.clone(), name: jobset.trainjob.clone() };
         self.trainjobs.get(&id).filter(|tj| tj.uid == jobset.trainjob_uid)
     }

@@ -113,10 +113,10 @@ pub struct ControllerState {
 
 /// The force-delete token bucket shared by the planner (which looks), the executor (which takes)
 /// and successive leadership terms of one process (so a new term brings no fresh burst).
-pub type SharedBucket = Arc<Mutex<TokenBucket>>;
+pub(crate) type SharedBucket = Arc<Mutex<TokenBucket>>;
 
 /// A bucket that starts empty (see [`TokenBucket::empty`]).
-pub fn new_bucket(config: &PlanConfig) -> SharedBucket {
+pub(crate) fn new_bucket(config: &PlanConfig) -> SharedBucket {
     Arc::new(Mutex::new(TokenBucket::empty(config.max_force_deletes_per_minute)))
 }
 
@@ -128,7 +128,7 @@ impl ControllerState {
     }
 
     /// A state planning against `bucket` (the one the executor takes tokens from).
-    pub fn with_bucket(config: PlanConfig, bucket: SharedBucket) -> Self {
+    pub(crate) fn with_bucket(config: PlanConfig, bucket: SharedBucket) -> Self {
         ControllerState {
             bucket,
             zones: Arc::default(),
@@ -236,7 +236,7 @@ impl ControllerState {
         self.dirty.extend(snapshot.terminating_pods().cloned().map(Key::Pod));
     }
 
-    pub fn is_synced(&self) -> bool {
+    pub(crate) fn is_synced(&self) -> bool {
         self.synced
     }
 

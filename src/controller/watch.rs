@@ -32,7 +32,7 @@ const ABSENT_RETRY: Duration = Duration::from_secs(300);
 
 /// Objects per page of an initial list. Each page is decoded, reduced to facts and dropped before
 /// the next is requested, so the memory a list needs is bounded by this, not by the cluster size.
-pub const PAGE_SIZE: u32 = 100;
+pub(crate) const PAGE_SIZE: u32 = 100;
 
 /// The watcher configuration of every source: paged initial lists of [`PAGE_SIZE`] objects.
 fn config() -> watcher::Config {
@@ -41,7 +41,7 @@ fn config() -> watcher::Config {
 
 /// What the watches tell the controller loop.
 #[derive(Debug)]
-pub enum WatchMsg {
+pub(crate) enum WatchMsg {
     /// Boxed: facts are a few hundred bytes, and the channel holds thousands of messages.
     Change(Box<Change>),
     /// The source finished its first list (or its CRD is absent): it counts for the first sync.
@@ -64,7 +64,7 @@ pub fn sources() -> Vec<Source> {
 }
 
 /// Starts one task per source. They stop when `shutdown` is cancelled or the receiver is gone.
-pub fn spawn_all(
+pub(crate) fn spawn_all(
     client: Client,
     tx: mpsc::Sender<WatchMsg>,
     shutdown: CancellationToken,

@@ -7,7 +7,7 @@ use tracing::Subscriber;
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
-pub mod writer;
+pub(crate) mod writer;
 
 use writer::{DroppedLines, WriterGuard};
 
@@ -32,7 +32,12 @@ pub fn init(format: LogFormat) -> std::io::Result<Logging> {
 }
 
 /// The fmt subscriber of `format`.
-pub fn subscriber<W>(format: LogFormat, filter: EnvFilter, writer: W, ansi: bool) -> Box<dyn Subscriber + Send + Sync>
+pub(crate) fn subscriber<W>(
+    format: LogFormat,
+    filter: EnvFilter,
+    writer: W,
+    ansi: bool,
+) -> Box<dyn Subscriber + Send + Sync>
 where
     W: for<'a> tracing_subscriber::fmt::MakeWriter<'a> + Send + Sync + 'static,
 {

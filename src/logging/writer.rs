@@ -16,11 +16,11 @@ use std::time::Duration;
 
 /// How long the writer thread collects lines after the first one arrived. Lines reach stderr at
 /// most this much later than they were logged (plus the write itself).
-pub const BATCH_DELAY: Duration = Duration::from_millis(5);
+pub(crate) const BATCH_DELAY: Duration = Duration::from_millis(5);
 
 /// At shutdown, how long the buffered lines get to reach the sink. A sink that does not take
 /// them (a stalled pipe) must not hold the process past its grace period.
-pub const FLUSH_TIMEOUT: Duration = Duration::from_secs(1);
+pub(crate) const FLUSH_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Log lines dropped because the buffer was full; shared with the metrics registry.
 #[derive(Debug, Clone, Default)]
@@ -61,18 +61,18 @@ impl Shared {
 
 /// The writer that log events go to (`tracing_subscriber`'s `with_writer`). Cheap to clone.
 #[derive(Debug, Clone)]
-pub struct BatchWriter(Arc<Shared>);
+pub(crate) struct BatchWriter(Arc<Shared>);
 
 /// Keeps the writer thread; dropping it writes what is buffered and ends the thread, waiting
 /// [`FLUSH_TIMEOUT`] at most.
 #[derive(Debug)]
-pub struct WriterGuard {
+pub(crate) struct WriterGuard {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
 }
 
 /// Starts the writer thread: lines go to `sink`, at most `limit` bytes of them wait at once.
-pub fn spawn<W: Write + Send + 'static>(sink: W, limit: usize) -> io::Result<(BatchWriter, WriterGuard)> {
+pub(crate) fn spawn<W: Write + Send + 'static>(sink: W, limit: usize) -> io::Result<(BatchWriter, WriterGuard)> {
     let shared = Arc::new(Shared {
         buffer: Mutex::new(Buffer::default()),
         wake: Condvar::new(),
@@ -88,12 +88,12 @@ pub fn spawn<W: Write + Send + 'static>(sink: W, limit: usize) -> io::Result<(Ba
 }
 
 impl BatchWriter {
-    pub fn dropped(&self) -> DroppedLines {
+    pub(crate) fn dropped(&self) -> DroppedLines {
         self.0.dropped.clone()
     }
 
     /// Queues one line (one formatted event); drops it when the buffer has no room for it.
-    pub fn push(&self, line: &[u8]) {
+    pub(crate) fn push(&self, line: &[u8]) {
         let shared = &*self.0;
         let mut buffer = shared.lock();
         if buffer.bytes.len() + line.len() > shared.limit {

@@ -38,35 +38,9 @@ fn fetch_command(rev: &str) -> String {
     }
 }
 
-/// Reads the manifests that `paths` (as for [`super::sources`], relative to the current
-/// directory) held at `rev`, calling `each` once per file with its documents or its error.
-/// Sources are named `REV:path`. `-` is skipped. Returns the number of files read.
-pub fn read_at_revision(
-    rev: &str,
-    paths: &[PathBuf],
-    limits: &Limits,
-    mut each: impl FnMut(Result<Vec<Document>, ManifestError>),
-) -> Result<usize, ManifestError> {
-    let mut files = 0;
-    for file in files_at_revision(rev, paths, limits)? {
-        files += 1;
-        each(file.and_then(|f| f.parse(limits)));
-    }
-    Ok(files)
-}
-
-/// The files `paths` held at `rev`, unparsed, streamed from one `git cat-file --batch` (parse
-/// them on other threads with [`RawFile::parse`]). A file over the size limit is an error item
-/// and is never held in memory.
-pub fn files_at_revision(rev: &str, paths: &[PathBuf], limits: &Limits) -> Result<RevisionFiles, ManifestError> {
-    let revision = Revision::resolve(rev)?;
-    let blobs = revision.list(paths)?;
-    revision.read(blobs, limits)
-}
-
 /// A resolved git revision of the repository in a directory.
 #[derive(Debug, Clone)]
-pub struct Revision {
+pub(crate) struct Revision {
     cwd: PathBuf,
     rev: String,
     tree: String,
@@ -74,14 +48,14 @@ pub struct Revision {
 
 /// A file listed at a revision: its object id and its path relative to the directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GitBlob {
+pub(crate) struct GitBlob {
     oid: String,
     pub path: String,
 }
 
 impl Revision {
     /// `rev` in the repository of the current directory.
-    pub fn resolve(rev: &str) -> Result<Revision, ManifestError> {
+    pub(crate) fn resolve(rev: &str) -> Result<Revision, ManifestError> {
         let cwd = std::env::current_dir().map_err(|e| ManifestError::io(".", e))?;
         Self::resolve_in(&cwd, rev)
     }
@@ -92,7 +66,7 @@ impl Revision {
     }
 
     /// The manifest files `paths` held (same rules as the directory walk), in git's path order.
-    pub fn list(&self, paths: &[PathBuf]) -> Result<Vec<GitBlob>, ManifestError> {
+    pub(crate) fn list(&self, paths: &[PathBuf]) -> Result<Vec<GitBlob>, ManifestError> {
         let specs: Vec<String> = paths.iter().filter(|p| p.as_os_str() != "-").map(|p| self.path_of(p)).collect();
         if specs.is_empty() {
             return Ok(Vec::new());
@@ -102,12 +76,12 @@ impl Revision {
 
     /// A path as [`GitBlob::path`] spells it (relative to the directory, no `./`), to pair files
     /// on disk with files at the revision.
-    pub fn path_of(&self, path: &Path) -> String {
+    pub(crate) fn path_of(&self, path: &Path) -> String {
         normalize(&self.cwd, path)
     }
 
     /// Streams `blobs`, in the order given, from one `git cat-file --batch`.
-    pub fn read(&self, blobs: Vec<GitBlob>, limits: &Limits) -> Result<RevisionFiles, ManifestError> {
+    pub(crate) fn read(&self, blobs: Vec<GitBlob>, limits: &Limits) -> Result<RevisionFiles, ManifestError> {
         let batch = if blobs.is_empty() { None } else { Some(Git { cwd: &self.cwd }.cat_file_batch(&blobs)?) };
         Ok(RevisionFiles {
             rev: self.rev.clone(),
@@ -120,7 +94,7 @@ impl Revision {
 
 /// One file read from git, not parsed yet.
 #[derive(Debug)]
-pub struct RawFile {
+pub(crate) struct RawFile {
     /// `REV:path`.
     pub name: String,
     pub path: String,
@@ -128,13 +102,13 @@ pub struct RawFile {
 }
 
 impl RawFile {
-    pub fn parse(&self, limits: &Limits) -> Result<Vec<Document>, ManifestError> {
+    pub(crate) fn parse(&self, limits: &Limits) -> Result<Vec<Document>, ManifestError> {
         parse(&self.name, &self.bytes, Format::of_path(Path::new(&self.path)), limits)
     }
 }
 
-/// Iterator over the files of [`files_at_revision`], in path order.
-pub struct RevisionFiles {
+/// Iterator over the files of [`Revision::read`], in path order.
+pub(crate) struct RevisionFiles {
     rev: String,
     max_file_bytes: u64,
     blobs: std::vec::IntoIter<GitBlob>,

@@ -15,23 +15,24 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-pub use git::{GitBlob, GitError, RawFile, Revision, RevisionFiles, files_at_revision, read_at_revision};
+pub(crate) use git::{GitBlob, GitError, RawFile, Revision};
 pub use parse::{Format, parse};
-pub use walk::{Source, read_source, sources};
+pub(crate) use walk::read_source;
+pub use walk::{Source, sources};
 
 /// Bounds on what one input file may cost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Largest file (or stdin, or git blob) read, in bytes.
-    pub max_file_bytes: u64,
+    pub(crate) max_file_bytes: u64,
     /// Deepest nesting of mappings and sequences in a document.
-    pub max_depth: usize,
+    pub(crate) max_depth: usize,
     /// Most nodes replayed through YAML aliases in one file (stops "billion laughs").
-    pub max_alias_replays: usize,
+    pub(crate) max_alias_replays: usize,
 }
 
 impl Limits {
-    pub const DEFAULT_MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
+    pub(crate) const DEFAULT_MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 }
 
 impl Default for Limits {
@@ -113,7 +114,7 @@ pub enum ManifestError {
 
 impl ManifestError {
     /// The file the error is about, when there is one.
-    pub fn source_name(&self) -> Option<&str> {
+    pub(crate) fn source_name(&self) -> Option<&str> {
         match self {
             ManifestError::Io { source_name, .. }
             | ManifestError::TooLarge { source_name, .. }
@@ -146,7 +147,7 @@ impl ManifestError {
 /// Reads every document under `paths` (files, directories walked for `*.yaml`, `*.yml`,
 /// `*.json`, or `-` for stdin), in order; stops at the first file that cannot be read. For
 /// large trees prefer [`sources`] + [`read_source`], which hold one file at a time.
-pub fn read_documents(paths: &[PathBuf], limits: &Limits) -> Result<Vec<Document>, ManifestError> {
+pub(crate) fn read_documents(paths: &[PathBuf], limits: &Limits) -> Result<Vec<Document>, ManifestError> {
     let mut documents = Vec::new();
     for source in sources(paths)? {
         documents.extend(read_source(&source, limits)?);
@@ -155,6 +156,6 @@ pub fn read_documents(paths: &[PathBuf], limits: &Limits) -> Result<Vec<Document
 }
 
 /// `true` for the extensions a directory walk picks up.
-pub fn is_manifest_path(path: &Path) -> bool {
+pub(crate) fn is_manifest_path(path: &Path) -> bool {
     matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml" | "json"))
 }

@@ -20,7 +20,7 @@ pub enum Format {
 }
 
 impl Format {
-    pub fn of_path(path: &Path) -> Format {
+    pub(crate) fn of_path(path: &Path) -> Format {
         match path.extension().and_then(|e| e.to_str()) {
             Some("yaml" | "yml") => Format::Yaml,
             Some("json") => Format::Json,

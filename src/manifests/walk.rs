@@ -74,7 +74,7 @@ fn walk_dir(dir: &Path, out: &mut Vec<Source>) -> Result<(), ManifestError> {
 }
 
 /// Reads and parses one source, refusing more than `limits.max_file_bytes`.
-pub fn read_source(source: &Source, limits: &Limits) -> Result<Vec<Document>, ManifestError> {
+pub(crate) fn read_source(source: &Source, limits: &Limits) -> Result<Vec<Document>, ManifestError> {
     let name = source.name();
     let bytes = match source {
         Source::Stdin => read_capped(io::stdin().lock(), &name, limits.max_file_bytes)?,

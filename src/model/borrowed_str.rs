@@ -10,7 +10,7 @@ use serde::de::{self, Visitor};
 
 /// A string, borrowed when it can be.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BorrowedStr<'a>(pub Cow<'a, str>);
+pub(crate) struct BorrowedStr<'a>(pub Cow<'a, str>);
 
 impl<'de: 'a, 'a> Deserialize<'de> for BorrowedStr<'a> {
     fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {

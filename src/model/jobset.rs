@@ -5,12 +5,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::DynamicResourceScope;
 use serde::{Deserialize, Serialize};
 
-pub const JOBSET_GROUP: &str = "jobset.x-k8s.io";
-pub const JOBSET_VERSION: &str = "v1alpha2";
-pub const JOBSET_KIND: &str = "JobSet";
-pub const JOBSET_PLURAL: &str = "jobsets";
+pub(crate) const JOBSET_GROUP: &str = "jobset.x-k8s.io";
+pub(crate) const JOBSET_VERSION: &str = "v1alpha2";
+pub(crate) const JOBSET_KIND: &str = "JobSet";
+pub(crate) const JOBSET_PLURAL: &str = "jobsets";
 /// Label JobSet puts on its child Jobs and their pods.
-pub const JOBSET_NAME_LABEL: &str = "jobset.sigs.k8s.io/jobset-name";
+pub(crate) const JOBSET_NAME_LABEL: &str = "jobset.sigs.k8s.io/jobset-name";
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -26,12 +26,12 @@ pub struct JobSetView {
 #[serde(rename_all = "camelCase")]
 pub struct JobSetStatusView {
     #[serde(default)]
-    pub replicated_jobs_status: Option<Vec<ReplicatedJobStatusView>>,
+    pub(crate) replicated_jobs_status: Option<Vec<ReplicatedJobStatusView>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ReplicatedJobStatusView {
+pub(crate) struct ReplicatedJobStatusView {
     #[serde(default)]
     pub name: String,
     #[serde(default)]

@@ -8,13 +8,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::core::ApiResource;
 use serde::{Deserialize, Serialize};
 
-pub const KUBEFLOW_GROUP: &str = "kubeflow.org";
-pub const KUBEFLOW_VERSION: &str = "v1";
-pub const KUBEFLOW_API_VERSION: &str = "kubeflow.org/v1";
+pub(crate) const KUBEFLOW_GROUP: &str = "kubeflow.org";
+pub(crate) const KUBEFLOW_VERSION: &str = "v1";
+pub(crate) const KUBEFLOW_API_VERSION: &str = "kubeflow.org/v1";
 /// `spec.runPolicy.managedBy` of the training operator itself (unset means the same).
-pub const TRAINING_OPERATOR_MANAGED_BY: &str = "kubeflow.org/training-operator";
+pub(crate) const TRAINING_OPERATOR_MANAGED_BY: &str = "kubeflow.org/training-operator";
 /// Label the operator puts on every pod of a job.
-pub const JOB_NAME_LABEL: &str = "training.kubeflow.org/job-name";
+pub(crate) const JOB_NAME_LABEL: &str = "training.kubeflow.org/job-name";
 
 /// The six job kinds of Training Operator v1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -59,11 +59,11 @@ impl TrainingKind {
         }
     }
 
-    pub fn from_kind(kind: &str) -> Option<Self> {
+    pub(crate) fn from_kind(kind: &str) -> Option<Self> {
         TrainingKind::ALL.into_iter().find(|k| k.kind() == kind)
     }
 
-    pub fn api_resource(self) -> ApiResource {
+    pub(crate) fn api_resource(self) -> ApiResource {
         ApiResource {
             group: KUBEFLOW_GROUP.to_string(),
             version: KUBEFLOW_VERSION.to_string(),
@@ -94,16 +94,16 @@ pub struct TrainingJobView {
 #[serde(rename_all = "camelCase")]
 pub struct TrainingJobSpecView {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run_policy: Option<RunPolicyView>,
+    pub(crate) run_policy: Option<RunPolicyView>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RunPolicyView {
+pub(crate) struct RunPolicyView {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suspend: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ttl_seconds_after_finished: Option<i64>,
+    pub(crate) ttl_seconds_after_finished: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub managed_by: Option<String>,
 }
@@ -116,7 +116,7 @@ pub struct TrainingJobStatusView {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion_time: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replica_statuses: Option<BTreeMap<String, ReplicaStatusView>>,
+    pub(crate) replica_statuses: Option<BTreeMap<String, ReplicaStatusView>>,
 }
 
 /// One `status.conditions[]` entry, the shape shared by v1 jobs, TrainJobs and Kueue Workloads.
@@ -135,13 +135,13 @@ pub struct JobConditionView {
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ReplicaStatusView {
+pub(crate) struct ReplicaStatusView {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub active: Option<i64>,
 }
 
 impl TrainingJobView {
-    pub fn run_policy(&self) -> Option<&RunPolicyView> {
+    pub(crate) fn run_policy(&self) -> Option<&RunPolicyView> {
         self.spec.run_policy.as_ref()
     }
 

@@ -64,23 +64,25 @@ macro_rules! dynamic_resource {
     };
 }
 
-pub mod borrowed_str;
+pub(crate) mod borrowed_str;
 pub mod jobset;
 pub mod kubeflow_v1;
 pub mod object_only;
 pub mod pod;
 pub mod review;
 pub mod trainjob;
-pub mod trainjob_state;
-pub mod watched_meta;
-pub mod workload;
+pub(crate) mod trainjob_state;
+pub(crate) mod watched_meta;
+pub(crate) mod workload;
 
-pub use review::{GroupVersionKindView, RequestView, ReviewEnvelope, UserInfoView};
-pub use trainjob::{LabelsView, OverridesField, TrainJobView};
+pub(crate) use review::RequestView;
+pub use review::ReviewEnvelope;
+pub use trainjob::LabelsView;
+pub use trainjob::{OverridesField, TrainJobView};
 
 /// API group, version and kind of the one object trainguard admits.
-pub const TRAINJOB_GROUP: &str = "trainer.kubeflow.org";
-pub const TRAINJOB_VERSION: &str = "v1alpha1";
+pub(crate) const TRAINJOB_GROUP: &str = "trainer.kubeflow.org";
+pub(crate) const TRAINJOB_VERSION: &str = "v1alpha1";
 pub const TRAINJOB_KIND: &str = "TrainJob";
 pub const TRAINJOB_RESOURCE: &str = "trainjobs";
 
@@ -95,4 +97,4 @@ pub const DEFAULT_OPT_OUT_GROUPS: &[&str] = &["system:masters"];
 
 /// `spec.managedBy` read when the field is absent.
 pub const DEFAULT_MANAGED_BY: &str = "trainer.kubeflow.org/trainjob-controller";
-pub const MULTIKUEUE_MANAGED_BY: &str = "kueue.x-k8s.io/multikueue";
+pub(crate) const MULTIKUEUE_MANAGED_BY: &str = "kueue.x-k8s.io/multikueue";

@@ -225,7 +225,7 @@ pub struct DecodeError {
 
 impl DecodeError {
     /// Decodes again, slowly, to learn where the fast decode failed. Only paid on failure.
-    pub fn locate<'de, T: Deserialize<'de>>(text: &'de str) -> DecodeError {
+    pub(crate) fn locate<'de, T: Deserialize<'de>>(text: &'de str) -> DecodeError {
         let mut de = serde_json::Deserializer::from_str(text);
         match serde_path_to_error::deserialize::<_, T>(&mut de) {
             Ok(_) => DecodeError { path: String::new(), message: "does not decode".to_string() },

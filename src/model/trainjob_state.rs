@@ -30,7 +30,7 @@ pub struct TrainJobStateSpec {
     pub managed_by: Option<String>,
     /// Not in any released Trainer (≤ v2.3.0); read so that the field wins once the CRD has it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ttl_seconds_after_finished: Option<i64>,
+    pub(crate) ttl_seconds_after_finished: Option<i64>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]

@@ -10,7 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference,
 use serde::{Deserialize, Deserializer};
 
 /// The annotation `kubectl apply` writes: the whole object as last applied.
-pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
+pub(crate) const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// The fields of `ObjectMeta` the views keep; unknown ones (`managedFields`) are skipped unread.
 #[derive(Deserialize, Default)]
@@ -33,7 +33,7 @@ struct WatchedMeta {
 }
 
 /// `#[serde(deserialize_with = "deserialize")]` for a view's `metadata`.
-pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ObjectMeta, D::Error> {
+pub(crate) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ObjectMeta, D::Error> {
     let m = Option::<WatchedMeta>::deserialize(deserializer)?.unwrap_or_default();
     let mut annotations = m.annotations;
     if let Some(a) = annotations.as_mut() {

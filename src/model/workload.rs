@@ -7,11 +7,11 @@ use serde::{Deserialize, Serialize};
 
 use super::kubeflow_v1::JobConditionView;
 
-pub const KUEUE_GROUP: &str = "kueue.x-k8s.io";
-pub const WORKLOAD_KIND: &str = "Workload";
-pub const WORKLOAD_PLURAL: &str = "workloads";
+pub(crate) const KUEUE_GROUP: &str = "kueue.x-k8s.io";
+pub(crate) const WORKLOAD_KIND: &str = "Workload";
+pub(crate) const WORKLOAD_PLURAL: &str = "workloads";
 /// Served versions, newest first: the controller watches the first one the API server has.
-pub const WORKLOAD_VERSIONS: [&str; 2] = ["v1beta2", "v1beta1"];
+pub(crate) const WORKLOAD_VERSIONS: [&str; 2] = ["v1beta2", "v1beta1"];
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -36,7 +36,7 @@ impl WorkloadView {
     }
 }
 
-pub fn workload_api_resource(version: &str) -> ApiResource {
+pub(crate) fn workload_api_resource(version: &str) -> ApiResource {
     ApiResource {
         group: KUEUE_GROUP.to_string(),
         version: version.to_string(),

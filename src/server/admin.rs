@@ -28,15 +28,15 @@ impl Readiness {
         Readiness { caches, ..Default::default() }
     }
 
-    pub fn set_certs_loaded(&self) {
+    pub(crate) fn set_certs_loaded(&self) {
         self.certs_loaded.store(true, Ordering::SeqCst);
     }
 
-    pub fn set_listener_up(&self) {
+    pub(crate) fn set_listener_up(&self) {
         self.listener_up.store(true, Ordering::SeqCst);
     }
 
-    pub fn set_shutting_down(&self) {
+    pub(crate) fn set_shutting_down(&self) {
         self.shutting_down.store(true, Ordering::SeqCst);
     }
 
@@ -77,7 +77,7 @@ pub fn router(readiness: Arc<Readiness>, registry: Arc<Registry>) -> Router {
 
 /// What a connection in an admin probe slot is served: the probes, and for anything else a 503
 /// saying that the admin port is full.
-pub fn probe_router(readiness: Arc<Readiness>) -> Router {
+pub(crate) fn probe_router(readiness: Arc<Readiness>) -> Router {
     let registry = Arc::new(Registry::default());
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))

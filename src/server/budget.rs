@@ -24,10 +24,10 @@ use tokio::sync::{Semaphore, TryAcquireError};
 use tokio::time::Instant;
 
 /// Bodies up to this declared size draw on the reserve.
-pub const SMALL_BODY: u64 = 256 * 1024;
+pub(crate) const SMALL_BODY: u64 = 256 * 1024;
 /// The longest a chunk waits for budget before the request is answered 429 (less if the
 /// request's own deadline comes first).
-pub const BUDGET_WAIT: Duration = Duration::from_secs(3);
+pub(crate) const BUDGET_WAIT: Duration = Duration::from_secs(3);
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum BudgetError {
@@ -40,7 +40,7 @@ pub enum BudgetError {
 
 /// Where a body's budget comes from, decided by its declared length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BodyClass {
+pub(crate) enum BodyClass {
     /// Declared length ≤ [`SMALL_BODY`]: reserve first, then shared.
     Small,
     /// Bigger, or no declared length: shared only.
@@ -48,7 +48,7 @@ pub enum BodyClass {
 }
 
 impl BodyClass {
-    pub fn of(declared: Option<u64>) -> Self {
+    pub(crate) fn of(declared: Option<u64>) -> Self {
         match declared {
             Some(n) if n <= SMALL_BODY => BodyClass::Small,
             _ => BodyClass::Large,
@@ -80,7 +80,8 @@ impl BodyBudget {
     }
 
     /// Bytes currently held by unfinished bodies.
-    pub fn in_use(&self) -> usize {
+    #[cfg(test)]
+    fn in_use(&self) -> usize {
         self.total - self.reserve.available_permits() - self.shared.available_permits()
     }
 
@@ -90,25 +91,26 @@ impl BodyBudget {
 
     /// The most one connection's bodies may hold together: an eighth of the budget, and at least
     /// the largest body (which must stay readable).
-    pub fn connection_share(&self) -> usize {
+    pub(crate) fn connection_share(&self) -> usize {
         (self.total / 8).max(self.max_body)
     }
 }
 
 /// What the bodies of one connection hold together, against [`BodyBudget::connection_share`].
 #[derive(Debug)]
-pub struct ConnShare {
+pub(crate) struct ConnShare {
     held: AtomicUsize,
     limit: usize,
 }
 
 impl ConnShare {
-    pub fn new(limit: usize) -> Self {
+    pub(crate) fn new(limit: usize) -> Self {
         ConnShare { held: AtomicUsize::new(0), limit }
     }
 
     /// Bytes the connection's bodies hold.
-    pub fn held(&self) -> usize {
+    #[cfg(test)]
+    fn held(&self) -> usize {
         self.held.load(Ordering::Relaxed)
     }
 
@@ -128,7 +130,7 @@ impl ConnShare {
 
 /// The budget one body holds; given back when dropped.
 #[derive(Debug)]
-pub struct Held<'a> {
+pub(crate) struct Held<'a> {
     budget: &'a BodyBudget,
     share: Option<&'a ConnShare>,
     class: BodyClass,
@@ -138,26 +140,27 @@ pub struct Held<'a> {
 
 /// The budget was not available before the wait ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Exhausted;
+pub(crate) struct Exhausted;
 
 impl<'a> Held<'a> {
-    pub fn new(budget: &'a BodyBudget, class: BodyClass) -> Self {
+    #[cfg(test)]
+    fn new(budget: &'a BodyBudget, class: BodyClass) -> Self {
         Held { budget, share: None, class, reserve: 0, shared: 0 }
     }
 
     /// A body of a connection whose bodies together may hold `share.limit` at most.
-    pub fn with_share(budget: &'a BodyBudget, class: BodyClass, share: &'a ConnShare) -> Self {
+    pub(crate) fn with_share(budget: &'a BodyBudget, class: BodyClass, share: &'a ConnShare) -> Self {
         Held { budget, share: Some(share), class, reserve: 0, shared: 0 }
     }
 
     /// Bytes held.
-    pub fn bytes(&self) -> usize {
+    pub(crate) fn bytes(&self) -> usize {
         self.reserve + self.shared
     }
 
     /// Takes `n` more bytes, waiting [`BUDGET_WAIT`] at most and never past `deadline`. The
     /// first attempt reads no clock and arms no timer (the common case: budget is there).
-    pub async fn take(&mut self, n: usize, deadline: Instant) -> Result<(), Exhausted> {
+    pub(crate) async fn take(&mut self, n: usize, deadline: Instant) -> Result<(), Exhausted> {
         if n == 0 {
             return Ok(());
         }

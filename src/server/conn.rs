@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 /// hyper's HTTP/1.1 read buffer grows up to this (its default is ~400 KiB). A stalled body keeps
 /// at most this much per connection outside the body budget; bigger reads gain nothing.
-pub const HTTP1_MAX_BUF: usize = 64 * 1024;
+pub(crate) const HTTP1_MAX_BUF: usize = 64 * 1024;
 
 /// HTTP/2 settings for a server that expects a few long-lived, multiplexed API-server
 /// connections.
@@ -46,8 +46,8 @@ pub mod http2 {
     pub const MAX_HEADER_LIST: u32 = 16 * 1024;
     /// Ping an idle connection this often; close it when the peer does not answer within
     /// [`KEEP_ALIVE_TIMEOUT`] (a peer that vanished without a FIN).
-    pub const KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(30);
-    pub const KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+    pub(crate) const KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(30);
+    pub(crate) const KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(10);
 
     /// HTTP/2 connections allowed at once, from the body budget: each may buffer its connection
     /// window before the budget applies. At least one.
@@ -65,7 +65,7 @@ pub struct ConnSettings {
     /// A connection with no request in flight and none started for this long is closed.
     pub idle_timeout: Duration,
     /// HTTP/2 streams per connection (the webhook's `--http2-max-concurrent-streams`).
-    pub http2_max_streams: u32,
+    pub(crate) http2_max_streams: u32,
 }
 
 /// Counts what one connection is doing, for its deadlines: requests started and finished, and
@@ -73,7 +73,7 @@ pub struct ConnSettings {
 /// `changed`; a request costs two relaxed increments and two notifications, a read one relaxed
 /// load (and a swap on the first byte after an idle spell).
 #[derive(Debug, Default)]
-pub struct Activity {
+pub(crate) struct Activity {
     started: AtomicU64,
     finished: AtomicU64,
     /// Set by the driver while idle; the reader clears it and notifies on the next byte.
@@ -91,7 +91,7 @@ impl Activity {
 
 pin_project_lite::pin_project! {
     /// The connection's IO, telling [`Activity`] when the first byte after an idle spell arrives.
-    pub struct Watched<I> {
+    pub(crate) struct Watched<I> {
         #[pin]
         io: I,
         activity: Arc<Activity>,
@@ -190,7 +190,7 @@ impl<S, B: ServedBody> ConnService<B> for S where
 
 /// A service wrapper that records [`Activity`].
 #[derive(Clone)]
-pub struct Tracked<S> {
+pub(crate) struct Tracked<S> {
     inner: S,
     activity: Arc<Activity>,
 }
@@ -222,7 +222,7 @@ where
 pin_project_lite::pin_project! {
     /// The service's future, counting the request finished when it completes or is dropped
     /// (without a second boxing of the future on the hot path).
-    pub struct TrackedFuture<F> {
+    pub(crate) struct TrackedFuture<F> {
         #[pin]
         inner: F,
         finished: Option<Finished>,

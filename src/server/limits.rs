@@ -3,12 +3,12 @@
 use std::time::Duration;
 
 /// The API server's default webhook timeout, used when the query carries none.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The longest timeout the API server allows for a webhook.
 const MAX_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Reads `timeout=<Go duration>` from a query string (`?timeout=10s`).
-pub fn parse_timeout_query(query: Option<&str>) -> Option<Duration> {
+pub(crate) fn parse_timeout_query(query: Option<&str>) -> Option<Duration> {
     query?
         .split('&')
         .filter_map(|pair| pair.split_once('='))
@@ -19,7 +19,7 @@ pub fn parse_timeout_query(query: Option<&str>) -> Option<Duration> {
 
 /// When the handler must have answered: a little before the API server gives up, so that it
 /// gets our retryable denial instead of a timeout.
-pub fn handler_deadline(timeout: Duration) -> Duration {
+pub(crate) fn handler_deadline(timeout: Duration) -> Duration {
     let margin = (timeout / 10).min(Duration::from_millis(500));
     timeout - margin
 }

@@ -43,7 +43,7 @@ pub struct ListenerLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RefusedLabels {
+pub(crate) struct RefusedLabels {
     pub listener: &'static str,
     pub reason: &'static str,
 }
@@ -61,7 +61,7 @@ pub struct ResultLabels {
 /// `trainguard_log_lines_dropped_total`: log lines the log writer dropped because its buffer was
 /// full (read from the writer's own counter at scrape time).
 #[derive(Debug)]
-pub struct LogLinesDropped(pub crate::logging::writer::DroppedLines);
+pub(crate) struct LogLinesDropped(pub crate::logging::writer::DroppedLines);
 
 impl prometheus_client::encoding::EncodeMetric for LogLinesDropped {
     fn encode(&self, encoder: prometheus_client::encoding::MetricEncoder) -> Result<(), std::fmt::Error> {
@@ -74,7 +74,7 @@ impl prometheus_client::encoding::EncodeMetric for LogLinesDropped {
 }
 
 impl LogLinesDropped {
-    pub fn register(self, registry: &mut Registry) {
+    pub(crate) fn register(self, registry: &mut Registry) {
         registry.register(
             "trainguard_log_lines_dropped",
             "Log lines dropped because the log writer's queue was full (logging never blocks a request)",
@@ -114,17 +114,17 @@ pub struct WebhookMetrics {
     pub cache_resource_absent: Family<CacheLabels, Gauge>,
     /// A cache's resource answered 404 after the cache had synced with it present.
     pub cache_resource_vanished: Family<CacheLabels, Counter>,
-    pub cert_expiry: Gauge<f64, AtomicU64>,
+    pub(crate) cert_expiry: Gauge<f64, AtomicU64>,
     pub cert_reloads: Family<ResultLabels, Counter>,
     /// Certificate pairs a reload refused, by why (`expired`, `not_yet_valid`, `key_mismatch`,
     /// `unparsable`, `unreadable`).
     pub cert_reload_refusals: Family<ReasonLabels, Counter>,
     /// Connections closed at once or cut by a deadline, by listener and reason.
-    pub connections_refused: Family<RefusedLabels, Counter>,
+    pub(crate) connections_refused: Family<RefusedLabels, Counter>,
     /// Open connections per listener (`webhook`, `admin`), to compare with their caps.
     pub connections: Family<ListenerLabels, Gauge>,
     /// Bytes held by unfinished request bodies (capped by --max-inflight-body-bytes).
-    pub inflight_body_bytes: Gauge,
+    pub(crate) inflight_body_bytes: Gauge,
     /// Tells apart the metric sets of several servers in one process ([`Self::count_decision`]).
     instance: usize,
 }
@@ -237,7 +237,7 @@ impl WebhookMetrics {
     /// `trainguard_admission_decisions_total{…}` + 1. Resolving a label set in the family hashes
     /// four strings under a lock; the handles already resolved are kept per thread, found by the
     /// addresses of their `&'static str` labels (a miss only costs one more lookup).
-    pub fn count_decision(&self, labels: DecisionLabels) {
+    pub(crate) fn count_decision(&self, labels: DecisionLabels) {
         // Keyed by registry instance too: tests run several servers in one process.
         type Resolved = Vec<(usize, DecisionLabels, Counter)>;
         thread_local! {
@@ -273,7 +273,7 @@ impl WebhookMetrics {
 }
 
 /// HTTP status code as a static label value.
-pub fn code_label(code: u16) -> &'static str {
+pub(crate) fn code_label(code: u16) -> &'static str {
     match code {
         200 => "200",
         400 => "400",

@@ -8,12 +8,12 @@
 
 pub mod admin;
 pub mod body;
-pub mod budget;
+pub(crate) mod budget;
 pub mod conn;
-pub mod limits;
+pub(crate) mod limits;
 pub mod metrics;
-pub mod peers;
-pub mod reload;
+pub(crate) mod peers;
+pub(crate) mod reload;
 pub mod routes;
 pub mod tls;
 
@@ -76,7 +76,7 @@ pub struct ServerSettings {
 
 /// Admin connections kept for `/healthz` and `/readyz` when `--max-admin-connections` are all
 /// taken. Such a connection answers only the probes, one request, with a short header timeout.
-pub const PROBE_SLOTS: usize = 8;
+pub(crate) const PROBE_SLOTS: usize = 8;
 /// Header and idle timeout of a connection in a probe slot.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -183,11 +183,10 @@ pub async fn start(
         settings.body_read_timeout,
         body_budget,
     );
-    let router = routes::router(state.clone());
     // Each connection gets its own share of the body budget.
     let app = move || {
         let share = Arc::new(budget::ConnShare::new(connection_share));
-        routes::connection_service(state.clone(), router.clone(), Some(share))
+        routes::connection_service(state.clone(), share)
     };
     let accept_loop =
         tokio::spawn(accept_loop(listener, tls_config, app, settings.clone(), metrics, stop_accepting.clone()));

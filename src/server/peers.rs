@@ -9,18 +9,18 @@ use std::sync::{Arc, Mutex};
 
 /// Open connections per address, capped.
 #[derive(Debug)]
-pub struct PeerCap {
+pub(crate) struct PeerCap {
     limit: usize,
     open: Mutex<HashMap<IpAddr, usize>>,
 }
 
 impl PeerCap {
-    pub fn new(limit: usize) -> Arc<Self> {
+    pub(crate) fn new(limit: usize) -> Arc<Self> {
         Arc::new(PeerCap { limit, open: Mutex::new(HashMap::new()) })
     }
 
     /// A slot for one more connection from `ip`, or `None` when it already has `limit`.
-    pub fn try_take(self: &Arc<Self>, ip: IpAddr) -> Option<PeerSlot> {
+    pub(crate) fn try_take(self: &Arc<Self>, ip: IpAddr) -> Option<PeerSlot> {
         let ip = canonical(ip);
         let mut open = self.open.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let count = open.entry(ip).or_insert(0);
@@ -32,7 +32,8 @@ impl PeerCap {
     }
 
     /// Open connections from `ip`.
-    pub fn open(&self, ip: IpAddr) -> usize {
+    #[cfg(test)]
+    fn open(&self, ip: IpAddr) -> usize {
         let open = self.open.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         open.get(&canonical(ip)).copied().unwrap_or(0)
     }
@@ -48,7 +49,7 @@ fn canonical(ip: IpAddr) -> IpAddr {
 
 /// One connection's share of its address's slots; given back when dropped.
 #[derive(Debug)]
-pub struct PeerSlot {
+pub(crate) struct PeerSlot {
     cap: Arc<PeerCap>,
     ip: IpAddr,
 }

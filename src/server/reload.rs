@@ -15,9 +15,9 @@ use tokio_util::sync::CancellationToken;
 use super::tls::{LoadedPair, TlsError, load_pair, unix_now};
 use crate::server::metrics::{ReasonLabels, ResultLabels, WebhookMetrics};
 
-pub struct CertReloader {
-    pub cert_path: PathBuf,
-    pub key_path: PathBuf,
+pub(crate) struct CertReloader {
+    pub(crate) cert_path: PathBuf,
+    pub(crate) key_path: PathBuf,
     pub live: Arc<ArcSwap<CertifiedKey>>,
     pub metrics: WebhookMetrics,
     /// The bytes of the pair in use, to skip parsing when nothing changed.
@@ -28,7 +28,7 @@ pub struct CertReloader {
 
 /// What one poll did.
 #[derive(Debug, PartialEq, Eq)]
-pub enum ReloadOutcome {
+pub(crate) enum ReloadOutcome {
     Unchanged,
     Reloaded,
     Rejected(String),
@@ -36,7 +36,7 @@ pub enum ReloadOutcome {
 
 impl CertReloader {
     /// Loads the initial pair; fails when it is unusable (the server must not start without one).
-    pub fn start(
+    pub(crate) fn start(
         cert_path: PathBuf,
         key_path: PathBuf,
         metrics: WebhookMetrics,
@@ -52,7 +52,7 @@ impl CertReloader {
     }
 
     /// Re-reads the files once.
-    pub fn poll(&mut self) -> ReloadOutcome {
+    pub(crate) fn poll(&mut self) -> ReloadOutcome {
         let cert = std::fs::read(&self.cert_path);
         let key = std::fs::read(&self.key_path);
         let (cert, key) = match (cert, key) {
@@ -98,7 +98,7 @@ impl CertReloader {
     }
 
     /// Polls every `interval` until `shutdown`.
-    pub async fn run(mut self, interval: Duration, shutdown: CancellationToken) {
+    pub(crate) async fn run(mut self, interval: Duration, shutdown: CancellationToken) {
         let mut ticker = tokio::time::interval(interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         ticker.tick().await;

@@ -5,17 +5,11 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use axum::Router;
-use axum::body::Body;
-use axum::extract::{Request, State};
-use axum::response::Response as AxumResponse;
-use axum::routing::post;
 use bytes::Bytes;
 use http::{HeaderValue, Method, StatusCode, header};
 use http_body::Body as HttpBody;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use tower::ServiceExt as _;
 
 use super::body::{Response, ResponseBody};
 use super::budget::{BodyBudget, BodyClass, ConnShare, Held};
@@ -64,60 +58,25 @@ impl AppState {
     }
 }
 
-/// The webhook router: the two admission paths, JSON 404 and 405 for everything else.
-pub fn router(state: AppState) -> Router {
-    Router::new()
-        .route(Endpoint::Validate.path(), post(validate))
-        .route(Endpoint::Mutate.path(), post(mutate))
-        .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
-        .with_state(state)
-}
-
-/// The webhook's service: the two admission POSTs go straight to their handler; everything else
-/// (wrong paths and methods, with their Status bodies) through the axum [`router`]. Skipping the
-/// router on the hot path saves its per-request boxing, body wrapping and extension map, and
-/// `service_fn` keeps the request's future unboxed inside hyper's connection.
-pub fn webhook_service(state: AppState) -> impl ConnService<ResponseBody> {
-    let router = router(state.clone());
-    connection_service(state, router, None)
-}
-
-/// [`webhook_service`] for one connection, whose bodies together hold `share` at most (see
-/// [`super::budget`]); `router` is [`router`] of the same state, built once per listener.
-pub fn connection_service(
-    state: AppState,
-    router: Router,
-    share: Option<Arc<ConnShare>>,
-) -> impl ConnService<ResponseBody> {
+/// The webhook's service for one connection, whose bodies together hold `share` at most (see
+/// [`super::budget`]): the two admission POSTs go to [`admit`]; any other path is a JSON 404 and
+/// any other method on an admission path a JSON 405. `service_fn` keeps the request's future
+/// unboxed inside hyper's connection.
+pub(crate) fn connection_service(state: AppState, share: Arc<ConnShare>) -> impl ConnService<ResponseBody> {
     hyper::service::service_fn(move |req: http::Request<Incoming>| {
-        let endpoint = match (req.method() == Method::POST, req.uri().path()) {
-            (true, path) if path == Endpoint::Validate.path() => Some(Endpoint::Validate),
-            (true, path) if path == Endpoint::Mutate.path() => Some(Endpoint::Mutate),
-            _ => None,
-        };
-        let route = match endpoint {
-            Some(endpoint) => Ok((state.clone(), endpoint, share.clone())),
-            None => Err(router.clone()),
+        let endpoint = [Endpoint::Validate, Endpoint::Mutate].into_iter().find(|e| e.path() == req.uri().path());
+        let admitted = match endpoint {
+            Some(endpoint) if req.method() == Method::POST => Ok((state.clone(), endpoint, share.clone())),
+            Some(_) => Err(method_not_allowed(&req)),
+            None => Err(not_found(&req)),
         };
         async move {
-            Ok(match route {
-                Ok((state, endpoint, share)) => admit(&state, endpoint, req, share.as_deref()).await,
-                Err(router) => {
-                    let Ok(response) = router.oneshot(req.map(Body::new)).await;
-                    response.map(ResponseBody::from)
-                }
+            Ok(match admitted {
+                Ok((state, endpoint, share)) => admit(&state, endpoint, req, &share).await,
+                Err(refused) => refused,
             })
         }
     })
-}
-
-async fn validate(State(state): State<AppState>, req: Request) -> AxumResponse {
-    axum_response(admit(&state, Endpoint::Validate, req, None).await)
-}
-
-async fn mutate(State(state): State<AppState>, req: Request) -> AxumResponse {
-    axum_response(admit(&state, Endpoint::Mutate, req, None).await)
 }
 
 /// Decrements the in-flight gauge however the handler ends.
@@ -129,7 +88,7 @@ impl Drop for InFlight<'_> {
     }
 }
 
-async fn admit<B>(state: &AppState, endpoint: Endpoint, req: http::Request<B>, share: Option<&ConnShare>) -> Response
+async fn admit<B>(state: &AppState, endpoint: Endpoint, req: http::Request<B>, share: &ConnShare) -> Response
 where
     B: HttpBody<Data = Bytes>,
     B::Error: std::error::Error + Send + Sync + 'static,
@@ -162,7 +121,7 @@ async fn admit_inner<B>(
     endpoint: Endpoint,
     req: http::Request<B>,
     start: Instant,
-    share: Option<&ConnShare>,
+    share: &ConnShare,
 ) -> Response
 where
     B: HttpBody<Data = Bytes>,
@@ -198,10 +157,7 @@ where
     let body_deadline = deadline.min(tokio::time::Instant::from_std(start + inner.body_read_timeout));
     // Held until the answer is built: the body's bytes count against the budget while they exist.
     let class = BodyClass::of(declared);
-    let mut held = match share {
-        Some(share) => Held::with_share(&inner.budget, class, share),
-        None => Held::new(&inner.budget, class),
-    };
+    let mut held = Held::with_share(&inner.budget, class, share);
     let body = match read_body(body, inner.max_body_bytes, &mut held, body_deadline).await {
         Ok(body) => body,
         Err(BodyError::Deadline) => return deadline_missed(endpoint, timeout.min(inner.body_read_timeout), inner),
@@ -350,16 +306,16 @@ fn protocol_error(endpoint: Endpoint, error: ProtocolError) -> Response {
     status_response(StatusCode::BAD_REQUEST, "BadRequest", error.to_string())
 }
 
-async fn not_found(req: Request) -> AxumResponse {
+fn not_found<B>(req: &http::Request<B>) -> Response {
     tracing::warn!(path = req.uri().path(), method = %req.method(), "request for an unknown path");
-    axum_response(status_response(
+    status_response(
         StatusCode::NOT_FOUND,
         "NotFound",
         format!("no webhook at {}: use {} or {}", req.uri().path(), Endpoint::Validate.path(), Endpoint::Mutate.path()),
-    ))
+    )
 }
 
-async fn method_not_allowed(req: Request) -> AxumResponse {
+fn method_not_allowed<B>(req: &http::Request<B>) -> Response {
     tracing::warn!(path = req.uri().path(), method = %req.method(), "request with a method other than POST");
     let mut response = status_response(
         StatusCode::METHOD_NOT_ALLOWED,
@@ -367,7 +323,7 @@ async fn method_not_allowed(req: Request) -> AxumResponse {
         format!("{} is not allowed on {}: admission reviews are POSTed", req.method(), req.uri().path()),
     );
     response.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST"));
-    axum_response(response)
+    response
 }
 
 /// `application/json`, with optional parameters (`; charset=utf-8`).
@@ -379,7 +335,7 @@ fn is_json(value: Option<&HeaderValue>) -> bool {
 }
 
 /// A Kubernetes `Status` body for failures that have no AdmissionReview to answer.
-pub fn status_response(code: StatusCode, reason: &str, message: String) -> Response {
+pub(crate) fn status_response(code: StatusCode, reason: &str, message: String) -> Response {
     status_response_with_details(code, reason, message, serde_json::Value::Null)
 }
 
@@ -409,8 +365,4 @@ fn json_response(code: StatusCode, body: Vec<u8>) -> Response {
     *response.status_mut() = code;
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
-}
-
-fn axum_response(response: Response) -> AxumResponse {
-    response.map(ResponseBody::into_axum)
 }

@@ -63,7 +63,7 @@ pub struct LoadedPair {
 
 impl LoadedPair {
     /// Whether the leaf is valid at `now` (seconds since the Unix epoch); the error says why not.
-    pub fn check_validity(&self, now: i64, cert_path: &Path) -> Result<(), TlsError> {
+    pub(crate) fn check_validity(&self, now: i64, cert_path: &Path) -> Result<(), TlsError> {
         if now < self.not_before {
             return Err(TlsError::NotYetValid { path: cert_path.into(), not_before: self.not_before, now });
         }
@@ -75,12 +75,17 @@ impl LoadedPair {
 }
 
 /// Seconds since the Unix epoch.
-pub fn unix_now() -> i64 {
+pub(crate) fn unix_now() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
 }
 
 /// Parses a PEM chain and key and checks that they belong together.
-pub fn parse_pair(cert_pem: &[u8], key_pem: &[u8], cert_path: &Path, key_path: &Path) -> Result<LoadedPair, TlsError> {
+pub(crate) fn parse_pair(
+    cert_pem: &[u8],
+    key_pem: &[u8],
+    cert_path: &Path,
+    key_path: &Path,
+) -> Result<LoadedPair, TlsError> {
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
         .collect::<Result<_, _>>()
         .map_err(|e| TlsError::BadCertificate { path: cert_path.into(), message: e.to_string() })?;
@@ -124,7 +129,7 @@ pub fn install_default_provider() {
 
 /// Hands every handshake the pair currently in the swap.
 #[derive(Debug)]
-pub struct LiveCert(pub Arc<ArcSwap<CertifiedKey>>);
+pub(crate) struct LiveCert(pub Arc<ArcSwap<CertifiedKey>>);
 
 impl ResolvesServerCert for LiveCert {
     fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
@@ -134,7 +139,7 @@ impl ResolvesServerCert for LiveCert {
 
 /// Verifies client certificates against the CAs in `path` (PEM; `--client-ca`): a client must
 /// present a certificate they signed.
-pub fn client_verifier(path: &Path) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, TlsError> {
+pub(crate) fn client_verifier(path: &Path) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, TlsError> {
     let pem = std::fs::read(path).map_err(|source| TlsError::Read { path: path.into(), source })?;
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(&pem) {

@@ -6,7 +6,7 @@
 
 use super::model::{Field, Struct, Ty};
 
-pub static ENV_VAR: Struct = Struct {
+pub(crate) static ENV_VAR: Struct = Struct {
     name: "core/v1.EnvVar",
     fields: &[
         Field::new("name", Ty::String).required(),
@@ -15,7 +15,7 @@ pub static ENV_VAR: Struct = Struct {
     ],
 };
 
-pub static ENV_VAR_SOURCE: Struct = Struct {
+pub(crate) static ENV_VAR_SOURCE: Struct = Struct {
     name: "core/v1.EnvVarSource",
     fields: &[
         Field::ptr("fieldRef", Ty::Struct(&OBJECT_FIELD_SELECTOR)),
@@ -26,12 +26,12 @@ pub static ENV_VAR_SOURCE: Struct = Struct {
     ],
 };
 
-pub static OBJECT_FIELD_SELECTOR: Struct = Struct {
+pub(crate) static OBJECT_FIELD_SELECTOR: Struct = Struct {
     name: "core/v1.ObjectFieldSelector",
     fields: &[Field::new("apiVersion", Ty::String), Field::new("fieldPath", Ty::String).required()],
 };
 
-pub static RESOURCE_FIELD_SELECTOR: Struct = Struct {
+pub(crate) static RESOURCE_FIELD_SELECTOR: Struct = Struct {
     name: "core/v1.ResourceFieldSelector",
     fields: &[
         Field::new("containerName", Ty::String),
@@ -40,7 +40,7 @@ pub static RESOURCE_FIELD_SELECTOR: Struct = Struct {
     ],
 };
 
-pub static CONFIG_MAP_KEY_SELECTOR: Struct = Struct {
+pub(crate) static CONFIG_MAP_KEY_SELECTOR: Struct = Struct {
     name: "core/v1.ConfigMapKeySelector",
     fields: &[
         Field::new("name", Ty::String),
@@ -49,7 +49,7 @@ pub static CONFIG_MAP_KEY_SELECTOR: Struct = Struct {
     ],
 };
 
-pub static SECRET_KEY_SELECTOR: Struct = Struct {
+pub(crate) static SECRET_KEY_SELECTOR: Struct = Struct {
     name: "core/v1.SecretKeySelector",
     fields: &[
         Field::new("name", Ty::String),
@@ -58,7 +58,7 @@ pub static SECRET_KEY_SELECTOR: Struct = Struct {
     ],
 };
 
-pub static FILE_KEY_SELECTOR: Struct = Struct {
+pub(crate) static FILE_KEY_SELECTOR: Struct = Struct {
     name: "core/v1.FileKeySelector",
     fields: &[
         Field::new("volumeName", Ty::String).required(),
@@ -68,10 +68,10 @@ pub static FILE_KEY_SELECTOR: Struct = Struct {
     ],
 };
 
-pub static LOCAL_OBJECT_REFERENCE: Struct =
+pub(crate) static LOCAL_OBJECT_REFERENCE: Struct =
     Struct { name: "core/v1.LocalObjectReference", fields: &[Field::new("name", Ty::String)] };
 
-pub static VOLUME_MOUNT: Struct = Struct {
+pub(crate) static VOLUME_MOUNT: Struct = Struct {
     name: "core/v1.VolumeMount",
     fields: &[
         Field::new("name", Ty::String).required(),
@@ -84,10 +84,10 @@ pub static VOLUME_MOUNT: Struct = Struct {
     ],
 };
 
-pub static POD_SCHEDULING_GATE: Struct =
+pub(crate) static POD_SCHEDULING_GATE: Struct =
     Struct { name: "core/v1.PodSchedulingGate", fields: &[Field::new("name", Ty::String).required()] };
 
-pub static TOLERATION: Struct = Struct {
+pub(crate) static TOLERATION: Struct = Struct {
     name: "core/v1.Toleration",
     fields: &[
         Field::new("key", Ty::String),
@@ -98,7 +98,7 @@ pub static TOLERATION: Struct = Struct {
     ],
 };
 
-pub static VOLUME: Struct = Struct {
+pub(crate) static VOLUME: Struct = Struct {
     name: "core/v1.Volume",
     fields: &[
         Field::new("name", Ty::String).required(),
@@ -135,17 +135,17 @@ pub static VOLUME: Struct = Struct {
     ],
 };
 
-pub static HOST_PATH_VOLUME_SOURCE: Struct = Struct {
+pub(crate) static HOST_PATH_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.HostPathVolumeSource",
     fields: &[Field::new("path", Ty::String).required(), Field::ptr("type", Ty::String)],
 };
 
-pub static EMPTY_DIR_VOLUME_SOURCE: Struct = Struct {
+pub(crate) static EMPTY_DIR_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.EmptyDirVolumeSource",
     fields: &[Field::new("medium", Ty::String), Field::ptr("sizeLimit", Ty::Quantity)],
 };
 
-pub static GCE_PERSISTENT_DISK_VOLUME_SOURCE: Struct = Struct {
+pub(crate) static GCE_PERSISTENT_DISK_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.GCEPersistentDiskVolumeSource",
     fields: &[
         Field::new("pdName", Ty::String).required(),
@@ -155,7 +155,7 @@ pub static GCE_PERSISTENT_DISK_VOLUME_SOURCE: Struct = Struct {
     ],
 };
 
-pub static AWS_ELASTIC_BLOCK_STORE_VOLUME_SOURCE: Struct = Struct {
+pub(crate) static AWS_ELASTIC_BLOCK_STORE_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.AWSElasticBlockStoreVolumeSource",
     fields: &[
         Field::new("volumeID", Ty::String).required(),
@@ -165,7 +165,7 @@ pub static AWS_ELASTIC_BLOCK_STORE_VOLUME_SOURCE: Struct = Struct {
     ],
 };
 
-pub static GIT_REPO_VOLUME_SOURCE: Struct = Struct {
+pub(crate) static GIT_REPO_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.GitRepoVolumeSource",
     fields: &[
         Field::new("repository", Ty::String).required(),
@@ -174,7 +174,7 @@ pub static GIT_REPO_VOLUME_SOURCE: Struct = Struct {
     ],
 };
 
-pub static SECRET_VOLUME_SOURCE: Struct = Struct {
+pub(crate) static SECRET_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.SecretVolumeSource",
     fields: &[
         Field::new("secretName", Ty::String),
@@ -184,7 +184,7 @@ pub static SECRET_VOLUME_SOURCE: Struct = Struct {
     ],
 };
 
-pub static KEY_TO_PATH: Struct = Struct {
+pub(crate) static KEY_TO_PATH: Struct = Struct {
     name: "core/v1.KeyToPath",
     fields: &[
         Field::new("key", Ty::String).required(),
@@ -193,7 +193,7 @@ pub static KEY_TO_PATH: Struct = Struct {
     ],
 };
 
-pub static NFS_VOLUME_SOURCE: Struct = Struct {
+pub(crate) static NFS_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.NFSVolumeSource",
     fields: &[
         Field::new("server", Ty::String).required(),
@@ -202,7 +202,7 @@ pub static NFS_VOLUME_SOURCE: Struct = Struct {
     ],
 };
 
-pub static ISCSI_VOLUME_SOURCE: Struct = Struct {
+pub(crate) static ISCSI_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.ISCSIVolumeSource",
     fields: &[
         Field::new("targetPortal", Ty::String).required(),
@@ -219,7 +219,7 @@ pub static ISCSI_VOLUME_SOURCE: Struct = Struct {
     ],
 };
 
-pub static GLUSTERFS_VOLUME_SOURCE: Struct = Struct {
+pub(crate) static GLUSTERFS_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.GlusterfsVolumeSource",
     fields: &[
         Field::new("endpoints", Ty::String).required(),
@@ -228,12 +228,12 @@ pub static GLUSTERFS_VOLUME_SOURCE: Struct = Struct {
     ],
 };
 
-pub static PERSISTENT_VOLUME_CLAIM_VOLUME_SOURCE: Struct = Struct {
+pub(crate) static PERSISTENT_VOLUME_CLAIM_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.PersistentVolumeClaimVolumeSource",
     fields: &[Field::new("claimName", Ty::String).required(), Field::new("readOnly", Ty::Bool)],
 };
 
-pub static RBD_VOLUME_SOURCE: Struct = Struct {
+pub(crate) static RBD_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.RBDVolumeSource",
     fields: &[
         Field::new("monitors", Ty::List(&Ty::String)).required(),
@@ -247,7 +247,7 @@ pub static RBD_VOLUME_SOURCE: Struct = Struct {
     ],
 };
 
-pub static FLEX_VOLUME_SOURCE: Struct = Struct {
+pub(crate) static FLEX_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.FlexVolumeSource",
     fields: &[
         Field::new("driver", Ty::String).required(),
@@ -258,7 +258,7 @@ pub static FLEX_VOLUME_SOURCE: Struct = Struct {
     ],
 };
 
-pub static CINDER_VOLUME_SOURCE: Struct = Struct {
+pub(crate) static CINDER_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.CinderVolumeSource",
     fields: &[
         Field::new("volumeID", Ty::String).required(),
@@ -268,7 +268,7 @@ pub static CINDER_VOLUME_SOURCE: Struct = Struct {
     ],
 };
 
-pub static CEPH_FS_VOLUME_SOURCE: Struct = Struct {
+pub(crate) static CEPH_FS_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.CephFSVolumeSource",
     fields: &[
         Field::new("monitors", Ty::List(&Ty::String)).required(),
@@ -280,12 +280,12 @@ pub static CEPH_FS_VOLUME_SOURCE: Struct = Struct {
     ],
 };
 
-pub static FLOCKER_VOLUME_SOURCE: Struct = Struct {
+pub(crate) static FLOCKER_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.FlockerVolumeSource",
     fields: &[Field::new("datasetName", Ty::String), Field::new("datasetUUID", Ty::String)],
 };
 
-pub static DOWNWARD_API_VOLUME_SOURCE: Struct = Struct {
+pub(crate) static DOWNWARD_API_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.DownwardAPIVolumeSource",
     fields: &[
         Field::new("items", Ty::List(&Ty::Struct(&DOWNWARD_API_VOLUME_FILE))),
@@ -293,7 +293,7 @@ pub static DOWNWARD_API_VOLUME_SOURCE: Struct = Struct {
     ],
 };
 
-pub static DOWNWARD_API_VOLUME_FILE: Struct = Struct {
+pub(crate) static DOWNWARD_API_VOLUME_FILE: Struct = Struct {
     name: "core/v1.DownwardAPIVolumeFile",
     fields: &[
         Field::new("path", Ty::String).required(),
@@ -303,7 +303,7 @@ pub static DOWNWARD_API_VOLUME_FILE: Struct = Struct {
     ],
 };
 
-pub static FC_VOLUME_SOURCE: Struct = Struct {
+pub(crate) static FC_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.FCVolumeSource",
     fields: &[
         Field::new("targetWWNs", Ty::List(&Ty::String)),
@@ -314,7 +314,7 @@ pub static FC_VOLUME_SOURCE: Struct = Struct {
     ],
 };
 
-pub static AZURE_FILE_VOLUME_SOURCE: Struct = Struct {
+pub(crate) static AZURE_FILE_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.AzureFileVolumeSource",
     fields: &[
         Field::new("secretName", Ty::String).required(),
@@ -323,7 +323,7 @@ pub static AZURE_FILE_VOLUME_SOURCE: Struct = Struct {
     ],
 };
 
-pub static CONFIG_MAP_VOLUME_SOURCE: Struct = Struct {
+pub(crate) static CONFIG_MAP_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.ConfigMapVolumeSource",
     fields: &[
         Field::new("name", Ty::String),
@@ -333,7 +333,7 @@ pub static CONFIG_MAP_VOLUME_SOURCE: Struct = Struct {
     ],
 };
 
-pub static VSPHERE_VIRTUAL_DISK_VOLUME_SOURCE: Struct = Struct {
+pub(crate) static VSPHERE_VIRTUAL_DISK_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.VsphereVirtualDiskVolumeSource",
     fields: &[
         Field::new("volumePath", Ty::String).required(),
@@ -343,7 +343,7 @@ pub static VSPHERE_VIRTUAL_DISK_VOLUME_SOURCE: Struct = Struct {
     ],
 };
 
-pub static QUOBYTE_VOLUME_SOURCE: Struct = Struct {
+pub(crate) static QUOBYTE_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.QuobyteVolumeSource",
     fields: &[
         Field::new("registry", Ty::String).required(),
@@ -355,7 +355,7 @@ pub static QUOBYTE_VOLUME_SOURCE: Struct = Struct {
     ],
 };
 
-pub static AZURE_DISK_VOLUME_SOURCE: Struct = Struct {
+pub(crate) static AZURE_DISK_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.AzureDiskVolumeSource",
     fields: &[
         Field::new("diskName", Ty::String).required(),
@@ -367,17 +367,17 @@ pub static AZURE_DISK_VOLUME_SOURCE: Struct = Struct {
     ],
 };
 
-pub static PHOTON_PERSISTENT_DISK_VOLUME_SOURCE: Struct = Struct {
+pub(crate) static PHOTON_PERSISTENT_DISK_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.PhotonPersistentDiskVolumeSource",
     fields: &[Field::new("pdID", Ty::String).required(), Field::new("fsType", Ty::String)],
 };
 
-pub static PROJECTED_VOLUME_SOURCE: Struct = Struct {
+pub(crate) static PROJECTED_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.ProjectedVolumeSource",
     fields: &[Field::new("sources", Ty::List(&Ty::Struct(&VOLUME_PROJECTION))), Field::ptr("defaultMode", Ty::Int32)],
 };
 
-pub static VOLUME_PROJECTION: Struct = Struct {
+pub(crate) static VOLUME_PROJECTION: Struct = Struct {
     name: "core/v1.VolumeProjection",
     fields: &[
         Field::ptr("secret", Ty::Struct(&SECRET_PROJECTION)),
@@ -389,7 +389,7 @@ pub static VOLUME_PROJECTION: Struct = Struct {
     ],
 };
 
-pub static SECRET_PROJECTION: Struct = Struct {
+pub(crate) static SECRET_PROJECTION: Struct = Struct {
     name: "core/v1.SecretProjection",
     fields: &[
         Field::new("name", Ty::String),
@@ -398,12 +398,12 @@ pub static SECRET_PROJECTION: Struct = Struct {
     ],
 };
 
-pub static DOWNWARD_API_PROJECTION: Struct = Struct {
+pub(crate) static DOWNWARD_API_PROJECTION: Struct = Struct {
     name: "core/v1.DownwardAPIProjection",
     fields: &[Field::new("items", Ty::List(&Ty::Struct(&DOWNWARD_API_VOLUME_FILE)))],
 };
 
-pub static CONFIG_MAP_PROJECTION: Struct = Struct {
+pub(crate) static CONFIG_MAP_PROJECTION: Struct = Struct {
     name: "core/v1.ConfigMapProjection",
     fields: &[
         Field::new("name", Ty::String),
@@ -412,7 +412,7 @@ pub static CONFIG_MAP_PROJECTION: Struct = Struct {
     ],
 };
 
-pub static SERVICE_ACCOUNT_TOKEN_PROJECTION: Struct = Struct {
+pub(crate) static SERVICE_ACCOUNT_TOKEN_PROJECTION: Struct = Struct {
     name: "core/v1.ServiceAccountTokenProjection",
     fields: &[
         Field::new("audience", Ty::String),
@@ -421,7 +421,7 @@ pub static SERVICE_ACCOUNT_TOKEN_PROJECTION: Struct = Struct {
     ],
 };
 
-pub static CLUSTER_TRUST_BUNDLE_PROJECTION: Struct = Struct {
+pub(crate) static CLUSTER_TRUST_BUNDLE_PROJECTION: Struct = Struct {
     name: "core/v1.ClusterTrustBundleProjection",
     fields: &[
         Field::ptr("name", Ty::String),
@@ -432,7 +432,7 @@ pub static CLUSTER_TRUST_BUNDLE_PROJECTION: Struct = Struct {
     ],
 };
 
-pub static LABEL_SELECTOR: Struct = Struct {
+pub(crate) static LABEL_SELECTOR: Struct = Struct {
     name: "meta/v1.LabelSelector",
     fields: &[
         Field::new("matchLabels", Ty::Map(&Ty::String)),
@@ -440,7 +440,7 @@ pub static LABEL_SELECTOR: Struct = Struct {
     ],
 };
 
-pub static LABEL_SELECTOR_REQUIREMENT: Struct = Struct {
+pub(crate) static LABEL_SELECTOR_REQUIREMENT: Struct = Struct {
     name: "meta/v1.LabelSelectorRequirement",
     fields: &[
         Field::new("key", Ty::String).required(),
@@ -449,7 +449,7 @@ pub static LABEL_SELECTOR_REQUIREMENT: Struct = Struct {
     ],
 };
 
-pub static POD_CERTIFICATE_PROJECTION: Struct = Struct {
+pub(crate) static POD_CERTIFICATE_PROJECTION: Struct = Struct {
     name: "core/v1.PodCertificateProjection",
     fields: &[
         Field::new("signerName", Ty::String).required(),
@@ -462,7 +462,7 @@ pub static POD_CERTIFICATE_PROJECTION: Struct = Struct {
     ],
 };
 
-pub static PORTWORX_VOLUME_SOURCE: Struct = Struct {
+pub(crate) static PORTWORX_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.PortworxVolumeSource",
     fields: &[
         Field::new("volumeID", Ty::String).required(),
@@ -471,7 +471,7 @@ pub static PORTWORX_VOLUME_SOURCE: Struct = Struct {
     ],
 };
 
-pub static SCALE_IO_VOLUME_SOURCE: Struct = Struct {
+pub(crate) static SCALE_IO_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.ScaleIOVolumeSource",
     fields: &[
         Field::new("gateway", Ty::String).required(),
@@ -487,7 +487,7 @@ pub static SCALE_IO_VOLUME_SOURCE: Struct = Struct {
     ],
 };
 
-pub static STORAGE_OS_VOLUME_SOURCE: Struct = Struct {
+pub(crate) static STORAGE_OS_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.StorageOSVolumeSource",
     fields: &[
         Field::new("volumeName", Ty::String),
@@ -498,7 +498,7 @@ pub static STORAGE_OS_VOLUME_SOURCE: Struct = Struct {
     ],
 };
 
-pub static CSI_VOLUME_SOURCE: Struct = Struct {
+pub(crate) static CSI_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.CSIVolumeSource",
     fields: &[
         Field::new("driver", Ty::String).required(),
@@ -509,12 +509,12 @@ pub static CSI_VOLUME_SOURCE: Struct = Struct {
     ],
 };
 
-pub static EPHEMERAL_VOLUME_SOURCE: Struct = Struct {
+pub(crate) static EPHEMERAL_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.EphemeralVolumeSource",
     fields: &[Field::ptr("volumeClaimTemplate", Ty::Struct(&PERSISTENT_VOLUME_CLAIM_TEMPLATE))],
 };
 
-pub static PERSISTENT_VOLUME_CLAIM_TEMPLATE: Struct = Struct {
+pub(crate) static PERSISTENT_VOLUME_CLAIM_TEMPLATE: Struct = Struct {
     name: "core/v1.PersistentVolumeClaimTemplate",
     fields: &[
         Field::new("metadata", Ty::Struct(&OBJECT_META)),
@@ -523,7 +523,7 @@ pub static PERSISTENT_VOLUME_CLAIM_TEMPLATE: Struct = Struct {
 };
 
 /// The reduced ObjectMeta CRDs embed in templates (controller-gen's generateEmbeddedObjectMeta).
-pub static OBJECT_META: Struct = Struct {
+pub(crate) static OBJECT_META: Struct = Struct {
     name: "meta/v1.ObjectMeta",
     fields: &[
         Field::new("name", Ty::String),
@@ -534,7 +534,7 @@ pub static OBJECT_META: Struct = Struct {
     ],
 };
 
-pub static PERSISTENT_VOLUME_CLAIM_SPEC: Struct = Struct {
+pub(crate) static PERSISTENT_VOLUME_CLAIM_SPEC: Struct = Struct {
     name: "core/v1.PersistentVolumeClaimSpec",
     fields: &[
         Field::new("accessModes", Ty::List(&Ty::String)),
@@ -549,12 +549,12 @@ pub static PERSISTENT_VOLUME_CLAIM_SPEC: Struct = Struct {
     ],
 };
 
-pub static VOLUME_RESOURCE_REQUIREMENTS: Struct = Struct {
+pub(crate) static VOLUME_RESOURCE_REQUIREMENTS: Struct = Struct {
     name: "core/v1.VolumeResourceRequirements",
     fields: &[Field::new("limits", Ty::Map(&Ty::Quantity)), Field::new("requests", Ty::Map(&Ty::Quantity))],
 };
 
-pub static TYPED_LOCAL_OBJECT_REFERENCE: Struct = Struct {
+pub(crate) static TYPED_LOCAL_OBJECT_REFERENCE: Struct = Struct {
     name: "core/v1.TypedLocalObjectReference",
     fields: &[
         Field::ptr("apiGroup", Ty::String),
@@ -563,7 +563,7 @@ pub static TYPED_LOCAL_OBJECT_REFERENCE: Struct = Struct {
     ],
 };
 
-pub static TYPED_OBJECT_REFERENCE: Struct = Struct {
+pub(crate) static TYPED_OBJECT_REFERENCE: Struct = Struct {
     name: "core/v1.TypedObjectReference",
     fields: &[
         Field::ptr("apiGroup", Ty::String),
@@ -573,12 +573,12 @@ pub static TYPED_OBJECT_REFERENCE: Struct = Struct {
     ],
 };
 
-pub static IMAGE_VOLUME_SOURCE: Struct = Struct {
+pub(crate) static IMAGE_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.ImageVolumeSource",
     fields: &[Field::new("reference", Ty::String), Field::new("pullPolicy", Ty::String)],
 };
 
-pub static AFFINITY: Struct = Struct {
+pub(crate) static AFFINITY: Struct = Struct {
     name: "core/v1.Affinity",
     fields: &[
         Field::ptr("nodeAffinity", Ty::Struct(&NODE_AFFINITY)),
@@ -587,7 +587,7 @@ pub static AFFINITY: Struct = Struct {
     ],
 };
 
-pub static NODE_AFFINITY: Struct = Struct {
+pub(crate) static NODE_AFFINITY: Struct = Struct {
     name: "core/v1.NodeAffinity",
     fields: &[
         Field::ptr("requiredDuringSchedulingIgnoredDuringExecution", Ty::Struct(&NODE_SELECTOR)),
@@ -598,12 +598,12 @@ pub static NODE_AFFINITY: Struct = Struct {
     ],
 };
 
-pub static NODE_SELECTOR: Struct = Struct {
+pub(crate) static NODE_SELECTOR: Struct = Struct {
     name: "core/v1.NodeSelector",
     fields: &[Field::new("nodeSelectorTerms", Ty::List(&Ty::Struct(&NODE_SELECTOR_TERM))).required()],
 };
 
-pub static NODE_SELECTOR_TERM: Struct = Struct {
+pub(crate) static NODE_SELECTOR_TERM: Struct = Struct {
     name: "core/v1.NodeSelectorTerm",
     fields: &[
         Field::new("matchExpressions", Ty::List(&Ty::Struct(&NODE_SELECTOR_REQUIREMENT))),
@@ -611,7 +611,7 @@ pub static NODE_SELECTOR_TERM: Struct = Struct {
     ],
 };
 
-pub static NODE_SELECTOR_REQUIREMENT: Struct = Struct {
+pub(crate) static NODE_SELECTOR_REQUIREMENT: Struct = Struct {
     name: "core/v1.NodeSelectorRequirement",
     fields: &[
         Field::new("key", Ty::String).required(),
@@ -620,7 +620,7 @@ pub static NODE_SELECTOR_REQUIREMENT: Struct = Struct {
     ],
 };
 
-pub static PREFERRED_SCHEDULING_TERM: Struct = Struct {
+pub(crate) static PREFERRED_SCHEDULING_TERM: Struct = Struct {
     name: "core/v1.PreferredSchedulingTerm",
     fields: &[
         Field::new("weight", Ty::Int32).required(),
@@ -628,7 +628,7 @@ pub static PREFERRED_SCHEDULING_TERM: Struct = Struct {
     ],
 };
 
-pub static POD_AFFINITY: Struct = Struct {
+pub(crate) static POD_AFFINITY: Struct = Struct {
     name: "core/v1.PodAffinity",
     fields: &[
         Field::new("requiredDuringSchedulingIgnoredDuringExecution", Ty::List(&Ty::Struct(&POD_AFFINITY_TERM))),
@@ -639,7 +639,7 @@ pub static POD_AFFINITY: Struct = Struct {
     ],
 };
 
-pub static POD_AFFINITY_TERM: Struct = Struct {
+pub(crate) static POD_AFFINITY_TERM: Struct = Struct {
     name: "core/v1.PodAffinityTerm",
     fields: &[
         Field::ptr("labelSelector", Ty::Struct(&LABEL_SELECTOR)),
@@ -651,7 +651,7 @@ pub static POD_AFFINITY_TERM: Struct = Struct {
     ],
 };
 
-pub static WEIGHTED_POD_AFFINITY_TERM: Struct = Struct {
+pub(crate) static WEIGHTED_POD_AFFINITY_TERM: Struct = Struct {
     name: "core/v1.WeightedPodAffinityTerm",
     fields: &[
         Field::new("weight", Ty::Int32).required(),
@@ -659,7 +659,7 @@ pub static WEIGHTED_POD_AFFINITY_TERM: Struct = Struct {
     ],
 };
 
-pub static POD_ANTI_AFFINITY: Struct = Struct {
+pub(crate) static POD_ANTI_AFFINITY: Struct = Struct {
     name: "core/v1.PodAntiAffinity",
     fields: &[
         Field::new("requiredDuringSchedulingIgnoredDuringExecution", Ty::List(&Ty::Struct(&POD_AFFINITY_TERM))),
@@ -670,7 +670,7 @@ pub static POD_ANTI_AFFINITY: Struct = Struct {
     ],
 };
 
-pub static RESOURCE_REQUIREMENTS: Struct = Struct {
+pub(crate) static RESOURCE_REQUIREMENTS: Struct = Struct {
     name: "core/v1.ResourceRequirements",
     fields: &[
         Field::new("limits", Ty::Map(&Ty::Quantity)),
@@ -679,12 +679,12 @@ pub static RESOURCE_REQUIREMENTS: Struct = Struct {
     ],
 };
 
-pub static RESOURCE_CLAIM: Struct = Struct {
+pub(crate) static RESOURCE_CLAIM: Struct = Struct {
     name: "core/v1.ResourceClaim",
     fields: &[Field::new("name", Ty::String).required(), Field::new("request", Ty::String)],
 };
 
-pub static SECURITY_CONTEXT: Struct = Struct {
+pub(crate) static SECURITY_CONTEXT: Struct = Struct {
     name: "core/v1.SecurityContext",
     fields: &[
         Field::ptr("capabilities", Ty::Struct(&CAPABILITIES)),
@@ -702,12 +702,12 @@ pub static SECURITY_CONTEXT: Struct = Struct {
     ],
 };
 
-pub static CAPABILITIES: Struct = Struct {
+pub(crate) static CAPABILITIES: Struct = Struct {
     name: "core/v1.Capabilities",
     fields: &[Field::new("add", Ty::List(&Ty::String)), Field::new("drop", Ty::List(&Ty::String))],
 };
 
-pub static SE_LINUX_OPTIONS: Struct = Struct {
+pub(crate) static SE_LINUX_OPTIONS: Struct = Struct {
     name: "core/v1.SELinuxOptions",
     fields: &[
         Field::new("user", Ty::String),
@@ -717,7 +717,7 @@ pub static SE_LINUX_OPTIONS: Struct = Struct {
     ],
 };
 
-pub static WINDOWS_SECURITY_CONTEXT_OPTIONS: Struct = Struct {
+pub(crate) static WINDOWS_SECURITY_CONTEXT_OPTIONS: Struct = Struct {
     name: "core/v1.WindowsSecurityContextOptions",
     fields: &[
         Field::ptr("gmsaCredentialSpecName", Ty::String),
@@ -727,17 +727,17 @@ pub static WINDOWS_SECURITY_CONTEXT_OPTIONS: Struct = Struct {
     ],
 };
 
-pub static SECCOMP_PROFILE: Struct = Struct {
+pub(crate) static SECCOMP_PROFILE: Struct = Struct {
     name: "core/v1.SeccompProfile",
     fields: &[Field::new("type", Ty::String).required(), Field::ptr("localhostProfile", Ty::String)],
 };
 
-pub static APP_ARMOR_PROFILE: Struct = Struct {
+pub(crate) static APP_ARMOR_PROFILE: Struct = Struct {
     name: "core/v1.AppArmorProfile",
     fields: &[Field::new("type", Ty::String).required(), Field::ptr("localhostProfile", Ty::String)],
 };
 
-pub static POD_SECURITY_CONTEXT: Struct = Struct {
+pub(crate) static POD_SECURITY_CONTEXT: Struct = Struct {
     name: "core/v1.PodSecurityContext",
     fields: &[
         Field::ptr("seLinuxOptions", Ty::Struct(&SE_LINUX_OPTIONS)),
@@ -756,7 +756,7 @@ pub static POD_SECURITY_CONTEXT: Struct = Struct {
     ],
 };
 
-pub static SYSCTL: Struct = Struct {
+pub(crate) static SYSCTL: Struct = Struct {
     name: "core/v1.Sysctl",
     fields: &[Field::new("name", Ty::String).required(), Field::new("value", Ty::String).required()],
 };

@@ -3,12 +3,12 @@
 //! webhook's U rules) and the schema check of `validate` ([`schema`]). Adding a release is adding
 //! a table to [`releases`].
 
-pub mod core_v1;
-pub mod equality;
-pub mod model;
-pub mod quantity;
-pub mod releases;
-pub mod schema;
+pub(crate) mod core_v1;
+pub(crate) mod equality;
+pub(crate) mod model;
+pub(crate) mod quantity;
+pub(crate) mod releases;
+pub(crate) mod schema;
 
 use crate::model::OverridesField;
 use model::{Field, Struct};
@@ -58,7 +58,7 @@ impl TrainerVersion {
 /// The model of an overrides field as the webhook compares it: each name belongs to one release
 /// line, and within a line the newest release's types are a superset of the older ones' (a field
 /// an older release lacks never reaches the webhook: the API server prunes or rejects it).
-pub fn overrides_field(field: OverridesField) -> &'static Field {
+pub(crate) fn overrides_field(field: OverridesField) -> &'static Field {
     let release = match field {
         OverridesField::PodSpecOverrides => TrainerVersion::V2_0,
         OverridesField::PodTemplateOverrides => TrainerVersion::V2_1,

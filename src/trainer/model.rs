@@ -40,16 +40,16 @@ pub struct Struct {
 pub struct Field {
     /// The JSON name.
     pub json: &'static str,
-    pub ty: Ty,
+    pub(crate) ty: Ty,
     /// The Go field is a pointer (`*T`): set to its zero value (`0`, `""`, `false`, `{}`) it still
     /// differs from absent. A non-pointer field at its zero value equals absent.
     pub pointer: bool,
     /// The CRD lists the field as required.
-    pub required: bool,
+    pub(crate) required: bool,
     /// The CRD's `minimum`, for integer fields.
     pub min: Option<i64>,
     /// The CRD's `enum`, for string fields (empty: any string).
-    pub one_of: &'static [&'static str],
+    pub(crate) one_of: &'static [&'static str],
 }
 
 impl Field {
@@ -63,7 +63,7 @@ impl Field {
         Field { pointer: true, ..Field::new(json, ty) }
     }
 
-    pub const fn required(self) -> Field {
+    pub(crate) const fn required(self) -> Field {
         Field { required: true, ..self }
     }
 
@@ -71,7 +71,7 @@ impl Field {
         Field { min: Some(min), ..self }
     }
 
-    pub const fn one_of(self, values: &'static [&'static str]) -> Field {
+    pub(crate) const fn one_of(self, values: &'static [&'static str]) -> Field {
         Field { one_of: values, ..self }
     }
 }

@@ -4,7 +4,7 @@
 /// An amount as `sign × mantissa × 10^exponent`, with the mantissa's trailing zeros moved into the
 /// exponent (so each amount has one form; zero is `(false, 0, 0)`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Amount {
+pub(crate) struct Amount {
     negative: bool,
     mantissa: u128,
     exponent: i32,
@@ -14,7 +14,7 @@ impl Amount {
     /// Parses Kubernetes' quantity syntax: a signed decimal number with an optional binary (`Ki`…
     /// `Ei`), decimal (`n`, `u`, `m`, `k`, `M`, `G`, `T`, `P`, `E`) or exponent (`e3`, `E-2`) suffix.
     /// `None` when the text is not a quantity, or too large to hold exactly.
-    pub fn parse(text: &str) -> Option<Amount> {
+    pub(crate) fn parse(text: &str) -> Option<Amount> {
         let (negative, rest) = match text.as_bytes().first()? {
             b'-' => (true, &text[1..]),
             b'+' => (false, &text[1..]),

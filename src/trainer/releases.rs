@@ -13,7 +13,8 @@ const STRING_MAP: Ty = Ty::Map(&Ty::String);
 const ENV: Ty = Ty::List(&Ty::Struct(&ENV_VAR));
 
 /// The values `spec.managedBy` may take (a CEL rule of the CRD at every tag).
-pub const MANAGED_BY_VALUES: &[&str] = &["trainer.kubeflow.org/trainjob-controller", "kueue.x-k8s.io/multikueue"];
+pub(crate) const MANAGED_BY_VALUES: &[&str] =
+    &["trainer.kubeflow.org/trainjob-controller", "kueue.x-k8s.io/multikueue"];
 
 // Parts every release has.
 
@@ -107,7 +108,7 @@ static POD_SPEC_OVERRIDE: Struct = Struct {
 };
 
 /// Kubeflow Trainer v2.0.1.
-pub static SPEC_V2_0: Struct = Struct {
+pub(crate) static SPEC_V2_0: Struct = Struct {
     name: "TrainJobSpec",
     fields: &[
         RUNTIME_REF_FIELD,
@@ -148,7 +149,7 @@ static POD_TEMPLATE_OVERRIDE: Struct = Struct {
 };
 
 /// Kubeflow Trainer v2.1.0.
-pub static SPEC_V2_1: Struct = Struct {
+pub(crate) static SPEC_V2_1: Struct = Struct {
     name: "TrainJobSpec",
     fields: &[
         RUNTIME_REF_FIELD,
@@ -253,7 +254,7 @@ runtime_patch!(RUNTIME_PATCH_V2_3, POD_SPEC_PATCH_V2_3);
 const ACTIVE_DEADLINE_FIELD: Field = Field::new("activeDeadlineSeconds", Ty::Int64).min(1);
 
 /// Kubeflow Trainer v2.2.1: `spec.labels` and `spec.annotations` removed, `activeDeadlineSeconds` added.
-pub static SPEC_V2_2: Struct = Struct {
+pub(crate) static SPEC_V2_2: Struct = Struct {
     name: "TrainJobSpec",
     fields: &[
         RUNTIME_REF_FIELD,
@@ -267,7 +268,7 @@ pub static SPEC_V2_2: Struct = Struct {
 };
 
 /// Kubeflow Trainer v2.3.0.
-pub static SPEC_V2_3: Struct = Struct {
+pub(crate) static SPEC_V2_3: Struct = Struct {
     name: "TrainJobSpec",
     fields: &[
         RUNTIME_REF_FIELD,

@@ -17,7 +17,7 @@ const RULE: Rule = Rule::Schema;
 
 /// Checks the `spec` of a TrainJob object against `version`. Other top-level keys (metadata,
 /// status) are not looked at; a `spec` that is not an object is the decoder's to report.
-pub fn check(object: &Value, version: TrainerVersion) -> Vec<FieldError> {
+pub(crate) fn check(object: &Value, version: TrainerVersion) -> Vec<FieldError> {
     let mut walk = Walk { version, errors: Vec::new(), keys: Vec::new() };
     match object.get("spec") {
         Some(Value::Object(spec)) => walk.fields(version.spec(), spec, "spec"),

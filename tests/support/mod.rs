@@ -3,10 +3,10 @@
 #![allow(dead_code)]
 
 /// A controller's objects as `kubectl get -o json` prints them, and a fake API server.
-pub mod controller;
+pub(crate) mod controller;
 /// The admission fixtures (`fixtures/admission/**`), loaded and checked.
-pub mod fixtures;
+pub(crate) mod fixtures;
 /// The properties every answer to any body must have (shared with `make fuzz`).
-pub mod fuzz;
+pub(crate) mod fuzz;
 /// A real trainguard server on loopback with rcgen certificates, and real HTTP/1.1 and HTTP/2 clients.
-pub mod tls;
+pub(crate) mod tls;

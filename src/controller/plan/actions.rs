@@ -109,7 +109,7 @@ impl Reason {
     }
 
     /// Whether the event reports a write the companion made (so report mode says `Would…`).
-    pub fn stands_for_write(self) -> bool {
+    pub(crate) fn stands_for_write(self) -> bool {
         matches!(
             self,
             Reason::TTLExpiredDeleted
@@ -151,11 +151,11 @@ pub struct PlannedEvent {
     pub type_: EventType,
     pub reason: Reason,
     /// The reason as published (with `Would` in report mode where it stands for a write).
-    pub published_reason: String,
+    pub(crate) published_reason: String,
     pub message: String,
     pub episode: String,
     /// Published only if the write before it (same plan, same rule) succeeded.
-    pub after_write: bool,
+    pub(crate) after_write: bool,
     pub related: Option<Target>,
 }
 

@@ -10,7 +10,13 @@ use crate::controller::facts::{FinishKind, JobSetFacts, TrainJobFacts};
 
 /// A TrainJob with `Failed=True` whose JobSet (owned by it) was created after that condition's
 /// `lastTransitionTime` gets one Warning per JobSet UID, and counts in the gauge while it lasts.
-pub fn plan(tj: &TrainJobFacts, jobset: Option<&JobSetFacts>, target: &Target, config: &PlanConfig, out: &mut KeyPlan) {
+pub(crate) fn plan(
+    tj: &TrainJobFacts,
+    jobset: Option<&JobSetFacts>,
+    target: &Target,
+    config: &PlanConfig,
+    out: &mut KeyPlan,
+) {
     let Some((FinishKind::Failed, Some(failed_at))) = tj.finished_condition else { return };
     let Some(jobset) = jobset else { return };
     let Some(created) = jobset.created.filter(|c| *c > failed_at) else { return };

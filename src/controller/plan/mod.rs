@@ -6,22 +6,20 @@
 //! stop; finished (job or Workload) → only TTL (and putting a stashed TTL back); a job that is not
 //! suspended raises no suspend alarm, whatever its Workload says.
 
-pub mod actions;
-pub mod jobset_loop;
-pub mod node_failure;
-pub mod ratelimit;
-pub mod suspend;
-pub mod ttl;
+pub(crate) mod actions;
+pub(crate) mod jobset_loop;
+pub(crate) mod node_failure;
+pub(crate) mod ratelimit;
+pub(crate) mod suspend;
+pub(crate) mod ttl;
 
 use std::collections::HashMap;
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-pub use actions::{
-    Action, BrakeCounts, EventType, JobPatchKind, KeyPlan, NodeState, Observation, Planned, PlannedEvent, Reason, Rule,
-    Target, TargetKind,
-};
-pub use node_failure::{BrakeTrip, Budget, ZoneHealth};
+pub use actions::{Action, NodeState, Observation, Planned, Reason, Target};
+pub(crate) use actions::{EventType, JobPatchKind, KeyPlan, PlannedEvent, Rule, TargetKind};
+pub use node_failure::{Budget, ZoneHealth};
 pub use ratelimit::TokenBucket;
 
 use super::config::{Mode, PlanConfig};
@@ -38,7 +36,7 @@ pub struct PlanInput<'a> {
 }
 
 /// Plans one key. `zones` must have been computed from the same snapshot.
-pub fn plan_key(input: &PlanInput<'_>, key: &Key, zones: &ZoneHealth, budget: &mut Budget<'_>) -> KeyPlan {
+pub(crate) fn plan_key(input: &PlanInput<'_>, key: &Key, zones: &ZoneHealth, budget: &mut Budget<'_>) -> KeyPlan {
     let mut out = KeyPlan::default();
     match key {
         Key::Job(k) => {
@@ -89,7 +87,7 @@ pub fn plan_all(input: &PlanInput<'_>, bucket: &mut TokenBucket) -> Vec<(Key, Ke
 }
 
 /// docs/controller.md (How it decides) first guards for a v1 job: `Some(reason)` when nothing may be done to it.
-pub fn job_guard(job: &JobFacts) -> Option<&'static str> {
+pub(crate) fn job_guard(job: &JobFacts) -> Option<&'static str> {
     if job.deleting {
         Some("being deleted")
     } else if !job.managed() {
@@ -101,7 +99,7 @@ pub fn job_guard(job: &JobFacts) -> Option<&'static str> {
     }
 }
 
-pub fn job_target(job: &JobFacts) -> Target {
+pub(crate) fn job_target(job: &JobFacts) -> Target {
     Target {
         kind: TargetKind::Job(job.key.kind),
         id: job.key.id.clone(),
@@ -110,7 +108,7 @@ pub fn job_target(job: &JobFacts) -> Target {
     }
 }
 
-pub fn trainjob_target(tj: &TrainJobFacts) -> Target {
+pub(crate) fn trainjob_target(tj: &TrainJobFacts) -> Target {
     Target {
         kind: TargetKind::TrainJob,
         id: tj.id.clone(),
@@ -215,7 +213,7 @@ pub(crate) fn plus(t: Timestamp, d: SignedDuration) -> Timestamp {
 }
 
 /// A duration as `1h2m3s` (Go's notation, as the flags take it).
-pub fn fmt_duration(d: SignedDuration) -> String {
+pub(crate) fn fmt_duration(d: SignedDuration) -> String {
     let secs = d.as_secs();
     let (sign, secs) = if secs < 0 { ("-", -secs) } else { ("", secs) };
     let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);

@@ -22,17 +22,17 @@ use crate::controller::snapshot::Snapshot;
 /// A node's health by docs/controller.md (Node failure): what state it is in, and from
 /// when each `--node-failure` value counts it as failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NodeHealth {
+pub(crate) struct NodeHealth {
     pub state: NodeState,
     /// Kubelet gone: `Ready` Unknown or absent with the `unreachable` NoExecute taint, from the
     /// Ready transition + `--node-not-ready-for` (past or future).
-    pub unreachable_from: Option<Timestamp>,
+    pub(crate) unreachable_from: Option<Timestamp>,
     /// `Ready` not True with either NoExecute taint (`unreachable` or `not-ready`), from the Ready
     /// transition + `--node-not-ready-for`: what `--node-failure=not-ready` trusts.
-    pub not_ready_from: Option<Timestamp>,
+    pub(crate) not_ready_from: Option<Timestamp>,
 }
 
-pub fn node_health(node: Option<&NodeFacts>, nodes_listed: bool, config: &PlanConfig) -> NodeHealth {
+pub(crate) fn node_health(node: Option<&NodeFacts>, nodes_listed: bool, config: &PlanConfig) -> NodeHealth {
     let health = |state| NodeHealth { state, unreachable_from: None, not_ready_from: None };
     match node {
         None if nodes_listed => health(NodeState::Missing),
@@ -57,7 +57,7 @@ pub fn node_health(node: Option<&NodeFacts>, nodes_listed: bool, config: &PlanCo
 
 /// From when `--node-failure` lets this node's state trigger a force delete (`Timestamp::MIN`: at
 /// once; `None`: not by time alone).
-pub fn trusted_from(mode: NodeFailureMode, health: &NodeHealth) -> Option<Timestamp> {
+pub(crate) fn trusted_from(mode: NodeFailureMode, health: &NodeHealth) -> Option<Timestamp> {
     let gone = matches!(health.state, NodeState::Missing | NodeState::OutOfService);
     match mode.effective() {
         NodeFailureMode::Off => None,
@@ -69,30 +69,30 @@ pub fn trusted_from(mode: NodeFailureMode, health: &NodeHealth) -> Option<Timest
 }
 
 /// Whether `--node-failure` lets this node state trigger a force delete at `now`.
-pub fn trusted(mode: NodeFailureMode, health: &NodeHealth, now: Timestamp) -> bool {
+pub(crate) fn trusted(mode: NodeFailureMode, health: &NodeHealth, now: Timestamp) -> bool {
     trusted_from(mode, health).is_some_and(|f| now >= f)
 }
 
 /// How long Kueue's own force delete waits after a pod's deletion time (FailureRecoveryPolicy).
-pub const KUEUE_FORCE_DELETE_AFTER: SignedDuration = SignedDuration::from_secs(60);
+pub(crate) const KUEUE_FORCE_DELETE_AFTER: SignedDuration = SignedDuration::from_secs(60);
 /// How much longer trainguard leaves such a pod to Kueue, so the two never race.
-pub const KUEUE_MARGIN: SignedDuration = SignedDuration::from_secs(30);
+pub(crate) const KUEUE_MARGIN: SignedDuration = SignedDuration::from_secs(30);
 
 /// The end of Kueue's window for a pod carrying its annotation, if it does.
-pub fn kueue_window_end(pod: &PodFacts, deletion: Timestamp) -> Option<Timestamp> {
+pub(crate) fn kueue_window_end(pod: &PodFacts, deletion: Timestamp) -> Option<Timestamp> {
     pod.kueue_force_delete.then(|| plus(plus(deletion, KUEUE_FORCE_DELETE_AFTER), KUEUE_MARGIN))
 }
 
 /// The earliest a stuck pod's deletion may be escalated, node aside: `--force-delete-after` past
 /// its deletion time, and past Kueue's window if Kueue may force-delete it itself.
-pub fn escalate_from(pod: &PodFacts, deletion: Timestamp, config: &PlanConfig) -> Timestamp {
+pub(crate) fn escalate_from(pod: &PodFacts, deletion: Timestamp, config: &PlanConfig) -> Timestamp {
     let stuck_at = plus(deletion, config.force_delete_after);
     kueue_window_end(pod, deletion).map_or(stuck_at, |k| k.max(stuck_at))
 }
 
 /// docs/controller.md (Node failure) step 2: more than 2 nodes unhealthy and at least the fraction of the domain — the node
 /// lifecycle controller's own definition of a disrupted zone. The floor keeps small zones working.
-pub fn brake_engaged(counts: BrakeCounts, fraction: f64) -> bool {
+pub(crate) fn brake_engaged(counts: BrakeCounts, fraction: f64) -> bool {
     counts.unhealthy > 2 && counts.total > 0 && f64::from(counts.unhealthy) / f64::from(counts.total) >= fraction
 }
 
@@ -100,13 +100,13 @@ pub fn brake_engaged(counts: BrakeCounts, fraction: f64) -> bool {
 /// node lifecycle controller's zone state). The per-pod trigger waits `--node-not-ready-for`; the
 /// brake must not, or in a staggered outage the first node's pods go before the nodes that failed a
 /// minute later are counted.
-pub fn down_for_brake(node: &NodeFacts) -> bool {
+pub(crate) fn down_for_brake(node: &NodeFacts) -> bool {
     node.ready != ReadyStatus::True
 }
 
 /// Which brake held a force delete back.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BrakeTrip {
+pub(crate) enum BrakeTrip {
     /// The candidate's zone (or the cluster, for a node without a zone label).
     Zone { zone: Option<Str>, counts: BrakeCounts },
     /// The whole cluster: failures spread over zones none of which trips on its own.
@@ -114,13 +114,13 @@ pub enum BrakeTrip {
 }
 
 impl BrakeTrip {
-    pub fn counts(&self) -> BrakeCounts {
+    pub(crate) fn counts(&self) -> BrakeCounts {
         match self {
             BrakeTrip::Zone { counts, .. } | BrakeTrip::Cluster { counts } => *counts,
         }
     }
 
-    pub fn domain(&self) -> String {
+    pub(crate) fn domain(&self) -> String {
         match self {
             BrakeTrip::Zone { zone: Some(z), .. } => format!("zone {z}"),
             BrakeTrip::Zone { zone: None, .. } | BrakeTrip::Cluster { .. } => "the cluster".to_string(),
@@ -128,7 +128,7 @@ impl BrakeTrip {
     }
 
     /// The `reason` label of `trainguard_force_delete_suppressed_total`.
-    pub fn metric_reason(&self) -> &'static str {
+    pub(crate) fn metric_reason(&self) -> &'static str {
         match self {
             BrakeTrip::Zone { zone: Some(_), .. } => "zone-brake",
             _ => "cluster-brake",
@@ -141,7 +141,7 @@ impl BrakeTrip {
 pub struct BrakeView {
     pub zone: BrakeCounts,
     pub cluster: BrakeCounts,
-    pub zoned: bool,
+    pub(crate) zoned: bool,
 }
 
 /// The node cache reduced to what the brake reads: for every node its zone and whether it is down
@@ -194,7 +194,7 @@ impl ZoneHealth {
 
     /// The brake (docs/controller.md, node failure, step 2) for a force delete on `node_name`:
     /// the zone's rule, then the same rule over the whole cluster.
-    pub fn trip(&self, node_name: &str, node: Option<&NodeFacts>, fraction: f64) -> Option<BrakeTrip> {
+    pub(crate) fn trip(&self, node_name: &str, node: Option<&NodeFacts>, fraction: f64) -> Option<BrakeTrip> {
         let view = self.view(node_name, node);
         if brake_engaged(view.zone, fraction) {
             let zone = if view.zoned { node.and_then(|n| n.zone.clone()) } else { None };
@@ -212,12 +212,12 @@ fn minus(counts: BrakeCounts, down: bool) -> BrakeCounts {
 }
 
 /// Adds one node to counts.
-pub fn with_node(others: BrakeCounts, unhealthy: bool) -> BrakeCounts {
+pub(crate) fn with_node(others: BrakeCounts, unhealthy: bool) -> BrakeCounts {
     BrakeCounts { unhealthy: others.unhealthy + u32::from(unhealthy), total: others.total + 1 }
 }
 
 /// The training job a terminating pod belongs to, if the companion may act for it.
-pub fn owning_job(pod: &PodFacts, snapshot: &Snapshot) -> Result<Target, &'static str> {
+pub(crate) fn owning_job(pod: &PodFacts, snapshot: &Snapshot) -> Result<Target, &'static str> {
     match &pod.owner {
         PodOwner::V1 { job, uid } => {
             let job = snapshot.job(job).filter(|j| j.uid == *uid).ok_or("owning job not known")?;
@@ -273,7 +273,7 @@ pub fn owning_job(pod: &PodFacts, snapshot: &Snapshot) -> Result<Target, &'stati
     }
 }
 
-pub fn pod_target(pod: &PodFacts) -> Target {
+pub(crate) fn pod_target(pod: &PodFacts) -> Target {
     Target { kind: TargetKind::Pod, id: pod.id.clone(), uid: pod.uid.clone(), resource_version: "".into() }
 }
 
@@ -286,12 +286,12 @@ pub struct Budget<'a> {
 
 /// Finalizers other than the Job controller's job-tracking one, which is expected and removed by
 /// the Job controller once the pod is terminal.
-pub fn blocking_finalizers(pod: &PodFacts) -> Vec<&str> {
+pub(crate) fn blocking_finalizers(pod: &PodFacts) -> Vec<&str> {
     pod.finalizers.iter().map(|f| &**f).filter(|f| *f != JOB_TRACKING_FINALIZER).collect()
 }
 
 /// docs/controller.md (Node failure) for one pod at `now`: each step returns early when it decides.
-pub fn plan(
+pub(crate) fn plan(
     pod: &PodFacts,
     snapshot: &Snapshot,
     zones: &ZoneHealth,
@@ -551,7 +551,7 @@ impl Stuck<'_> {
 
 /// The `ForceDeleteSuppressed` text for a brake: which domain, the counts, the rule, and `when`
 /// (what re-checks it).
-pub fn brake_message(trip: &BrakeTrip, config: &PlanConfig, when: &str) -> String {
+pub(crate) fn brake_message(trip: &BrakeTrip, config: &PlanConfig, when: &str) -> String {
     let counts = trip.counts();
     format!(
         "Not force-deleting: {} of {} nodes in {} are not Ready (>2 and >= {}), which looks like a zone outage or \
@@ -564,7 +564,7 @@ pub fn brake_message(trip: &BrakeTrip, config: &PlanConfig, when: &str) -> Strin
 }
 
 /// `was` is "was" once the force delete happened, "would be" for a prediction in report mode.
-pub fn finalizers_message(blocking: &[&str], was: &str) -> String {
+pub(crate) fn finalizers_message(blocking: &[&str], was: &str) -> String {
     format!(
         "Pod {was} force-deleted by trainguard but is held by finalizer(s) {}: trainguard never removes finalizers; \
          the job cannot recreate this pod until they are removed",
@@ -572,6 +572,6 @@ pub fn finalizers_message(blocking: &[&str], was: &str) -> String {
     )
 }
 
-pub fn finalizers_episode(blocking: &[&str]) -> String {
+pub(crate) fn finalizers_episode(blocking: &[&str]) -> String {
     format!("finalizers:{}", blocking.join(","))
 }

@@ -56,12 +56,12 @@ impl TokenBucket {
     }
 
     /// Gives back a token taken for a delete that did not happen (never beyond the capacity).
-    pub fn refund(&mut self) {
+    pub(crate) fn refund(&mut self) {
         self.tokens = (self.tokens + 1.0).min(self.capacity);
     }
 
     /// When the `n`-th waiting caller (0-based) will find a token; None if the bucket never refills.
-    pub fn next_token_at(&mut self, now: Timestamp, n: u32) -> Option<Timestamp> {
+    pub(crate) fn next_token_at(&mut self, now: Timestamp, n: u32) -> Option<Timestamp> {
         self.refill(now);
         if self.capacity <= 0.0 {
             return None;

@@ -14,14 +14,14 @@ use crate::controller::facts::{JobFacts, STASH_ANNOTATION, TrainJobFacts, Worklo
 
 /// Why a suspended job is not (yet) reconciled. Empty means it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct StuckWhy {
-    pub no_suspended_condition: bool,
+pub(crate) struct StuckWhy {
+    pub(crate) no_suspended_condition: bool,
     pub active: i64,
     pub live_pods: u32,
 }
 
 impl StuckWhy {
-    pub fn is_stuck(&self) -> bool {
+    pub(crate) fn is_stuck(&self) -> bool {
         self.no_suspended_condition || self.active > 0 || self.live_pods > 0
     }
 }
@@ -43,7 +43,7 @@ impl fmt::Display for StuckWhy {
 }
 
 /// docs/controller.md (Preemption (suspend)) `stuck` for a v1 job, without the time bound.
-pub fn v1_stuck(job: &JobFacts, live_pods: u32) -> StuckWhy {
+pub(crate) fn v1_stuck(job: &JobFacts, live_pods: u32) -> StuckWhy {
     if !job.suspend || job.finished.is_some() {
         return StuckWhy::default();
     }
@@ -53,7 +53,7 @@ pub fn v1_stuck(job: &JobFacts, live_pods: u32) -> StuckWhy {
 /// "Suspended since", from the objects first, so `plan` and the live controller agree: the
 /// Workload's `Evicted=True` time, else the job's `Suspended=True` time, else the controller's
 /// memory of first seeing it suspended (which `plan` does not have: no alarm yet).
-pub fn suspended_since(
+pub(crate) fn suspended_since(
     workload: Option<&WorkloadFacts>,
     suspended_condition: Option<Option<Timestamp>>,
     first_seen: Option<Timestamp>,
@@ -61,7 +61,7 @@ pub fn suspended_since(
     workload.and_then(|w| w.evicted.flatten()).or(suspended_condition.flatten()).or(first_seen)
 }
 
-pub struct SuspendInput<'a> {
+pub(crate) struct SuspendInput<'a> {
     pub target: &'a Target,
     pub kind: &'static str,
     pub why: StuckWhy,
@@ -70,11 +70,11 @@ pub struct SuspendInput<'a> {
     /// `ttlSecondsAfterFinished` in spec (v1 jobs only).
     pub ttl: Option<i64>,
     /// The stash remedy applies (v1 jobs only).
-    pub stashable: bool,
+    pub(crate) stashable: bool,
 }
 
 /// The alarm (and the remedy) once a stuck suspension has lasted `--suspend-stuck-after`.
-pub fn plan(input: SuspendInput<'_>, now: Timestamp, config: &PlanConfig, out: &mut KeyPlan) {
+pub(crate) fn plan(input: SuspendInput<'_>, now: Timestamp, config: &PlanConfig, out: &mut KeyPlan) {
     let SuspendInput { target, kind, why, since, first_seen, ttl, stashable } = input;
     if !why.is_stuck() {
         return;
@@ -130,7 +130,7 @@ pub fn plan(input: SuspendInput<'_>, now: Timestamp, config: &PlanConfig, out: &
 }
 
 /// Merge patch moving the TTL into the annotation; the resourceVersion makes it conditional.
-pub fn stash_patch(target: &Target, ttl: i64) -> Value {
+pub(crate) fn stash_patch(target: &Target, ttl: i64) -> Value {
     json!({
         "metadata": {
             "resourceVersion": &*target.resource_version,
@@ -141,7 +141,7 @@ pub fn stash_patch(target: &Target, ttl: i64) -> Value {
 }
 
 /// Merge patch moving the stashed TTL back (`None`: the spec has a TTL again; only drop the annotation).
-pub fn restore_patch(target: &Target, ttl: Option<i64>) -> Value {
+pub(crate) fn restore_patch(target: &Target, ttl: Option<i64>) -> Value {
     let mut patch = json!({
         "metadata": {
             "resourceVersion": &*target.resource_version,
@@ -156,7 +156,7 @@ pub fn restore_patch(target: &Target, ttl: Option<i64>) -> Value {
 
 /// What the restore rule decides for a job carrying the stash annotation.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RestoreVerdict {
+pub(crate) enum RestoreVerdict {
     Nothing,
     Restore { ttl: Option<i64> },
     Unreadable(String),
@@ -164,7 +164,7 @@ pub enum RestoreVerdict {
 
 /// The one marker read back: when the job is no longer suspended, move the TTL back. Runs whether
 /// or not `--stash-ttl-on-stuck-suspend` is still on. Also the executor's re-check.
-pub fn restore_verdict(job: &JobFacts) -> RestoreVerdict {
+pub(crate) fn restore_verdict(job: &JobFacts) -> RestoreVerdict {
     let Some(raw) = job.stashed_ttl.as_deref() else { return RestoreVerdict::Nothing };
     if job.suspend {
         return RestoreVerdict::Nothing;
@@ -177,7 +177,7 @@ pub fn restore_verdict(job: &JobFacts) -> RestoreVerdict {
     }
 }
 
-pub fn plan_restore(job: &JobFacts, target: &Target, config: &PlanConfig, out: &mut KeyPlan) {
+pub(crate) fn plan_restore(job: &JobFacts, target: &Target, config: &PlanConfig, out: &mut KeyPlan) {
     match restore_verdict(job) {
         RestoreVerdict::Nothing => {}
         RestoreVerdict::Restore { ttl } => {
@@ -230,7 +230,7 @@ pub fn plan_restore(job: &JobFacts, target: &Target, config: &PlanConfig, out: &
 }
 
 /// docs/controller.md (Preemption (suspend)) for a TrainJob: suspended while its JobSet still reports active jobs or has pods.
-pub fn trainjob_stuck(tj: &TrainJobFacts, jobset_active: i64, live_pods: u32) -> StuckWhy {
+pub(crate) fn trainjob_stuck(tj: &TrainJobFacts, jobset_active: i64, live_pods: u32) -> StuckWhy {
     if !tj.suspend || tj.finished {
         return StuckWhy::default();
     }
@@ -241,7 +241,7 @@ pub fn trainjob_stuck(tj: &TrainJobFacts, jobset_active: i64, live_pods: u32) ->
 /// TrainJob) is still suspended: Kueue holds the quota, nothing runs. Version skew between Kueue
 /// and Trainer has left jobs exactly so, and nothing upstream reports it. One Warning per
 /// admission (its `lastTransitionTime`), and a gauge while it lasts.
-pub fn plan_admitted(
+pub(crate) fn plan_admitted(
     target: &Target,
     kind: &'static str,
     suspended: bool,

@@ -9,10 +9,10 @@ use crate::controller::config::{PlanConfig, Propagation};
 use crate::controller::facts::{FinishKind, JobFacts, TRAINJOB_TTL_ANNOTATION, TrainJobFacts};
 
 /// A finish time further than this in the future is clock skew: warn, wait, never clamp.
-pub const CLOCK_SKEW_TOLERANCE: SignedDuration = SignedDuration::from_secs(60);
+pub(crate) const CLOCK_SKEW_TOLERANCE: SignedDuration = SignedDuration::from_secs(60);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TtlVerdict {
+pub(crate) enum TtlVerdict {
     /// Not eligible; the reason says why.
     Skip(&'static str),
     /// Finished, but with neither `completionTime` nor a condition time: nothing to count from.
@@ -31,7 +31,7 @@ pub enum TtlVerdict {
 }
 
 /// docs/controller.md (TTL after finished) for one job at `now`. Also the executor's re-check on the live object.
-pub fn verdict(job: &JobFacts, now: Timestamp, config: &PlanConfig) -> TtlVerdict {
+pub(crate) fn verdict(job: &JobFacts, now: Timestamp, config: &PlanConfig) -> TtlVerdict {
     if let Some(why) = job_guard(job) {
         return TtlVerdict::Skip(why);
     }
@@ -65,7 +65,7 @@ pub fn verdict(job: &JobFacts, now: Timestamp, config: &PlanConfig) -> TtlVerdic
     }
 }
 
-pub fn plan(job: &JobFacts, target: &Target, now: Timestamp, config: &PlanConfig, out: &mut KeyPlan) {
+pub(crate) fn plan(job: &JobFacts, target: &Target, now: Timestamp, config: &PlanConfig, out: &mut KeyPlan) {
     let kind = match target.kind {
         TargetKind::Job(k) => k.kind(),
         _ => "",
@@ -152,13 +152,13 @@ pub fn plan(job: &JobFacts, target: &Target, now: Timestamp, config: &PlanConfig
 
 /// The event for a TTL delete that failed with an error other than 404/409 (published by the
 /// executor, deduplicated like the others).
-pub fn delete_failed_message(error: &str) -> String {
+pub(crate) fn delete_failed_message(error: &str) -> String {
     format!("TTL deletion failed, retrying with backoff: {error}")
 }
 
 /// Where a TrainJob's TTL comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TrainJobTtl {
+pub(crate) enum TrainJobTtl {
     /// Neither the field nor the annotation.
     None,
     /// `spec.ttlSecondsAfterFinished`, once the CRD has it: it wins over the annotation.
@@ -170,7 +170,7 @@ pub enum TrainJobTtl {
 }
 
 impl TrainJobTtl {
-    pub fn of(tj: &TrainJobFacts) -> Self {
+    pub(crate) fn of(tj: &TrainJobFacts) -> Self {
         if let Some(ttl) = tj.spec_ttl {
             return TrainJobTtl::Field(ttl);
         }
@@ -183,7 +183,7 @@ impl TrainJobTtl {
         }
     }
 
-    pub fn seconds(&self) -> Option<i64> {
+    pub(crate) fn seconds(&self) -> Option<i64> {
         match self {
             TrainJobTtl::Field(ttl) | TrainJobTtl::Annotation(ttl) => Some(*ttl),
             _ => None,
@@ -191,7 +191,7 @@ impl TrainJobTtl {
     }
 
     /// How the TTL is named in messages.
-    pub fn source(&self) -> String {
+    pub(crate) fn source(&self) -> String {
         match self {
             TrainJobTtl::Field(ttl) => format!("spec.ttlSecondsAfterFinished={ttl}"),
             TrainJobTtl::Annotation(ttl) => format!("{TRAINJOB_TTL_ANNOTATION}={ttl}"),
@@ -203,7 +203,7 @@ impl TrainJobTtl {
 /// The TTL rule for a TrainJob at `now` (opt-in per object until Trainer has its own): finished
 /// (`Complete` or `Failed` True) and not suspended, counted from that condition's
 /// `lastTransitionTime`. Also the executor's re-check on the live object.
-pub fn trainjob_verdict(tj: &TrainJobFacts, now: Timestamp, config: &PlanConfig) -> TtlVerdict {
+pub(crate) fn trainjob_verdict(tj: &TrainJobFacts, now: Timestamp, config: &PlanConfig) -> TtlVerdict {
     if tj.deleting {
         return TtlVerdict::Skip("being deleted");
     }
@@ -248,7 +248,13 @@ fn trainjob_finished_how(tj: &TrainJobFacts) -> &'static str {
 }
 
 /// The TTL of a TrainJob (propagation Background: its JobSet and pods go after it).
-pub fn plan_trainjob(tj: &TrainJobFacts, target: &Target, now: Timestamp, config: &PlanConfig, out: &mut KeyPlan) {
+pub(crate) fn plan_trainjob(
+    tj: &TrainJobFacts,
+    target: &Target,
+    now: Timestamp,
+    config: &PlanConfig,
+    out: &mut KeyPlan,
+) {
     let ttl = TrainJobTtl::of(tj);
     let how = trainjob_finished_how(tj);
     if let TrainJobTtl::Invalid(raw) = &ttl {

@@ -23,7 +23,7 @@ type RespBody = UnsyncBoxBody<Bytes, Infallible>;
 
 /// One request the fake saw.
 #[derive(Debug, Clone)]
-pub struct Seen {
+pub(crate) struct Seen {
     pub method: String,
     pub path: String,
     pub query: String,
@@ -37,7 +37,7 @@ pub struct Seen {
 
 impl Seen {
     /// `METHOD path` for compact assertions.
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         format!("{} {}", self.method, self.path)
     }
 }
@@ -63,7 +63,7 @@ struct Store {
 }
 
 #[derive(Clone, Default)]
-pub struct FakeApi {
+pub(crate) struct FakeApi {
     routes: Arc<Mutex<Routes>>,
     seen: Arc<Mutex<Vec<Seen>>>,
     violations: Arc<Mutex<Vec<String>>>,
@@ -74,17 +74,17 @@ pub struct FakeApi {
 }
 
 /// A Kubernetes `Status` error body.
-pub fn status(code: u16, reason: &str) -> Value {
+pub(crate) fn status(code: u16, reason: &str) -> Value {
     json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
            "message": format!("fake: {reason}"), "reason": reason, "code": code})
 }
 
-pub fn success() -> Value {
+pub(crate) fn success() -> Value {
     json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 200})
 }
 
 /// Splits an API path into (group, resource[/subresource], verb) the way RBAC sees it.
-pub fn rbac_of(method: &str, path: &str, query: &str) -> (String, String, String) {
+pub(crate) fn rbac_of(method: &str, path: &str, query: &str) -> (String, String, String) {
     let parsed = parse_path(path);
     let verb = match (method, parsed.name.is_some()) {
         ("GET", true) => "get",
@@ -196,61 +196,61 @@ fn full(code: u16, body: &Value) -> Response<RespBody> {
 }
 
 impl FakeApi {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// A fake whose store starts with these objects.
-    pub fn with_objects(objects: impl IntoIterator<Item = Value>) -> Self {
+    pub(crate) fn with_objects(objects: impl IntoIterator<Item = Value>) -> Self {
         let api = Self::default();
         api.store.lock().unwrap().objects.extend(objects);
         api
     }
 
     /// Serves an empty custom-resource collection (e.g. `/apis/jobset.x-k8s.io/v1alpha2/jobsets`).
-    pub fn serve(&self, collection: &str) -> &Self {
+    pub(crate) fn serve(&self, collection: &str) -> &Self {
         self.store.lock().unwrap().served.push(collection.to_string());
         self
     }
 
     /// Queues a response for the next `method path` (the last one repeats once the queue drains).
-    pub fn on(&self, method: &str, path: &str, code: u16, body: Value) -> &Self {
+    pub(crate) fn on(&self, method: &str, path: &str, code: u16, body: Value) -> &Self {
         self.routes.lock().unwrap().entry((method.to_string(), path.to_string())).or_default().push_back((code, body));
         self
     }
 
     /// Calls `hook` with every request as it arrives (after it is recorded, before the answer).
-    pub fn on_request(&self, hook: impl Fn(&Seen) + Send + Sync + 'static) {
+    pub(crate) fn on_request(&self, hook: impl Fn(&Seen) + Send + Sync + 'static) {
         *self.hook.lock().unwrap() = Some(Arc::new(hook));
     }
 
     /// From now on, requests `method path` are recorded but never answered, and later requests
     /// are still served (a hung call, not a dead server).
-    pub fn stall(&self, method: &str, path: &str) {
+    pub(crate) fn stall(&self, method: &str, path: &str) {
         self.stalled.lock().unwrap().push((method.to_string(), path.to_string()));
     }
 
     /// Drops every scripted response for `method path`.
-    pub fn clear(&self, method: &str, path: &str) {
+    pub(crate) fn clear(&self, method: &str, path: &str) {
         self.routes.lock().unwrap().remove(&(method.to_string(), path.to_string()));
     }
 
-    pub fn seen(&self) -> Vec<Seen> {
+    pub(crate) fn seen(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
     }
 
     /// Requests other than events, as `METHOD path`.
-    pub fn calls(&self) -> Vec<String> {
+    pub(crate) fn calls(&self) -> Vec<String> {
         self.seen().iter().filter(|s| s.rbac.0 != "events.k8s.io").map(Seen::line).collect()
     }
 
     /// Writes (anything but GET), other than events.
-    pub fn writes(&self) -> Vec<String> {
+    pub(crate) fn writes(&self) -> Vec<String> {
         self.seen().iter().filter(|s| s.rbac.0 != "events.k8s.io" && s.method != "GET").map(Seen::line).collect()
     }
 
     /// Events published, as their reasons.
-    pub fn event_reasons(&self) -> Vec<String> {
+    pub(crate) fn event_reasons(&self) -> Vec<String> {
         self.seen()
             .iter()
             .filter(|s| s.rbac.0 == "events.k8s.io")
@@ -258,19 +258,19 @@ impl FakeApi {
             .collect()
     }
 
-    pub fn violations(&self) -> Vec<String> {
+    pub(crate) fn violations(&self) -> Vec<String> {
         self.violations.lock().unwrap().clone()
     }
 
     /// The stored object at an item path, if any.
-    pub fn object(&self, path: &str) -> Option<Value> {
+    pub(crate) fn object(&self, path: &str) -> Option<Value> {
         let p = parse_path(path);
         let store = self.store.lock().unwrap();
         store.objects.iter().find(|o| self.is_at(o, &p)).cloned()
     }
 
     /// Replaces (or adds) an object and tells the open watches, as the API server would.
-    pub fn put(&self, object: Value) {
+    pub(crate) fn put(&self, object: Value) {
         let mut store = self.store.lock().unwrap();
         let collection = collection_of(&object);
         let (ns, name) = (object["metadata"]["namespace"].clone(), object["metadata"]["name"].clone());
@@ -311,7 +311,7 @@ impl FakeApi {
     }
 
     /// A kube `Client` whose requests this fake answers.
-    pub fn client(&self) -> (Client, JoinHandle<()>) {
+    pub(crate) fn client(&self) -> (Client, JoinHandle<()>) {
         let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<RespBody>>();
         let fake = self.clone();
         let task = tokio::spawn(async move {

@@ -2,7 +2,7 @@
 //! at times given as seconds after T0 = 2025-01-01T00:00:00Z.
 #![allow(dead_code)]
 
-pub mod api;
+pub(crate) mod api;
 
 use std::collections::HashMap;
 
@@ -13,18 +13,18 @@ use trainguard::controller::facts::Str;
 use trainguard::controller::objects::snapshot_from_values;
 use trainguard::controller::plan::{PlanInput, TokenBucket, plan_all};
 
-pub const T0: i64 = 1_735_689_600;
+pub(crate) const T0: i64 = 1_735_689_600;
 
-pub fn at(s: i64) -> Timestamp {
+pub(crate) fn at(s: i64) -> Timestamp {
     Timestamp::from_second(T0 + s).unwrap()
 }
 
-pub fn ts(s: i64) -> String {
+pub(crate) fn ts(s: i64) -> String {
     at(s).to_string()
 }
 
 /// Sets `value` at a `/`-separated path, creating objects on the way.
-pub fn set(mut object: Value, path: &str, value: Value) -> Value {
+pub(crate) fn set(mut object: Value, path: &str, value: Value) -> Value {
     let mut cur = &mut object;
     let parts: Vec<String> = path.trim_start_matches('/').split('/').map(|p| p.replace("~1", "/")).collect();
     for (i, part) in parts.iter().enumerate() {
@@ -40,7 +40,7 @@ pub fn set(mut object: Value, path: &str, value: Value) -> Value {
     object
 }
 
-pub fn cond(type_: &str, status: &str, since: Option<i64>) -> Value {
+pub(crate) fn cond(type_: &str, status: &str, since: Option<i64>) -> Value {
     let mut c = json!({"type": type_, "status": status, "reason": format!("{type_}Reason")});
     if let Some(s) = since {
         c["lastTransitionTime"] = json!(ts(s));
@@ -50,7 +50,7 @@ pub fn cond(type_: &str, status: &str, since: Option<i64>) -> Value {
 }
 
 /// A PyTorchJob in namespace `ml` with uid `uid-<name>` and resourceVersion 100.
-pub fn pytorchjob(name: &str) -> Value {
+pub(crate) fn pytorchjob(name: &str) -> Value {
     json!({
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
@@ -64,35 +64,35 @@ pub fn pytorchjob(name: &str) -> Value {
     })
 }
 
-pub fn with_ttl(job: Value, ttl: i64) -> Value {
+pub(crate) fn with_ttl(job: Value, ttl: i64) -> Value {
     set(job, "/spec/runPolicy/ttlSecondsAfterFinished", json!(ttl))
 }
 
-pub fn suspended(job: Value) -> Value {
+pub(crate) fn suspended(job: Value) -> Value {
     set(job, "/spec/runPolicy/suspend", json!(true))
 }
 
-pub fn with_conditions(job: Value, conditions: Vec<Value>) -> Value {
+pub(crate) fn with_conditions(job: Value, conditions: Vec<Value>) -> Value {
     set(job, "/status/conditions", Value::Array(conditions))
 }
 
 /// Succeeded at `s` with completionTime.
-pub fn succeeded(job: Value, s: i64) -> Value {
+pub(crate) fn succeeded(job: Value, s: i64) -> Value {
     let job = with_conditions(job, vec![cond("Created", "True", Some(-3600)), cond("Succeeded", "True", Some(s))]);
     set(job, "/status/completionTime", json!(ts(s)))
 }
 
 /// Failed through the ExitCode path: condition Failed, no completionTime.
-pub fn failed_exit_code(job: Value, s: i64) -> Value {
+pub(crate) fn failed_exit_code(job: Value, s: i64) -> Value {
     with_conditions(job, vec![cond("Created", "True", Some(-3600)), cond("Failed", "True", Some(s))])
 }
 
-pub fn label(object: Value, key: &str, value: &str) -> Value {
+pub(crate) fn label(object: Value, key: &str, value: &str) -> Value {
     set(object, &format!("/metadata/labels/{}", key.replace('/', "~1")), json!(value))
 }
 
 /// A Workload owned by a job.
-pub fn workload(owner: &Value, conditions: Vec<Value>) -> Value {
+pub(crate) fn workload(owner: &Value, conditions: Vec<Value>) -> Value {
     let name = owner["metadata"]["name"].as_str().unwrap();
     json!({
         "apiVersion": "kueue.x-k8s.io/v1beta2",
@@ -106,7 +106,7 @@ pub fn workload(owner: &Value, conditions: Vec<Value>) -> Value {
 }
 
 /// A pod of a v1 job, on `node`.
-pub fn v1_pod(job: &Value, name: &str, node: &str) -> Value {
+pub(crate) fn v1_pod(job: &Value, name: &str, node: &str) -> Value {
     let job_name = job["metadata"]["name"].as_str().unwrap();
     json!({
         "apiVersion": "v1",
@@ -125,12 +125,12 @@ pub fn v1_pod(job: &Value, name: &str, node: &str) -> Value {
 
 /// The pod is being deleted; deletionTimestamp at `s` (what the API server sets: request time +
 /// grace period).
-pub fn deleting(pod: Value, s: i64) -> Value {
+pub(crate) fn deleting(pod: Value, s: i64) -> Value {
     let pod = set(pod, "/metadata/deletionTimestamp", json!(ts(s)));
     set(pod, "/metadata/deletionGracePeriodSeconds", json!(30))
 }
 
-pub fn node(name: &str, zone: Option<&str>) -> Value {
+pub(crate) fn node(name: &str, zone: Option<&str>) -> Value {
     let mut n = json!({
         "apiVersion": "v1",
         "kind": "Node",
@@ -145,7 +145,7 @@ pub fn node(name: &str, zone: Option<&str>) -> Value {
 }
 
 /// The kubelet stopped posting status at `s`: Ready=Unknown and the unreachable NoExecute taint.
-pub fn unreachable(node: Value, s: i64) -> Value {
+pub(crate) fn unreachable(node: Value, s: i64) -> Value {
     let node = set(
         node,
         "/status/conditions",
@@ -161,7 +161,7 @@ pub fn unreachable(node: Value, s: i64) -> Value {
 
 /// The kubelet still reports but the node is not ready since `s`: Ready=False and the not-ready
 /// NoExecute taint.
-pub fn not_ready(node: Value, s: i64) -> Value {
+pub(crate) fn not_ready(node: Value, s: i64) -> Value {
     let node = set(
         node,
         "/status/conditions",
@@ -176,15 +176,15 @@ pub fn not_ready(node: Value, s: i64) -> Value {
 }
 
 /// A TrainJob finished at `s` through condition `type_` (`Complete` or `Failed`).
-pub fn trainjob_finished(trainjob: Value, type_: &str, s: i64) -> Value {
+pub(crate) fn trainjob_finished(trainjob: Value, type_: &str, s: i64) -> Value {
     set(trainjob, "/status/conditions", json!([cond(type_, "True", Some(s))]))
 }
 
-pub fn annotate(object: Value, key: &str, value: &str) -> Value {
+pub(crate) fn annotate(object: Value, key: &str, value: &str) -> Value {
     set(object, &format!("/metadata/annotations/{}", key.replace('/', "~1")), json!(value))
 }
 
-pub fn add_taint(node: Value, key: &str, effect: &str) -> Value {
+pub(crate) fn add_taint(node: Value, key: &str, effect: &str) -> Value {
     let mut node = node;
     let taints = node["spec"]["taints"].as_array().cloned().unwrap_or_default();
     let mut taints = taints;
@@ -194,7 +194,7 @@ pub fn add_taint(node: Value, key: &str, effect: &str) -> Value {
 }
 
 /// A TrainJob and its JobSet (controlled by it).
-pub fn trainjob(name: &str) -> Value {
+pub(crate) fn trainjob(name: &str) -> Value {
     json!({
         "apiVersion": "trainer.kubeflow.org/v1alpha1",
         "kind": "TrainJob",
@@ -204,7 +204,7 @@ pub fn trainjob(name: &str) -> Value {
     })
 }
 
-pub fn jobset_of(trainjob: &Value, active: i64) -> Value {
+pub(crate) fn jobset_of(trainjob: &Value, active: i64) -> Value {
     let name = trainjob["metadata"]["name"].as_str().unwrap();
     json!({
         "apiVersion": "jobset.x-k8s.io/v1alpha2",
@@ -217,7 +217,7 @@ pub fn jobset_of(trainjob: &Value, active: i64) -> Value {
 }
 
 /// The `batch/v1` Job `<jobset>-node-0` the JobSet controls: the link between its pods and it.
-pub fn jobset_job(jobset: &str) -> Value {
+pub(crate) fn jobset_job(jobset: &str) -> Value {
     json!({
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -231,13 +231,13 @@ pub fn jobset_job(jobset: &str) -> Value {
 }
 
 /// A TrainJob with its JobSet (`active` jobs) and the JobSet's one batch Job.
-pub fn trainjob_chain(trainjob: &Value, active: i64) -> Vec<Value> {
+pub(crate) fn trainjob_chain(trainjob: &Value, active: i64) -> Vec<Value> {
     let name = trainjob["metadata"]["name"].as_str().unwrap();
     vec![trainjob.clone(), jobset_of(trainjob, active), jobset_job(name)]
 }
 
 /// A pod of the JobSet's batch Job `<jobset>-node-0` (controller ownerReference), with the JobSet labels.
-pub fn jobset_pod(jobset: &str, name: &str, node: &str) -> Value {
+pub(crate) fn jobset_pod(jobset: &str, name: &str, node: &str) -> Value {
     json!({
         "apiVersion": "v1",
         "kind": "Pod",
@@ -255,11 +255,11 @@ pub fn jobset_pod(jobset: &str, name: &str, node: &str) -> Value {
 
 /// Runs the planner over `objects` at T0+`now` and renders each action as a short line:
 /// `action kind ns/name rule reason[ @+seconds]`.
-pub fn plan_lines(objects: &[Value], now: i64, config: &PlanConfig) -> Vec<String> {
+pub(crate) fn plan_lines(objects: &[Value], now: i64, config: &PlanConfig) -> Vec<String> {
     plan_lines_with(objects, now, config, &HashMap::new())
 }
 
-pub fn plan_lines_with(
+pub(crate) fn plan_lines_with(
     objects: &[Value],
     now: i64,
     config: &PlanConfig,
@@ -268,7 +268,12 @@ pub fn plan_lines_with(
     plan_json(objects, now, config, first_seen).iter().map(short).collect()
 }
 
-pub fn plan_json(objects: &[Value], now: i64, config: &PlanConfig, first_seen: &HashMap<Str, Timestamp>) -> Vec<Value> {
+pub(crate) fn plan_json(
+    objects: &[Value],
+    now: i64,
+    config: &PlanConfig,
+    first_seen: &HashMap<Str, Timestamp>,
+) -> Vec<Value> {
     let (snapshot, _) = snapshot_from_values(objects).expect("objects decode");
     let input = PlanInput { snapshot: &snapshot, now: at(now), config, first_seen_suspended: first_seen };
     let mut bucket = TokenBucket::per_minute(config.max_force_deletes_per_minute);
@@ -278,7 +283,7 @@ pub fn plan_json(objects: &[Value], now: i64, config: &PlanConfig, first_seen: &
         .collect()
 }
 
-pub fn short(line: &Value) -> String {
+pub(crate) fn short(line: &Value) -> String {
     let s = |k: &str| line[k].as_str().unwrap_or("").to_string();
     let mut out =
         format!("{} {} {}/{} {} {}", s("action"), s("kind"), s("namespace"), s("name"), s("rule"), s("reason"));
