@@ -130,7 +130,7 @@ pub struct JobConditionView {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_transition_time: Option<Time>,
+    pub(crate) last_transition_time: Option<Time>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]

@@ -75,7 +75,7 @@ pub(crate) mod trainjob_state;
 pub(crate) mod watched_meta;
 pub(crate) mod workload;
 
-pub(crate) use review::RequestView;
+pub use review::RequestView;
 pub use review::ReviewEnvelope;
 pub use trainjob::LabelsView;
 pub use trainjob::{OverridesField, TrainJobView};

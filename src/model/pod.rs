@@ -1,5 +1,5 @@
 //! Slim views of core/v1 `Pod` and `Node`: what the node-failure rule reads (docs/controller.md (Node failure)).
-//! `tests/controller/model.rs` pins them to the full k8s-openapi types.
+//! `src/controller/objects/tests.rs` pins them to the full k8s-openapi types.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::core::{ClusterResourceScope, NamespaceResourceScope};
@@ -103,7 +103,7 @@ pub struct NodeConditionView {
     #[serde(default)]
     pub status: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_transition_time: Option<Time>,
+    pub(crate) last_transition_time: Option<Time>,
 }
 
 impl NodeView {

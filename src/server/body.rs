@@ -13,7 +13,7 @@ use http_body::{Body, Frame, SizeHint};
 pub(crate) type Response = http::Response<ResponseBody>;
 
 /// A whole body in one buffer, `None` once sent.
-pub struct ResponseBody(Option<Vec<u8>>);
+pub(crate) struct ResponseBody(Option<Vec<u8>>);
 
 impl From<Vec<u8>> for ResponseBody {
     fn from(bytes: Vec<u8>) -> Self {

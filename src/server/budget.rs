@@ -58,7 +58,7 @@ impl BodyClass {
 
 /// The budget: two semaphores of bytes.
 #[derive(Debug)]
-pub struct BodyBudget {
+pub(crate) struct BodyBudget {
     reserve: Semaphore,
     shared: Semaphore,
     total: usize,
@@ -70,7 +70,7 @@ pub struct BodyBudget {
 impl BodyBudget {
     /// `total` bytes, a quarter of them reserved for small bodies. The shared part must hold the
     /// largest body, or such a body could never be read.
-    pub fn new(total: usize, max_body: usize, gauge: Gauge) -> Result<Self, BudgetError> {
+    pub(crate) fn new(total: usize, max_body: usize, gauge: Gauge) -> Result<Self, BudgetError> {
         let reserve = total / 4;
         let shared = total - reserve;
         if shared < max_body {
@@ -85,7 +85,7 @@ impl BodyBudget {
         self.total - self.reserve.available_permits() - self.shared.available_permits()
     }
 
-    pub fn total(&self) -> usize {
+    pub(crate) fn total(&self) -> usize {
         self.total
     }
 

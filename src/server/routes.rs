@@ -21,7 +21,7 @@ use crate::server::metrics::{DecisionLabels, WebhookCodeLabels, WebhookMetrics, 
 
 /// What every admission request needs; cloned per request (one Arc).
 #[derive(Clone)]
-pub struct AppState(Arc<Inner>);
+pub(crate) struct AppState(Arc<Inner>);
 
 struct Inner {
     rules: RulesConfig,
@@ -35,7 +35,7 @@ struct Inner {
 }
 
 impl AppState {
-    pub fn new(
+    pub(crate) fn new(
         rules: RulesConfig,
         cluster: Arc<dyn ClusterView>,
         metrics: WebhookMetrics,

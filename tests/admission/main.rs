@@ -20,5 +20,4 @@ mod error_paths;
 mod fixtures_fresh;
 mod fuzz_review;
 mod mutating;
-mod overrides_equality;
 mod rules_table;

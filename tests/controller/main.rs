@@ -6,7 +6,6 @@ mod support;
 
 mod execute;
 mod live;
-mod model;
 mod plan;
 mod plan_cli;
 mod state;

@@ -4,16 +4,16 @@
 
 use std::collections::BTreeMap;
 
+use super::{change_from_value, snapshot_from_values};
+use crate::controller::facts::{NodeFacts, PodFacts, PodOwner, PodPhase, ReadyStatus};
+use crate::model::kubeflow_v1::TrainingKind;
+use crate::model::pod::{NodeView, PodView};
 use k8s_openapi::api::core::v1::{
     Container, Node, NodeCondition, NodeSpec, NodeStatus, Pod, PodCondition, PodSpec, PodStatus, Taint,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
-use trainguard::controller::facts::{NodeFacts, PodFacts, PodOwner, PodPhase, ReadyStatus};
-use trainguard::controller::objects::{change_from_value, snapshot_from_values};
-use trainguard::model::kubeflow_v1::TrainingKind;
-use trainguard::model::pod::{NodeView, PodView};
 
 fn t(s: &str) -> Time {
     Time(s.parse::<Timestamp>().unwrap())

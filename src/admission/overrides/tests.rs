@@ -2,13 +2,13 @@
 //! over the release's Go types. A table of pairs with Trainer's verdict for each release line,
 //! then properties over generated values.
 
+use super::{changed, shape_errors, shape_errors_raw, try_parse};
+use crate::model::OverridesField::{
+    self, PodSpecOverrides as V2_0, PodTemplateOverrides as V2_1, RuntimePatches as V2_2,
+};
 use proptest::prelude::*;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
-use trainguard::admission::overrides::{changed, shape_errors, shape_errors_raw, try_parse};
-use trainguard::model::OverridesField::{
-    self, PodSpecOverrides as V2_0, PodTemplateOverrides as V2_1, RuntimePatches as V2_2,
-};
 
 fn raw(text: &str) -> Box<RawValue> {
     RawValue::from_string(text.to_string()).unwrap_or_else(|e| panic!("{text}: {e}"))

@@ -126,3 +126,6 @@ pub fn snapshot_from_values<'v>(
     }
     Ok(builder.finish())
 }
+
+#[cfg(test)]
+mod tests;

@@ -53,7 +53,7 @@ pub fn try_parse(raw: Option<&RawValue>) -> Result<Value, serde_json::Error> {
 }
 
 /// [`shape_errors`] of a raw field; a value too deeply nested to read is itself a shape error.
-pub fn shape_errors_raw(field: OverridesField, raw: Option<&RawValue>) -> Vec<FieldError> {
+pub(crate) fn shape_errors_raw(field: OverridesField, raw: Option<&RawValue>) -> Vec<FieldError> {
     match try_parse(raw) {
         Ok(value) => shape_errors(field, &value),
         Err(e) => vec![unreadable(field, raw, &e)],
@@ -76,7 +76,7 @@ const NAME_REQUIRED: &str = "name a replicated job of the runtime, e.g. \"node\"
 
 /// docs/webhook.md §5 shape: list items need a non-empty `targetJobs` of non-empty names, runtime patches a
 /// non-empty `manager`. Several items may target the same job (Kueue appends its own).
-pub fn shape_errors(field: OverridesField, value: &Value) -> Vec<FieldError> {
+pub(crate) fn shape_errors(field: OverridesField, value: &Value) -> Vec<FieldError> {
     let path = field.path();
     let items = match value {
         Value::Null => return Vec::new(),
@@ -154,3 +154,6 @@ fn type_name(v: &Value) -> &'static str {
 fn type_name_quoted(v: &Value) -> String {
     format!("\"{}\"", type_name(v))
 }
+
+#[cfg(test)]
+mod tests;
