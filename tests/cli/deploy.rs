@@ -678,6 +678,12 @@ fn ttl_stash_component_grants_exactly_its_rows() {
 
     let off = by_kind_and_name(&render_chart(NAMESPACE, json!({})));
     assert!(!off.contains_key("ClusterRole \"trainguard-ttl-stash\""), "off by default");
+    let without_controller =
+        render_chart(NAMESPACE, json!({"ttlStash": {"enabled": true}, "controller": {"enabled": false}}));
+    assert!(
+        !by_kind_and_name(&without_controller).contains_key("ClusterRole \"trainguard-ttl-stash\""),
+        "no controller, nobody to grant the patch to"
+    );
     let on = by_kind_and_name(&render_chart(NAMESPACE, json!({"ttlStash": {"enabled": true}})));
     for (key, object) in by_kind_and_name(&component) {
         let mut charted = on.get(&key).cloned();
