@@ -5,10 +5,12 @@
 #   1. refuses the unpublished default image `trainguard:<version>` (no registry serves it);
 #   2. checks the TrainJob CRD, and cert-manager's CRDs for the cert-manager overlay (certs/ for
 #      static-certs), before anything is applied;
-#   3. applies everything but the webhook configurations and waits for the Deployment to be
-#      Available (with failurePolicy Fail, a webhook registered before a replica is ready makes
-#      every TrainJob write fail);
-#   4. then applies the webhook configurations.
+#   3. applies everything but the webhook configurations and waits for the webhook Deployment to
+#      be Available (with failurePolicy Fail, a webhook registered before a replica is ready makes
+#      every TrainJob write fail); the controller Deployment is not waited for: nothing needs it;
+#   4. then applies the webhook configurations;
+#   5. removes what an install from before the split into two Deployments left behind (the one
+#      Deployment `trainguard`, its PodDisruptionBudget, ServiceAccount and ClusterRole), if any.
 # COMPONENTS: space-separated kustomize components under deploy/components to add, e.g.
 # `webhook-only` or `monitoring`. WAIT_TIMEOUT (default 5m) bounds step 3.
 set -euo pipefail
@@ -90,9 +92,9 @@ rel=..
 # 3. Everything but the webhooks, then wait.
 echo "make deploy: applying deploy/overlays/$OVERLAY without the webhook configurations (image $IMAGE)" >&2
 "$KUBECTL" apply -f "$work/trainguard.yaml" -l 'trainguard.io/install-step!=webhooks'
-echo "make deploy: waiting up to $WAIT_TIMEOUT for deploy/trainguard to be Available" >&2
-if ! "$KUBECTL" -n "$NAMESPACE" wait deploy/trainguard --for=condition=Available --timeout="$WAIT_TIMEOUT"; then
-  fail "deploy/trainguard did not become Available; the webhooks were NOT registered, so TrainJob writes are unaffected.
+echo "make deploy: waiting up to $WAIT_TIMEOUT for deploy/trainguard-webhook to be Available" >&2
+if ! "$KUBECTL" -n "$NAMESPACE" wait deploy/trainguard-webhook --for=condition=Available --timeout="$WAIT_TIMEOUT"; then
+  fail "deploy/trainguard-webhook did not become Available; the webhooks were NOT registered, so TrainJob writes are unaffected.
   kubectl -n $NAMESPACE get pods; kubectl -n $NAMESPACE describe pods   # ImagePullBackOff? certificate?
 then run make deploy again (docs/operations.md, Troubleshooting)"
 fi
@@ -100,4 +102,9 @@ fi
 # 4. The webhooks, last.
 echo "make deploy: registering the webhooks" >&2
 "$KUBECTL" apply -f "$work/trainguard.yaml"
+# 5. The single Deployment of earlier versions (webhook and controller in one) kept serving
+# until now; the new webhook pods are ready, so it can go.
+echo "make deploy: removing the single-Deployment install of earlier versions, if any" >&2
+"$KUBECTL" -n "$NAMESPACE" delete deployment/trainguard poddisruptionbudget/trainguard serviceaccount/trainguard --ignore-not-found
+"$KUBECTL" delete clusterrolebinding/trainguard clusterrole/trainguard --ignore-not-found
 echo "make deploy: done. Check: kubectl apply --dry-run=server -f my-trainjob.yaml" >&2

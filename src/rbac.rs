@@ -1,6 +1,7 @@
 //! Every Kubernetes API call the binary makes, in one table (docs/controller.md (API calls)). The executor's
 //! mock-API tests check each call they see against it, and the deploy test checks that the
-//! ClusterRole, the Lease Role and the optional TTL-stash ClusterRole grant exactly this.
+//! webhook's ClusterRole, the controller's ClusterRole and Lease Role, and the optional TTL-stash
+//! ClusterRole grant exactly this, each to the process that makes the call ([`By`]).
 
 /// One group/resource and the verbs trainguard uses on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -12,8 +13,31 @@ pub struct ApiCall {
     pub verbs: &'static [&'static str],
     /// Cluster-wide (ClusterRole) or only in the Lease namespace (Role).
     pub scope: Scope,
+    /// Which process makes it: what the webhook Deployment (`serve --controller=false`) and the
+    /// controller Deployment (`serve --webhook=false`) are each granted.
+    pub by: By,
     /// Which feature needs it.
     pub purpose: &'static str,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum By {
+    /// The admission webhook only (its JobSet gate's caches).
+    Webhook,
+    /// The companion controller only.
+    Controller,
+    /// Both.
+    Both,
+}
+
+impl By {
+    pub fn webhook(self) -> bool {
+        matches!(self, By::Webhook | By::Both)
+    }
+
+    pub fn controller(self) -> bool {
+        matches!(self, By::Controller | By::Both)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,6 +60,7 @@ pub const API_CALLS: &[ApiCall] = &[
         resource: "tfjobs",
         verbs: TRAINING_OPERATOR_VERBS,
         scope: Scope::Cluster,
+        by: By::Controller,
         purpose: "controller: TTL, suspend report, node failure",
     },
     ApiCall {
@@ -43,6 +68,7 @@ pub const API_CALLS: &[ApiCall] = &[
         resource: "pytorchjobs",
         verbs: TRAINING_OPERATOR_VERBS,
         scope: Scope::Cluster,
+        by: By::Controller,
         purpose: "controller: TTL, suspend report, node failure",
     },
     ApiCall {
@@ -50,6 +76,7 @@ pub const API_CALLS: &[ApiCall] = &[
         resource: "mpijobs",
         verbs: TRAINING_OPERATOR_VERBS,
         scope: Scope::Cluster,
+        by: By::Controller,
         purpose: "controller: TTL, suspend report, node failure",
     },
     ApiCall {
@@ -57,6 +84,7 @@ pub const API_CALLS: &[ApiCall] = &[
         resource: "xgboostjobs",
         verbs: TRAINING_OPERATOR_VERBS,
         scope: Scope::Cluster,
+        by: By::Controller,
         purpose: "controller: TTL, suspend report, node failure",
     },
     ApiCall {
@@ -64,6 +92,7 @@ pub const API_CALLS: &[ApiCall] = &[
         resource: "paddlejobs",
         verbs: TRAINING_OPERATOR_VERBS,
         scope: Scope::Cluster,
+        by: By::Controller,
         purpose: "controller: TTL, suspend report, node failure",
     },
     ApiCall {
@@ -71,6 +100,7 @@ pub const API_CALLS: &[ApiCall] = &[
         resource: "jaxjobs",
         verbs: TRAINING_OPERATOR_VERBS,
         scope: Scope::Cluster,
+        by: By::Controller,
         purpose: "controller: TTL, suspend report, node failure",
     },
     ApiCall {
@@ -78,6 +108,7 @@ pub const API_CALLS: &[ApiCall] = &[
         resource: "tfjobs",
         verbs: &["patch"],
         scope: Scope::ClusterTtlStash,
+        by: By::Controller,
         purpose: "controller: TTL stash remedy (opt-in)",
     },
     ApiCall {
@@ -85,6 +116,7 @@ pub const API_CALLS: &[ApiCall] = &[
         resource: "pytorchjobs",
         verbs: &["patch"],
         scope: Scope::ClusterTtlStash,
+        by: By::Controller,
         purpose: "controller: TTL stash remedy (opt-in)",
     },
     ApiCall {
@@ -92,6 +124,7 @@ pub const API_CALLS: &[ApiCall] = &[
         resource: "mpijobs",
         verbs: &["patch"],
         scope: Scope::ClusterTtlStash,
+        by: By::Controller,
         purpose: "controller: TTL stash remedy (opt-in)",
     },
     ApiCall {
@@ -99,6 +132,7 @@ pub const API_CALLS: &[ApiCall] = &[
         resource: "xgboostjobs",
         verbs: &["patch"],
         scope: Scope::ClusterTtlStash,
+        by: By::Controller,
         purpose: "controller: TTL stash remedy (opt-in)",
     },
     ApiCall {
@@ -106,6 +140,7 @@ pub const API_CALLS: &[ApiCall] = &[
         resource: "paddlejobs",
         verbs: &["patch"],
         scope: Scope::ClusterTtlStash,
+        by: By::Controller,
         purpose: "controller: TTL stash remedy (opt-in)",
     },
     ApiCall {
@@ -113,6 +148,7 @@ pub const API_CALLS: &[ApiCall] = &[
         resource: "jaxjobs",
         verbs: &["patch"],
         scope: Scope::ClusterTtlStash,
+        by: By::Controller,
         purpose: "controller: TTL stash remedy (opt-in)",
     },
     ApiCall {
@@ -120,6 +156,7 @@ pub const API_CALLS: &[ApiCall] = &[
         resource: "trainjobs",
         verbs: TRAINING_OPERATOR_VERBS,
         scope: Scope::Cluster,
+        by: By::Controller,
         purpose: "controller: TrainJob TTL (get: live re-check before the delete), suspend report",
     },
     ApiCall {
@@ -127,6 +164,7 @@ pub const API_CALLS: &[ApiCall] = &[
         resource: "jobsets",
         verbs: WATCH,
         scope: Scope::Cluster,
+        by: By::Both,
         purpose: "webhook gate (G1, G2); controller: TrainJob pods",
     },
     ApiCall {
@@ -134,13 +172,15 @@ pub const API_CALLS: &[ApiCall] = &[
         resource: "jobs",
         verbs: &["list", "watch"],
         scope: Scope::Cluster,
-        purpose: "webhook gate (G3, G5)",
+        by: By::Both,
+        purpose: "webhook gate (G3, G5); controller: TrainJob pods",
     },
     ApiCall {
         group: "",
         resource: "pods",
         verbs: &["get", "list", "watch", "delete"],
         scope: Scope::Cluster,
+        by: By::Controller,
         purpose: "controller: node failure",
     },
     ApiCall {
@@ -148,14 +188,23 @@ pub const API_CALLS: &[ApiCall] = &[
         resource: "pods/status",
         verbs: &["patch"],
         scope: Scope::Cluster,
+        by: By::Controller,
         purpose: "controller: node failure (phase Failed before force delete)",
     },
-    ApiCall { group: "", resource: "nodes", verbs: READ, scope: Scope::Cluster, purpose: "controller: node failure" },
+    ApiCall {
+        group: "",
+        resource: "nodes",
+        verbs: READ,
+        scope: Scope::Cluster,
+        by: By::Controller,
+        purpose: "controller: node failure",
+    },
     ApiCall {
         group: "kueue.x-k8s.io",
         resource: "workloads",
         verbs: WATCH,
         scope: Scope::Cluster,
+        by: By::Controller,
         purpose: "controller: Kueue guards",
     },
     ApiCall {
@@ -163,6 +212,7 @@ pub const API_CALLS: &[ApiCall] = &[
         resource: "events",
         verbs: &["create", "patch"],
         scope: Scope::Cluster,
+        by: By::Controller,
         purpose: "controller: events",
     },
     ApiCall {
@@ -170,6 +220,7 @@ pub const API_CALLS: &[ApiCall] = &[
         resource: "leases",
         verbs: &["get", "create", "patch"],
         scope: Scope::LeaseNamespace,
+        by: By::Controller,
         purpose: "leader election (kube-lease-manager patches, never updates)",
     },
 ];

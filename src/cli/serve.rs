@@ -1,4 +1,6 @@
-//! `trainguard serve`: the webhook (and, in a cluster, the caches feeding its JobSet gate).
+//! `trainguard serve`: the webhook (and, in a cluster, the caches feeding its JobSet gate) and
+//! the companion controller, in one process or, with `--controller=false` / `--webhook=false`,
+//! in two Deployments whose availability does not depend on each other.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -7,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::Args;
 use clap::builder::BoolishValueParser;
+use clap::{ArgAction, Args};
 use prometheus_client::registry::Registry;
 
 use super::args::RulesArgs;
@@ -54,6 +56,14 @@ pub struct ServeArgs {
     /// Offer HTTP/2 via ALPN. Off by default, like Kubeflow Trainer since HTTP/2 Rapid Reset.
     #[arg(long, env = "TRAINGUARD_HTTP2", value_parser = BoolishValueParser::new())]
     pub http2: bool,
+
+    /// Serve the admission webhook. false: run the companion controller alone (leader-elected),
+    /// with the admin port (/healthz, /readyz, /metrics) and no webhook listener, certificates or
+    /// JobSet gate caches; needs a cluster. --controller=false is the other half.
+    #[arg(long = "webhook", env = "TRAINGUARD_WEBHOOK", action = ArgAction::Set,
+          value_parser = BoolishValueParser::new(), default_value = "true", num_args = 0..=1,
+          default_missing_value = "true")]
+    pub webhook: bool,
 
     #[command(flatten)]
     pub rules: RulesArgs,
@@ -185,8 +195,28 @@ impl ServeArgs {
     }
 }
 
+impl ServeArgs {
+    /// Refuses what would run nothing, or a controller with no cluster to act on.
+    pub fn check_roles(&self) -> anyhow::Result<()> {
+        if !self.webhook && !self.controller.enabled {
+            anyhow::bail!(
+                "--webhook=false and --controller=false leave nothing to run: --controller=false serves the webhook \
+                 alone, --webhook=false runs the companion controller alone, neither runs both"
+            );
+        }
+        if !self.webhook && (self.offline || (self.dev && self.kubeconfig.is_none())) {
+            anyhow::bail!(
+                "--webhook=false runs only the companion controller, which needs a cluster: pass --kubeconfig PATH \
+                 or run it in a pod (--offline, and --dev without --kubeconfig, have no cluster)"
+            );
+        }
+        Ok(())
+    }
+}
+
 /// Parses and installs everything, then serves until SIGTERM or SIGINT.
 pub fn run(args: ServeArgs, log_format: LogFormat) -> anyhow::Result<ExitCode> {
+    args.check_roles()?;
     // Held to the end: dropping it flushes the queued log lines.
     let logging = crate::logging::init(log_format).context("starting the log writer thread")?;
     crate::server::tls::install_default_provider();
@@ -221,7 +251,7 @@ async fn serve(
     let bind = args.bind.unwrap_or_else(|| default_bind(DEV_BIND, DEFAULT_BIND));
     let admin_bind = args.admin_bind.unwrap_or_else(|| default_bind(DEV_ADMIN_BIND, DEFAULT_ADMIN_BIND));
 
-    let dev_dir = if args.dev {
+    let dev_dir = if args.dev && args.webhook {
         let dir = match args.dev_dir.clone() {
             Some(dir) => dir,
             None => fresh_private_dir(&std::env::temp_dir())?,
@@ -238,32 +268,27 @@ async fn serve(
     let shutdown = tokio_util::sync::CancellationToken::new();
     let mut controller: Option<tokio::task::JoinHandle<Result<(), crate::controller::ControllerError>>> = None;
 
-    let (cluster, caches): (Arc<dyn ClusterView>, Option<Arc<dyn CacheStatus>>) = match &mode {
-        ClusterMode::Offline => {
-            tracing::info!("offline: the JobSet gate reads only the TrainJob's own status");
-            (Arc::new(Offline), None)
-        }
+    let client = match &mode {
+        ClusterMode::Offline => None,
         ClusterMode::Kubeconfig(_) | ClusterMode::InCluster => {
-            let client = crate::cluster::client(&mode_kubeconfig(&mode)).await?;
-            let cache = crate::cluster::ClusterCache::start(
-                client.clone(),
-                args.cache_stale_after,
-                metrics.clone(),
-                shutdown.clone(),
-            );
-            // Every replica serves admission; the controller runs on the elected leader only
-            // (leader election is on by default in a cluster, off with --dev).
-            let mut controller_args = args.controller.clone();
-            controller_args.leader_elect.get_or_insert(!args.dev);
-            controller = Some(tokio::spawn(crate::controller::run(
-                client,
-                controller_args,
-                controller_metrics,
-                shutdown.child_token(),
-            )));
-            (cache.clone(), Some(cache))
+            Some(crate::cluster::client(&mode_kubeconfig(&mode)).await?)
         }
     };
+    if let Some(client) = &client
+        && args.controller.enabled
+    {
+        // The controller runs on the elected leader only (leader election is on by default in a
+        // cluster, off with --dev). Without it (--controller=false) nothing of it starts: no
+        // Lease, and none of its watches (pods, nodes, training jobs).
+        let mut controller_args = args.controller.clone();
+        controller_args.leader_elect.get_or_insert(!args.dev);
+        controller = Some(tokio::spawn(crate::controller::run(
+            client.clone(),
+            controller_args,
+            controller_metrics,
+            shutdown.child_token(),
+        )));
+    }
 
     let settings = ServerSettings {
         bind,
@@ -287,12 +312,54 @@ async fn serve(
         client_ca: args.client_ca.clone(),
         body_read_timeout: args.body_read_timeout,
     };
-    let running = server::start(settings, cluster, caches, metrics, Arc::new(registry)).await?;
-    if let Some(dir) = dev_dir {
-        print_dev_banner(&dir, running.webhook_addr, running.admin_addr);
-    }
+    let running = if args.webhook {
+        // Every replica serves admission from its own JobSet and Job caches.
+        let (cluster, caches): (Arc<dyn ClusterView>, Option<Arc<dyn CacheStatus>>) = match client {
+            None => {
+                tracing::info!("offline: the JobSet gate reads only the TrainJob's own status");
+                (Arc::new(Offline), None)
+            }
+            Some(client) => {
+                let cache = crate::cluster::ClusterCache::start(
+                    client,
+                    args.cache_stale_after,
+                    metrics.clone(),
+                    shutdown.clone(),
+                );
+                (cache.clone(), Some(cache))
+            }
+        };
+        let running = server::start(settings, cluster, caches, metrics, Arc::new(registry)).await?;
+        if let Some(dir) = dev_dir {
+            print_dev_banner(&dir, running.webhook_addr, running.admin_addr);
+        }
+        Running::Webhook(running)
+    } else {
+        tracing::info!("controller only (--webhook=false): no webhook listener, no certificates");
+        Running::AdminOnly(server::start_admin(settings, metrics, Arc::new(registry)).await?)
+    };
 
-    wait_for_signal().await;
+    // The controller alone has nothing else to do: if it stops (a configuration error), so does
+    // the process, and the kubelet restarts it.
+    let stopped = match controller.as_mut() {
+        Some(task) if !args.webhook => tokio::select! {
+            () = wait_for_signal() => None,
+            result = task => Some(result),
+        },
+        _ => {
+            wait_for_signal().await;
+            None
+        }
+    };
+    if let Some(result) = stopped {
+        running.shutdown().await;
+        shutdown.cancel();
+        return match result {
+            Ok(Ok(())) => Err(anyhow::anyhow!("the companion controller stopped")),
+            Ok(Err(e)) => Err(e).context("companion controller"),
+            Err(e) => Err(e).context("companion controller task"),
+        };
+    }
     let report = running.shutdown().await;
     shutdown.cancel();
     if let Some(controller) = controller {
@@ -307,6 +374,24 @@ async fn serve(
         tracing::warn!(connections = report.connections_cut, "grace period ended with requests still in flight");
     }
     Ok(())
+}
+
+/// What `serve` started: the webhook (with its admin port), or the admin port alone.
+enum Running {
+    Webhook(server::RunningServer),
+    AdminOnly(server::RunningAdmin),
+}
+
+impl Running {
+    async fn shutdown(self) -> server::ShutdownReport {
+        match self {
+            Running::Webhook(running) => running.shutdown().await,
+            Running::AdminOnly(running) => {
+                running.shutdown().await;
+                server::ShutdownReport { connections_cut: 0 }
+            }
+        }
+    }
 }
 
 fn mode_kubeconfig(mode: &ClusterMode) -> Option<PathBuf> {

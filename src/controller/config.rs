@@ -220,7 +220,7 @@ pub struct ControllerArgs {
     /// cluster, off with --dev/--offline).
     #[arg(long, env = "TRAINGUARD_LEADER_ELECT", value_parser = BoolishValueParser::new(), num_args = 0..=1,
           default_missing_value = "true")]
-    pub(crate) leader_elect: Option<bool>,
+    pub leader_elect: Option<bool>,
 
     /// Name of the Lease used for leader election.
     #[arg(long, env = "TRAINGUARD_LEASE_NAME", default_value = "trainguard-controller")]

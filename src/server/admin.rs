@@ -15,17 +15,28 @@ use crate::cluster::CacheStatus;
 /// `/readyz`: certificates loaded, listener up, caches synced once; false from shutdown on.
 /// A watch that breaks later does not flip it: with `failurePolicy: Fail`, an unready webhook
 /// would block every TrainJob write in the cluster.
+///
+/// Without the webhook (`serve --webhook=false`, the controller alone) there is no certificate,
+/// listener or gate cache to wait for: ready from start to shutdown, whether this replica leads
+/// or stands by. No Service sends it traffic; readiness only paces a rollout, and a standby that
+/// counted as unready would stall every rolling update.
 #[derive(Default)]
 pub struct Readiness {
     certs_loaded: AtomicBool,
     listener_up: AtomicBool,
     shutting_down: AtomicBool,
     caches: Option<Arc<dyn CacheStatus>>,
+    no_webhook: bool,
 }
 
 impl Readiness {
     pub fn new(caches: Option<Arc<dyn CacheStatus>>) -> Self {
         Readiness { caches, ..Default::default() }
+    }
+
+    /// The readiness of a process that runs no webhook (`serve --webhook=false`).
+    pub(crate) fn without_webhook() -> Self {
+        Readiness { no_webhook: true, ..Default::default() }
     }
 
     pub(crate) fn set_certs_loaded(&self) {
@@ -45,6 +56,9 @@ impl Readiness {
         let mut problems = Vec::new();
         if self.shutting_down.load(Ordering::SeqCst) {
             problems.push("shutting down".to_string());
+        }
+        if self.no_webhook {
+            return problems;
         }
         if !self.certs_loaded.load(Ordering::SeqCst) {
             problems.push("serving certificate not loaded".to_string());

@@ -196,6 +196,66 @@ pub async fn start(
     Ok(RunningServer { webhook_addr, admin_addr, readiness, settings, stop_accepting, stop_rest, accept_loop, admin })
 }
 
+/// The admin port alone, for a process that runs no webhook (`serve --webhook=false`): `/healthz`,
+/// `/readyz` and `/metrics` with the same limits, and no certificate read, no webhook port bound.
+pub struct RunningAdmin {
+    pub admin_addr: SocketAddr,
+    pub readiness: Arc<Readiness>,
+    settings: ServerSettings,
+    stop: CancellationToken,
+    admin: JoinHandle<()>,
+}
+
+/// Binds the admin port of `settings` (its webhook and certificate settings are not read) and
+/// starts serving it. Returns once ready to accept.
+pub async fn start_admin(
+    settings: ServerSettings,
+    metrics: WebhookMetrics,
+    registry: Arc<Registry>,
+) -> Result<RunningAdmin, ServerError> {
+    for (flag, value) in [
+        ("--max-admin-connections", settings.max_admin_connections),
+        ("--max-connections-per-ip", settings.max_connections_per_ip),
+    ] {
+        if value == 0 {
+            return Err(ServerError::Zero { flag });
+        }
+    }
+    let readiness = Arc::new(Readiness::without_webhook());
+    let admin_listener = TcpListener::bind(settings.admin_bind).await.map_err(|source| ServerError::Bind {
+        what: "admin",
+        addr: settings.admin_bind,
+        source,
+    })?;
+    let admin_addr = admin_listener.local_addr().map_err(|source| ServerError::Bind {
+        what: "admin",
+        addr: settings.admin_bind,
+        source,
+    })?;
+    let stop = CancellationToken::new();
+    let admin = tokio::spawn(admin_loop(
+        admin_listener,
+        admin::router(readiness.clone(), registry),
+        admin::probe_router(readiness.clone()),
+        settings.clone(),
+        metrics,
+        stop.clone(),
+    ));
+    tracing::info!(%admin_addr, "trainguard admin port serving (no webhook)");
+    Ok(RunningAdmin { admin_addr, readiness, settings, stop, admin })
+}
+
+impl RunningAdmin {
+    /// Readiness false, wait the drain delay, then close the admin port.
+    pub async fn shutdown(self) {
+        self.readiness.set_shutting_down();
+        tokio::time::sleep(self.settings.drain_delay).await;
+        self.stop.cancel();
+        let _ = self.admin.await;
+        tracing::info!("trainguard admin port stopped");
+    }
+}
+
 impl RunningServer {
     /// Readiness false, keep accepting for the drain delay, stop accepting, let in-flight
     /// requests finish (idle keep-alive connections close at once), then stop the rest.

@@ -39,7 +39,7 @@ use trainguard::cli::certs::{
     DEFAULT_NAMESPACE, DEFAULT_SECRET, DEFAULT_SERVICE, MUTATING_CONFIGURATION, MUTATING_WEBHOOK, Target,
     VALIDATING_CONFIGURATION, VALIDATING_WEBHOOK,
 };
-use trainguard::rbac::{API_CALLS, Scope};
+use trainguard::rbac::{API_CALLS, ApiCall, Scope};
 
 const NAMESPACE: &str = DEFAULT_NAMESPACE;
 /// Admin paths of docs/webhook.md §1, served on `--admin-bind` (checked against the admin router).
@@ -180,8 +180,14 @@ impl Rendered {
             .collect()
     }
 
+    /// The webhook's Deployment.
     fn deployment(&self) -> Deployment {
-        self.get("trainguard")
+        self.get("trainguard-webhook")
+    }
+
+    /// The companion controller's Deployment.
+    fn controller(&self) -> Deployment {
+        self.get("trainguard-controller")
     }
 
     fn deployment_named(&self, name: &str) -> Deployment {
@@ -267,13 +273,17 @@ fn match_labels(s: &LabelSelector) -> BTreeMap<String, String> {
 fn each_overlay_renders_exactly_the_expected_objects_in_one_namespace() {
     let base = [
         "Namespace \"trainguard-system\"",
-        "ServiceAccount \"trainguard\"",
-        "ClusterRole \"trainguard\"",
-        "ClusterRoleBinding \"trainguard\"",
+        "ServiceAccount \"trainguard-webhook\"",
+        "ClusterRole \"trainguard-webhook\"",
+        "ClusterRoleBinding \"trainguard-webhook\"",
+        "Deployment \"trainguard-webhook\"",
+        "PodDisruptionBudget \"trainguard-webhook\"",
+        "ServiceAccount \"trainguard-controller\"",
+        "ClusterRole \"trainguard-controller\"",
+        "ClusterRoleBinding \"trainguard-controller\"",
         "Role \"trainguard-leader-election\"",
         "RoleBinding \"trainguard-leader-election\"",
-        "Deployment \"trainguard\"",
-        "PodDisruptionBudget \"trainguard\"",
+        "Deployment \"trainguard-controller\"",
         "Service \"trainguard-webhook\"",
         "Service \"trainguard-metrics\"",
         "ValidatingWebhookConfiguration \"trainguard-validating\"",
@@ -610,11 +620,39 @@ fn grants(rules: &[PolicyRule], what: &str) -> Grants {
 }
 
 fn table(scope: Scope) -> Grants {
+    table_where(|c| c.scope == scope)
+}
+
+fn table_where(keep: impl Fn(&ApiCall) -> bool) -> Grants {
     API_CALLS
         .iter()
-        .filter(|c| c.scope == scope)
+        .filter(|c| keep(c))
         .flat_map(|c| c.verbs.iter().map(|v| (c.group.to_string(), c.resource.to_string(), v.to_string())))
         .collect()
+}
+
+/// The cluster-wide rows the webhook makes: its ClusterRole grants exactly these.
+fn webhook_table() -> Grants {
+    table_where(|c| c.scope == Scope::Cluster && c.by.webhook())
+}
+
+/// The cluster-wide rows the controller makes: its ClusterRole grants exactly these.
+fn controller_table() -> Grants {
+    table_where(|c| c.scope == Scope::Cluster && c.by.controller())
+}
+
+fn assert_grants(what: &str, got: &Grants, want: &Grants) {
+    let missing: Vec<_> = want.difference(got).collect();
+    let extra: Vec<_> = got.difference(want).collect();
+    assert!(missing.is_empty() && extra.is_empty(), "{what}: missing {missing:?}, extra {extra:?}");
+}
+
+/// The single subject of a binding, as (kind, name, namespace).
+fn subject_of(subjects: Option<Vec<k8s_openapi::api::rbac::v1::Subject>>) -> (String, String, Option<String>) {
+    let subjects = subjects.unwrap_or_default();
+    assert_eq!(subjects.len(), 1, "{subjects:?}");
+    let s = &subjects[0];
+    (s.kind.clone(), s.name.clone(), s.namespace.clone())
 }
 
 /// The optional component for the TTL stash remedy grants exactly the `ClusterTtlStash` rows, to
@@ -631,7 +669,8 @@ fn ttl_stash_component_grants_exactly_its_rows() {
     assert_eq!(got, table(Scope::ClusterTtlStash));
     assert_eq!(bindings[0].role_ref.name, roles[0].metadata.name.clone().unwrap());
     let subject = &bindings[0].subjects.clone().unwrap()[0];
-    let sa = pod_spec(&render_cert_manager().deployment()).service_account_name.expect("serviceAccountName");
+    // The controller patches; the webhook never does.
+    let sa = pod_spec(&render_cert_manager().controller()).service_account_name.expect("serviceAccountName");
     assert_eq!(
         (subject.kind.as_str(), subject.name.as_str(), subject.namespace.as_deref()),
         ("ServiceAccount", sa.as_str(), Some(NAMESPACE))
@@ -639,6 +678,12 @@ fn ttl_stash_component_grants_exactly_its_rows() {
 
     let off = by_kind_and_name(&render_chart(NAMESPACE, json!({})));
     assert!(!off.contains_key("ClusterRole \"trainguard-ttl-stash\""), "off by default");
+    let without_controller =
+        render_chart(NAMESPACE, json!({"ttlStash": {"enabled": true}, "controller": {"enabled": false}}));
+    assert!(
+        !by_kind_and_name(&without_controller).contains_key("ClusterRole \"trainguard-ttl-stash\""),
+        "no controller, nobody to grant the patch to"
+    );
     let on = by_kind_and_name(&render_chart(NAMESPACE, json!({"ttlStash": {"enabled": true}})));
     for (key, object) in by_kind_and_name(&component) {
         let mut charted = on.get(&key).cloned();
@@ -649,55 +694,74 @@ fn ttl_stash_component_grants_exactly_its_rows() {
     }
 }
 
+/// Each Deployment has its own ServiceAccount, bound to the rows of the API-call table its process
+/// makes and nothing more: the webhook's ClusterRole reads JobSets and Jobs (no pods, no nodes, no
+/// writes), the controller's holds the rest, and the Lease Role is the controller's. Together they
+/// are exactly the table. The same for kustomize and the chart.
 #[test]
-fn rbac_grants_exactly_the_api_call_table() {
-    let r = render_cert_manager();
-    let cluster_roles: Vec<ClusterRole> = r.all();
-    let roles: Vec<Role> = r.all();
-    assert_eq!(cluster_roles.len(), 1, "one ClusterRole");
-    assert_eq!(roles.len(), 1, "one Role");
-    let cases = [
-        (
-            "ClusterRole",
-            grants(&cluster_roles[0].rules.clone().unwrap_or_default(), "ClusterRole"),
-            table(Scope::Cluster),
-        ),
-        ("Role", grants(&roles[0].rules.clone().unwrap_or_default(), "Role"), table(Scope::LeaseNamespace)),
-    ];
-    for (what, got, want) in cases {
-        let missing: Vec<_> = want.difference(&got).collect();
-        let extra: Vec<_> = got.difference(&want).collect();
-        assert!(missing.is_empty() && extra.is_empty(), "{what}: missing {missing:?}, extra {extra:?}");
+fn rbac_grants_each_deployment_exactly_its_rows_of_the_api_call_table() {
+    let webhook_rows = webhook_table();
+    let controller_rows = controller_table();
+    assert_eq!(
+        webhook_rows.union(&controller_rows).cloned().collect::<Grants>(),
+        table(Scope::Cluster),
+        "every cluster-wide row is made by one of them"
+    );
+    for (group, resource, verb) in &webhook_rows {
+        assert!(!["pods", "pods/status", "nodes"].contains(&resource.as_str()), "webhook: {group} {resource}");
+        assert!(["get", "list", "watch"].contains(&verb.as_str()), "webhook writes: {verb} {group} {resource}");
     }
-    assert_eq!(roles[0].metadata.namespace.as_deref(), Some(NAMESPACE), "the Lease lives in POD_NAMESPACE");
 
-    // Both roles are bound to the Deployment's ServiceAccount, and nothing else is.
-    let sa = pod_spec(&r.deployment()).service_account_name.expect("serviceAccountName");
-    let crb: Vec<ClusterRoleBinding> = r.all();
-    let rb: Vec<RoleBinding> = r.all();
-    assert_eq!((crb.len(), rb.len()), (1, 1));
-    let bindings = [
-        ("ClusterRole", crb[0].role_ref.clone(), crb[0].subjects.clone(), cluster_roles[0].metadata.name.clone()),
-        ("Role", rb[0].role_ref.clone(), rb[0].subjects.clone(), roles[0].metadata.name.clone()),
-    ];
-    for (kind, role_ref, subjects, role_name) in bindings {
-        assert_eq!(role_ref.kind, kind);
-        assert_eq!(Some(role_ref.name), role_name, "{kind} binding");
-        let subjects = subjects.unwrap_or_default();
-        assert_eq!(subjects.len(), 1, "{kind} binding");
+    for r in [render_cert_manager(), render_chart(NAMESPACE, json!({}))] {
+        let what = r.what.clone();
+        let cluster_roles: Vec<ClusterRole> = r.all();
+        let roles: Vec<Role> = r.all();
+        assert_eq!((cluster_roles.len(), roles.len()), (2, 1), "{what}: two ClusterRoles, one Role");
+        let role_named = |suffix: &str| {
+            cluster_roles
+                .iter()
+                .find(|c| c.metadata.name.as_deref().is_some_and(|n| n.ends_with(suffix)))
+                .unwrap_or_else(|| panic!("{what}: no ClusterRole *{suffix}"))
+                .clone()
+        };
+        let (webhook_role, controller_role) = (role_named("-webhook"), role_named("-controller"));
+        let rules = |c: &ClusterRole| grants(&c.rules.clone().unwrap_or_default(), &what);
+        assert_grants(&format!("{what}: webhook ClusterRole"), &rules(&webhook_role), &webhook_rows);
+        assert_grants(&format!("{what}: controller ClusterRole"), &rules(&controller_role), &controller_rows);
+        let lease_grants = grants(&roles[0].rules.clone().unwrap_or_default(), &what);
+        assert_grants(&format!("{what}: Role"), &lease_grants, &table(Scope::LeaseNamespace));
+        assert_eq!(roles[0].metadata.namespace.as_deref(), Some(NAMESPACE), "the Lease lives in POD_NAMESPACE");
+
+        // Each role is bound to its Deployment's ServiceAccount only; the two differ.
+        let webhook_sa = pod_spec(&r.deployment()).service_account_name.expect("serviceAccountName");
+        let controller_sa = pod_spec(&r.controller()).service_account_name.expect("serviceAccountName");
+        assert_ne!(webhook_sa, controller_sa, "{what}: one ServiceAccount per Deployment");
+        let crbs: Vec<ClusterRoleBinding> = r.all();
+        let rbs: Vec<RoleBinding> = r.all();
+        assert_eq!((crbs.len(), rbs.len()), (2, 1), "{what}");
+        let bound = |role: &ClusterRole| {
+            let b = crbs.iter().find(|b| Some(&b.role_ref.name) == role.metadata.name.as_ref()).expect("a binding");
+            assert_eq!(b.role_ref.kind, "ClusterRole");
+            subject_of(b.subjects.clone())
+        };
+        let sa = |name: &str| ("ServiceAccount".to_string(), name.to_string(), Some(NAMESPACE.to_string()));
+        assert_eq!(bound(&webhook_role), sa(&webhook_sa), "{what}: webhook ClusterRole");
+        assert_eq!(bound(&controller_role), sa(&controller_sa), "{what}: controller ClusterRole");
         assert_eq!(
-            (subjects[0].kind.as_str(), subjects[0].name.as_str(), subjects[0].namespace.as_deref()),
-            ("ServiceAccount", sa.as_str(), Some(NAMESPACE)),
-            "{kind} binding"
+            (rbs[0].role_ref.kind.as_str(), &rbs[0].role_ref.name),
+            ("Role", roles[0].metadata.name.as_ref().unwrap())
         );
+        assert_eq!(subject_of(rbs[0].subjects.clone()), sa(&controller_sa), "{what}: the Lease is the controller's");
+        for name in [&webhook_sa, &controller_sa] {
+            let _: k8s_openapi::api::core::v1::ServiceAccount = r.get(name);
+        }
     }
-    let _: k8s_openapi::api::core::v1::ServiceAccount = r.get(&sa);
 }
 
 #[test]
 fn controller_lease_lives_where_the_role_grants_it() {
     let r = render_cert_manager();
-    let d = r.deployment();
+    let d = r.controller();
     let serve = serve_args(&container(&d));
     // POD_NAMESPACE comes from the downward API: the Deployment's own namespace.
     let pod_namespace = d.metadata.namespace.clone();
@@ -722,7 +786,7 @@ fn controller_ships_in_report_mode_and_the_documented_switch_acts() {
         ("chart controller.mode=act", render_chart(NAMESPACE, json!({"controller": {"mode": "act"}})), Mode::Act),
     ];
     for (what, r, mode) in cases {
-        let serve = serve_args(&container(&r.deployment()));
+        let serve = serve_args(&container(&r.controller()));
         assert!(serve.controller.enabled, "{what}");
         assert_eq!(serve.controller.planner.controller_mode, mode, "{what}");
     }
@@ -737,25 +801,20 @@ fn controller_ships_in_report_mode_and_the_documented_switch_acts() {
     let overlay = tmp.path().join("my-trainguard");
     std::fs::create_dir_all(&overlay).unwrap();
     std::fs::write(overlay.join("kustomization.yaml"), yaml).unwrap();
-    let serve = serve_args(&container(&render(&overlay).deployment()));
+    let serve = serve_args(&container(&render(&overlay).controller()));
     assert_eq!(serve.controller.planner.controller_mode, Mode::Act);
 }
 
-/// The two role sets: the full one (controller + webhook) is `rbac_grants_exactly_the_api_call_table`;
-/// the webhook-only install (kustomize component, Helm `controller.enabled=false`) grants exactly
-/// the rows the webhook needs, has no leader-election Role, and turns the controller off.
+/// The webhook-only install (kustomize component, Helm `controller.enabled=false`) is the split
+/// install without anything of the controller: no controller Deployment, ServiceAccount,
+/// ClusterRole or Lease Role; the webhook's Deployment and RBAC as in the full install.
 #[test]
 fn webhook_only_install_grants_only_what_the_webhook_reads() {
-    let webhook_rows: Grants = API_CALLS
-        .iter()
-        .filter(|c| c.scope == Scope::Cluster && c.purpose.starts_with("webhook"))
-        .flat_map(|c| c.verbs.iter().map(|v| (c.group.to_string(), c.resource.to_string(), v.to_string())))
-        .collect();
     let want: Grants = [("jobset.x-k8s.io", "jobsets"), ("batch", "jobs")]
         .iter()
         .flat_map(|(g, r)| ["list", "watch"].map(|v| (g.to_string(), r.to_string(), v.to_string())))
         .collect();
-    assert_eq!(webhook_rows, want, "the webhook reads JobSets and Jobs, nothing else");
+    assert_eq!(webhook_table(), want, "the webhook reads JobSets and Jobs, nothing else");
 
     let tmp = tempfile::tempdir().unwrap();
     copy_dir(&repo().join("deploy"), &tmp.path().join("trainguard/deploy"));
@@ -768,15 +827,22 @@ fn webhook_only_install_grants_only_what_the_webhook_reads() {
     .unwrap();
     let kustomize = render(&overlay);
     let chart = render_chart(NAMESPACE, json!({"controller": {"enabled": false}}));
+    let full = by_kind_and_name(&render_cert_manager());
     for r in [&kustomize, &chart] {
         let roles: Vec<ClusterRole> = r.all();
         assert_eq!(roles.len(), 1, "{}", r.what);
-        assert_eq!(grants(&roles[0].rules.clone().unwrap_or_default(), &r.what), webhook_rows, "{}", r.what);
+        assert_eq!(grants(&roles[0].rules.clone().unwrap_or_default(), &r.what), want, "{}", r.what);
         assert!(r.all::<Role>().is_empty() && r.all::<RoleBinding>().is_empty(), "{}: no leader election", r.what);
+        assert_eq!(r.all::<Deployment>().len(), 1, "{}: no controller Deployment", r.what);
+        assert_eq!(r.all::<k8s_openapi::api::core::v1::ServiceAccount>().len(), 1, "{}", r.what);
         let serve = serve_args(&container(&r.deployment()));
-        assert!(!serve.controller.enabled, "{}: controller off", r.what);
+        assert!(!serve.controller.enabled && serve.webhook, "{}: the webhook alone", r.what);
         // Still a working webhook: the same configurations as the full install.
         assert_eq!(webhooks(r).len(), 2, "{}", r.what);
+    }
+    // The component only leaves objects out: what stays is as in the full install.
+    for (key, object) in by_kind_and_name(&kustomize) {
+        assert_eq!(full.get(&key), Some(&object), "{key}: differs from the full install");
     }
     // The chart value renders the component's objects.
     let mut chart = chart;
@@ -789,6 +855,67 @@ fn webhook_only_install_grants_only_what_the_webhook_reads() {
     assert_eq!(chart.keys().collect::<Vec<_>>(), kustomize.keys().collect::<Vec<_>>());
     for (key, object) in &kustomize {
         assert_eq!(&chart[key], object, "{key}: chart (controller.enabled=false) and webhook-only component differ");
+    }
+}
+
+/// The webhook and the controller run apart, from the same image, in kustomize and the chart: the
+/// webhook with `--controller=false` on at least 2 replicas behind the Service and the PDB, the
+/// controller with `--webhook=false`, leader election and a memory limit, outside both.
+#[test]
+fn webhook_and_controller_run_as_two_deployments() {
+    fn mebibytes(q: &Quantity) -> u64 {
+        let text = q.0.as_str();
+        let (digits, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len()));
+        let n: u64 = digits.parse().unwrap();
+        match unit {
+            "Mi" => n,
+            "Gi" => n * 1024,
+            other => panic!("memory {text}: unit {other:?}"),
+        }
+    }
+    for r in [render_cert_manager(), render_chart(NAMESPACE, json!({}))] {
+        let what = r.what.clone();
+        let (webhook, controller) = (r.deployment(), r.controller());
+        assert_eq!(r.all::<Deployment>().len(), 2, "{what}");
+        let (w, c) = (container(&webhook), container(&controller));
+        assert_eq!(w.image, c.image, "{what}: one image");
+
+        let serve = serve_args(&w);
+        assert!(serve.webhook && !serve.controller.enabled, "{what}: the webhook runs --controller=false");
+        assert!(webhook.spec.as_ref().unwrap().replicas.unwrap() >= 2, "{what}: webhook replicas");
+
+        let serve = serve_args(&c);
+        assert!(!serve.webhook && serve.controller.enabled, "{what}: the controller runs --webhook=false");
+        assert!(serve.check_roles().is_ok(), "{what}");
+        assert_eq!(serve.controller.leader_elect, Some(true), "{what}: leader election");
+        assert!(pod_spec(&controller).volumes.is_none(), "{what}: the controller mounts no certificate");
+        assert!(c.ports.iter().flatten().all(|p| p.name.as_deref() != Some("webhook")), "{what}: no webhook port");
+        let limits = c.resources.clone().unwrap().limits.expect("limits");
+        let requests = c.resources.clone().unwrap().requests.expect("requests");
+        // 150,000 training pods on 5,000 nodes peaked at 246 MiB (docs/benchmarks.md).
+        assert!(mebibytes(&limits["memory"]) >= 400, "{what}: controller memory limit {:?}", limits["memory"]);
+        assert!(mebibytes(&requests["memory"]) >= 200, "{what}: controller memory request {:?}", requests["memory"]);
+        assert!(controller.spec.as_ref().unwrap().replicas.unwrap() >= 1, "{what}");
+
+        // The API server reaches the webhook's pods only; the PDB guards only them; Prometheus
+        // scrapes both.
+        let (webhook_pods, controller_pods) = (pod_labels(&webhook), pod_labels(&controller));
+        let selector = |name: &str| {
+            let svc =
+                r.all::<Service>().into_iter().find(|s| s.metadata.name.as_deref().is_some_and(|n| n.ends_with(name)));
+            svc.unwrap_or_else(|| panic!("{what}: no Service *{name}")).spec.unwrap().selector.unwrap()
+        };
+        let hook = selector("-webhook");
+        assert!(selects(&hook, &webhook_pods) && !selects(&hook, &controller_pods), "{what}: webhook Service");
+        let metrics = selector("-metrics");
+        assert!(selects(&metrics, &webhook_pods) && selects(&metrics, &controller_pods), "{what}: metrics Service");
+        let pdbs: Vec<PodDisruptionBudget> = r.all();
+        assert_eq!(pdbs.len(), 1, "{what}");
+        let pdb = match_labels(pdbs[0].spec.as_ref().unwrap().selector.as_ref().unwrap());
+        assert!(selects(&pdb, &webhook_pods) && !selects(&pdb, &controller_pods), "{what}: PDB");
+        // The Deployments' selectors never overlap.
+        let own = |d: &Deployment| match_labels(&d.spec.as_ref().unwrap().selector);
+        assert!(!selects(&own(&webhook), &controller_pods) && !selects(&own(&controller), &webhook_pods), "{what}");
     }
 }
 
@@ -834,13 +961,19 @@ fn service_and_probes_reach_the_server_ports_and_paths() {
         assert_eq!(resolve(&c, ports[0].target_port.as_ref().unwrap()), target, "{name} targetPort");
     }
 
-    // (probe, path)
-    let probes = [("readiness", c.readiness_probe.clone(), READYZ), ("liveness", c.liveness_probe.clone(), HEALTHZ)];
-    for (what, probe, path) in probes {
-        let get = probe.unwrap_or_else(|| panic!("{what} probe")).http_get.expect("httpGet");
-        assert_eq!(get.path.as_deref(), Some(path), "{what}");
-        assert_eq!(resolve(&c, &get.port), admin_port, "{what}: admin port");
-        assert_eq!(get.scheme.as_deref().unwrap_or("HTTP"), "HTTP", "{what}: admin port is plain HTTP");
+    // (container, probe, path): the controller's admin port answers the same probes.
+    let controller = container(&r.controller());
+    assert_eq!(port_of(serve_args(&controller).admin_bind, "admin-bind"), container_port(&controller, "admin"));
+    for c in [&c, &controller] {
+        let admin_port = port_of(serve_args(c).admin_bind, "admin-bind");
+        let probes =
+            [("readiness", c.readiness_probe.clone(), READYZ), ("liveness", c.liveness_probe.clone(), HEALTHZ)];
+        for (what, probe, path) in probes {
+            let get = probe.unwrap_or_else(|| panic!("{what} probe")).http_get.expect("httpGet");
+            assert_eq!(get.path.as_deref(), Some(path), "{what}");
+            assert_eq!(resolve(c, &get.port), admin_port, "{what}: admin port");
+            assert_eq!(get.scheme.as_deref().unwrap_or("HTTP"), "HTTP", "{what}: admin port is plain HTTP");
+        }
     }
 }
 
@@ -866,7 +999,7 @@ fn deployment_is_highly_available_and_drains_in_time() {
         "replicas spread over nodes"
     );
 
-    let pdb = r.get::<PodDisruptionBudget>("trainguard").spec.unwrap();
+    let pdb = r.get::<PodDisruptionBudget>("trainguard-webhook").spec.unwrap();
     assert_eq!(pdb.min_available, Some(IntOrString::Int(1)));
     assert!(selects(&match_labels(pdb.selector.as_ref().unwrap()), &labels));
 
@@ -881,20 +1014,31 @@ fn deployment_is_highly_available_and_drains_in_time() {
     let log_format = env.iter().find(|e| e.name == "TRAINGUARD_LOG_FORMAT").and_then(|e| e.value.clone());
     assert_eq!(log_format.and_then(|v| LogFormat::from_str(&v, false).ok()), Some(LogFormat::Json));
 
-    let pod_ns = env.iter().find(|e| e.name == "POD_NAMESPACE").expect("POD_NAMESPACE");
-    let field = pod_ns.value_from.as_ref().and_then(|v| v.field_ref.as_ref()).expect("downward API");
-    assert_eq!(field.field_path, "metadata.namespace");
+    // The controller's Lease namespace and holder identity come from the downward API.
+    let controller_env = container(&r.controller()).env.unwrap_or_default();
+    for (var, path) in [("POD_NAMESPACE", "metadata.namespace"), ("POD_NAME", "metadata.name")] {
+        let found = controller_env.iter().find(|e| e.name == var).unwrap_or_else(|| panic!("{var}"));
+        let field = found.value_from.as_ref().and_then(|v| v.field_ref.as_ref()).expect("downward API");
+        assert_eq!(field.field_path, path);
+    }
 
     let image = c.image.clone().unwrap();
     assert_eq!(image, format!("trainguard:{}", env!("CARGO_PKG_VERSION")), "image tag follows the crate version");
 }
 
 #[test]
-fn deployment_is_hardened() {
+fn deployments_are_hardened() {
     let r = render_cert_manager();
-    let d = r.deployment();
-    let pod = pod_spec(&d);
-    let c = container(&d);
+    for d in [r.deployment(), r.controller()] {
+        assert_hardened(&d);
+    }
+}
+
+fn assert_hardened(d: &Deployment) {
+    let name = d.metadata.name.clone().unwrap();
+    let mounts_secret = pod_spec(d).volumes.is_some();
+    let pod = pod_spec(d);
+    let c = container(d);
     let pod_sc = pod.security_context.clone().expect("pod securityContext");
     let sc = c.security_context.clone().expect("container securityContext");
 
@@ -916,16 +1060,19 @@ fn deployment_is_hardened() {
         ("no host network", pod.host_network != Some(true)),
         ("no host PID", pod.host_pid != Some(true)),
         // The Secret's files are 0440: readable through fsGroup, not by others.
-        ("fsGroup reads the Secret", pod_sc.fs_group.is_some() && pod_sc.fs_group == pod_sc.run_as_group),
+        (
+            "fsGroup reads the Secret",
+            !mounts_secret || (pod_sc.fs_group.is_some() && pod_sc.fs_group == pod_sc.run_as_group),
+        ),
     ];
     let failed: Vec<&str> = checks.iter().filter(|(_, ok)| !ok).map(|(what, _)| *what).collect();
-    assert!(failed.is_empty(), "failed: {failed:?}");
+    assert!(failed.is_empty(), "{name}: failed: {failed:?}");
 
     let resources = c.resources.clone().expect("resources");
     for (what, list) in [("requests", resources.requests), ("limits", resources.limits)] {
-        let list = list.unwrap_or_else(|| panic!("{what}"));
+        let list = list.unwrap_or_else(|| panic!("{name}: {what}"));
         for key in ["cpu", "memory"] {
-            assert!(list.contains_key(key), "{what}.{key}");
+            assert!(list.contains_key(key), "{name}: {what}.{key}");
         }
     }
 }
@@ -1008,7 +1155,7 @@ fn chart_values_and_namespace_reach_every_object() {
             {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}
         ]}}},
         "priorityClassName": "system-cluster-critical",
-        "controller": {"mode": "report"},
+        "controller": {"mode": "report", "resources": {"requests": {"cpu": "100m", "memory": "300Mi"}, "limits": {"memory": "768Mi"}}},
         "extraArgs": ["--suspend-rule=new", "--cache-stale-after=2m"],
         "imagePullSecrets": [{"name": "my-registry"}],
         "podAnnotations": {"example.com/team": "ml-platform"},
@@ -1043,12 +1190,27 @@ fn chart_values_and_namespace_reach_every_object() {
     let selector = match_labels(&d.spec.as_ref().unwrap().selector);
     assert!(!selector.contains_key("example.com/cost-center") && selects(&selector, &labels));
     // The container's command line, as the binary parses it.
-    let serve = serve_args(&c);
-    assert_eq!(serve.controller.planner.controller_mode, Mode::Report);
-    let args = c.args.clone().unwrap();
-    for extra in ["--suspend-rule=new", "--cache-stale-after=2m"] {
-        assert!(args.iter().any(|a| a == extra), "{extra} in {args:?}");
+    let controller = r.controller();
+    let cc = container(&controller);
+    assert_eq!(serve_args(&cc).controller.planner.controller_mode, Mode::Report);
+    for c in [&c, &cc] {
+        let args = c.args.clone().unwrap();
+        for extra in ["--suspend-rule=new", "--cache-stale-after=2m"] {
+            assert!(args.iter().any(|a| a == extra), "{extra} in {args:?}");
+        }
     }
+    // The pod-placement values reach the controller too (not the webhook's spreading).
+    let cpod = pod_spec(&controller);
+    assert_eq!(cc.image, c.image);
+    assert_eq!(
+        (cpod.node_selector, cpod.priority_class_name.as_deref()),
+        (pod.node_selector.clone(), Some("system-cluster-critical"))
+    );
+    assert_eq!(cpod.tolerations, pod.tolerations);
+    assert_eq!(cpod.image_pull_secrets, pod.image_pull_secrets);
+    assert!(cpod.topology_spread_constraints.is_none());
+    let cres = cc.resources.clone().unwrap();
+    assert_eq!(cres.limits.unwrap()["memory"].0, "768Mi", "controller.resources");
     let env = c.env.clone().unwrap();
     assert_eq!(env.iter().find(|e| e.name == "TRAINGUARD_LOG_FORMAT").and_then(|e| e.value.as_deref()), Some("text"));
     let resources = c.resources.clone().unwrap();
@@ -1108,7 +1270,7 @@ fn chart_opt_out_policy_can_be_left_out_for_kubernetes_1_29() {
     assert!(kinds.contains("ValidatingWebhookConfiguration"), "the rest stays: {kinds:?}");
 }
 
-/// The NetworkPolicy selects the webhook pods, admits the webhook port from anywhere and the
+/// The NetworkPolicy selects trainguard's pods (the controller's have no webhook port), admits the webhook port from anywhere and the
 /// admin port only from the monitoring namespace (plus what the chart's values add); the chart
 /// can leave it out.
 #[test]
@@ -1119,7 +1281,10 @@ fn network_policy_guards_the_admin_port_and_leaves_the_webhook_port_open() {
         let d = rendered.deployment();
         let c = container(&d);
         let spec = policy.spec.unwrap();
-        assert!(selects(&match_labels(&spec.pod_selector.unwrap_or_default()), &pod_labels(&d)), "{}", rendered.what);
+        let pods = match_labels(&spec.pod_selector.unwrap_or_default());
+        assert!(selects(&pods, &pod_labels(&d)), "{}: the webhook's pods", rendered.what);
+        assert!(selects(&pods, &pod_labels(&rendered.controller())), "{}: the controller's pods", rendered.what);
+        assert!(container(&rendered.controller()).ports.iter().flatten().all(|p| p.name.as_deref() != Some("webhook")));
         assert_eq!(spec.policy_types, Some(vec!["Ingress".to_string()]), "egress is not restricted");
         let rules = spec.ingress.unwrap();
         let port = |r: &k8s_openapi::api::networking::v1::NetworkPolicyIngressRule| {
@@ -1176,7 +1341,7 @@ fn chart_second_release_collides_with_nothing() {
     assert!(shared.is_empty(), "both releases create {shared:?}");
 
     // Every reference in the second release stays inside it.
-    let d = second.deployment_named("team-b-trainguard");
+    let d = second.deployment_named("team-b-trainguard-webhook");
     let pod = pod_spec(&d);
     let labels = pod_labels(&d);
     let first_labels = pod_labels(&first.deployment());
@@ -1185,9 +1350,20 @@ fn chart_second_release_collides_with_nothing() {
         assert!(selects(&selector, &labels), "{:?} selects its own pods", svc.metadata.name);
         assert!(!selects(&selector, &first_labels), "{:?} selects the other release's pods", svc.metadata.name);
     }
-    let pdb = second.get::<PodDisruptionBudget>("team-b-trainguard").spec.unwrap();
+    let pdb = second.get::<PodDisruptionBudget>("team-b-trainguard-webhook").spec.unwrap();
     assert!(!selects(&match_labels(pdb.selector.as_ref().unwrap()), &first_labels));
-    assert_eq!(pod.service_account_name.as_deref(), Some("team-b-trainguard"));
+    assert_eq!(pod.service_account_name.as_deref(), Some("team-b-trainguard-webhook"));
+    let controller = second.deployment_named("team-b-trainguard-controller");
+    let first_controller_labels = pod_labels(&first.controller());
+    assert_eq!(pod_spec(&controller).service_account_name.as_deref(), Some("team-b-trainguard-controller"));
+    for svc in second.all::<Service>() {
+        let selector = svc.spec.unwrap().selector.unwrap();
+        assert!(
+            !selects(&selector, &first_controller_labels),
+            "{:?} selects the other release's controller",
+            svc.metadata.name
+        );
+    }
     let secret = pod.volumes.unwrap()[0].secret.clone().unwrap().secret_name.unwrap();
     let serving = second.raw("Certificate", "team-b-trainguard-serving");
     assert_eq!(serving["spec"]["secretName"], secret.as_str());
@@ -1201,13 +1377,15 @@ fn chart_second_release_collides_with_nothing() {
             Some("ml/team-b-trainguard-serving")
         );
     }
-    let binding: ClusterRoleBinding = second.get("team-b-trainguard");
-    assert_eq!(binding.role_ref.name, "team-b-trainguard");
-    assert_eq!(binding.subjects.unwrap()[0].name, "team-b-trainguard");
+    for part in ["webhook", "controller"] {
+        let binding: ClusterRoleBinding = second.get(&format!("team-b-trainguard-{part}"));
+        assert_eq!(binding.role_ref.name, format!("team-b-trainguard-{part}"));
+        assert_eq!(binding.subjects.unwrap()[0].name, format!("team-b-trainguard-{part}"));
+    }
     // One Lease per release: two leaders, one per installation.
-    let serve = serve_args(&container(&d));
+    let serve = serve_args(&container(&controller));
     assert_eq!(serve.controller.lease_name, "team-b-trainguard-controller");
-    assert_eq!(serve_args(&container(&first.deployment())).controller.lease_name, "trainguard-controller");
+    assert_eq!(serve_args(&container(&first.controller())).controller.lease_name, "trainguard-controller");
 }
 
 /// NOTES.txt as `helm install` prints it, for the values that change what is left to do.
@@ -1219,7 +1397,8 @@ fn chart_passes_helm_lint_and_renders_its_notes() {
         (
             &[],
             &[
-                "rollout status deploy/team-b-trainguard",
+                "rollout status deploy/team-b-trainguard-webhook",
+                "rollout status deploy/team-b-trainguard-controller",
                 "pod-security.kubernetes.io/enforce=restricted",
                 "kubectl apply --dry-run=server",
                 "The webhooks are registered",
@@ -1235,7 +1414,7 @@ fn chart_passes_helm_lint_and_renders_its_notes() {
             &["The webhooks are registered", "kubectl apply --dry-run=server"],
         ),
         (&["controller.mode=act"], &["The companion controller acts"], &["report mode"]),
-        (&["controller.enabled=false"], &["Webhook only"], &["report mode", "controller acts"]),
+        (&["controller.enabled=false"], &["Webhook only"], &["report mode", "controller acts", "-controller"]),
         (&["optOut.groups={platform-admins}"], &["only members of platform-admins"], &["system:masters"]),
     ];
     for (sets, want, not) in cases {
@@ -1309,6 +1488,8 @@ fn chart_refuses_values_that_would_be_silently_wrong() {
     let cases = [
         (json!({"extraArgs": ["--opt-out-groups=admins"]}), "use optOut.groups"),
         (json!({"extraArgs": ["--controller-mode=act"]}), "use controller.mode"),
+        (json!({"extraArgs": ["--controller=false"]}), "controller.enabled=false leaves the controller out"),
+        (json!({"extraArgs": ["--webhook=false"]}), "two Deployments"),
         (json!({"controllerMode": "act"}), "renamed to controller.mode"),
         (json!({"optOut": {"groups": []}}), "optOut.groups is empty"),
     ];
@@ -1432,8 +1613,10 @@ fn make_deploy_installs_in_order_and_refuses_what_would_break_writes() {
         "get crd certificates.cert-manager.io issuers.cert-manager.io",
         "kustomize",
         "apply -l trainguard.io/install-step!=webhooks",
-        "-n trainguard-system wait deploy/trainguard --for=condition=Available --timeout=5m",
+        "-n trainguard-system wait deploy/trainguard-webhook --for=condition=Available --timeout=5m",
         "apply",
+        "-n trainguard-system delete deployment/trainguard poddisruptionbudget/trainguard serviceaccount/trainguard --ignore-not-found",
+        "delete clusterrolebinding/trainguard clusterrole/trainguard --ignore-not-found",
     ];
     let cases: Vec<DeployCase> = vec![
         (&[], &all, 0, 2, "IMAGE is not set", &[], None),
@@ -1477,9 +1660,10 @@ fn make_deploy_installs_in_order_and_refuses_what_would_break_writes() {
         assert_eq!(run.image.as_deref(), image, "{vars:?}");
     }
 
-    // COMPONENTS reach the rendered objects: webhook-only drops the leader-election Role.
+    // COMPONENTS reach the rendered objects: webhook-only drops the controller and its Lease Role.
     let run = make_deploy(&["IMAGE=r.example.com/tg:1", "COMPONENTS=webhook-only"], &all, 0);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(!run.kinds.contains("Role \"trainguard-leader-election\""), "{:?}", run.kinds);
+    assert!(!run.kinds.contains("Deployment \"trainguard-controller\""), "{:?}", run.kinds);
     assert!(run.kinds.contains("ValidatingWebhookConfiguration \"trainguard-validating\""), "{:?}", run.kinds);
 }

@@ -396,7 +396,11 @@ fn monitoring_component_and_chart_values_scrape_the_metrics_service() {
     // The release's own names reach the alert expressions.
     let rule = objects.iter().find(|o| o["kind"] == "PrometheusRule").unwrap();
     let text = rule["spec"].to_string();
-    assert!(text.contains(r#"deployment=\"team-b-trainguard\""#) && text.contains(r#"namespace=\"ml\""#), "{text}");
+    assert!(
+        text.contains(r#"deployment=\"team-b-trainguard-webhook\""#) && text.contains(r#"namespace=\"ml\""#),
+        "{text}"
+    );
+    assert!(text.contains(r#"deployment=\"team-b-trainguard-controller\""#), "{text}");
     assert!(!text.contains("trainguard-system"), "{text}");
 }
 

@@ -32,6 +32,31 @@ fn refuses_to_guess_without_cluster_configuration() {
     }
 }
 
+/// `--webhook=false` runs the controller alone and `--controller=false` the webhook alone;
+/// turning both off, or the controller alone without a cluster, is refused before anything starts.
+#[test]
+fn refuses_a_split_that_runs_nothing() {
+    // (extra args, env, expected stderr fragment)
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    let nothing = "--webhook=false and --controller=false leave nothing to run";
+    let no_cluster = "--webhook=false runs only the companion controller, which needs a cluster";
+    let cases: &[Case] = &[
+        (&["--webhook=false", "--controller=false"], &[], nothing),
+        (&[], &[("TRAINGUARD_WEBHOOK", "false"), ("TRAINGUARD_CONTROLLER", "false")], nothing),
+        // Checked before the cluster configuration: the first thing to fix is named first.
+        (&["--webhook=false", "--controller=false", "--kubeconfig", "/nonexistent"], &[], nothing),
+        (&["--webhook=false", "--offline"], &[], no_cluster),
+        (&["--webhook=false", "--dev"], &[], no_cluster),
+        (&["--webhook=maybe"], &[], "invalid value 'maybe'"),
+    ];
+    for (args, env, want) in cases {
+        let out = trainguard().arg("serve").args(*args).envs(env.iter().copied()).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?} {env:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(want), "{args:?} {env:?}: {stderr}");
+    }
+}
+
 #[test]
 fn every_serve_flag_has_an_env_var() {
     let out = trainguard().args(["serve", "--help"]).output().unwrap();

@@ -35,6 +35,8 @@ struct Fake {
     /// Lists wait until this is true (to observe the state before the first sync).
     lists_open: watch::Receiver<bool>,
     url: Arc<Mutex<String>>,
+    /// The path of every request, in order.
+    requests: Arc<Mutex<Vec<String>>>,
 }
 
 impl Fake {
@@ -51,6 +53,15 @@ impl Fake {
     fn emit(&self, resource: &'static str, kind: &str, object: Value) {
         self.events.send((resource, json!({"type": kind, "object": object}))).unwrap();
     }
+
+    fn requested(&self, path: &str) -> bool {
+        self.requests.lock().unwrap().iter().any(|p| p == path)
+    }
+}
+
+async fn record(State(f): State<Fake>, request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    f.requests.lock().unwrap().push(request.uri().path().to_string());
+    next.run(request).await
 }
 
 fn status(code: u16, reason: &str) -> Response {
@@ -124,6 +135,7 @@ async fn start_fake(mode: Mode, lists_open: bool) -> (Fake, watch::Sender<bool>,
         events: broadcast::channel(64).0,
         lists_open: open_rx,
         url: Arc::default(),
+        requests: Arc::default(),
     };
     let app = axum::Router::new()
         .route(
@@ -140,7 +152,8 @@ async fn start_fake(mode: Mode, lists_open: bool) -> (Fake, watch::Sender<bool>,
         )
         // Everything else the binary may ask for (the controller's kinds, discovery) is "not served".
         .fallback(|| async { status(404, "NotFound") })
-        .with_state(fake.clone());
+        .with_state(fake.clone())
+        .layer(axum::middleware::from_fn_with_state(fake.clone(), record));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -328,19 +341,9 @@ async fn resuming_waits_for_terminating_pods() {
     server.shutdown().await;
 }
 
-/// The binary itself in cluster mode: `serve --kubeconfig` watches through the fake, turns ready
-/// after the first sync, gates on what it saw, and exits 0 on SIGTERM. The companion controller
-/// starts beside it (its kinds are "not served" by the fake, so it skips them).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn serve_with_a_kubeconfig_gates_on_watched_state() {
-    use tokio::io::AsyncBufReadExt;
-    let (fake, _open, _client) = start_fake(Mode::Normal, true).await;
-    fake.objects.lock().unwrap().insert("jobsets", vec![jobset(3)]);
-    let dir = tempfile::tempdir().unwrap();
-    let chain = support::chain();
-    std::fs::write(dir.path().join("tls.crt"), &chain.cert_pem).unwrap();
-    std::fs::write(dir.path().join("tls.key"), &chain.key_pem).unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
+/// A kubeconfig in `dir` that points at the fake.
+fn kubeconfig_for(fake: &Fake, dir: &std::path::Path) -> std::path::PathBuf {
+    let kubeconfig = dir.join("kubeconfig");
     let url = fake.url.lock().unwrap().clone();
     std::fs::write(
         &kubeconfig,
@@ -351,29 +354,67 @@ async fn serve_with_a_kubeconfig_gates_on_watched_state() {
         ),
     )
     .unwrap();
+    kubeconfig
+}
+
+/// `trainguard --log-format json serve ARGS`, with its stderr read until the log line `message`,
+/// which is returned; the rest of stderr is drained in the background.
+async fn serve_until(args: &[&std::ffi::OsStr], message: &str) -> (tokio::process::Child, Value) {
+    use tokio::io::AsyncBufReadExt;
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_trainguard"))
-        .args(["--log-format", "json", "serve", "--bind", "127.0.0.1:0", "--admin-bind", "127.0.0.1:0"])
-        .args(["--leader-elect=false", "--kubeconfig"])
-        .arg(&kubeconfig)
-        .arg("--tls-cert")
-        .arg(dir.path().join("tls.crt"))
-        .arg("--tls-key")
-        .arg(dir.path().join("tls.key"))
+        .args(["--log-format", "json", "serve"])
+        .args(args)
         .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .unwrap();
     let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let (addr, admin) = loop {
+    let found = loop {
         let line = tokio::time::timeout(Duration::from_secs(10), lines.next_line()).await.unwrap().unwrap().unwrap();
         let log: Value = serde_json::from_str(&line).unwrap_or_default();
-        if log["message"] == "trainguard webhook serving" {
-            let parse = |k: &str| log[k].as_str().unwrap().parse::<std::net::SocketAddr>().unwrap();
-            break (parse("webhook_addr"), parse("admin_addr"));
+        if log["message"] == message {
+            break log;
         }
     };
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, found)
+}
+
+fn addr(log: &Value, key: &str) -> std::net::SocketAddr {
+    log[key].as_str().unwrap().parse().unwrap()
+}
+
+async fn terminate(mut child: tokio::process::Child) {
+    let pid = child.id().unwrap().to_string();
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let status =
+        tokio::time::timeout(Duration::from_secs(15), child.wait()).await.expect("exits after SIGTERM").unwrap();
+    assert!(status.success(), "{status:?}");
+}
+
+/// The binary itself in cluster mode: `serve --kubeconfig` watches through the fake, turns ready
+/// after the first sync, gates on what it saw, and exits 0 on SIGTERM. The companion controller
+/// starts beside it (its kinds are "not served" by the fake, so it skips them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_with_a_kubeconfig_gates_on_watched_state() {
+    let (fake, _open, _client) = start_fake(Mode::Normal, true).await;
+    fake.objects.lock().unwrap().insert("jobsets", vec![jobset(3)]);
+    let dir = tempfile::tempdir().unwrap();
+    let chain = support::chain();
+    std::fs::write(dir.path().join("tls.crt"), &chain.cert_pem).unwrap();
+    std::fs::write(dir.path().join("tls.key"), &chain.key_pem).unwrap();
+    let kubeconfig = kubeconfig_for(&fake, dir.path());
+    let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    let args = ["--bind", "127.0.0.1:0", "--admin-bind", "127.0.0.1:0", "--leader-elect=false", "--kubeconfig"]
+        .map(std::ffi::OsStr::new);
+    let args: Vec<&std::ffi::OsStr> = args
+        .into_iter()
+        .chain([kubeconfig.as_os_str(), "--tls-cert".as_ref(), cert.as_os_str(), "--tls-key".as_ref(), key.as_os_str()])
+        .collect();
+    let (child, log) = serve_until(&args, "trainguard webhook serving").await;
+    let (addr, admin) = (addr(&log, "webhook_addr"), addr(&log, "admin_addr"));
     eventually("ready after the first sync", async || admin_get(admin, "/readyz").await.0 == 200).await;
     let client = client(&chain.ca_cert_pem, false);
     let url = format!("https://localhost:{}{VALIDATE}", addr.port());
@@ -387,9 +428,73 @@ async fn serve_with_a_kubeconfig_gates_on_watched_state() {
         metrics.contains("# TYPE trainguard_ttl_deletion_delay_seconds histogram"),
         "the controller's metrics share the admin registry: {metrics}"
     );
-    let pid = child.id().unwrap().to_string();
-    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
-    let status =
-        tokio::time::timeout(Duration::from_secs(15), child.wait()).await.expect("exits after SIGTERM").unwrap();
-    assert!(status.success(), "{status:?}");
+    eventually("the controller in the same process watches pods", async || fake.requested("/api/v1/pods")).await;
+    terminate(child).await;
+}
+
+/// `serve --controller=false` (the webhook Deployment of a split install) starts none of the
+/// controller: no Lease, no watch of pods or nodes, so its memory does not grow with them. It
+/// lists and watches what the JobSet gate reads, JobSets and batch Jobs, and nothing else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhook_only_watches_what_the_gate_reads_and_nothing_else() {
+    let (fake, _open, _client) = start_fake(Mode::Normal, true).await;
+    let dir = tempfile::tempdir().unwrap();
+    let chain = support::chain();
+    std::fs::write(dir.path().join("tls.crt"), &chain.cert_pem).unwrap();
+    std::fs::write(dir.path().join("tls.key"), &chain.key_pem).unwrap();
+    let kubeconfig = kubeconfig_for(&fake, dir.path());
+    let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    let args: Vec<&std::ffi::OsStr> = ["--bind", "127.0.0.1:0", "--admin-bind", "127.0.0.1:0", "--controller=false"]
+        .map(std::ffi::OsStr::new)
+        .into_iter()
+        .chain(["--kubeconfig".as_ref(), kubeconfig.as_os_str(), "--tls-cert".as_ref(), cert.as_os_str()])
+        .chain(["--tls-key".as_ref(), key.as_os_str()])
+        .collect();
+    let (child, log) = serve_until(&args, "trainguard webhook serving").await;
+    let admin = addr(&log, "admin_addr");
+    eventually("ready after the first sync", async || admin_get(admin, "/readyz").await.0 == 200).await;
+    // Both gate caches listed and watching; a controller (spawned before the server) would have
+    // asked for its Lease or its own kinds by now.
+    eventually("both watches open", async || {
+        let requests = fake.requests.lock().unwrap();
+        requests.iter().filter(|p| p.ends_with("/jobsets") || p.ends_with("/jobs")).count() >= 4
+    })
+    .await;
+    let requests = fake.requests.lock().unwrap().clone();
+    let gate = ["/apis/jobset.x-k8s.io/v1alpha2/jobsets", "/apis/batch/v1/jobs"];
+    let other: Vec<&String> = requests.iter().filter(|p| !gate.contains(&p.as_str())).collect();
+    assert!(other.is_empty(), "a webhook-only process asked for {other:?}");
+    let (_, metrics) = admin_get(admin, "/metrics").await;
+    assert!(!metrics.contains("leader_election_master_status{"), "no leader election: {metrics}");
+    terminate(child).await;
+}
+
+/// `serve --webhook=false` (the controller Deployment of a split install) needs no certificate
+/// and binds no webhook port; its admin port serves /healthz, /readyz and /metrics, and its
+/// controller watches the cluster. It does not start the gate's caches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controller_only_serves_the_admin_port_without_certificates() {
+    let (fake, _open, _client) = start_fake(Mode::Normal, true).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = kubeconfig_for(&fake, dir.path());
+    let webhook_port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let missing = dir.path().join("no-such-dir/tls.crt");
+    let bind = webhook_port.to_string();
+    let args: Vec<&std::ffi::OsStr> = ["--webhook=false", "--leader-elect=false", "--admin-bind", "127.0.0.1:0"]
+        .map(std::ffi::OsStr::new)
+        .into_iter()
+        .chain(["--bind".as_ref(), bind.as_ref(), "--kubeconfig".as_ref(), kubeconfig.as_os_str()])
+        .chain(["--tls-cert".as_ref(), missing.as_os_str(), "--tls-key".as_ref(), missing.as_os_str()])
+        .collect();
+    let (child, log) = serve_until(&args, "trainguard admin port serving (no webhook)").await;
+    let admin = addr(&log, "admin_addr");
+    assert_eq!(admin_get(admin, "/healthz").await, (200, "ok\n".to_string()));
+    assert_eq!(admin_get(admin, "/readyz").await, (200, "ok\n".to_string()), "ready without certificates");
+    eventually("the controller watches pods", async || fake.requested("/api/v1/pods")).await;
+    let (status, metrics) = admin_get(admin, "/metrics").await;
+    assert_eq!(status, 200);
+    assert!(metrics.contains("# TYPE trainguard_ttl_deletion_delay_seconds histogram"), "{metrics}");
+    assert!(!metrics.contains("trainguard_cache_synced{"), "no gate caches: {metrics}");
+    assert!(tokio::net::TcpStream::connect(webhook_port).await.is_err(), "no webhook listener on {webhook_port}");
+    terminate(child).await;
 }

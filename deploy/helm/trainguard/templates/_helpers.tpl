@@ -29,6 +29,9 @@ would let the webhook and the opt-out policy disagree, or on a value renamed sin
 {{- if hasPrefix "--controller-mode" (toString .) -}}
 {{- fail "extraArgs sets --controller-mode: use controller.mode" -}}
 {{- end -}}
+{{- if or (hasPrefix "--controller=" (toString .)) (eq "--controller" (toString .)) (hasPrefix "--webhook" (toString .)) -}}
+{{- fail "extraArgs sets --controller or --webhook: the chart runs the webhook and the controller as two Deployments; controller.enabled=false leaves the controller out" -}}
+{{- end -}}
 {{- end -}}
 {{- if hasKey .Values "controllerMode" -}}
 {{- fail "controllerMode was renamed to controller.mode (default report); controller.enabled=false installs the webhook only" -}}
