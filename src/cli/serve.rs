@@ -155,7 +155,8 @@ pub struct ServeArgs {
     pub dev: bool,
 
     /// Where --dev writes its certificates and sample review [default: a new private directory
-    /// <temp dir>/trainguard-dev-<pid>-<random>, mode 0700]. The key file is written 0600.
+    /// <temp dir>/trainguard-dev-<pid>-<random>, mode 0700, removed when serve stops]. The key
+    /// file is written 0600.
     #[arg(long, env = "TRAINGUARD_DEV_DIR")]
     pub(crate) dev_dir: Option<PathBuf>,
 }
@@ -245,16 +246,24 @@ async fn serve(
     log_lines_dropped: crate::logging::writer::DroppedLines,
 ) -> anyhow::Result<()> {
     tracing::info!(version = crate::build_info::VERSION, commit = crate::build_info::COMMIT, "trainguard starting");
+    let stop = stop_signal();
     let default_bind = |dev: &str, prod: &str| -> SocketAddr {
         (if args.dev { dev } else { prod }).parse().expect("constant address parses")
     };
     let bind = args.bind.unwrap_or_else(|| default_bind(DEV_BIND, DEFAULT_BIND));
     let admin_bind = args.admin_bind.unwrap_or_else(|| default_bind(DEV_ADMIN_BIND, DEFAULT_ADMIN_BIND));
 
+    // Held until `serve` returns, so a directory it made itself is removed then.
+    let mut _made_dev_dir = None;
     let dev_dir = if args.dev && args.webhook {
         let dir = match args.dev_dir.clone() {
             Some(dir) => dir,
-            None => fresh_private_dir(&std::env::temp_dir())?,
+            None => {
+                let made = MadeDir(fresh_private_dir(&std::env::temp_dir())?);
+                let dir = made.0.clone();
+                _made_dev_dir = Some(made);
+                dir
+            }
         };
         write_dev_files(&dir)?;
         args.tls_cert = dir.join("tls.crt");
@@ -343,11 +352,11 @@ async fn serve(
     // the process, and the kubelet restarts it.
     let stopped = match controller.as_mut() {
         Some(task) if !args.webhook => tokio::select! {
-            () = wait_for_signal() => None,
+            () = stop => None,
             result = task => Some(result),
         },
         _ => {
-            wait_for_signal().await;
+            stop.await;
             None
         }
     };
@@ -376,6 +385,18 @@ async fn serve(
     Ok(())
 }
 
+/// A directory `serve --dev` made itself: its key is good for this run only, so it goes when
+/// `serve` returns. One given with `--dev-dir` is the user's and stays.
+struct MadeDir(PathBuf);
+
+impl Drop for MadeDir {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_dir_all(&self.0) {
+            tracing::warn!(dir = %self.0.display(), error = %e, "could not remove the dev certificate directory");
+        }
+    }
+}
+
 /// What `serve` started: the webhook (with its admin port), or the admin port alone.
 enum Running {
     Webhook(server::RunningServer),
@@ -401,26 +422,30 @@ fn mode_kubeconfig(mode: &ClusterMode) -> Option<PathBuf> {
     }
 }
 
-async fn wait_for_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
+/// SIGINT or SIGTERM, whichever comes first.
+fn stop_signal() -> impl std::future::Future<Output = ()> {
+    // Registered now, not when first polled: a SIGTERM that comes while `serve` starts is then a
+    // graceful stop, not the default action (the process killed at once).
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot listen for SIGTERM; only Ctrl-C stops the server");
-                let _ = ctrl_c.await;
-                return;
+        use tokio::signal::unix::{SignalKind, signal};
+        let streams = signal(SignalKind::interrupt()).and_then(|int| Ok((int, signal(SignalKind::terminate())?)));
+        async move {
+            match streams {
+                Ok((mut int, mut term)) => tokio::select! {
+                    _ = int.recv() => tracing::info!("SIGINT received"),
+                    _ = term.recv() => tracing::info!("SIGTERM received"),
+                },
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot listen for SIGINT and SIGTERM; only Ctrl-C stops the server");
+                    let _ = tokio::signal::ctrl_c().await;
+                }
             }
-        };
-        tokio::select! {
-            _ = ctrl_c => tracing::info!("SIGINT received"),
-            _ = term.recv() => tracing::info!("SIGTERM received"),
         }
     }
     #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
+    async {
+        let _ = tokio::signal::ctrl_c().await;
     }
 }
 

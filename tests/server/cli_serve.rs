@@ -143,3 +143,40 @@ async fn dev_mode_serves_the_sample_it_prints() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[test]
+fn dev_mode_removes_the_directory_it_made_and_keeps_a_given_one() {
+    let temp = tempfile::tempdir().unwrap();
+    let given = tempfile::tempdir().unwrap();
+    // (name, extra args, the directory the certificates must be in, kept after exit)
+    let cases: [(&str, Vec<&std::ffi::OsStr>, Option<&std::path::Path>, bool); 2] = [
+        ("made by serve", vec![], None, false),
+        ("--dev-dir", vec!["--dev-dir".as_ref(), given.path().as_os_str()], Some(given.path()), true),
+    ];
+    for (name, extra, want_dir, kept) in cases {
+        let mut child = trainguard()
+            .args(["serve", "--dev", "--bind", "127.0.0.1:0", "--admin-bind", "127.0.0.1:0"])
+            .args(extra)
+            .env("TMPDIR", temp.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines().map_while(Result::ok);
+        let banner =
+            stdout.find(|line| line.contains("certificates in")).unwrap_or_else(|| panic!("{name}: no banner"));
+        // The rest of the banner still needs a reader.
+        std::thread::spawn(move || stdout.for_each(drop));
+        let dir = banner.split("certificates in ").nth(1).unwrap().trim_end_matches(')');
+        let dir = std::path::PathBuf::from(dir);
+        match want_dir {
+            Some(want) => assert_eq!(dir, want, "{name}"),
+            None => assert!(dir.starts_with(temp.path()), "{name}: {} outside TMPDIR", dir.display()),
+        }
+        assert!(dir.join("tls.key").exists(), "{name}: {}", dir.display());
+        let pid = child.id().to_string();
+        assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+        assert!(child.wait().unwrap().success(), "{name}: exit after SIGTERM");
+        assert_eq!(dir.join("tls.crt").exists(), kept, "{name}: {}", dir.display());
+    }
+}
