@@ -102,6 +102,11 @@ async fn big_uploads_get_back_pressure_then_429_while_small_reviews_pass() {
         let _ = tokio::time::timeout(Duration::from_secs(2), upload(&mut conn, 2 << 20, 1536 << 10)).await;
         stalled.push(conn);
     }
+    // Every chunk that waits for budget started waiting by now, so it is answered 429 within the
+    // server's 3 s budget wait from here (plus headroom for a loaded machine); an upload still
+    // unanswered then holds budget and waits for the rest of its body.
+    let uploaded = tokio::time::Instant::now();
+    let answered_by = uploaded + Duration::from_millis(4500);
     // A normal review on another connection is answered at once (from the reserve).
     let body = update_review(UID, trainjob(false, "a"), trainjob(false, "a"));
     let started = Instant::now();
@@ -112,7 +117,8 @@ async fn big_uploads_get_back_pressure_then_429_while_small_reviews_pass() {
 
     // The upload(s) left without budget get a retryable 429 after the 3 s wait.
     let mut throttled = 0;
-    let answers = futures::future::join_all(stalled.iter_mut().map(|c| read_for(c, Duration::from_secs(6)))).await;
+    let left = answered_by.saturating_duration_since(tokio::time::Instant::now());
+    let answers = futures::future::join_all(stalled.iter_mut().map(|c| read_for(c, left))).await;
     for text in answers {
         if text.is_empty() {
             continue; // holds budget, waits for the rest of its body until its deadline
