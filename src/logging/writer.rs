@@ -187,10 +187,13 @@ mod tests {
     struct Recorder {
         got: Arc<Mutex<(Vec<u8>, usize)>>,
         delay: Duration,
+        /// Writes begun (a slow write counts from its start).
+        begun: Arc<AtomicU64>,
     }
 
     impl Write for Recorder {
         fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.begun.fetch_add(1, Ordering::SeqCst);
             std::thread::sleep(self.delay);
             let mut got = self.got.lock().unwrap();
             got.0.extend_from_slice(buf);
@@ -199,6 +202,15 @@ mod tests {
         }
         fn flush(&mut self) -> io::Result<()> {
             Ok(())
+        }
+    }
+
+    /// Polls `check` every millisecond until it holds; fails naming `what` after 5 s.
+    fn wait_until(what: &str, check: impl Fn() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !check() {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 
@@ -223,22 +235,19 @@ mod tests {
     fn a_line_logged_while_idle_is_written_soon() {
         let sink = Recorder::default();
         let (writer, _guard) = spawn(sink.clone(), 1 << 20).unwrap();
-        std::thread::sleep(Duration::from_millis(20)); // the writer thread is waiting
+        wait_until("the writer thread waiting", || writer.0.lock().idle);
         (&writer).write_all(b"one line\n").unwrap();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while sink.got.lock().unwrap().0.is_empty() {
-            assert!(Instant::now() < deadline, "the line was never written");
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        wait_until("the line written", || !sink.got.lock().unwrap().0.is_empty());
         assert_eq!(sink.got.lock().unwrap().0, b"one line\n");
     }
 
     #[test]
     fn shutdown_does_not_wait_for_a_stalled_sink() {
         let sink = Recorder { delay: Duration::from_secs(30), ..Recorder::default() };
-        let (writer, guard) = spawn(sink, 1 << 20).unwrap();
+        let (writer, guard) = spawn(sink.clone(), 1 << 20).unwrap();
         (&writer).write_all(b"never taken\n").unwrap();
-        std::thread::sleep(BATCH_DELAY * 4); // the writer thread is now stuck in the write
+        wait_until("the writer thread stuck in the write", || sink.begun.load(Ordering::SeqCst) == 1);
+        // Real time from here: the guard's own deadline on a real thread is what is measured.
         let started = Instant::now();
         drop(guard);
         let waited = started.elapsed();

@@ -255,6 +255,10 @@ impl Drop for Held<'_> {
 mod tests {
     use super::*;
 
+    // The budget's only clock is tokio's (its waits are timers and semaphores), so the tests run
+    // on paused time: a wait that should time out does so at once, and one that should not is
+    // not cut short by a slow machine.
+
     const KIB: usize = 1024;
 
     #[test]
@@ -286,7 +290,7 @@ mod tests {
         Instant::now() + Duration::from_millis(50)
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn large_bodies_cannot_touch_the_reserve_and_small_ones_still_pass() {
         let budget = BodyBudget::new(400 * KIB, 100 * KIB, Gauge::default()).unwrap(); // reserve 100 KiB, shared 300 KiB
         let mut big = Held::new(&budget, BodyClass::Large);
@@ -300,7 +304,7 @@ mod tests {
         assert_eq!(budget.in_use(), 0, "everything given back");
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn small_bodies_overflow_into_the_shared_part() {
         let budget = BodyBudget::new(400 * KIB, 100 * KIB, Gauge::default()).unwrap();
         let mut a = Held::new(&budget, BodyClass::Small);
@@ -310,7 +314,7 @@ mod tests {
         assert_eq!((a.reserve, a.shared, b.reserve, b.shared), (100 * KIB, 0, 0, 100 * KIB));
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_waiting_body_goes_on_when_budget_comes_back() {
         let budget = std::sync::Arc::new(BodyBudget::new(400 * KIB, 100 * KIB, Gauge::default()).unwrap());
         let mut big = Held::new(&budget, BodyClass::Large);
@@ -329,7 +333,7 @@ mod tests {
         assert_eq!(budget.in_use(), 0);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn one_connection_holds_its_share_at_most() {
         let budget = BodyBudget::new(1600 * KIB, 100 * KIB, Gauge::default()).unwrap(); // share 200 KiB
         assert_eq!(budget.connection_share(), 200 * KIB);
@@ -349,7 +353,7 @@ mod tests {
         assert_eq!(BodyBudget::new(400 * KIB, 100 * KIB, Gauge::default()).unwrap().connection_share(), 100 * KIB);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_timed_out_wait_holds_nothing() {
         let budget = BodyBudget::new(400 * KIB, 100 * KIB, Gauge::default()).unwrap();
         let mut big = Held::new(&budget, BodyClass::Large);

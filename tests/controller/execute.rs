@@ -3,6 +3,7 @@
 //! nothing; and every request checked against the API-call table (`trainguard::rbac`).
 
 use crate::support::controller as controller_support;
+use crate::support::wait::eventually;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -968,8 +969,9 @@ async fn a_pod_that_succeeded_since_planning_keeps_its_phase() {
 }
 
 /// A write that hangs (an overloaded API server) is cut the moment leadership ends, not left to
-/// land later; and it never outlives `WRITE_TIMEOUT`.
-#[tokio::test]
+/// land later; and it never outlives `WRITE_TIMEOUT`. Paused time: the executor's only clocks
+/// here are tokio's timers and the injected planning clock, and the fake API does no I/O.
+#[tokio::test(start_paused = true)]
 async fn a_hanging_write_is_cut_when_leadership_ends() {
     use trainguard::controller::execute::WRITE_TIMEOUT;
     assert!(WRITE_TIMEOUT < std::time::Duration::from_secs(trainguard::controller::leader::LEASE_DURATION_SECONDS));
@@ -984,12 +986,8 @@ async fn a_hanging_write_is_cut_when_leadership_ends() {
     let events = EventSink::new(client.clone(), Some("trainguard-0".into()));
     let mut executor = Executor::new(client, c.clone(), events, Metrics::unregistered(), Arc::new(|| at(90)), shared);
     let work = works(&[job], 90, &c).remove(0);
-    let started = std::time::Instant::now();
     let execution = tokio::spawn(async move { executor.execute(work).await });
-    while !api.calls().contains(&format!("DELETE {JOB_PATH}")) {
-        assert!(started.elapsed() < std::time::Duration::from_secs(2), "the delete was not sent");
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
+    eventually("the delete sent", || api.calls().contains(&format!("DELETE {JOB_PATH}"))).await;
     leading.cancel();
     let report = tokio::time::timeout(std::time::Duration::from_millis(500), execution)
         .await
@@ -1001,7 +999,8 @@ async fn a_hanging_write_is_cut_when_leadership_ends() {
 }
 
 /// An event whose publication hangs does not hold the executor past the end of leadership.
-#[tokio::test]
+/// Paused time, as above.
+#[tokio::test(start_paused = true)]
 async fn a_hanging_event_is_cut_when_leadership_ends() {
     let job = expired_job();
     let api = FakeApi::new();
@@ -1015,12 +1014,8 @@ async fn a_hanging_event_is_cut_when_leadership_ends() {
     let events = EventSink::new(client.clone(), Some("trainguard-0".into()));
     let mut executor = Executor::new(client, c.clone(), events, Metrics::unregistered(), Arc::new(|| at(90)), shared);
     let work = works(&[job], 90, &c).remove(0);
-    let started = std::time::Instant::now();
     let execution = tokio::spawn(async move { executor.execute(work).await });
-    while !api.seen().iter().any(|s| s.method == "POST" && s.path == events_path) {
-        assert!(started.elapsed() < std::time::Duration::from_secs(2), "the event was not sent");
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
+    eventually("the event sent", || api.seen().iter().any(|s| s.method == "POST" && s.path == events_path)).await;
     leading.cancel();
     let report = tokio::time::timeout(std::time::Duration::from_millis(500), execution)
         .await

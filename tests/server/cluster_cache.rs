@@ -2,6 +2,7 @@
 //! against an in-test fake of the list and watch calls they make.
 
 use crate::support::tls as support;
+use crate::support::wait::eventually_async;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -210,14 +211,6 @@ async fn verdicts(server: &TestServer) -> (Value, Value) {
     (g["response"].clone(), u["response"].clone())
 }
 
-async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !check().await {
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readiness_waits_for_the_first_sync_and_the_gate_reads_the_cache() {
     let (fake, open_lists, client) = start_fake(Mode::Normal, false).await;
@@ -236,7 +229,7 @@ async fn readiness_waits_for_the_first_sync_and_the_gate_reads_the_cache() {
     assert_eq!(unchanged["allowed"], true, "decisions that need no cluster state are made as usual");
 
     open_lists.send(true).unwrap();
-    eventually("ready after the first sync", async || admin_get(server.admin, "/readyz").await.0 == 200).await;
+    eventually_async("ready after the first sync", async || admin_get(server.admin, "/readyz").await.0 == 200).await;
     assert_eq!((cache.jobset_count(), cache.job_count()), (1, 1));
     let (gated, _) = verdicts(&server).await;
     assert_eq!(gated["status"]["code"], 403, "{gated}");
@@ -247,7 +240,7 @@ async fn readiness_waits_for_the_first_sync_and_the_gate_reads_the_cache() {
     // Watch events reach the gate: the run stops, the change is allowed.
     fake.emit("jobsets", "MODIFIED", jobset(0));
     fake.emit("jobs", "DELETED", child_job("llama-node-0", 0, None));
-    eventually("watch events applied", async || verdicts(&server).await.0["allowed"] == true).await;
+    eventually_async("watch events applied", async || verdicts(&server).await.0["allowed"] == true).await;
     server.shutdown().await;
 }
 
@@ -256,7 +249,7 @@ async fn a_watch_broken_past_stale_after_denies_gated_changes_only() {
     let (fake, _open, client) = start_fake(Mode::Normal, true).await;
     let stale_after = Duration::from_millis(600);
     let (mut server, cache) = start_with_cache(client, stale_after).await;
-    eventually("synced", async || admin_get(server.admin, "/readyz").await.0 == 200).await;
+    eventually_async("synced", async || admin_get(server.admin, "/readyz").await.0 == 200).await;
     assert_eq!(cache.jobset_count(), 0);
 
     fake.set_mode(Mode::Down);
@@ -264,7 +257,7 @@ async fn a_watch_broken_past_stale_after_denies_gated_changes_only() {
     // Within stale_after the cache still answers.
     let (gated, _) = verdicts(&server).await;
     assert_eq!(gated["allowed"], true, "{gated}");
-    eventually("gated decisions denied as unknown once stale", async || {
+    eventually_async("gated decisions denied as unknown once stale", async || {
         verdicts(&server).await.0["status"]["code"] == 500
     })
     .await;
@@ -283,7 +276,7 @@ async fn an_absent_jobset_crd_counts_as_no_jobsets() {
     let (fake, _open, client) = start_fake(Mode::JobSetCrdAbsent, true).await;
     fake.objects.lock().unwrap().insert("jobs", vec![child_job("llama-node-0", 0, None)]);
     let (mut server, _cache) = start_with_cache(client, Duration::from_secs(60)).await;
-    eventually("ready without the JobSet CRD", async || admin_get(server.admin, "/readyz").await.0 == 200).await;
+    eventually_async("ready without the JobSet CRD", async || admin_get(server.admin, "/readyz").await.0 == 200).await;
     let (gated, _) = verdicts(&server).await;
     assert_eq!(gated["allowed"], true, "{gated}");
     assert!(gated.get("warnings").is_none(), "cluster state was consulted: no offline warning: {gated}");
@@ -295,7 +288,7 @@ async fn a_watch_told_404_after_the_sync_relists_instead_of_emptying_the_cache()
     let (fake, _open, client) = start_fake(Mode::Normal, true).await;
     fake.objects.lock().unwrap().insert("jobsets", vec![jobset(2)]);
     let (mut server, cache, metrics) = start_with_cache_metrics(client, Duration::from_secs(60)).await;
-    eventually("synced", async || admin_get(server.admin, "/readyz").await.0 == 200).await;
+    eventually_async("synced", async || admin_get(server.admin, "/readyz").await.0 == 200).await;
     assert_eq!(cache.jobset_count(), 1);
     let labels = trainguard::server::metrics::CacheLabels { cache: "jobsets" };
     let vanished = || metrics.cache_resource_vanished.get_or_create(&labels).get();
@@ -303,8 +296,8 @@ async fn a_watch_told_404_after_the_sync_relists_instead_of_emptying_the_cache()
     // The JobSet watch now answers 404 while lists still work: the cache lists again and keeps
     // the JobSet, where it used to empty itself and call that healthy.
     fake.set_mode(Mode::JobSetWatchNotFound);
-    eventually("the 404 counted", async || vanished() >= 1).await;
-    eventually("relisted", async || vanished() >= 2).await;
+    eventually_async("the 404 counted", async || vanished() >= 1).await;
+    eventually_async("relisted", async || vanished() >= 2).await;
     assert_eq!(cache.jobset_count(), 1, "the cache kept the JobSet the list still shows");
     let (gated, _) = verdicts(&server).await;
     assert_eq!(gated["status"]["code"], 403, "the gate still sees the running JobSet: {gated}");
@@ -313,11 +306,11 @@ async fn a_watch_told_404_after_the_sync_relists_instead_of_emptying_the_cache()
     // A JobSet that changed while the watch was down is picked up by the relist.
     fake.objects.lock().unwrap().insert("jobsets", vec![jobset(0)]);
     fake.set_mode(Mode::Normal);
-    eventually("the relist saw the stopped JobSet", async || verdicts(&server).await.0["allowed"] == true).await;
+    eventually_async("the relist saw the stopped JobSet", async || verdicts(&server).await.0["allowed"] == true).await;
 
     // And when lists say 404 too, the CRD is gone: empty, and said so.
     fake.set_mode(Mode::JobSetCrdAbsent);
-    eventually("absent", async || metrics.cache_resource_absent.get_or_create(&labels).get() == 1).await;
+    eventually_async("absent", async || metrics.cache_resource_absent.get_or_create(&labels).get() == 1).await;
     assert_eq!(cache.jobset_count(), 0);
     server.shutdown().await;
 }
@@ -328,7 +321,7 @@ async fn resuming_waits_for_terminating_pods() {
     fake.objects.lock().unwrap().insert("jobsets", vec![jobset(0)]);
     fake.objects.lock().unwrap().insert("jobs", vec![child_job("llama-node-0", 0, Some(3))]);
     let (mut server, _cache) = start_with_cache(kube_client, Duration::from_secs(60)).await;
-    eventually("synced", async || admin_get(server.admin, "/readyz").await.0 == 200).await;
+    eventually_async("synced", async || admin_get(server.admin, "/readyz").await.0 == 200).await;
     let client = client(&server.ca_pem, false);
     // U4: change + unsuspend while pods still terminate → G5. U3 (stays suspended) is allowed.
     let resume = update_review("u4", trainjob(true, "a100"), trainjob(false, "h100"));
@@ -415,7 +408,7 @@ async fn serve_with_a_kubeconfig_gates_on_watched_state() {
         .collect();
     let (child, log) = serve_until(&args, "trainguard webhook serving").await;
     let (addr, admin) = (addr(&log, "webhook_addr"), addr(&log, "admin_addr"));
-    eventually("ready after the first sync", async || admin_get(admin, "/readyz").await.0 == 200).await;
+    eventually_async("ready after the first sync", async || admin_get(admin, "/readyz").await.0 == 200).await;
     let client = client(&chain.ca_cert_pem, false);
     let url = format!("https://localhost:{}{VALIDATE}", addr.port());
     let gated = update_review("u-gated", trainjob(true, "a100"), trainjob(true, "h100"));
@@ -428,7 +421,7 @@ async fn serve_with_a_kubeconfig_gates_on_watched_state() {
         metrics.contains("# TYPE trainguard_ttl_deletion_delay_seconds histogram"),
         "the controller's metrics share the admin registry: {metrics}"
     );
-    eventually("the controller in the same process watches pods", async || fake.requested("/api/v1/pods")).await;
+    eventually_async("the controller in the same process watches pods", async || fake.requested("/api/v1/pods")).await;
     terminate(child).await;
 }
 
@@ -452,10 +445,10 @@ async fn webhook_only_watches_what_the_gate_reads_and_nothing_else() {
         .collect();
     let (child, log) = serve_until(&args, "trainguard webhook serving").await;
     let admin = addr(&log, "admin_addr");
-    eventually("ready after the first sync", async || admin_get(admin, "/readyz").await.0 == 200).await;
+    eventually_async("ready after the first sync", async || admin_get(admin, "/readyz").await.0 == 200).await;
     // Both gate caches listed and watching; a controller (spawned before the server) would have
     // asked for its Lease or its own kinds by now.
-    eventually("both watches open", async || {
+    eventually_async("both watches open", async || {
         let requests = fake.requests.lock().unwrap();
         requests.iter().filter(|p| p.ends_with("/jobsets") || p.ends_with("/jobs")).count() >= 4
     })
@@ -490,7 +483,7 @@ async fn controller_only_serves_the_admin_port_without_certificates() {
     let admin = addr(&log, "admin_addr");
     assert_eq!(admin_get(admin, "/healthz").await, (200, "ok\n".to_string()));
     assert_eq!(admin_get(admin, "/readyz").await, (200, "ok\n".to_string()), "ready without certificates");
-    eventually("the controller watches pods", async || fake.requested("/api/v1/pods")).await;
+    eventually_async("the controller watches pods", async || fake.requested("/api/v1/pods")).await;
     let (status, metrics) = admin_get(admin, "/metrics").await;
     assert_eq!(status, 200);
     assert!(metrics.contains("# TYPE trainguard_ttl_deletion_delay_seconds histogram"), "{metrics}");

@@ -18,6 +18,8 @@ async fn every_fixture_gets_its_verdict_over_tls() {
     let mut failures = Vec::new();
     for (i, case) in cases.iter().enumerate() {
         let http2 = i % 2 == 1;
+        // `trainguard review` runs in its own process while the server answers the same review.
+        let cli = review_cli(case);
         let cluster: Arc<dyn ClusterView> = Arc::from(case.cluster());
         let mut server =
             support::start(support::Options { http2, rules: case.config(), cluster, ..Default::default() }).await;
@@ -39,7 +41,7 @@ async fn every_fixture_gets_its_verdict_over_tls() {
         {
             problems.push("server bytes differ from the core's answer".to_string());
         }
-        problems.extend(review_cli_agrees(case, &observed));
+        problems.extend(cli.map(|child| review_cli_agrees(child, &observed)).unwrap_or_default());
         if !problems.is_empty() {
             failures.push(format!("{} (http2={http2}):\n    {}", case.name, problems.join("\n    ")));
         }
@@ -54,12 +56,11 @@ async fn every_fixture_gets_its_verdict_over_tls() {
     );
 }
 
-/// `trainguard review` on the same review (and the same state) prints the server's exact bytes,
-/// or exits 2 where the server refused the request. "Cluster state unknown" cannot be given to
-/// the CLI, so those cases are skipped.
-fn review_cli_agrees(case: &common::Case, observed: &Observed) -> Vec<String> {
+/// Starts `trainguard review` on the same review (and the same state). "Cluster state unknown"
+/// cannot be given to the CLI, so those cases are skipped (`None`).
+fn review_cli(case: &common::Case) -> Option<std::process::Child> {
     if case.expect.cluster == ClusterMode::Unknown {
-        return Vec::new();
+        return None;
     }
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_trainguard"));
     cmd.arg("review").arg(&case.review_path);
@@ -72,7 +73,14 @@ fn review_cli_agrees(case: &common::Case, observed: &Observed) -> Vec<String> {
     if let Some(state) = &case.state_path {
         cmd.arg("--state").arg(state);
     }
-    let out = cmd.output().expect("run trainguard review");
+    cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    Some(cmd.spawn().expect("run trainguard review"))
+}
+
+/// `trainguard review` printed the server's exact bytes, or exited 2 where the server refused
+/// the request.
+fn review_cli_agrees(child: std::process::Child, observed: &Observed) -> Vec<String> {
+    let out = child.wait_with_output().expect("run trainguard review");
     match observed {
         Observed::Review(body) if out.stdout == *body => Vec::new(),
         Observed::Review(_) => vec![format!(

@@ -1,10 +1,11 @@
 //! Certificate rotation under load and graceful shutdown, on the real server.
 
 use crate::support::tls as support;
+use crate::support::wait::{eventually_async, eventually_blocking};
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
 
 use support::*;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
@@ -36,17 +37,17 @@ async fn certificates_rotate_under_load_without_a_failed_request() {
 
     let ok = Arc::new(AtomicUsize::new(0));
     let failed = Arc::new(AtomicUsize::new(0));
-    let stop_at = Instant::now() + Duration::from_millis(2500);
+    let rotated = Arc::new(AtomicBool::new(false));
     let body = Arc::new(update_review(UID, trainjob(false, "a"), trainjob(false, "a")));
     let mut workers = Vec::new();
     for worker in 0..6 {
-        let (ok, failed, body) = (ok.clone(), failed.clone(), body.clone());
+        let (ok, failed, body, rotated) = (ok.clone(), failed.clone(), body.clone(), rotated.clone());
         let tls = client_tls(&ca_refs, rustls::ALL_VERSIONS);
         let url = server.url(VALIDATE);
         workers.push(tokio::spawn(async move {
             // Even workers keep one pooled keep-alive connection; odd ones handshake every time.
             let pooled = client_with(tls.clone(), false);
-            while Instant::now() < stop_at {
+            while !rotated.load(Ordering::Relaxed) {
                 let client = if worker % 2 == 0 { pooled.clone() } else { client_with(tls.clone(), false) };
                 let req = http::Request::post(&url)
                     .header("content-type", "application/json")
@@ -60,25 +61,33 @@ async fn certificates_rotate_under_load_without_a_failed_request() {
         }));
     }
 
-    // Rotate the way the kubelet does, with a broken pair (key of another cert) in between.
+    // Rotate the way the kubelet does, with a broken pair (key of another cert) in between; the
+    // load runs until the last rotation is served.
     let dir = server.dir();
+    let reloads = async |result: &str| {
+        let (_, metrics) = admin_get(server.admin, "/metrics").await;
+        let series = format!("trainguard_certificate_reloads_total{{result=\"{result}\"}} ");
+        metrics.lines().find_map(|l| l.strip_prefix(series.as_str())?.parse::<usize>().ok()).unwrap_or(0)
+    };
     for (i, next) in rotations.iter().enumerate() {
+        // Load on the current certificate for a while (real time: requests keep coming).
         tokio::time::sleep(Duration::from_millis(300)).await;
         let mismatched = trainguard::certgen::GeneratedChain { key_pem: chain().key_pem, ..next.clone() };
         write_secret_volume(&dir, &mismatched, 100 + i as u32);
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        eventually_async("the broken pair seen and refused", async || reloads("error").await > i).await;
         write_secret_volume(&dir, next, 2 + i as u32);
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while served_cert(server.addr, &ca_refs).await != der(&next.cert_pem) {
-            assert!(Instant::now() < deadline, "rotation {i} not picked up");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        eventually_async(&format!("rotation {i} served"), async || {
+            served_cert(server.addr, &ca_refs).await == der(&next.cert_pem)
+        })
+        .await;
     }
+    rotated.store(true, Ordering::Relaxed);
     for w in workers {
         w.await.unwrap();
     }
     let (ok, failed) = (ok.load(Ordering::Relaxed), failed.load(Ordering::Relaxed));
     assert_eq!(failed, 0, "{failed} requests failed during rotation ({ok} succeeded)");
+    eprintln!("measured: {ok} requests during the rotations");
     assert!(ok > 100, "too little load to mean anything: {ok}");
 
     let (_, metrics) = admin_get(server.admin, "/metrics").await;
@@ -133,21 +142,30 @@ async fn in_flight_requests_finish_and_idle_connections_close_on_shutdown() {
     for _ in 0..4 {
         in_flight.push(start_slow_request(server.addr, &server.ca_pem, &body, body.len() / 2).await);
     }
-    tokio::time::sleep(Duration::from_millis(50)).await;
-
     let admin = server.admin;
+    eventually_async("the five connections taken in", async || {
+        admin_get(admin, "/metrics").await.1.contains(r#"trainguard_open_connections{listener="webhook"} 5"#)
+    })
+    .await;
+
     let addr = server.addr;
     let running = server.running.take().unwrap();
+    let shutdown_at = tokio::time::Instant::now();
     let shutdown = tokio::spawn(running.shutdown());
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let (status, text) = admin_get(admin, "/readyz").await;
-    assert_eq!(status, 503, "readiness must be false once shutdown starts");
+    let mut text = String::new();
+    eventually_async("readiness false once shutdown starts", async || {
+        let status;
+        (status, text) = admin_get(admin, "/readyz").await;
+        status == 503
+    })
+    .await;
     assert!(text.contains("shutting down"), "{text}");
     // During the drain delay new connections are still served.
     let late = post_json(&client(&server.ca_pem, false), &server.url(VALIDATE), &body).await;
     assert_eq!(late.status, 200);
 
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    // Past the 300 ms drain delay (real time: the listener's own timer), with some headroom.
+    tokio::time::sleep_until(shutdown_at + Duration::from_millis(400)).await;
     assert!(tokio::net::TcpStream::connect(addr).await.is_err(), "still accepting after the drain delay");
     for conn in in_flight.iter_mut() {
         conn.write_all(&body[body.len() / 2..]).await.unwrap();
@@ -200,21 +218,17 @@ fn sigterm_drains_and_exits_zero() {
         let mut pending = start_slow_request(addr, &c.ca_cert_pem, &body, 10).await;
         let status = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
         assert!(status.success());
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        assert_eq!(admin_get(admin, "/readyz").await.0, 503);
+        eventually_async("unready after SIGTERM", async || admin_get(admin, "/readyz").await.0 == 503).await;
         pending.write_all(&body[10..]).await.unwrap();
         let text = read_response(&mut pending).await;
         assert!(text.starts_with("HTTP/1.1 200") && text.contains(UID), "{text}");
         // The process drains its logs and exits by itself.
         while let Ok(Some(_)) = tokio::time::timeout(Duration::from_secs(10), lines.next_line()).await.unwrap() {}
     });
-    let started = Instant::now();
-    let exit = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(started.elapsed() < Duration::from_secs(10), "did not exit after SIGTERM");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    assert!(exit.success(), "{exit:?}");
+    let mut exit = None;
+    eventually_blocking("the exit after SIGTERM", || {
+        exit = child.try_wait().unwrap();
+        exit.is_some()
+    });
+    assert!(exit.unwrap().success(), "{exit:?}");
 }

@@ -8,6 +8,7 @@
 //! comes from 127.0.0.2, as a pod and the API server have different addresses.
 
 use crate::support::tls as support;
+use crate::support::wait::eventually_async;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -102,6 +103,11 @@ async fn big_uploads_get_back_pressure_then_429_while_small_reviews_pass() {
         let _ = tokio::time::timeout(Duration::from_secs(2), upload(&mut conn, 2 << 20, 1536 << 10)).await;
         stalled.push(conn);
     }
+    // Every chunk that waits for budget started waiting by now, so it is answered 429 within the
+    // server's 3 s budget wait from here (plus headroom for a loaded machine); an upload still
+    // unanswered then holds budget and waits for the rest of its body.
+    let uploaded = tokio::time::Instant::now();
+    let answered_by = uploaded + Duration::from_millis(4500);
     // A normal review on another connection is answered at once (from the reserve).
     let body = update_review(UID, trainjob(false, "a"), trainjob(false, "a"));
     let started = Instant::now();
@@ -112,7 +118,8 @@ async fn big_uploads_get_back_pressure_then_429_while_small_reviews_pass() {
 
     // The upload(s) left without budget get a retryable 429 after the 3 s wait.
     let mut throttled = 0;
-    let answers = futures::future::join_all(stalled.iter_mut().map(|c| read_for(c, Duration::from_secs(6)))).await;
+    let left = answered_by.saturating_duration_since(tokio::time::Instant::now());
+    let answers = futures::future::join_all(stalled.iter_mut().map(|c| read_for(c, left))).await;
     for text in answers {
         if text.is_empty() {
             continue; // holds budget, waits for the rest of its body until its deadline
@@ -235,10 +242,14 @@ async fn the_admin_port_has_a_header_timeout_and_a_connection_cap() {
     // A client that never finishes its headers is cut off.
     let mut slow = tokio::net::TcpStream::connect(server.admin).await.unwrap();
     slow.write_all(b"GET /metrics HTTP/1.1\r\nHo").await.unwrap();
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    // While it holds the only slot, a scrape lands in a probe slot: probes only.
-    let (status, body) = admin_get(server.admin, "/metrics").await;
-    assert_eq!(status, 503, "served /metrics beyond --max-admin-connections 1: {body}");
+    // Once it holds the only slot (accepted), a scrape lands in a probe slot: probes only.
+    let mut body = String::new();
+    eventually_async("a scrape refused while the slow client holds the slot", async || {
+        let status;
+        (status, body) = admin_get(server.admin, "/metrics").await;
+        status == 503
+    })
+    .await;
     assert!(body.contains("probes only"), "{body}");
     let (status, _) = admin_get(server.admin, "/healthz").await;
     assert_eq!(status, 200, "/healthz on a full admin port");
@@ -268,8 +279,13 @@ async fn probes_are_answered_while_idle_connections_fill_the_admin_port() {
     }
     let mut extra = connect_from("127.0.0.1", server.admin).await;
     assert!(closes_within(&mut extra, Duration::from_secs(1)).await, "a fifth connection from one address was kept");
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let (_, metrics) = admin_get_from("127.0.0.2", server.admin, "/metrics").await;
+    // Once the server has taken all eight in, a scrape from elsewhere is told the port is full.
+    let mut metrics = String::new();
+    eventually_async("the admin port full", async || {
+        metrics = admin_get_from("127.0.0.2", server.admin, "/metrics").await.1;
+        metrics.contains("probes only")
+    })
+    .await;
     // The kubelet (another address) still gets its probes, promptly.
     for path in ["/healthz", "/readyz"] {
         let started = Instant::now();
@@ -279,12 +295,17 @@ async fn probes_are_answered_while_idle_connections_fill_the_admin_port() {
         assert!(started.elapsed() < Duration::from_secs(1), "{path} took {:?}", started.elapsed());
     }
     assert!(metrics.contains("probes only"), "a scrape on a full admin port is told so: {metrics}");
-    let (status, metrics) = admin_get_from("127.0.0.2", server.admin, "/metrics").await;
+    let (status, _) = admin_get_from("127.0.0.2", server.admin, "/metrics").await;
     assert_eq!(status, 503);
     drop(idle);
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let (status, metrics_after) = admin_get_from("127.0.0.2", server.admin, "/metrics").await;
-    assert_eq!(status, 200, "{metrics}");
+    // The slots come free as the server sees the connections close.
+    let mut metrics_after = String::new();
+    eventually_async("a scrape answered once the idle connections closed", async || {
+        let status;
+        (status, metrics_after) = admin_get_from("127.0.0.2", server.admin, "/metrics").await;
+        status == 200
+    })
+    .await;
     assert!(
         metrics_after.contains(r#"trainguard_connections_refused_total{listener="admin",reason="per_ip_cap"} 1"#),
         "{metrics_after}"
@@ -306,15 +327,17 @@ async fn an_idle_keep_alive_connection_outlives_the_header_timeout() {
     let body = update_review(UID, trainjob(false, "a"), trainjob(false, "a"));
     let (status, text) = http1_post(&mut conn, VALIDATE, &body, Duration::from_secs(5)).await;
     assert_eq!(status, 200, "{text}");
-    // Idle for four header timeouts, then the next review on the same connection.
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    // Idle for more than twice the header timeout (real time: the server's timers on a real
+    // socket are what is tested), then the next review on the same connection.
+    tokio::time::sleep(Duration::from_millis(700)).await;
     let started = Instant::now();
     let (status, text) = http1_post(&mut conn, VALIDATE, &body, Duration::from_secs(5)).await;
     assert_eq!(status, 200, "second review on an idle keep-alive connection: {text:?}");
     eprintln!("measured: second review on an idle keep-alive connection answered in {:?}", started.elapsed());
     assert!(started.elapsed() < Duration::from_secs(1), "answered in {:?}", started.elapsed());
 
-    // Headers that start after an idle spell still get only the header timeout.
+    // Headers that start after an idle spell longer than the header timeout (real time, as
+    // above) still get the whole header timeout.
     tokio::time::sleep(Duration::from_millis(500)).await;
     conn.write_all(format!("POST {VALIDATE} HTTP/1.1\r\nHost: loc").as_bytes()).await.unwrap();
     let started = Instant::now();
@@ -600,9 +623,11 @@ async fn one_http2_connection_holds_its_share_of_the_body_budget_at_most() {
         responses.push(response);
         streams.push(stream);
     }
+    // A stream past its connection's share is answered 429 at once, without waiting for budget;
+    // one still unanswered after a second (headroom for a loaded machine) holds budget.
     let started = Instant::now();
     let answers = futures::future::join_all(
-        responses.into_iter().map(|r| async { tokio::time::timeout(Duration::from_secs(2), r).await }),
+        responses.into_iter().map(|r| async { tokio::time::timeout(Duration::from_secs(1), r).await }),
     )
     .await;
     let throttled =
