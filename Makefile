@@ -41,7 +41,7 @@ bench-scale:
 	set -e; dir="$${CARGO_TARGET_DIR:-target}"; \
 	for size in "10000 1000" "50000 2500" "150000 5000"; do set -- $$size; \
 		"$$dir/release/examples/bench_scale" --pods $$1 --nodes $$2 --churn 200 --churn-secs 30 \
-			--binary "$$dir/release/trainguard"; \
+			--binary "$$dir/release/trainguard" -- --webhook=false; \
 	done
 
 ## certs: CA + serving certificate for the in-cluster Service into certs/ (see certs/README.md)
