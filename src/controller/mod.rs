@@ -73,3 +73,8 @@ pub async fn run(
     .await;
     Ok(())
 }
+
+#[cfg(test)]
+mod testing;
+#[cfg(test)]
+mod tests;

@@ -1,4 +1,4 @@
-//! The command line and what ships: `validate`, `review`, the schema check, the GitHub Action, deploy manifests and monitoring.
+//! The command line and what ships: `validate`, `review`, `plan`, the schema check, the GitHub Action, deploy manifests and monitoring.
 //! One test binary; each file is a module, run by `cargo nextest` one test per process.
 
 #[path = "../support/mod.rs"]
@@ -7,6 +7,7 @@ mod support;
 mod action;
 mod deploy;
 mod monitoring;
+mod plan_cli;
 mod review;
 mod schema;
 mod validate;

@@ -2,8 +2,6 @@
 //! only part of it leaves the rest unused, hence the `dead_code` allowance.
 #![allow(dead_code)]
 
-/// A controller's objects as `kubectl get -o json` prints them, and a fake API server.
-pub(crate) mod controller;
 /// The admission fixtures (`fixtures/admission/**`), loaded and checked.
 pub(crate) mod fixtures;
 /// The properties every answer to any body must have (shared with `make fuzz`).

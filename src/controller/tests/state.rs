@@ -1,18 +1,18 @@
 //! The live controller's bookkeeping without a runtime: exact timers (no polling), events once per
 //! episode, in-flight work, backoff, the first full sync, relists, and the gauges.
 
-use crate::support::controller as controller_support;
+use crate::controller::testing as controller_support;
 
 use std::collections::HashSet;
 
+use crate::controller::config::PlanConfig;
+use crate::controller::facts::NsName;
+use crate::controller::objects::change_from_value;
+use crate::controller::plan::{Action, NodeState, Observation, Reason};
+use crate::controller::snapshot::{Change, Key, Source};
+use crate::controller::state::{ControllerState, Outcome, Report, Work};
 use controller_support::*;
 use serde_json::{Value, json};
-use trainguard::controller::config::PlanConfig;
-use trainguard::controller::facts::NsName;
-use trainguard::controller::objects::change_from_value;
-use trainguard::controller::plan::{Action, NodeState, Observation, Reason};
-use trainguard::controller::snapshot::{Change, Key, Source};
-use trainguard::controller::state::{ControllerState, Outcome, Report, Work};
 
 fn apply(state: &mut ControllerState, object: &Value, now: i64) {
     state.apply(change_from_value(object).unwrap().unwrap(), at(now));
@@ -184,14 +184,14 @@ fn relist_removes_objects_that_are_gone() {
     plan(&mut state, 10);
     assert_eq!(state.gauges().get(&Observation::TtlScheduled("PyTorchJob")), Some(&2));
     let seen: HashSet<NsName> = [NsName::new("ml", "a")].into();
-    state.apply(Change::Relisted(Source::Jobs(trainguard::model::kubeflow_v1::TrainingKind::PyTorchJob), seen), at(20));
+    state.apply(Change::Relisted(Source::Jobs(crate::model::kubeflow_v1::TrainingKind::PyTorchJob), seen), at(20));
     plan(&mut state, 20);
     assert_eq!(state.gauges().get(&Observation::TtlScheduled("PyTorchJob")), Some(&1));
     assert!(
         state
             .snapshot()
-            .job(&trainguard::controller::facts::JobKey {
-                kind: trainguard::model::kubeflow_v1::TrainingKind::PyTorchJob,
+            .job(&crate::controller::facts::JobKey {
+                kind: crate::model::kubeflow_v1::TrainingKind::PyTorchJob,
                 id: NsName::new("ml", "b")
             })
             .is_none()
@@ -202,7 +202,7 @@ fn relist_removes_objects_that_are_gone() {
 #[test]
 fn report_events_dedupe_by_uid_reason_and_episode() {
     // In report mode nothing changes after a `Would…` event: later passes must stay silent.
-    let config = PlanConfig { mode: trainguard::controller::config::Mode::Report, ..PlanConfig::default() };
+    let config = PlanConfig { mode: crate::controller::config::Mode::Report, ..PlanConfig::default() };
     let job = with_ttl(succeeded(pytorchjob("a"), 0), 0);
     let mut state = ControllerState::new(config);
     apply(&mut state, &job, 100);
@@ -228,7 +228,7 @@ fn relist_forgets_the_memory_of_objects_that_are_gone() {
     done(&mut state, &work[0], Outcome::Done, 120);
     assert_eq!(state.remembered(), 2, "first sighting and the published alarm");
     // Deleted while the watch was down: the relist removes it, and its memory goes too.
-    let kind = trainguard::model::kubeflow_v1::TrainingKind::PyTorchJob;
+    let kind = crate::model::kubeflow_v1::TrainingKind::PyTorchJob;
     state.apply(Change::Relisted(Source::Jobs(kind), HashSet::new()), at(200));
     assert_eq!(state.remembered(), 0);
 }

@@ -1,15 +1,15 @@
 //! Planner scenarios (docs/controller.md, "How it decides" through "Node failure"), time-stepped: each case is a set of objects and the
 //! exact actions the planner takes at successive instants (seconds after T0).
 
-use crate::support::controller as controller_support;
+use crate::controller::testing as controller_support;
 
 use std::collections::HashMap;
 
+use crate::controller::config::{Mode, NodeFailureMode, PlanConfig};
+use crate::controller::facts::Str;
 use controller_support::*;
 use k8s_openapi::jiff::SignedDuration;
 use serde_json::{Value, json};
-use trainguard::controller::config::{Mode, NodeFailureMode, PlanConfig};
-use trainguard::controller::facts::Str;
 
 struct Case {
     name: &'static str,
@@ -1270,20 +1270,20 @@ fn admitted_but_suspended() {
     let message = lines[0]["message"].as_str().unwrap();
     assert!(message.contains("Workload ml/pytorchjob-a") && message.contains("6m40s ago"), "{message}");
     assert!(message.contains("spec.runPolicy.suspend: true"), "{message}");
-    let (snapshot, _) = trainguard::controller::objects::snapshot_from_values(&objects).unwrap();
+    let (snapshot, _) = crate::controller::objects::snapshot_from_values(&objects).unwrap();
     let first_seen = HashMap::new();
-    let input = trainguard::controller::plan::PlanInput {
+    let input = crate::controller::plan::PlanInput {
         snapshot: &snapshot,
         now: at(400),
         config: &PlanConfig::default(),
         first_seen_suspended: &first_seen,
     };
-    let mut bucket = trainguard::controller::plan::TokenBucket::per_minute(20);
-    let plans = trainguard::controller::plan::plan_all(&input, &mut bucket);
+    let mut bucket = crate::controller::plan::TokenBucket::per_minute(20);
+    let plans = crate::controller::plan::plan_all(&input, &mut bucket);
     let observations: Vec<_> = plans.iter().flat_map(|(_, p)| p.observations.clone()).collect();
-    assert_eq!(observations, [trainguard::controller::plan::Observation::AdmittedSuspended("PyTorchJob")]);
+    assert_eq!(observations, [crate::controller::plan::Observation::AdmittedSuspended("PyTorchJob")]);
     match &plans[0].1.actions[0].action {
-        trainguard::controller::plan::Action::Event(e) => assert_eq!(e.episode, format!("admitted@{}", ts(0))),
+        crate::controller::plan::Action::Event(e) => assert_eq!(e.episode, format!("admitted@{}", ts(0))),
         other => panic!("{other:?}"),
     }
 }
@@ -1350,20 +1350,20 @@ fn jobset_recreated_after_failure() {
     // Once per JobSet UID, naming the Trainer issue and both fixes; a gauge observation.
     let episode = |jobset_uid: &str| {
         let objects = [failed.clone(), created(set(jobset_of(&failed, 0), "/metadata/uid", json!(jobset_uid)), 600)];
-        let (snapshot, _) = trainguard::controller::objects::snapshot_from_values(&objects).unwrap();
+        let (snapshot, _) = crate::controller::objects::snapshot_from_values(&objects).unwrap();
         let first_seen = HashMap::new();
         let config = PlanConfig::default();
-        let input = trainguard::controller::plan::PlanInput {
+        let input = crate::controller::plan::PlanInput {
             snapshot: &snapshot,
             now: at(700),
             config: &config,
             first_seen_suspended: &first_seen,
         };
-        let mut bucket = trainguard::controller::plan::TokenBucket::per_minute(20);
-        let plans = trainguard::controller::plan::plan_all(&input, &mut bucket);
-        assert_eq!(plans[0].1.observations, [trainguard::controller::plan::Observation::JobSetRecreated]);
+        let mut bucket = crate::controller::plan::TokenBucket::per_minute(20);
+        let plans = crate::controller::plan::plan_all(&input, &mut bucket);
+        assert_eq!(plans[0].1.observations, [crate::controller::plan::Observation::JobSetRecreated]);
         match &plans[0].1.actions[0].action {
-            trainguard::controller::plan::Action::Event(e) => {
+            crate::controller::plan::Action::Event(e) => {
                 assert!(e.message.contains("kubeflow/trainer#3779"), "{}", e.message);
                 assert!(e.message.contains("Remove ttlSecondsAfterFinished from the JobSet template"), "{}", e.message);
                 assert!(e.message.contains("upgrade Trainer past v2.3.0"), "{}", e.message);

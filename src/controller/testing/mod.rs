@@ -1,17 +1,18 @@
-//! Object builders for the controller tests: objects shaped as `kubectl get -o json` prints them,
-//! at times given as seconds after T0 = 2025-01-01T00:00:00Z.
-#![allow(dead_code)]
+//! What the controller's tests share: object builders (objects shaped as `kubectl get -o json`
+//! prints them, at times given as seconds after T0 = 2025-01-01T00:00:00Z), the fake API server
+//! behind kube's `Client` (`api`), and waiting for a condition (`wait`).
 
 pub(crate) mod api;
+pub(crate) mod wait;
 
 use std::collections::HashMap;
 
+use crate::controller::config::PlanConfig;
+use crate::controller::facts::Str;
+use crate::controller::objects::snapshot_from_values;
+use crate::controller::plan::{PlanInput, TokenBucket, plan_all};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
-use trainguard::controller::config::PlanConfig;
-use trainguard::controller::facts::Str;
-use trainguard::controller::objects::snapshot_from_values;
-use trainguard::controller::plan::{PlanInput, TokenBucket, plan_all};
 
 pub(crate) const T0: i64 = 1_735_689_600;
 

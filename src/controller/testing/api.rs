@@ -1,5 +1,5 @@
 //! An in-test fake API server behind kube's `Client` (a `tower-test` mock service). Every request
-//! is recorded and checked against the API-call table (`trainguard::rbac`). Answers come from, in
+//! is recorded and checked against the API-call table (`crate::rbac`). Answers come from, in
 //! order: scripted responses per (method, path); a small object store (list with label-existence
 //! selectors, open watch streams, get, create, merge patch, delete); events are accepted.
 
@@ -230,11 +230,6 @@ impl FakeApi {
         self.stalled.lock().unwrap().push((method.to_string(), path.to_string()));
     }
 
-    /// Drops every scripted response for `method path`.
-    pub(crate) fn clear(&self, method: &str, path: &str) {
-        self.routes.lock().unwrap().remove(&(method.to_string(), path.to_string()));
-    }
-
     pub(crate) fn seen(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
     }
@@ -351,7 +346,7 @@ impl FakeApi {
         let body: Value =
             if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap_or(Value::Null) };
         let rbac = rbac_of(&method, &path, &query);
-        if !trainguard::rbac::allowed(&rbac.0, &rbac.1, &rbac.2) {
+        if !crate::rbac::allowed(&rbac.0, &rbac.1, &rbac.2) {
             self.violations.lock().unwrap().push(format!("not in the API-call table: {rbac:?} ({method} {path})"));
         }
         let seen = Seen {

@@ -2,20 +2,20 @@
 //! against the fake API server: absent CRDs skipped, actions taken on the initial list and on watch
 //! events, report mode writing nothing, no requests at all while nothing changes, and the Lease.
 
-use crate::support::controller as controller_support;
-use crate::support::wait::{DEADLINE, eventually, eventually_some, within};
+use crate::controller::testing as controller_support;
+use crate::controller::testing::wait::{DEADLINE, eventually, eventually_some, within};
 
 use std::time::Duration;
 
+use crate::controller::config::{Mode, PlanConfig};
+use crate::controller::metrics::Metrics;
+use crate::controller::{ControllerArgs, live};
 use controller_support::api::FakeApi;
 use controller_support::*;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use trainguard::controller::config::{Mode, PlanConfig};
-use trainguard::controller::metrics::Metrics;
-use trainguard::controller::{ControllerArgs, live};
 
 const JOBS: &str = "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs";
 
@@ -172,7 +172,7 @@ async fn leader_election_runs_the_controller_and_releases_the_lease() {
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
     let stop = CancellationToken::new();
-    let run = tokio::spawn(trainguard::controller::run(
+    let run = tokio::spawn(crate::controller::run(
         client,
         args(&["--lease-name", "tg", "--lease-namespace", "trainguard-system"]),
         metrics,
@@ -211,7 +211,7 @@ async fn another_holder_keeps_this_replica_passive() {
     let api = FakeApi::with_objects(objects);
     let (client, _server) = api.client();
     let stop = CancellationToken::new();
-    let run = tokio::spawn(trainguard::controller::run(
+    let run = tokio::spawn(crate::controller::run(
         client,
         args(&["--lease-name", "tg", "--lease-namespace", "trainguard-system"]),
         Metrics::unregistered(),
@@ -232,14 +232,9 @@ async fn another_holder_keeps_this_replica_passive() {
 async fn controller_disabled_does_nothing() {
     let api = FakeApi::with_objects(world());
     let (client, _server) = api.client();
-    trainguard::controller::run(
-        client,
-        args(&["--controller=false"]),
-        Metrics::unregistered(),
-        CancellationToken::new(),
-    )
-    .await
-    .unwrap();
+    crate::controller::run(client, args(&["--controller=false"]), Metrics::unregistered(), CancellationToken::new())
+        .await
+        .unwrap();
     assert!(api.seen().is_empty());
 }
 
@@ -247,7 +242,7 @@ async fn controller_disabled_does_nothing() {
 /// its controller.
 #[tokio::test]
 async fn losing_the_lease_stops_the_controller() {
-    use trainguard::controller::leader::{LeaseConfig, run_elected};
+    use crate::controller::leader::{LeaseConfig, run_elected};
     let lease_path = "/apis/coordination.k8s.io/v1/namespaces/ns/leases/tg";
     for how in ["taken over", "renewal fails"] {
         let api = FakeApi::new();
@@ -396,9 +391,9 @@ async fn an_annotated_trainjob_is_deleted_at_its_ttl_and_an_unfinished_one_is_no
 /// is still hanging, so no write of it can follow a takeover.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_whose_renewal_hangs_stops_acting_before_its_lease_can_expire() {
+    use crate::controller::leader::{LeaseConfig, run_elected};
     use std::sync::{Arc, Mutex};
     use std::time::SystemTime;
-    use trainguard::controller::leader::{LeaseConfig, run_elected};
     let lease_path = "/apis/coordination.k8s.io/v1/namespaces/ns/leases/tg";
     let api = FakeApi::new();
     let (client, _server) = api.client();

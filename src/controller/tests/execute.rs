@@ -1,24 +1,24 @@
 //! The executor against kube's `Client` over a fake API server: exact verbs, paths,
 //! preconditions, grace periods and patch bodies; 404 / 409 / 500 handling; report mode writing
-//! nothing; and every request checked against the API-call table (`trainguard::rbac`).
+//! nothing; and every request checked against the API-call table (`crate::rbac`).
 
-use crate::support::controller as controller_support;
-use crate::support::wait::eventually;
+use crate::controller::testing as controller_support;
+use crate::controller::testing::wait::eventually;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
+use crate::controller::config::{Mode, PlanConfig};
+use crate::controller::events::EventSink;
+use crate::controller::execute::{Executor, Shared};
+use crate::controller::metrics::Metrics;
+use crate::controller::objects::snapshot_from_values;
+use crate::controller::plan::{Action, PlanInput, TokenBucket, ZoneHealth, plan_all};
+use crate::controller::state::{Outcome, Report, Work};
 use controller_support::api::{FakeApi, status, success};
 use controller_support::*;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use trainguard::controller::config::{Mode, PlanConfig};
-use trainguard::controller::events::EventSink;
-use trainguard::controller::execute::{Executor, Shared};
-use trainguard::controller::metrics::Metrics;
-use trainguard::controller::objects::snapshot_from_values;
-use trainguard::controller::plan::{Action, PlanInput, TokenBucket, ZoneHealth, plan_all};
-use trainguard::controller::state::{Outcome, Report, Work};
 
 type Answer = (u16, Value);
 /// (name, live GET, DELETE, outcome, non-event calls, events)
@@ -108,10 +108,8 @@ async fn ttl_delete_carries_uid_and_resource_version_preconditions() {
 async fn ttl_delete_uses_the_live_resource_version_and_propagation_flag() {
     let job = expired_job();
     let live = set(job.clone(), "/metadata/resourceVersion", json!("456"));
-    let config = PlanConfig {
-        ttl_propagation: trainguard::controller::config::Propagation::Foreground,
-        ..PlanConfig::default()
-    };
+    let config =
+        PlanConfig { ttl_propagation: crate::controller::config::Propagation::Foreground, ..PlanConfig::default() };
     let api = FakeApi::new();
     api.on("GET", JOB_PATH, 200, live).on("DELETE", JOB_PATH, 200, success());
     execute(&api, &config, 90, works(&[job], 90, &config)).await;
@@ -539,7 +537,7 @@ async fn every_executor_call_is_in_the_api_call_table() {
     .collect();
     assert_eq!(calls, want);
     for (g, r, v) in &calls {
-        assert!(trainguard::rbac::allowed(g, r, v), "{g}/{r} {v}");
+        assert!(crate::rbac::allowed(g, r, v), "{g}/{r} {v}");
     }
 }
 
@@ -583,7 +581,7 @@ async fn lease_lost_with_destructive_work_queued_makes_no_write_after_the_loss()
     // The executor returns on its own (the queue is still open): it drops the queued work.
     tokio::time::timeout(
         std::time::Duration::from_secs(10),
-        trainguard::controller::execute::run(executor, work_rx, report_tx),
+        crate::controller::execute::run(executor, work_rx, report_tx),
     )
     .await
     .expect("the executor stops once leadership ends");
@@ -973,8 +971,8 @@ async fn a_pod_that_succeeded_since_planning_keeps_its_phase() {
 /// here are tokio's timers and the injected planning clock, and the fake API does no I/O.
 #[tokio::test(start_paused = true)]
 async fn a_hanging_write_is_cut_when_leadership_ends() {
-    use trainguard::controller::execute::WRITE_TIMEOUT;
-    assert!(WRITE_TIMEOUT < std::time::Duration::from_secs(trainguard::controller::leader::LEASE_DURATION_SECONDS));
+    use crate::controller::execute::WRITE_TIMEOUT;
+    assert!(WRITE_TIMEOUT < std::time::Duration::from_secs(crate::controller::leader::LEASE_DURATION_SECONDS));
     let job = expired_job();
     let api = FakeApi::new();
     api.on("GET", JOB_PATH, 200, job.clone());
