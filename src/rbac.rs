@@ -17,7 +17,7 @@ pub struct ApiCall {
     /// controller Deployment (`serve --webhook=false`) are each granted.
     pub by: By,
     /// Which feature needs it.
-    pub purpose: &'static str,
+    pub(crate) purpose: &'static str,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

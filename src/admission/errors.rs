@@ -6,7 +6,7 @@ use super::Rule;
 
 /// Kubernetes `field.ErrorType`, restricted to the ones trainguard emits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorType {
+pub(crate) enum ErrorType {
     /// A state-dependent denial: the value is fine, but not now.
     Forbidden,
     /// The value itself is wrong.
@@ -21,7 +21,7 @@ pub enum ErrorType {
 
 impl ErrorType {
     /// `field.ErrorType.String()`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ErrorType::Forbidden => "Forbidden",
             ErrorType::Invalid => "Invalid value",
@@ -32,7 +32,7 @@ impl ErrorType {
     }
 
     /// `metav1.CauseType` of a `StatusCause`.
-    pub fn cause_reason(self) -> &'static str {
+    pub(crate) fn cause_reason(self) -> &'static str {
         match self {
             ErrorType::Forbidden => "FieldValueForbidden",
             ErrorType::Invalid => "FieldValueInvalid",
@@ -45,27 +45,27 @@ impl ErrorType {
 
 /// One reason to deny, tied to the field it is about and the rule that found it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FieldError {
+pub(crate) struct FieldError {
     pub path: String,
     pub kind: ErrorType,
     /// The offending value, already rendered (`"quoted"` for strings); only for `Invalid`.
     pub value: Option<String>,
-    pub detail: String,
+    pub(crate) detail: String,
     /// Spec rule id (`U2`, `G1`, `M1`, …), for the audit annotation and metrics.
     pub rule: Rule,
 }
 
 impl FieldError {
-    pub fn new(rule: Rule, kind: ErrorType, path: impl Into<String>, detail: impl Into<String>) -> Self {
+    pub(crate) fn new(rule: Rule, kind: ErrorType, path: impl Into<String>, detail: impl Into<String>) -> Self {
         FieldError { path: path.into(), kind, value: None, detail: detail.into(), rule }
     }
 
-    pub fn invalid(rule: Rule, path: impl Into<String>, value: String, detail: impl Into<String>) -> Self {
+    pub(crate) fn invalid(rule: Rule, path: impl Into<String>, value: String, detail: impl Into<String>) -> Self {
         FieldError { value: Some(value), ..FieldError::new(rule, ErrorType::Invalid, path, detail) }
     }
 
     /// The part after the path: `Invalid value: "x": detail`.
-    pub fn body(&self) -> String {
+    pub(crate) fn body(&self) -> String {
         let mut s = String::with_capacity(self.body_len());
         self.push_body(&mut s);
         s

@@ -23,7 +23,7 @@ use crate::model::{RequestView, ReviewEnvelope, TRAINJOB_GROUP, TRAINJOB_KIND, T
 
 /// `admission.k8s.io/v1` `request.operation`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Operation {
+pub(crate) enum Operation {
     Create,
     Update,
     Delete,
@@ -31,7 +31,7 @@ pub enum Operation {
 }
 
 impl Operation {
-    pub fn parse(s: &str) -> Option<Self> {
+    pub(crate) fn parse(s: &str) -> Option<Self> {
         match s {
             "CREATE" => Some(Operation::Create),
             "UPDATE" => Some(Operation::Update),
@@ -41,7 +41,7 @@ impl Operation {
         }
     }
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Operation::Create => "CREATE",
             Operation::Update => "UPDATE",
@@ -68,13 +68,13 @@ impl Endpoint {
     }
 
     /// Label value for `controller_runtime_webhook_*{webhook=…}` (controller-runtime uses the path).
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         self.path()
     }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Allowed {
         rule: Rule,
     },
@@ -91,13 +91,13 @@ pub enum Outcome {
 /// A verdict with everything the response needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decision {
-    pub outcome: Outcome,
+    pub(crate) outcome: Outcome,
     pub warnings: Vec<String>,
     pub patch: Option<json_patch::Patch>,
 }
 
 impl Decision {
-    pub fn allow(rule: Rule) -> Self {
+    pub(crate) fn allow(rule: Rule) -> Self {
         Decision { outcome: Outcome::Allowed { rule }, warnings: Vec::new(), patch: None }
     }
 
@@ -148,13 +148,6 @@ impl Decision {
         }
     }
 
-    pub fn errors(&self) -> &[FieldError] {
-        match &self.outcome {
-            Outcome::Denied { errors } => errors,
-            _ => &[],
-        }
-    }
-
     /// The message a user sees (`kubectl` prefixes it with the webhook name).
     pub fn message(&self) -> String {
         match &self.outcome {
@@ -191,7 +184,7 @@ pub struct Reviewed<'a> {
     pub name: Cow<'a, str>,
     pub dry_run: bool,
     /// The message and audit rules the body carries, for the log line.
-    pub said: response::Said,
+    pub(crate) said: response::Said,
 }
 
 impl fmt::Display for Reviewed<'_> {

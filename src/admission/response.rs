@@ -17,19 +17,19 @@ pub(crate) const AUDIT_RULE_KEY: &str = "trainguard.io/rule";
 /// What an answer says besides its causes: the `Status` message and the audit rules. Rendered once
 /// per review, for the answer and for the denial's log line.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Said {
+pub(crate) struct Said {
     pub message: String,
     pub audit_rules: String,
 }
 
 impl Said {
-    pub fn of(decision: &Decision) -> Said {
+    pub(crate) fn of(decision: &Decision) -> Said {
         Said { message: decision.message(), audit_rules: decision.audit_rules() }
     }
 }
 
 /// The `status` of a denial: code and reason from the most definite error present (docs/webhook.md §6).
-pub fn status(decision: &Decision, object_name: &str) -> Option<Status> {
+pub(crate) fn status(decision: &Decision, object_name: &str) -> Option<Status> {
     status_saying(decision, object_name, &decision.message())
 }
 

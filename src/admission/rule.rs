@@ -88,7 +88,7 @@ impl Rule {
         Rule::BadOperation,
     ];
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Rule::U0 => "U0",
             Rule::U1 => "U1",

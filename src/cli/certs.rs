@@ -56,11 +56,11 @@ pub struct CertsArgs {
 
     /// Directory to write into (created if missing). It will hold private keys: keep it out of git.
     #[arg(long, env = "TRAINGUARD_OUT", value_name = "DIR")]
-    pub out: PathBuf,
+    pub(crate) out: PathBuf,
 
     /// Validity of the CA and the serving certificate, in days.
     #[arg(long, env = "TRAINGUARD_DAYS", default_value_t = 365, value_parser = clap::value_parser!(u32).range(1..=3650))]
-    pub days: u32,
+    pub(crate) days: u32,
 
     /// Name of the TLS Secret the Deployment mounts.
     #[arg(long, env = "TRAINGUARD_SECRET_NAME", default_value = DEFAULT_SECRET)]
@@ -74,16 +74,16 @@ pub struct CertsArgs {
 
     /// Overwrite files left by an earlier run (this replaces the CA).
     #[arg(long, env = "TRAINGUARD_FORCE")]
-    pub force: bool,
+    pub(crate) force: bool,
 }
 
 /// One file to write.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OutputFile {
+pub(crate) struct OutputFile {
     pub name: &'static str,
-    pub contents: String,
+    pub(crate) contents: String,
     /// Holds a private key: written with mode 0600.
-    pub private: bool,
+    pub(crate) private: bool,
 }
 
 /// What the certificates are for.
@@ -103,7 +103,7 @@ impl Target {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum CertsError {
+pub(crate) enum CertsError {
     #[error("--{flag} {value:?} is not a valid name: {why}")]
     BadName { flag: &'static str, value: String, why: &'static str },
     #[error("--also-trust {path}: {why}")]
@@ -150,7 +150,11 @@ pub fn run(args: CertsArgs) -> anyhow::Result<ExitCode> {
 
 /// Every file `trainguard certs` writes, from a generated chain and any extra CAs (PEM) to keep
 /// trusting.
-pub fn render(target: &Target, chain: &GeneratedChain, extra_trust: &[String]) -> Result<Vec<OutputFile>, CertsError> {
+pub(crate) fn render(
+    target: &Target,
+    chain: &GeneratedChain,
+    extra_trust: &[String],
+) -> Result<Vec<OutputFile>, CertsError> {
     let mut bundle = chain.ca_cert_pem.clone();
     for pem in extra_trust {
         if !bundle.ends_with('\n') {

@@ -13,35 +13,35 @@ use crate::trainer::{TrainerVersion, schema};
 
 /// Where an UPDATE's old object comes from.
 #[derive(Debug, Clone, Copy)]
-pub struct OldObject<'a> {
-    pub source: &'a str,
-    pub line: usize,
-    pub json: &'a RawValue,
+pub(crate) struct OldObject<'a> {
+    pub(crate) source: &'a str,
+    pub(crate) line: usize,
+    pub(crate) json: &'a RawValue,
 }
 
 /// What `validate` knows besides the manifest itself.
-pub struct Context<'a> {
+pub(crate) struct Context<'a> {
     pub config: &'a RulesConfig,
-    pub cluster: &'a dyn ClusterView,
+    pub(crate) cluster: &'a dyn ClusterView,
     /// No `--state`: the gate ran offline.
-    pub offline: bool,
+    pub(crate) offline: bool,
     /// `--strict`: an allow that rests on cluster state nobody gave is a denial.
-    pub strict: bool,
+    pub(crate) strict: bool,
     pub(crate) default_namespace: &'a str,
     /// The Trainer release whose TrainJob schema the manifests must fit; `None`: not checked.
-    pub schema: Option<TrainerVersion>,
+    pub(crate) schema: Option<TrainerVersion>,
 }
 
 /// The verdict on one TrainJob.
 #[derive(Debug, Clone)]
-pub struct Checked {
+pub(crate) struct Checked {
     pub namespace: String,
     pub name: String,
-    pub source: String,
-    pub line: usize,
+    pub(crate) source: String,
+    pub(crate) line: usize,
     pub operation: Operation,
     /// `(source, line)` of the old object of an UPDATE.
-    pub old: Option<(String, usize)>,
+    pub(crate) old: Option<(String, usize)>,
     pub decision: Decision,
     /// `--strict` turned an offline gate allow into a denial.
     pub(crate) strict_denial: bool,
@@ -51,12 +51,12 @@ pub struct Checked {
 }
 
 impl Checked {
-    pub fn denied(&self) -> bool {
+    pub(crate) fn denied(&self) -> bool {
         self.strict_denial || !self.decision.allowed()
     }
 
     /// The webhook's own message for a denial; for a `--strict` denial, the warning it rests on.
-    pub fn message(&self) -> String {
+    pub(crate) fn message(&self) -> String {
         if self.strict_denial {
             format!("{} (--strict denies what rests on cluster state not given)", self.decision.warnings.join("; "))
         } else {
@@ -86,11 +86,11 @@ impl Checked {
 /// A manifest the rules cannot read: exit 2, like any unusable input.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{source_name}:{line}: {what} does not decode: {detail}")]
-pub struct DecodeFailure {
+pub(crate) struct DecodeFailure {
     pub(crate) source_name: String,
-    pub line: usize,
-    pub what: String,
-    pub detail: String,
+    pub(crate) line: usize,
+    pub(crate) what: String,
+    pub(crate) detail: String,
 }
 
 /// `(namespace, name)` of a TrainJob document, with `default_namespace` where it has none.
@@ -138,12 +138,12 @@ pub(crate) fn with_running_state(old: Option<&RawValue>, live: &Value, namespace
 
 /// A TrainJob manifest, ready for the rules: namespace filled in, compact JSON.
 #[derive(Debug)]
-pub struct NewObject {
-    pub source: String,
-    pub line: usize,
+pub(crate) struct NewObject {
+    pub(crate) source: String,
+    pub(crate) line: usize,
     pub namespace: String,
     pub name: String,
-    pub json: Box<RawValue>,
+    pub(crate) json: Box<RawValue>,
 }
 
 impl NewObject {
@@ -155,7 +155,7 @@ impl NewObject {
 }
 
 /// Validates one TrainJob as CREATE, or as UPDATE of `old`.
-pub fn check(new: NewObject, old: Option<OldObject<'_>>, ctx: &Context<'_>) -> Result<Checked, DecodeFailure> {
+pub(crate) fn check(new: NewObject, old: Option<OldObject<'_>>, ctx: &Context<'_>) -> Result<Checked, DecodeFailure> {
     let NewObject { source, line, namespace, name, json: object } = new;
     let label = format!("TrainJob {namespace}/{name}");
     decodes(&object, &source, line, &label)?;

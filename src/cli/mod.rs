@@ -40,7 +40,7 @@ use crate::logging::LogFormat;
 pub struct Cli {
     /// Log format: human-readable text or one JSON object per line.
     #[arg(long, global = true, env = "TRAINGUARD_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
-    pub log_format: LogFormat,
+    pub(crate) log_format: LogFormat,
 
     #[command(subcommand)]
     pub command: Command,
@@ -70,12 +70,12 @@ pub enum Command {
 pub struct CompletionArgs {
     /// The shell to complete for.
     #[arg(value_enum, env = "TRAINGUARD_COMPLETION_SHELL")]
-    pub shell: Shell,
+    pub(crate) shell: Shell,
 }
 
 /// The shells `completion` writes scripts for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Shell {
+pub(crate) enum Shell {
     Bash,
     Zsh,
     Fish,

@@ -10,7 +10,7 @@ use super::check::Checked;
 use crate::admission::response;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
-pub enum OutputFormat {
+pub(crate) enum OutputFormat {
     /// One line per TrainJob, then a summary line.
     #[default]
     Text,
@@ -52,10 +52,10 @@ enum Level {
 pub(crate) struct Counts {
     pub allowed: usize,
     /// Allowed with a warning (offline gate).
-    pub warned: usize,
-    pub denied: usize,
+    pub(crate) warned: usize,
+    pub(crate) denied: usize,
     /// Documents of other kinds.
-    pub skipped: usize,
+    pub(crate) skipped: usize,
     pub(crate) input_errors: usize,
     /// Inputs used only in part: an old side that could not be read (its TrainJobs checked as
     /// CREATEs), an object that looks like a TrainJob but is not one (not checked).
@@ -117,7 +117,7 @@ pub(crate) struct Reporter<O: Write, E: Write> {
     quiet: bool,
     out: O,
     err: E,
-    pub counts: Counts,
+    pub(crate) counts: Counts,
     /// SARIF and JUnit: everything, written by [`Self::finish`].
     records: Vec<Record>,
 }

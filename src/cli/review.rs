@@ -36,7 +36,7 @@ pub enum Webhook {
 pub struct ReviewArgs {
     /// The AdmissionReview request (JSON), or - for stdin.
     #[arg(value_name = "FILE", default_value = "-")]
-    pub file: PathBuf,
+    pub(crate) file: PathBuf,
 
     /// Which webhook answers.
     #[arg(long, value_enum, default_value_t)]
@@ -46,7 +46,7 @@ pub struct ReviewArgs {
     /// for the JobSet gate. Without it the gate is offline, as `serve --offline`. (Live
     /// TrainJobs are not needed: the request's oldObject is the live object.)
     #[arg(long = "state", value_name = "PATH")]
-    pub state: Vec<PathBuf>,
+    pub(crate) state: Vec<PathBuf>,
 
     /// Largest request read, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES)]

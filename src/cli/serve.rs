@@ -74,11 +74,11 @@ pub struct ServeArgs {
     /// Run without a cluster: the JobSet gate sees only the TrainJob's own status, and allowed
     /// gated changes carry a warning saying so.
     #[arg(long, env = "TRAINGUARD_OFFLINE", conflicts_with = "kubeconfig", value_parser = BoolishValueParser::new())]
-    pub offline: bool,
+    pub(crate) offline: bool,
 
     /// Kubeconfig to reach the cluster (else KUBECONFIG, else the in-cluster service account).
     #[arg(long, env = "TRAINGUARD_KUBECONFIG")]
-    pub kubeconfig: Option<PathBuf>,
+    pub(crate) kubeconfig: Option<PathBuf>,
 
     /// How long a broken watch may last before gated changes are denied as "state unknown".
     #[arg(long, env = "TRAINGUARD_CACHE_STALE_AFTER", default_value = "60s", value_parser = parse_duration)]
@@ -152,7 +152,7 @@ pub struct ServeArgs {
     /// Developer mode: bind 127.0.0.1, generate a CA and a serving certificate for localhost,
     /// stay offline unless --kubeconfig is given, and print a curl line to try it.
     #[arg(long, env = "TRAINGUARD_DEV", value_parser = BoolishValueParser::new())]
-    pub dev: bool,
+    pub(crate) dev: bool,
 
     /// Where --dev writes its certificates and sample review [default: a new private directory
     /// <temp dir>/trainguard-dev-<pid>-<random>, mode 0700, removed when serve stops]. The key
@@ -163,7 +163,7 @@ pub struct ServeArgs {
 
 /// Where the gate's cluster state comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ClusterMode {
+pub(crate) enum ClusterMode {
     Offline,
     Kubeconfig(Option<PathBuf>),
     InCluster,

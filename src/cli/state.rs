@@ -12,15 +12,15 @@ use anyhow::Context as _;
 
 /// What `--state` files say about the cluster.
 #[derive(Debug, Default)]
-pub struct State {
-    pub view: StaticView,
+pub(crate) struct State {
+    pub(crate) view: StaticView,
     /// Live TrainJobs by (namespace, name).
     pub(crate) live_trainjobs: HashMap<(String, String), Document>,
 }
 
 /// Reads every `--state` file; any file that cannot be read or object that does not decode is
 /// an error (exit 2), since a verdict resting on half-read state would mislead.
-pub fn load(paths: &[PathBuf], limits: &Limits, default_namespace: &str) -> anyhow::Result<State> {
+pub(crate) fn load(paths: &[PathBuf], limits: &Limits, default_namespace: &str) -> anyhow::Result<State> {
     let documents = manifests::read_documents(paths, limits).context("reading --state")?;
     let mut state = State::default();
     state.view.add_objects(documents.iter().map(|d| &d.value)).context("reading --state")?;
@@ -37,7 +37,7 @@ pub fn load(paths: &[PathBuf], limits: &Limits, default_namespace: &str) -> anyh
 }
 
 /// `trainer.kubeflow.org/v1alpha1` `TrainJob`, the one kind the webhook admits.
-pub fn is_trainjob(doc: &Document) -> bool {
+pub(crate) fn is_trainjob(doc: &Document) -> bool {
     doc.kind() == TRAINJOB_KIND
         && doc.api_version().strip_prefix(TRAINJOB_GROUP).and_then(|v| v.strip_prefix('/')) == Some(TRAINJOB_VERSION)
 }

@@ -39,12 +39,12 @@ use crate::trainer::TrainerVersion;
 pub struct ValidateArgs {
     /// Manifests to check: files, directories (searched for *.yaml, *.yml, *.json) or - for stdin.
     #[arg(value_name = "PATH", required = true)]
-    pub paths: Vec<PathBuf>,
+    pub(crate) paths: Vec<PathBuf>,
 
     /// Manifests before the change (repeatable). A TrainJob with the same namespace and name
     /// there is checked as an UPDATE of it, any other as a CREATE.
     #[arg(long = "old", value_name = "PATH")]
-    pub old: Vec<PathBuf>,
+    pub(crate) old: Vec<PathBuf>,
 
     /// Read the old manifests from the same PATHs at this git revision (e.g. origin/main).
     #[arg(long, value_name = "REF", conflicts_with = "old")]
@@ -53,7 +53,7 @@ pub struct ValidateArgs {
     /// Cluster objects as `kubectl get -o yaml` prints them (repeatable): JobSets, batch Jobs
     /// and live TrainJobs. With it the JobSet gate sees them; without it the gate is offline.
     #[arg(long = "state", value_name = "PATH")]
-    pub state: Vec<PathBuf>,
+    pub(crate) state: Vec<PathBuf>,
 
     /// Namespace of objects that name none.
     #[arg(long, value_name = "NAMESPACE", default_value = "default")]
@@ -61,22 +61,22 @@ pub struct ValidateArgs {
 
     /// Deny an UPDATE whose allow rests on cluster state that was not given (no --state).
     #[arg(long)]
-    pub strict: bool,
+    pub(crate) strict: bool,
 
     /// Output format.
     #[arg(long, short = 'o', value_enum, default_value_t)]
-    pub output: OutputFormat,
+    pub(crate) output: OutputFormat,
 
     /// Print denials and errors only.
     #[arg(long, short)]
-    pub quiet: bool,
+    pub(crate) quiet: bool,
 
     /// Largest file read, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = Limits::DEFAULT_MAX_FILE_BYTES)]
     pub(crate) max_file_bytes: u64,
 
     #[command(flatten)]
-    pub schema: SchemaArgs,
+    pub(crate) schema: SchemaArgs,
 
     #[command(flatten)]
     pub rules: RulesArgs,
@@ -85,7 +85,7 @@ pub struct ValidateArgs {
 /// The TrainJob schema check of `validate` and `review` (the webhook leaves unknown fields to the
 /// API server).
 #[derive(Debug, Args)]
-pub struct SchemaArgs {
+pub(crate) struct SchemaArgs {
     /// Kubeflow Trainer release whose TrainJob schema the manifests must fit: unknown,
     /// misplaced and other-release fields under spec, and wrongly typed values, are denied.
     #[arg(long, env = "TRAINGUARD_TRAINER_VERSION", value_enum, value_name = "VERSION", default_value_t)]
@@ -93,19 +93,19 @@ pub struct SchemaArgs {
 
     /// `off`: skip the schema check (unknown fields pass, as the webhook lets them).
     #[arg(long, env = "TRAINGUARD_SCHEMA", value_enum, value_name = "on|off", default_value_t)]
-    pub schema: SchemaCheck,
+    pub(crate) schema: SchemaCheck,
 }
 
 impl SchemaArgs {
     /// The release to check against, or `None` with `--schema off`.
-    pub fn version(&self) -> Option<TrainerVersion> {
+    pub(crate) fn version(&self) -> Option<TrainerVersion> {
         (self.schema == SchemaCheck::On).then_some(self.trainer_version)
     }
 }
 
 /// `--schema`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum SchemaCheck {
+pub(crate) enum SchemaCheck {
     #[default]
     On,
     Off,

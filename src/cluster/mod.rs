@@ -12,7 +12,7 @@ pub use view::StateError;
 pub use view::{ChildJobState, ClusterView, GateFacts, JobSetFacts, JobSetState, Offline, StaticView};
 
 #[derive(Debug, thiserror::Error)]
-pub enum ClientError {
+pub(crate) enum ClientError {
     #[error("reading kubeconfig {path}: {source}")]
     Kubeconfig { path: String, source: kube::config::KubeconfigError },
     #[error("loading cluster configuration: {0}")]
@@ -22,7 +22,7 @@ pub enum ClientError {
 }
 
 /// A client from an explicit kubeconfig, or inferred (KUBECONFIG, then in-cluster).
-pub async fn client(kubeconfig: &Option<PathBuf>) -> Result<kube::Client, ClientError> {
+pub(crate) async fn client(kubeconfig: &Option<PathBuf>) -> Result<kube::Client, ClientError> {
     let config = match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)

@@ -16,9 +16,9 @@ pub enum GateFacts {
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct JobSetFacts {
-    pub jobset: Option<JobSetState>,
+    pub(crate) jobset: Option<JobSetState>,
     /// Child `batch/v1` Jobs labelled `jobset.sigs.k8s.io/jobset-name=<name>`, ordered by name.
-    pub jobs: Vec<ChildJobState>,
+    pub(crate) jobs: Vec<ChildJobState>,
 }
 
 /// The fields of a `jobset.x-k8s.io/v1alpha2` JobSet the gate reads.
@@ -141,7 +141,7 @@ pub struct StateError {
     pub kind: &'static str,
     pub name: String,
     #[source]
-    pub source: serde_json::Error,
+    pub(crate) source: serde_json::Error,
 }
 
 impl StateError {

@@ -16,7 +16,7 @@ pub enum Mode {
 
 /// `--node-failure`: which node states allow escalating a stuck pod deletion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
-pub enum NodeFailureMode {
+pub(crate) enum NodeFailureMode {
     /// Missing, out-of-service, or kubelet gone (`Ready` Unknown/absent with the `unreachable`
     /// NoExecute taint) past `--node-not-ready-for`: the nodes Kueue's own force delete trusts.
     #[default]
@@ -40,16 +40,6 @@ impl NodeFailureMode {
             other => other,
         }
     }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            NodeFailureMode::Unreachable => "unreachable",
-            NodeFailureMode::NotReady => "not-ready",
-            NodeFailureMode::OutOfService => "out-of-service",
-            NodeFailureMode::Off => "off",
-            NodeFailureMode::NodeUnhealthy => "node-unhealthy",
-        }
-    }
 }
 
 /// `--ttl-propagation`: the propagation policy of the TTL delete.
@@ -69,7 +59,7 @@ pub enum Propagation {
 }
 
 impl Propagation {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Propagation::Background => "Background",
             Propagation::Foreground => "Foreground",
@@ -81,18 +71,18 @@ impl Propagation {
 /// What the planner needs to know; built from the flags.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlanConfig {
-    pub mode: Mode,
-    pub ttl: bool,
-    pub ttl_grace: SignedDuration,
-    pub ttl_propagation: Propagation,
-    pub suspend_stuck_after: SignedDuration,
-    pub stash_ttl_on_stuck_suspend: bool,
-    pub admitted_suspended_after: SignedDuration,
-    pub node_failure: NodeFailureMode,
-    pub node_not_ready_for: SignedDuration,
-    pub force_delete_after: SignedDuration,
-    pub pause_unhealthy_fraction: f64,
-    pub max_force_deletes_per_minute: u32,
+    pub(crate) mode: Mode,
+    pub(crate) ttl: bool,
+    pub(crate) ttl_grace: SignedDuration,
+    pub(crate) ttl_propagation: Propagation,
+    pub(crate) suspend_stuck_after: SignedDuration,
+    pub(crate) stash_ttl_on_stuck_suspend: bool,
+    pub(crate) admitted_suspended_after: SignedDuration,
+    pub(crate) node_failure: NodeFailureMode,
+    pub(crate) node_not_ready_for: SignedDuration,
+    pub(crate) force_delete_after: SignedDuration,
+    pub(crate) pause_unhealthy_fraction: f64,
+    pub(crate) max_force_deletes_per_minute: u32,
 }
 
 impl Default for PlanConfig {
@@ -124,15 +114,15 @@ pub struct PlannerArgs {
     /// Delete finished jobs whose `ttlSecondsAfterFinished` has passed (a backstop for the operator).
     #[arg(long, env = "TRAINGUARD_TTL", action = ArgAction::Set, value_parser = BoolishValueParser::new(),
           default_value = "true", num_args = 0..=1, default_missing_value = "true")]
-    pub ttl: bool,
+    pub(crate) ttl: bool,
 
     /// Extra wait after a job's TTL expires, so an operator that does its own TTL acts first.
     #[arg(long, env = "TRAINGUARD_TTL_GRACE", value_parser = crate::duration::parse_signed, default_value = "30s")]
-    pub ttl_grace: SignedDuration,
+    pub(crate) ttl_grace: SignedDuration,
 
     /// Propagation policy of the TTL delete.
     #[arg(long, env = "TRAINGUARD_TTL_PROPAGATION", value_enum, default_value_t = Propagation::Background)]
-    pub ttl_propagation: Propagation,
+    pub(crate) ttl_propagation: Propagation,
 
     /// How long a suspended job may keep pods or lack its Suspended condition before it is reported.
     #[arg(long, env = "TRAINGUARD_SUSPEND_STUCK_AFTER", value_parser = crate::duration::parse_signed, default_value = "2m")]
@@ -143,16 +133,16 @@ pub struct PlannerArgs {
     #[arg(long, env = "TRAINGUARD_STASH_TTL_ON_STUCK_SUSPEND", action = ArgAction::Set,
           value_parser = BoolishValueParser::new(), default_value = "false", num_args = 0..=1,
           default_missing_value = "true")]
-    pub stash_ttl_on_stuck_suspend: bool,
+    pub(crate) stash_ttl_on_stuck_suspend: bool,
 
     /// How long a Kueue Workload may be Admitted while its job stays suspended before it is reported.
     #[arg(long, env = "TRAINGUARD_ADMITTED_SUSPENDED_AFTER", value_parser = crate::duration::parse_signed, default_value = "5m")]
-    pub admitted_suspended_after: SignedDuration,
+    pub(crate) admitted_suspended_after: SignedDuration,
 
     /// Which node states allow force-deleting a training pod stuck Terminating on them
     /// (`node-unhealthy`, deprecated, is read as `not-ready`).
     #[arg(long, env = "TRAINGUARD_NODE_FAILURE", value_enum, default_value_t = NodeFailureMode::Unreachable)]
-    pub node_failure: NodeFailureMode,
+    pub(crate) node_failure: NodeFailureMode,
 
     /// How long a node must be NotReady (with the NoExecute taint) before it counts as unhealthy.
     #[arg(long, env = "TRAINGUARD_NODE_NOT_READY_FOR", value_parser = crate::duration::parse_signed, default_value = "5m")]
@@ -160,7 +150,7 @@ pub struct PlannerArgs {
 
     /// How long past its deletionTimestamp a pod must be stuck before its deletion is escalated.
     #[arg(long, env = "TRAINGUARD_FORCE_DELETE_AFTER", value_parser = crate::duration::parse_signed, default_value = "2m")]
-    pub force_delete_after: SignedDuration,
+    pub(crate) force_delete_after: SignedDuration,
 
     /// Safety brake: pause force deletes in a zone when more than 2 of its nodes, and at least this
     /// fraction, are unhealthy.
@@ -169,7 +159,7 @@ pub struct PlannerArgs {
 
     /// Rate limit of force deletes (token bucket, this many per minute, bursting to as many).
     #[arg(long, env = "TRAINGUARD_MAX_FORCE_DELETES_PER_MINUTE", default_value_t = 20)]
-    pub max_force_deletes_per_minute: u32,
+    pub(crate) max_force_deletes_per_minute: u32,
 }
 
 impl PlannerArgs {

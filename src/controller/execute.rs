@@ -11,7 +11,7 @@
 //! Every request it makes is listed in `crate::rbac::API_CALLS` (checked by the mock-API tests).
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
@@ -35,8 +35,8 @@ use super::plan::node_failure::{
 use super::plan::suspend::{RestoreVerdict, restore_patch, restore_verdict, stash_patch, v1_stuck};
 use super::plan::ttl::{TtlVerdict, delete_failed_message, trainjob_verdict, verdict};
 use super::plan::{
-    Action, EventType, JobPatchKind, NodeState, PlannedEvent, Reason, Rule, Target, TargetKind, TokenBucket,
-    ZoneHealth, job_guard, plus,
+    Action, EventType, JobPatchKind, NodeState, PlannedEvent, Reason, Rule, Target, TargetKind, ZoneHealth, job_guard,
+    plus,
 };
 use super::state::{Outcome, Report, SharedBucket, Work};
 use crate::model::kubeflow_v1::{TrainingJobView, TrainingKind};
@@ -57,11 +57,11 @@ pub(crate) fn system_clock() -> Clock {
 #[derive(Clone)]
 pub struct Shared {
     /// Cancelled when leadership ends or on shutdown: no request after that.
-    pub leading: CancellationToken,
+    pub(crate) leading: CancellationToken,
     /// The force-delete budget; tokens are taken when a delete is executed.
-    pub bucket: SharedBucket,
+    pub(crate) bucket: SharedBucket,
     /// The brake's view of the node cache, as the loop last updated it.
-    pub zones: Arc<ArcSwap<ZoneHealth>>,
+    pub(crate) zones: Arc<ArcSwap<ZoneHealth>>,
 }
 
 impl Shared {
@@ -70,8 +70,9 @@ impl Shared {
     }
 
     /// A bucket of `per_minute` tokens that starts full (tests, one-shot runs).
-    pub fn full_bucket(per_minute: u32) -> SharedBucket {
-        Arc::new(Mutex::new(TokenBucket::per_minute(per_minute)))
+    #[cfg(test)]
+    pub(crate) fn full_bucket(per_minute: u32) -> SharedBucket {
+        Arc::new(std::sync::Mutex::new(super::plan::TokenBucket::per_minute(per_minute)))
     }
 }
 
@@ -124,7 +125,7 @@ fn api_code(e: &KubeError) -> Option<u16> {
 /// The longest a write (events included) may take, well under the lease duration: with a slow API
 /// server, a write cannot land long after the leadership check made before it. A write in flight
 /// is also cut the moment leadership ends.
-pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A write cut short (timed out, or leadership ended), as a client-side error.
 fn write_cut(why: &'static str) -> KubeError {
@@ -165,7 +166,7 @@ impl Executor {
 
     /// Executes one work item in order. Events marked `after_write` are published only if the
     /// write before them (same rule) happened; the rest of a rule stops at its first failed step.
-    pub async fn execute(&mut self, work: Work) -> Report {
+    pub(crate) async fn execute(&mut self, work: Work) -> Report {
         let mut outcome = Outcome::Done;
         let mut published = Vec::new();
         let mut wrote: Option<(Rule, bool)> = None;

@@ -99,7 +99,7 @@ pub enum FinishKind {
 }
 
 impl FinishKind {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             FinishKind::Succeeded => "Succeeded",
             FinishKind::Failed => "Failed",
@@ -141,7 +141,7 @@ pub struct JobFacts {
 
 impl JobFacts {
     /// Managed by the training operator: `runPolicy.managedBy` unset or the operator's own.
-    pub fn managed(&self) -> bool {
+    pub(crate) fn managed(&self) -> bool {
         matches!(self.managed_by.as_deref(), None | Some("") | Some(TRAINING_OPERATOR_MANAGED_BY))
     }
 }
@@ -171,7 +171,7 @@ pub struct TrainJobFacts {
 
 impl TrainJobFacts {
     /// Managed by Trainer's own controller (unset reads as that), not e.g. MultiKueue.
-    pub fn managed(&self) -> bool {
+    pub(crate) fn managed(&self) -> bool {
         matches!(self.managed_by.as_deref(), None | Some("") | Some(DEFAULT_MANAGED_BY))
     }
 }
@@ -183,8 +183,8 @@ pub struct BatchJobFacts {
     pub id: NsName,
     pub uid: Str,
     /// Name and UID of the controlling JobSet.
-    pub jobset: Str,
-    pub jobset_uid: Str,
+    pub(crate) jobset: Str,
+    pub(crate) jobset_uid: Str,
 }
 
 /// A JobSet owned by a TrainJob (other JobSets are not ours and are not kept).
@@ -192,12 +192,12 @@ pub struct BatchJobFacts {
 pub struct JobSetFacts {
     pub id: NsName,
     pub uid: Str,
-    pub trainjob: Str,
+    pub(crate) trainjob: Str,
     pub(crate) trainjob_uid: Str,
     /// Sum of `status.replicatedJobsStatus[].active`.
     pub active: i64,
     /// `metadata.creationTimestamp`.
-    pub created: Option<Timestamp>,
+    pub(crate) created: Option<Timestamp>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -20,7 +20,7 @@ use tracing::{debug, info, warn};
 use super::metrics::Metrics;
 
 /// Lease validity after the last renewal, and how long before expiry the holder renews.
-pub const LEASE_DURATION_SECONDS: u64 = 15;
+pub(crate) const LEASE_DURATION_SECONDS: u64 = 15;
 pub(crate) const LEASE_GRACE_SECONDS: u64 = 5;
 /// Stop acting this long before the lease could expire (clock skew between replicas, and the
 /// time an in-flight write needs to land or be cut).
@@ -28,21 +28,21 @@ pub(crate) const FENCE_MARGIN: Duration = Duration::from_secs(3);
 const RETRY_MIN: Duration = Duration::from_secs(1);
 const RETRY_MAX: Duration = Duration::from_secs(30);
 
-pub struct LeaseConfig {
+pub(crate) struct LeaseConfig {
     pub name: String,
     pub namespace: String,
     /// This replica: `POD_NAME`, else the host name, else a random name.
-    pub identity: String,
-    pub duration_seconds: u64,
+    pub(crate) identity: String,
+    pub(crate) duration_seconds: u64,
     /// Renew this long before expiry (must be less than the duration).
-    pub grace_seconds: u64,
+    pub(crate) grace_seconds: u64,
     /// Stop acting this long before the lease could expire (less than the duration).
     /// Must be less than the grace, so that a renewal is seen before the fence falls.
-    pub fence_margin: Duration,
+    pub(crate) fence_margin: Duration,
 }
 
 impl LeaseConfig {
-    pub fn new(name: String, namespace: String, identity: String) -> Self {
+    pub(crate) fn new(name: String, namespace: String, identity: String) -> Self {
         LeaseConfig {
             name,
             namespace,
@@ -132,7 +132,7 @@ pub(crate) fn identity() -> String {
 /// Runs `lead` while this replica holds the lease, until `shutdown`. `lead` gets a token that is
 /// cancelled when leadership ends; it must return promptly then. The lease is released on
 /// shutdown so the next leader does not wait for it to expire.
-pub async fn run_elected<F, Fut>(
+pub(crate) async fn run_elected<F, Fut>(
     client: Client,
     lease: LeaseConfig,
     metrics: Metrics,

@@ -168,11 +168,12 @@ impl Metrics {
     }
 
     /// Metrics that are not exposed anywhere (tests, `plan`).
-    pub fn unregistered() -> Self {
+    #[cfg(test)]
+    pub(crate) fn unregistered() -> Self {
         Self::register(&mut Registry::default())
     }
 
-    pub fn reconciled(&self, controller: &str, result: &str, seconds: f64) {
+    pub(crate) fn reconciled(&self, controller: &str, result: &str, seconds: f64) {
         let c = ControllerLabels { controller: controller.to_string() };
         self.reconcile_total
             .get_or_create(&ReconcileLabels { controller: c.controller.clone(), result: result.into() })

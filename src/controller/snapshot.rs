@@ -132,25 +132,25 @@ impl Snapshot {
         Self::default()
     }
 
-    pub fn jobs(&self) -> impl Iterator<Item = &JobFacts> {
+    pub(crate) fn jobs(&self) -> impl Iterator<Item = &JobFacts> {
         self.jobs.values().map(Box::as_ref)
     }
-    pub fn job(&self, key: &JobKey) -> Option<&JobFacts> {
+    pub(crate) fn job(&self, key: &JobKey) -> Option<&JobFacts> {
         self.jobs.get(key).map(Box::as_ref)
     }
-    pub fn trainjobs(&self) -> impl Iterator<Item = &TrainJobFacts> {
+    pub(crate) fn trainjobs(&self) -> impl Iterator<Item = &TrainJobFacts> {
         self.trainjobs.values().map(Box::as_ref)
     }
-    pub fn trainjob(&self, id: &NsName) -> Option<&TrainJobFacts> {
+    pub(crate) fn trainjob(&self, id: &NsName) -> Option<&TrainJobFacts> {
         self.trainjobs.get(id).map(Box::as_ref)
     }
-    pub fn jobset(&self, id: &NsName) -> Option<&JobSetFacts> {
+    pub(crate) fn jobset(&self, id: &NsName) -> Option<&JobSetFacts> {
         self.jobsets.get(id).map(Box::as_ref)
     }
-    pub fn batch_job(&self, id: &NsName) -> Option<&BatchJobFacts> {
+    pub(crate) fn batch_job(&self, id: &NsName) -> Option<&BatchJobFacts> {
         self.batch_jobs.get(id).map(Box::as_ref)
     }
-    pub fn pod(&self, id: &NsName) -> Option<&PodFacts> {
+    pub(crate) fn pod(&self, id: &NsName) -> Option<&PodFacts> {
         self.pods.get(id).map(|p| &*p.0)
     }
     pub(crate) fn pod_uids(&self) -> impl Iterator<Item = &Str> {
@@ -159,7 +159,7 @@ impl Snapshot {
     pub fn node(&self, name: &str) -> Option<&NodeFacts> {
         self.nodes.get(name)
     }
-    pub fn nodes(&self) -> impl Iterator<Item = &NodeFacts> {
+    pub(crate) fn nodes(&self) -> impl Iterator<Item = &NodeFacts> {
         self.nodes.values()
     }
     pub(crate) fn nodes_listed(&self) -> bool {
@@ -183,12 +183,12 @@ impl Snapshot {
     }
 
     /// Pods of `owner` without `deletionTimestamp`.
-    pub fn live_pods(&self, owner: &PodOwner) -> u32 {
+    pub(crate) fn live_pods(&self, owner: &PodOwner) -> u32 {
         self.live_pods.get(owner).copied().unwrap_or(0)
     }
 
     /// The JobSet of a TrainJob: same namespace and name, controlled by that TrainJob.
-    pub fn jobset_of(&self, trainjob: &TrainJobFacts) -> Option<&JobSetFacts> {
+    pub(crate) fn jobset_of(&self, trainjob: &TrainJobFacts) -> Option<&JobSetFacts> {
         self.jobsets.get(&trainjob.id).map(Box::as_ref).filter(|js| js.trainjob_uid == trainjob.uid)
     }
 

@@ -21,12 +21,12 @@ pub struct Work {
     pub key: Key,
     pub actions: Vec<Planned>,
     /// Pods of the job without deletionTimestamp, from the cache (for the stash re-check).
-    pub live_pods: u32,
+    pub(crate) live_pods: u32,
 }
 
 /// How the executor's work for a key ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// Done, or nothing left to do (404, precondition failed on a new object, …).
     Done,
     /// The live object no longer matches the rule: wait for the watch to bring the change.
@@ -45,9 +45,9 @@ pub enum Outcome {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Report {
     pub key: Key,
-    pub outcome: Outcome,
+    pub(crate) outcome: Outcome,
     /// Events it published: (object UID, reason, episode).
-    pub published: Vec<(Str, Reason, String)>,
+    pub(crate) published: Vec<(Str, Reason, String)>,
 }
 
 const BACKOFF_MIN: SignedDuration = SignedDuration::from_secs(1);
@@ -149,12 +149,9 @@ impl ControllerState {
         }
     }
 
+    #[cfg(test)]
     pub fn snapshot(&self) -> &Snapshot {
         &self.snapshot
-    }
-
-    pub fn config(&self) -> &PlanConfig {
-        &self.config
     }
 
     /// Applies a watch change. `now` stamps "first seen suspended" (docs/controller.md (Preemption (suspend)) one in-memory fact).
@@ -241,13 +238,13 @@ impl ControllerState {
     }
 
     /// Moves keys whose timer has come to the dirty set.
-    pub fn fire_due(&mut self, now: Timestamp) {
+    pub(crate) fn fire_due(&mut self, now: Timestamp) {
         let due = self.timers.pop_due(now);
         self.dirty.extend(due);
     }
 
     /// The earliest timer.
-    pub fn next_wake(&self) -> Option<Timestamp> {
+    pub(crate) fn next_wake(&self) -> Option<Timestamp> {
         self.timers.next()
     }
 
@@ -339,17 +336,18 @@ impl ControllerState {
     }
 
     /// How many objects the state keeps memory for (published events, first sightings).
-    pub fn remembered(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn remembered(&self) -> usize {
         self.published.len() + self.first_seen_suspended.len()
     }
 
     /// Gauge values by observation (entries may be 0 once a label set had a value).
-    pub fn gauges(&self) -> &HashMap<Observation, i64> {
+    pub(crate) fn gauges(&self) -> &HashMap<Observation, i64> {
         &self.gauges
     }
 
     /// Takes the executor's report for a key.
-    pub fn finish(&mut self, report: Report, now: Timestamp) {
+    pub(crate) fn finish(&mut self, report: Report, now: Timestamp) {
         self.in_flight.remove(&report.key);
         if self.deferred.remove(&report.key) {
             self.dirty.insert(report.key.clone());
@@ -383,13 +381,14 @@ impl ControllerState {
     }
 
     /// The force-delete bucket this state plans against.
-    pub fn bucket(&self) -> SharedBucket {
+    #[cfg(test)]
+    pub(crate) fn bucket(&self) -> SharedBucket {
         self.bucket.clone()
     }
 
     /// The brake's view of the node cache, recomputed only when a node changed (it does not
     /// depend on time). The live loop hands the same value to the executor.
-    pub fn zones(&mut self) -> Arc<ZoneHealth> {
+    pub(crate) fn zones(&mut self) -> Arc<ZoneHealth> {
         let version = self.snapshot.nodes_version();
         if self.zones_version != Some(version) {
             self.zones = Arc::new(ZoneHealth::compute(&self.snapshot));

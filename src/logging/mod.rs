@@ -15,12 +15,12 @@ use writer::{DroppedLines, WriterGuard};
 const BUFFERED_BYTES: usize = 4 << 20;
 
 /// Keeps the writer thread alive; dropping it writes the buffered lines.
-pub struct Logging {
-    pub dropped: DroppedLines,
+pub(crate) struct Logging {
+    pub(crate) dropped: DroppedLines,
     _guard: WriterGuard,
 }
 
-pub fn init(format: LogFormat) -> std::io::Result<Logging> {
+pub(crate) fn init(format: LogFormat) -> std::io::Result<Logging> {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let (writer, guard) = writer::spawn(std::io::stderr(), BUFFERED_BYTES)?;
     let dropped = writer.dropped();

@@ -27,7 +27,7 @@ pub(crate) const FLUSH_TIMEOUT: Duration = Duration::from_secs(1);
 pub struct DroppedLines(Arc<AtomicU64>);
 
 impl DroppedLines {
-    pub fn get(&self) -> u64 {
+    pub(crate) fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }
 }

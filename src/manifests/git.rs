@@ -98,7 +98,7 @@ pub(crate) struct RawFile {
     /// `REV:path`.
     pub name: String,
     pub path: String,
-    pub bytes: Vec<u8>,
+    pub(crate) bytes: Vec<u8>,
 }
 
 impl RawFile {

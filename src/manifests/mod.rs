@@ -51,9 +51,9 @@ impl Default for Limits {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Document {
     /// The file path as given (or found in a directory), `-` for stdin, `REV:path` for git.
-    pub source: String,
+    pub(crate) source: String,
     /// 1-based line where the object starts (for JSON list items: the line of the list).
-    pub line: usize,
+    pub(crate) line: usize,
     pub value: Value,
 }
 
@@ -128,7 +128,7 @@ impl ManifestError {
     }
 
     /// 1-based line and column, when known.
-    pub fn position(&self) -> Option<(usize, usize)> {
+    pub(crate) fn position(&self) -> Option<(usize, usize)> {
         match self {
             ManifestError::NotUtf8 { line, column, .. }
             | ManifestError::Yaml { line, column, .. }

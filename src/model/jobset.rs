@@ -19,12 +19,12 @@ pub struct JobSetView {
     #[serde(default, deserialize_with = "crate::model::watched_meta::deserialize")]
     pub metadata: ObjectMeta,
     #[serde(default)]
-    pub status: Option<JobSetStatusView>,
+    pub(crate) status: Option<JobSetStatusView>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct JobSetStatusView {
+pub(crate) struct JobSetStatusView {
     #[serde(default)]
     pub(crate) replicated_jobs_status: Option<Vec<ReplicatedJobStatusView>>,
 }
@@ -55,12 +55,12 @@ pub struct BatchJobView {
     #[serde(default, deserialize_with = "crate::model::watched_meta::deserialize")]
     pub metadata: ObjectMeta,
     #[serde(default)]
-    pub status: Option<BatchJobStatusView>,
+    pub(crate) status: Option<BatchJobStatusView>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct BatchJobStatusView {
+pub(crate) struct BatchJobStatusView {
     #[serde(default)]
     pub active: Option<i32>,
     #[serde(default)]

@@ -48,7 +48,7 @@ impl TrainingKind {
         }
     }
 
-    pub fn plural(self) -> &'static str {
+    pub(crate) fn plural(self) -> &'static str {
         match self {
             TrainingKind::TFJob => "tfjobs",
             TrainingKind::PyTorchJob => "pytorchjobs",
@@ -87,7 +87,7 @@ pub struct TrainingJobView {
     #[serde(default)]
     pub spec: TrainingJobSpecView,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<TrainingJobStatusView>,
+    pub(crate) status: Option<TrainingJobStatusView>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -110,9 +110,9 @@ pub(crate) struct RunPolicyView {
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct TrainingJobStatusView {
+pub(crate) struct TrainingJobStatusView {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub conditions: Option<Vec<JobConditionView>>,
+    pub(crate) conditions: Option<Vec<JobConditionView>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion_time: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -122,11 +122,11 @@ pub struct TrainingJobStatusView {
 /// One `status.conditions[]` entry, the shape shared by v1 jobs, TrainJobs and Kueue Workloads.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct JobConditionView {
+pub(crate) struct JobConditionView {
     #[serde(rename = "type", default)]
-    pub type_: String,
+    pub(crate) type_: String,
     #[serde(default)]
-    pub status: String,
+    pub(crate) status: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -145,7 +145,7 @@ impl TrainingJobView {
         self.spec.run_policy.as_ref()
     }
 
-    pub fn conditions(&self) -> &[JobConditionView] {
+    pub(crate) fn conditions(&self) -> &[JobConditionView] {
         self.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or(&[])
     }
 }

@@ -83,8 +83,8 @@ pub use trainjob::{OverridesField, TrainJobView};
 /// API group, version and kind of the one object trainguard admits.
 pub(crate) const TRAINJOB_GROUP: &str = "trainer.kubeflow.org";
 pub(crate) const TRAINJOB_VERSION: &str = "v1alpha1";
-pub const TRAINJOB_KIND: &str = "TrainJob";
-pub const TRAINJOB_RESOURCE: &str = "trainjobs";
+pub(crate) const TRAINJOB_KIND: &str = "TrainJob";
+pub(crate) const TRAINJOB_RESOURCE: &str = "trainjobs";
 
 /// Label Kueue puts on every job it queues.
 pub const KUEUE_QUEUE_LABEL: &str = "kueue.x-k8s.io/queue-name";
@@ -96,5 +96,5 @@ pub const OPT_OUT_LABEL: &str = "trainguard.io/webhook";
 pub const DEFAULT_OPT_OUT_GROUPS: &[&str] = &["system:masters"];
 
 /// `spec.managedBy` read when the field is absent.
-pub const DEFAULT_MANAGED_BY: &str = "trainer.kubeflow.org/trainjob-controller";
+pub(crate) const DEFAULT_MANAGED_BY: &str = "trainer.kubeflow.org/trainjob-controller";
 pub(crate) const MULTIKUEUE_MANAGED_BY: &str = "kueue.x-k8s.io/multikueue";

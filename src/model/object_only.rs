@@ -9,9 +9,7 @@ use serde::Deserialize;
 use serde::de::{self, MapAccess, SeqAccess, Visitor};
 
 /// A struct read from a JSON object, or `None` from null.
-pub(crate) fn object<'de, D: de::Deserializer<'de>, T: Deserialize<'de>>(
-    deserializer: D,
-) -> Result<Option<T>, D::Error> {
+pub fn object<'de, D: de::Deserializer<'de>, T: Deserialize<'de>>(deserializer: D) -> Result<Option<T>, D::Error> {
     deserializer.deserialize_any(ObjectVisitor(PhantomData))
 }
 

@@ -14,38 +14,38 @@ pub struct PodView {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec: Option<PodSpecView>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<PodStatusView>,
+    pub(crate) status: Option<PodStatusView>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PodSpecView {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node_name: Option<String>,
+    pub(crate) node_name: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct PodStatusView {
+pub(crate) struct PodStatusView {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub conditions: Option<Vec<PodConditionView>>,
+    pub(crate) conditions: Option<Vec<PodConditionView>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct PodConditionView {
+pub(crate) struct PodConditionView {
     #[serde(rename = "type", default)]
-    pub type_: String,
+    pub(crate) type_: String,
     #[serde(default)]
-    pub status: String,
+    pub(crate) status: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
 
 impl PodView {
-    pub fn node_name(&self) -> Option<&str> {
+    pub(crate) fn node_name(&self) -> Option<&str> {
         self.spec.as_ref().and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty())
     }
 
@@ -53,7 +53,7 @@ impl PodView {
         self.status.as_ref().and_then(|s| s.phase.as_deref())
     }
 
-    pub fn conditions(&self) -> &[PodConditionView] {
+    pub(crate) fn conditions(&self) -> &[PodConditionView] {
         self.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or(&[])
     }
 }
@@ -69,49 +69,49 @@ pub struct NodeView {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec: Option<NodeSpecView>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<NodeStatusView>,
+    pub(crate) status: Option<NodeStatusView>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeSpecView {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub taints: Option<Vec<TaintView>>,
+    pub(crate) taints: Option<Vec<TaintView>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct TaintView {
+pub(crate) struct TaintView {
     #[serde(default)]
     pub key: String,
     #[serde(default)]
-    pub effect: String,
+    pub(crate) effect: String,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct NodeStatusView {
+pub(crate) struct NodeStatusView {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub conditions: Option<Vec<NodeConditionView>>,
+    pub(crate) conditions: Option<Vec<NodeConditionView>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct NodeConditionView {
+pub(crate) struct NodeConditionView {
     #[serde(rename = "type", default)]
-    pub type_: String,
+    pub(crate) type_: String,
     #[serde(default)]
-    pub status: String,
+    pub(crate) status: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) last_transition_time: Option<Time>,
 }
 
 impl NodeView {
-    pub fn taints(&self) -> &[TaintView] {
+    pub(crate) fn taints(&self) -> &[TaintView] {
         self.spec.as_ref().and_then(|s| s.taints.as_deref()).unwrap_or(&[])
     }
 
-    pub fn conditions(&self) -> &[NodeConditionView] {
+    pub(crate) fn conditions(&self) -> &[NodeConditionView] {
         self.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or(&[])
     }
 }

@@ -39,7 +39,7 @@ pub struct RequestView<'a, O = &'a RawValue> {
     #[serde(default)]
     pub dry_run: Option<bool>,
     #[serde(borrow, default, deserialize_with = "object")]
-    pub user_info: Option<UserInfoView<'a>>,
+    pub(crate) user_info: Option<UserInfoView<'a>>,
     #[serde(default)]
     pub object: Option<O>,
     #[serde(default)]
@@ -49,7 +49,7 @@ pub struct RequestView<'a, O = &'a RawValue> {
 /// `request.userInfo`: only the groups, kept raw. They are read only by rule O1 (a change of the
 /// opt-out label), so the common request does not build a list.
 #[derive(Debug, Deserialize, Default)]
-pub struct UserInfoView<'a> {
+pub(crate) struct UserInfoView<'a> {
     #[serde(borrow, default)]
     pub groups: Option<&'a RawValue>,
 }

@@ -22,7 +22,7 @@ pub struct TrainJobView<'a> {
     #[serde(borrow, default, deserialize_with = "object")]
     pub spec: Option<SpecView<'a>>,
     #[serde(borrow, default, deserialize_with = "object")]
-    pub status: Option<StatusView<'a>>,
+    pub(crate) status: Option<StatusView<'a>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -35,7 +35,7 @@ pub struct MetadataView<'a> {
     #[serde(borrow, default, deserialize_with = "option_str")]
     pub namespace: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
-    pub labels: Option<LabelsView<'a>>,
+    pub(crate) labels: Option<LabelsView<'a>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -48,11 +48,11 @@ pub struct SpecView<'a> {
     #[serde(borrow, default, deserialize_with = "object")]
     pub runtime_ref: Option<RuntimeRefView<'a>>,
     #[serde(borrow, default)]
-    pub pod_spec_overrides: Option<&'a RawValue>,
+    pub(crate) pod_spec_overrides: Option<&'a RawValue>,
     #[serde(borrow, default)]
-    pub pod_template_overrides: Option<&'a RawValue>,
+    pub(crate) pod_template_overrides: Option<&'a RawValue>,
     #[serde(borrow, default)]
-    pub runtime_patches: Option<&'a RawValue>,
+    pub(crate) runtime_patches: Option<&'a RawValue>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -68,14 +68,14 @@ pub struct RuntimeRefView<'a> {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct StatusView<'a> {
+pub(crate) struct StatusView<'a> {
     #[serde(borrow, default, deserialize_with = "objects")]
-    pub jobs_status: Option<Vec<JobStatusView<'a>>>,
+    pub(crate) jobs_status: Option<Vec<JobStatusView<'a>>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct JobStatusView<'a> {
+pub(crate) struct JobStatusView<'a> {
     #[serde(borrow, default, deserialize_with = "option_str")]
     pub name: Option<Cow<'a, str>>,
     #[serde(default)]
@@ -86,8 +86,8 @@ pub struct JobStatusView<'a> {
 /// kept. Values must still be strings, as in the full type.
 #[derive(Debug, Default)]
 pub struct LabelsView<'a> {
-    pub queue: Option<Cow<'a, str>>,
-    pub opt_out: Option<Cow<'a, str>>,
+    pub(crate) queue: Option<Cow<'a, str>>,
+    pub(crate) opt_out: Option<Cow<'a, str>>,
 }
 
 impl<'de: 'a, 'a> Deserialize<'de> for LabelsView<'a> {
@@ -153,7 +153,7 @@ impl<'a> TrainJobView<'a> {
     }
 
     /// `S(x)`: `spec.suspend == true`; absent or null reads as false.
-    pub fn suspended(&self) -> bool {
+    pub(crate) fn suspended(&self) -> bool {
         self.spec().and_then(|s| s.suspend).unwrap_or(false)
     }
 

@@ -18,7 +18,7 @@ pub struct TrainJobStateView {
     #[serde(default)]
     pub spec: TrainJobStateSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<TrainJobStateStatus>,
+    pub(crate) status: Option<TrainJobStateStatus>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -35,16 +35,16 @@ pub struct TrainJobStateSpec {
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct TrainJobStateStatus {
+pub(crate) struct TrainJobStateStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub conditions: Option<Vec<JobConditionView>>,
+    pub(crate) conditions: Option<Vec<JobConditionView>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub jobs_status: Option<Vec<TrainJobJobStatus>>,
+    pub(crate) jobs_status: Option<Vec<TrainJobJobStatus>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct TrainJobJobStatus {
+pub(crate) struct TrainJobJobStatus {
     #[serde(default)]
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -52,7 +52,7 @@ pub struct TrainJobJobStatus {
 }
 
 impl TrainJobStateView {
-    pub fn conditions(&self) -> &[JobConditionView] {
+    pub(crate) fn conditions(&self) -> &[JobConditionView] {
         self.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or(&[])
     }
 }

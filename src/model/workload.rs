@@ -20,18 +20,18 @@ pub struct WorkloadView {
     #[serde(default, deserialize_with = "crate::model::watched_meta::deserialize")]
     pub metadata: ObjectMeta,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<WorkloadStatusView>,
+    pub(crate) status: Option<WorkloadStatusView>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct WorkloadStatusView {
+pub(crate) struct WorkloadStatusView {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub conditions: Option<Vec<JobConditionView>>,
+    pub(crate) conditions: Option<Vec<JobConditionView>>,
 }
 
 impl WorkloadView {
-    pub fn conditions(&self) -> &[JobConditionView] {
+    pub(crate) fn conditions(&self) -> &[JobConditionView] {
         self.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or(&[])
     }
 }

@@ -52,7 +52,7 @@ impl Readiness {
     }
 
     /// Why the webhook is not ready; empty when it is.
-    pub fn problems(&self) -> Vec<String> {
+    pub(crate) fn problems(&self) -> Vec<String> {
         let mut problems = Vec::new();
         if self.shutting_down.load(Ordering::SeqCst) {
             problems.push("shutting down".to_string());

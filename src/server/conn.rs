@@ -58,7 +58,7 @@ pub mod http2 {
 
 /// How connections of one listener are served.
 #[derive(Debug, Clone)]
-pub struct ConnSettings {
+pub(crate) struct ConnSettings {
     /// Time to send a request's headers, from their first byte; for the first request of a
     /// connection (and an HTTP/2 preface), from the moment the connection is served.
     pub header_read_timeout: Duration,
@@ -243,7 +243,13 @@ impl<F: Future> Future for TrackedFuture<F> {
 /// Serves one connection until it ends: closes it gracefully (finishing requests in flight)
 /// when `stop` fires or when it has been idle for `settings.idle_timeout`, and drops it when a
 /// request's headers (or the first request) do not arrive within `settings.header_read_timeout`.
-pub async fn serve<I, S, B>(io: I, h2: bool, service: S, settings: &ConnSettings, stop: &CancellationToken) -> Ended
+pub(crate) async fn serve<I, S, B>(
+    io: I,
+    h2: bool,
+    service: S,
+    settings: &ConnSettings,
+    stop: &CancellationToken,
+) -> Ended
 where
     I: Read + Write + Unpin + Send + 'static,
     S: ConnService<B>,
@@ -290,7 +296,7 @@ where
 
 /// How a connection ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ended {
+pub(crate) enum Ended {
     /// Closed by either side, or idle, or at shutdown.
     Closed,
     /// Dropped: the first request, or a request's headers, did not arrive in time.

@@ -38,13 +38,13 @@ pub struct CacheLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ListenerLabels {
-    pub listener: &'static str,
+pub(crate) struct ListenerLabels {
+    pub(crate) listener: &'static str,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct RefusedLabels {
-    pub listener: &'static str,
+    pub(crate) listener: &'static str,
     pub reason: &'static str,
 }
 
@@ -94,11 +94,11 @@ const LATENCY_BUCKETS: &[f64] = &[
 /// The series of one webhook that every request touches, looked up once: each is a handle on
 /// the same value the family exports.
 #[derive(Debug, Clone)]
-pub struct WebhookSeries {
+pub(crate) struct WebhookSeries {
     pub in_flight: Gauge,
     pub latency: Histogram,
     /// `requests_total{code="200"}`; other codes go through the family.
-    pub ok: Counter,
+    pub(crate) ok: Counter,
 }
 
 #[derive(Debug, Clone)]
@@ -122,7 +122,7 @@ pub struct WebhookMetrics {
     /// Connections closed at once or cut by a deadline, by listener and reason.
     pub(crate) connections_refused: Family<RefusedLabels, Counter>,
     /// Open connections per listener (`webhook`, `admin`), to compare with their caps.
-    pub connections: Family<ListenerLabels, Gauge>,
+    pub(crate) connections: Family<ListenerLabels, Gauge>,
     /// Bytes held by unfinished request bodies (capped by --max-inflight-body-bytes).
     pub(crate) inflight_body_bytes: Gauge,
     /// Tells apart the metric sets of several servers in one process ([`Self::count_decision`]).
@@ -263,7 +263,7 @@ impl WebhookMetrics {
         });
     }
 
-    pub fn series(&self, webhook: &'static str) -> WebhookSeries {
+    pub(crate) fn series(&self, webhook: &'static str) -> WebhookSeries {
         WebhookSeries {
             in_flight: self.in_flight.get_or_create(&WebhookLabels { webhook }).clone(),
             latency: self.latency.get_or_create(&WebhookLabels { webhook }).clone(),

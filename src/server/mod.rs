@@ -103,7 +103,7 @@ pub struct ShutdownReport {
 pub struct RunningServer {
     pub webhook_addr: SocketAddr,
     pub admin_addr: SocketAddr,
-    pub readiness: Arc<Readiness>,
+    pub(crate) readiness: Arc<Readiness>,
     settings: ServerSettings,
     stop_accepting: CancellationToken,
     stop_rest: CancellationToken,
@@ -198,9 +198,8 @@ pub async fn start(
 
 /// The admin port alone, for a process that runs no webhook (`serve --webhook=false`): `/healthz`,
 /// `/readyz` and `/metrics` with the same limits, and no certificate read, no webhook port bound.
-pub struct RunningAdmin {
-    pub admin_addr: SocketAddr,
-    pub readiness: Arc<Readiness>,
+pub(crate) struct RunningAdmin {
+    pub(crate) readiness: Arc<Readiness>,
     settings: ServerSettings,
     stop: CancellationToken,
     admin: JoinHandle<()>,
@@ -208,7 +207,7 @@ pub struct RunningAdmin {
 
 /// Binds the admin port of `settings` (its webhook and certificate settings are not read) and
 /// starts serving it. Returns once ready to accept.
-pub async fn start_admin(
+pub(crate) async fn start_admin(
     settings: ServerSettings,
     metrics: WebhookMetrics,
     registry: Arc<Registry>,
@@ -242,12 +241,12 @@ pub async fn start_admin(
         stop.clone(),
     ));
     tracing::info!(%admin_addr, "trainguard admin port serving (no webhook)");
-    Ok(RunningAdmin { admin_addr, readiness, settings, stop, admin })
+    Ok(RunningAdmin { readiness, settings, stop, admin })
 }
 
 impl RunningAdmin {
     /// Readiness false, wait the drain delay, then close the admin port.
-    pub async fn shutdown(self) {
+    pub(crate) async fn shutdown(self) {
         self.readiness.set_shutting_down();
         tokio::time::sleep(self.settings.drain_delay).await;
         self.stop.cancel();

@@ -18,8 +18,8 @@ use crate::server::metrics::{ReasonLabels, ResultLabels, WebhookMetrics};
 pub(crate) struct CertReloader {
     pub(crate) cert_path: PathBuf,
     pub(crate) key_path: PathBuf,
-    pub live: Arc<ArcSwap<CertifiedKey>>,
-    pub metrics: WebhookMetrics,
+    pub(crate) live: Arc<ArcSwap<CertifiedKey>>,
+    pub(crate) metrics: WebhookMetrics,
     /// The bytes of the pair in use, to skip parsing when nothing changed.
     last: (Vec<u8>, Vec<u8>),
     /// The last rejected bytes: a bad pair is reported once, not on every poll.

@@ -56,9 +56,9 @@ impl TlsError {
 pub struct LoadedPair {
     pub certified: Arc<CertifiedKey>,
     /// The leaf's notBefore, seconds since the Unix epoch.
-    pub not_before: i64,
+    pub(crate) not_before: i64,
     /// The leaf's notAfter, seconds since the Unix epoch.
-    pub not_after: i64,
+    pub(crate) not_after: i64,
 }
 
 impl LoadedPair {

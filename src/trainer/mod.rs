@@ -15,7 +15,7 @@ use model::{Field, Struct};
 
 /// A Kubeflow Trainer release line whose TrainJob schema trainguard knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum TrainerVersion {
+pub(crate) enum TrainerVersion {
     /// v2.0.x: `spec.podSpecOverrides`.
     #[value(name = "v2.0")]
     V2_0,
@@ -32,10 +32,10 @@ pub enum TrainerVersion {
 }
 
 impl TrainerVersion {
-    pub const ALL: [TrainerVersion; 4] =
+    pub(crate) const ALL: [TrainerVersion; 4] =
         [TrainerVersion::V2_0, TrainerVersion::V2_1, TrainerVersion::V2_2, TrainerVersion::V2_3];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             TrainerVersion::V2_0 => "v2.0",
             TrainerVersion::V2_1 => "v2.1",
@@ -45,7 +45,7 @@ impl TrainerVersion {
     }
 
     /// The release's `TrainJobSpec`.
-    pub fn spec(self) -> &'static Struct {
+    pub(crate) fn spec(self) -> &'static Struct {
         match self {
             TrainerVersion::V2_0 => &releases::SPEC_V2_0,
             TrainerVersion::V2_1 => &releases::SPEC_V2_1,

@@ -6,11 +6,13 @@
 
 /// The type of a field, as the Go type and the CRD schema give it.
 #[derive(Debug, Clone, Copy)]
-pub enum Ty {
+pub(crate) enum Ty {
     Bool,
     Int32,
     Int64,
-    /// `float64` (rare in the types we model; compared by value).
+    /// `float64`, compared by value. `scripts/gen-core-types.py` emits it for a float field; none of
+    /// the types modelled today has one.
+    #[allow(dead_code)]
     Float64,
     String,
     /// `metav1.Time`: an RFC 3339 date-time string.
@@ -29,37 +31,37 @@ pub enum Ty {
 /// A Go struct: its JSON fields. Fields the struct does not list are not part of the release's
 /// schema: the API server prunes or rejects them.
 #[derive(Debug)]
-pub struct Struct {
+pub(crate) struct Struct {
     /// The Go type's name, e.g. `core/v1.Toleration`, for messages and tests.
     pub name: &'static str,
-    pub fields: &'static [Field],
+    pub(crate) fields: &'static [Field],
 }
 
 /// One JSON field of a [`Struct`].
 #[derive(Debug, Clone, Copy)]
-pub struct Field {
+pub(crate) struct Field {
     /// The JSON name.
-    pub json: &'static str,
+    pub(crate) json: &'static str,
     pub(crate) ty: Ty,
     /// The Go field is a pointer (`*T`): set to its zero value (`0`, `""`, `false`, `{}`) it still
     /// differs from absent. A non-pointer field at its zero value equals absent.
-    pub pointer: bool,
+    pub(crate) pointer: bool,
     /// The CRD lists the field as required.
     pub(crate) required: bool,
     /// The CRD's `minimum`, for integer fields.
-    pub min: Option<i64>,
+    pub(crate) min: Option<i64>,
     /// The CRD's `enum`, for string fields (empty: any string).
     pub(crate) one_of: &'static [&'static str],
 }
 
 impl Field {
     /// A non-pointer, optional field without constraints.
-    pub const fn new(json: &'static str, ty: Ty) -> Field {
+    pub(crate) const fn new(json: &'static str, ty: Ty) -> Field {
         Field { json, ty, pointer: false, required: false, min: None, one_of: &[] }
     }
 
     /// A pointer field (`*T`).
-    pub const fn ptr(json: &'static str, ty: Ty) -> Field {
+    pub(crate) const fn ptr(json: &'static str, ty: Ty) -> Field {
         Field { pointer: true, ..Field::new(json, ty) }
     }
 
@@ -67,7 +69,7 @@ impl Field {
         Field { required: true, ..self }
     }
 
-    pub const fn min(self, min: i64) -> Field {
+    pub(crate) const fn min(self, min: i64) -> Field {
         Field { min: Some(min), ..self }
     }
 
@@ -77,7 +79,7 @@ impl Field {
 }
 
 impl Struct {
-    pub fn field(&'static self, json: &str) -> Option<&'static Field> {
+    pub(crate) fn field(&'static self, json: &str) -> Option<&'static Field> {
         self.fields.iter().find(|f| f.json == json)
     }
 }

@@ -18,7 +18,7 @@ use crate::model::{TRAINJOB_GROUP, TRAINJOB_KIND};
 
 /// An object that does not decode or lacks a required field.
 #[derive(Debug, thiserror::Error)]
-pub enum ObjectError {
+pub(crate) enum ObjectError {
     #[error("{kind} {name}: {path}{message}")]
     Decode { kind: String, name: String, path: String, message: String },
     #[error(transparent)]
@@ -47,7 +47,7 @@ fn decode<T: DeserializeOwned>(value: &Value) -> Result<T, ObjectError> {
 }
 
 /// The change one object makes to a snapshot; `None` for kinds (or objects) that are not ours.
-pub fn change_from_value(value: &Value) -> Result<Option<Change>, ObjectError> {
+pub(crate) fn change_from_value(value: &Value) -> Result<Option<Change>, ObjectError> {
     let (group, kind) = classify(value);
     let change = match (group, kind) {
         (KUBEFLOW_GROUP, _) => match TrainingKind::from_kind(kind) {
@@ -83,8 +83,8 @@ pub fn change_from_value(value: &Value) -> Result<Option<Change>, ObjectError> {
 
 /// How many objects of a file snapshot were used.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Loaded {
-    pub used: usize,
+pub(crate) struct Loaded {
+    pub(crate) used: usize,
     pub ignored: usize,
 }
 
@@ -117,7 +117,8 @@ impl SnapshotBuilder {
 }
 
 /// [`SnapshotBuilder`] over a list of objects.
-pub fn snapshot_from_values<'v>(
+#[cfg(test)]
+pub(crate) fn snapshot_from_values<'v>(
     values: impl IntoIterator<Item = &'v Value>,
 ) -> Result<(Snapshot, Loaded), ObjectError> {
     let mut builder = SnapshotBuilder::default();

@@ -18,7 +18,7 @@ pub enum Rule {
 }
 
 impl Rule {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Rule::Ttl => "ttl",
             Rule::Suspend => "suspend",
@@ -88,7 +88,7 @@ pub enum Reason {
 }
 
 impl Reason {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Reason::TTLExpiredDeleted => "TTLExpiredDeleted",
             Reason::TTLDeleteFailed => "TTLDeleteFailed",
@@ -120,7 +120,7 @@ impl Reason {
     }
 
     /// The reason as published: `Would<Reason>` in report mode for a write.
-    pub fn published(self, mode: Mode) -> String {
+    pub(crate) fn published(self, mode: Mode) -> String {
         if mode == Mode::Report && self.stands_for_write() {
             format!("Would{}", self.as_str())
         } else {
@@ -130,13 +130,13 @@ impl Reason {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventType {
+pub(crate) enum EventType {
     Normal,
     Warning,
 }
 
 impl EventType {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             EventType::Normal => "Normal",
             EventType::Warning => "Warning",
@@ -147,16 +147,16 @@ impl EventType {
 /// An event to publish. Deduplicated per (target UID, reason, episode).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlannedEvent {
-    pub target: Target,
-    pub type_: EventType,
+    pub(crate) target: Target,
+    pub(crate) type_: EventType,
     pub reason: Reason,
     /// The reason as published (with `Would` in report mode where it stands for a write).
     pub(crate) published_reason: String,
     pub message: String,
-    pub episode: String,
+    pub(crate) episode: String,
     /// Published only if the write before it (same plan, same rule) succeeded.
     pub(crate) after_write: bool,
-    pub related: Option<Target>,
+    pub(crate) related: Option<Target>,
 }
 
 /// Node state as reported in events and the `node_state` metric label.
@@ -172,7 +172,7 @@ pub enum NodeState {
 }
 
 impl NodeState {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             NodeState::Ready => "ready",
             NodeState::NotReady => "not-ready",
@@ -186,9 +186,9 @@ impl NodeState {
 
 /// Unhealthy (`Ready` not True) and total node counts of a brake domain (a zone or the cluster).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct BrakeCounts {
-    pub unhealthy: u32,
-    pub total: u32,
+pub(crate) struct BrakeCounts {
+    pub(crate) unhealthy: u32,
+    pub(crate) total: u32,
 }
 
 /// What a job patch does.
@@ -246,7 +246,7 @@ impl Action {
         }
     }
 
-    pub fn target(&self) -> &Target {
+    pub(crate) fn target(&self) -> &Target {
         match self {
             Action::DeleteJob { target, .. }
             | Action::PatchJob { target, .. }
@@ -258,7 +258,8 @@ impl Action {
     }
 
     /// Writes to the cluster other than events.
-    pub fn is_write(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_write(&self) -> bool {
         matches!(
             self,
             Action::DeleteJob { .. }
@@ -273,12 +274,12 @@ impl Action {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Planned {
     pub rule: Rule,
-    pub action: Action,
+    pub(crate) action: Action,
 }
 
 impl Planned {
     /// The JSON line `trainguard plan` prints (docs/controller.md (`trainguard plan`)).
-    pub fn to_line(&self) -> Value {
+    pub(crate) fn to_line(&self) -> Value {
         let target = self.action.target();
         let mut line = Map::new();
         line.insert("action".into(), json!(self.action.name()));
@@ -332,7 +333,7 @@ impl Planned {
 
 /// Gauge contributions of one key (docs/controller.md (Events, Metrics and Knobs) metrics).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Observation {
+pub(crate) enum Observation {
     /// A job with a TTL deletion scheduled (`trainguard_ttl_scheduled_jobs{kind}`).
     TtlScheduled(&'static str),
     /// A suspended job stuck past the bound (`trainguard_suspend_not_reconciled_jobs{kind}`).
@@ -353,12 +354,12 @@ pub enum Observation {
 pub struct KeyPlan {
     pub actions: Vec<Planned>,
     /// The earliest time a rule of this key can next fire.
-    pub wake: Option<Timestamp>,
-    pub observations: Vec<Observation>,
+    pub(crate) wake: Option<Timestamp>,
+    pub(crate) observations: Vec<Observation>,
 }
 
 impl KeyPlan {
-    pub fn push(&mut self, rule: Rule, action: Action) {
+    pub(crate) fn push(&mut self, rule: Rule, action: Action) {
         if let Action::Requeue { at, .. } = &action {
             self.wake = Some(self.wake.map_or(*at, |w| w.min(*at)));
         }

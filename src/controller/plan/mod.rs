@@ -17,9 +17,11 @@ use std::collections::HashMap;
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-pub use actions::{Action, NodeState, Observation, Planned, Reason, Target};
+pub use actions::{Action, Target};
 pub(crate) use actions::{EventType, JobPatchKind, KeyPlan, PlannedEvent, Rule, TargetKind};
-pub use node_failure::{Budget, ZoneHealth};
+pub(crate) use actions::{NodeState, Observation, Planned, Reason};
+pub use node_failure::Budget;
+pub use node_failure::ZoneHealth;
 pub use ratelimit::TokenBucket;
 
 use super::config::{Mode, PlanConfig};

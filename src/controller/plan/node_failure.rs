@@ -23,7 +23,7 @@ use crate::controller::snapshot::Snapshot;
 /// when each `--node-failure` value counts it as failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct NodeHealth {
-    pub state: NodeState,
+    pub(crate) state: NodeState,
     /// Kubelet gone: `Ready` Unknown or absent with the `unreachable` NoExecute taint, from the
     /// Ready transition + `--node-not-ready-for` (past or future).
     pub(crate) unreachable_from: Option<Timestamp>,
@@ -138,9 +138,9 @@ impl BrakeTrip {
 
 /// The brake counts of a candidate's node: its zone's and the cluster's, node included.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct BrakeView {
+pub(crate) struct BrakeView {
     pub zone: BrakeCounts,
-    pub cluster: BrakeCounts,
+    pub(crate) cluster: BrakeCounts,
     pub(crate) zoned: bool,
 }
 
@@ -156,7 +156,7 @@ pub struct ZoneHealth {
 }
 
 impl ZoneHealth {
-    pub fn compute(snapshot: &Snapshot) -> Self {
+    pub(crate) fn compute(snapshot: &Snapshot) -> Self {
         let mut health = ZoneHealth::default();
         for node in snapshot.nodes() {
             let down = down_for_brake(node);
@@ -173,7 +173,7 @@ impl ZoneHealth {
 
     /// The counts around `node_name` with that node as `node` says it is now (`None`: the node is
     /// gone, which counts as down), instead of as the cache last saw it.
-    pub fn view(&self, node_name: &str, node: Option<&NodeFacts>) -> BrakeView {
+    pub(crate) fn view(&self, node_name: &str, node: Option<&NodeFacts>) -> BrakeView {
         let mut zone_counts: HashMap<Option<&Str>, BrakeCounts> = HashMap::new();
         let mut cluster = self.cluster;
         // Take the cached contribution of the node out…
@@ -279,9 +279,9 @@ pub(crate) fn pod_target(pod: &PodFacts) -> Target {
 
 /// The force-delete budget of one planning pass.
 pub struct Budget<'a> {
-    pub bucket: &'a mut TokenBucket,
+    pub(crate) bucket: &'a mut TokenBucket,
     /// Candidates already told to wait for a token in this pass.
-    pub waiting: u32,
+    pub(crate) waiting: u32,
 }
 
 /// Finalizers other than the Job controller's job-tracking one, which is expected and removed by

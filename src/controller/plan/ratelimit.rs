@@ -20,7 +20,7 @@ impl TokenBucket {
     }
 
     /// An empty bucket that fills at `per_minute` a minute from the first time it is asked.
-    pub fn empty(per_minute: u32) -> Self {
+    pub(crate) fn empty(per_minute: u32) -> Self {
         TokenBucket { capacity: f64::from(per_minute), tokens: 0.0, at: None }
     }
 
@@ -38,13 +38,13 @@ impl TokenBucket {
     }
 
     /// Tokens available at `now`.
-    pub fn available(&mut self, now: Timestamp) -> f64 {
+    pub(crate) fn available(&mut self, now: Timestamp) -> f64 {
         self.refill(now);
         self.tokens
     }
 
     /// Takes one token if there is one.
-    pub fn try_take(&mut self, now: Timestamp) -> bool {
+    pub(crate) fn try_take(&mut self, now: Timestamp) -> bool {
         self.refill(now);
         // The epsilon absorbs float error in the refill, so a token due at t is there at t.
         if self.tokens >= 1.0 - 1e-9 {

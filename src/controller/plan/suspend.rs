@@ -17,7 +17,7 @@ use crate::controller::facts::{JobFacts, STASH_ANNOTATION, TrainJobFacts, Worklo
 pub(crate) struct StuckWhy {
     pub(crate) no_suspended_condition: bool,
     pub active: i64,
-    pub live_pods: u32,
+    pub(crate) live_pods: u32,
 }
 
 impl StuckWhy {
@@ -62,13 +62,13 @@ pub(crate) fn suspended_since(
 }
 
 pub(crate) struct SuspendInput<'a> {
-    pub target: &'a Target,
+    pub(crate) target: &'a Target,
     pub kind: &'static str,
-    pub why: StuckWhy,
-    pub since: Option<Timestamp>,
-    pub first_seen: Option<Timestamp>,
+    pub(crate) why: StuckWhy,
+    pub(crate) since: Option<Timestamp>,
+    pub(crate) first_seen: Option<Timestamp>,
     /// `ttlSecondsAfterFinished` in spec (v1 jobs only).
-    pub ttl: Option<i64>,
+    pub(crate) ttl: Option<i64>,
     /// The stash remedy applies (v1 jobs only).
     pub(crate) stashable: bool,
 }

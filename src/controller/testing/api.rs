@@ -24,15 +24,15 @@ type RespBody = UnsyncBoxBody<Bytes, Infallible>;
 /// One request the fake saw.
 #[derive(Debug, Clone)]
 pub(crate) struct Seen {
-    pub method: String,
+    pub(crate) method: String,
     pub path: String,
-    pub query: String,
-    pub content_type: String,
+    pub(crate) query: String,
+    pub(crate) content_type: String,
     pub body: Value,
     /// (group, resource, verb) as RBAC sees it.
-    pub rbac: (String, String, String),
+    pub(crate) rbac: (String, String, String),
     /// When the fake received it.
-    pub at: std::time::Instant,
+    pub(crate) at: std::time::Instant,
 }
 
 impl Seen {

@@ -126,12 +126,12 @@ pub(crate) fn v1_pod(job: &Value, name: &str, node: &str) -> Value {
 
 /// The pod is being deleted; deletionTimestamp at `s` (what the API server sets: request time +
 /// grace period).
-pub(crate) fn deleting(pod: Value, s: i64) -> Value {
+pub(super) fn deleting(pod: Value, s: i64) -> Value {
     let pod = set(pod, "/metadata/deletionTimestamp", json!(ts(s)));
     set(pod, "/metadata/deletionGracePeriodSeconds", json!(30))
 }
 
-pub(crate) fn node(name: &str, zone: Option<&str>) -> Value {
+pub(super) fn node(name: &str, zone: Option<&str>) -> Value {
     let mut n = json!({
         "apiVersion": "v1",
         "kind": "Node",
