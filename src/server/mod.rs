@@ -111,6 +111,14 @@ pub struct RunningServer {
     admin: JoinHandle<()>,
 }
 
+/// A listener on `addr` (port 0: any free one) and the address it got.
+async fn bind(what: &'static str, addr: SocketAddr) -> Result<(TcpListener, SocketAddr), ServerError> {
+    let bind_error = |source| ServerError::Bind { what, addr, source };
+    let listener = TcpListener::bind(addr).await.map_err(bind_error)?;
+    let local = listener.local_addr().map_err(bind_error)?;
+    Ok((listener, local))
+}
+
 /// Loads the certificate, binds both ports and starts serving. Returns once ready to accept.
 pub async fn start(
     settings: ServerSettings,
@@ -141,23 +149,8 @@ pub async fn start(
     let client_auth = settings.client_ca.as_deref().map(tls::client_verifier).transpose()?;
     let tls_config = tls::server_config(reloader.live.clone(), settings.http2, client_auth);
 
-    let listener = TcpListener::bind(settings.bind).await.map_err(|source| ServerError::Bind {
-        what: "webhook",
-        addr: settings.bind,
-        source,
-    })?;
-    let admin_listener = TcpListener::bind(settings.admin_bind).await.map_err(|source| ServerError::Bind {
-        what: "admin",
-        addr: settings.admin_bind,
-        source,
-    })?;
-    let webhook_addr =
-        listener.local_addr().map_err(|source| ServerError::Bind { what: "webhook", addr: settings.bind, source })?;
-    let admin_addr = admin_listener.local_addr().map_err(|source| ServerError::Bind {
-        what: "admin",
-        addr: settings.admin_bind,
-        source,
-    })?;
+    let (listener, webhook_addr) = bind("webhook", settings.bind).await?;
+    let (admin_listener, admin_addr) = bind("admin", settings.admin_bind).await?;
 
     let stop_accepting = CancellationToken::new();
     let stop_rest = CancellationToken::new();
@@ -221,16 +214,7 @@ pub(crate) async fn start_admin(
         }
     }
     let readiness = Arc::new(Readiness::without_webhook());
-    let admin_listener = TcpListener::bind(settings.admin_bind).await.map_err(|source| ServerError::Bind {
-        what: "admin",
-        addr: settings.admin_bind,
-        source,
-    })?;
-    let admin_addr = admin_listener.local_addr().map_err(|source| ServerError::Bind {
-        what: "admin",
-        addr: settings.admin_bind,
-        source,
-    })?;
+    let (admin_listener, admin_addr) = bind("admin", settings.admin_bind).await?;
     let stop = CancellationToken::new();
     let admin = tokio::spawn(admin_loop(
         admin_listener,

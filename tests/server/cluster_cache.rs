@@ -352,6 +352,23 @@ fn kubeconfig_for(fake: &Fake, dir: &std::path::Path) -> std::path::PathBuf {
 
 /// `trainguard --log-format json serve ARGS`, with its stderr read until the log line `message`,
 /// which is returned; the rest of stderr is drained in the background.
+/// `serve`'s arguments for a webhook on loopback that watches `fake`, with a certificate chain
+/// written to `dir`, and `extra`.
+fn webhook_args(
+    fake: &Fake,
+    dir: &std::path::Path,
+    extra: &str,
+) -> (Vec<std::ffi::OsString>, trainguard::certgen::GeneratedChain) {
+    let chain = support::chain();
+    let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+    std::fs::write(&cert, &chain.cert_pem).unwrap();
+    std::fs::write(&key, &chain.key_pem).unwrap();
+    let mut args: Vec<std::ffi::OsString> =
+        ["--bind", "127.0.0.1:0", "--admin-bind", "127.0.0.1:0", extra, "--kubeconfig"].map(Into::into).into();
+    args.extend([kubeconfig_for(fake, dir).into(), "--tls-cert".into(), cert.into(), "--tls-key".into(), key.into()]);
+    (args, chain)
+}
+
 async fn serve_until(args: &[&std::ffi::OsStr], message: &str) -> (tokio::process::Child, Value) {
     use tokio::io::AsyncBufReadExt;
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_trainguard"))
@@ -395,18 +412,9 @@ async fn serve_with_a_kubeconfig_gates_on_watched_state() {
     let (fake, _open, _client) = start_fake(Mode::Normal, true).await;
     fake.objects.lock().unwrap().insert("jobsets", vec![jobset(3)]);
     let dir = tempfile::tempdir().unwrap();
-    let chain = support::chain();
-    std::fs::write(dir.path().join("tls.crt"), &chain.cert_pem).unwrap();
-    std::fs::write(dir.path().join("tls.key"), &chain.key_pem).unwrap();
-    let kubeconfig = kubeconfig_for(&fake, dir.path());
-    let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
-    let args = ["--bind", "127.0.0.1:0", "--admin-bind", "127.0.0.1:0", "--leader-elect=false", "--kubeconfig"]
-        .map(std::ffi::OsStr::new);
-    let args: Vec<&std::ffi::OsStr> = args
-        .into_iter()
-        .chain([kubeconfig.as_os_str(), "--tls-cert".as_ref(), cert.as_os_str(), "--tls-key".as_ref(), key.as_os_str()])
-        .collect();
-    let (child, log) = serve_until(&args, "trainguard webhook serving").await;
+    let (args, chain) = webhook_args(&fake, dir.path(), "--leader-elect=false");
+    let (child, log) =
+        serve_until(&args.iter().map(|a| a.as_os_str()).collect::<Vec<_>>(), "trainguard webhook serving").await;
     let (addr, admin) = (addr(&log, "webhook_addr"), addr(&log, "admin_addr"));
     eventually_async("ready after the first sync", async || admin_get(admin, "/readyz").await.0 == 200).await;
     let client = client(&chain.ca_cert_pem, false);
@@ -432,18 +440,9 @@ async fn serve_with_a_kubeconfig_gates_on_watched_state() {
 async fn webhook_only_watches_what_the_gate_reads_and_nothing_else() {
     let (fake, _open, _client) = start_fake(Mode::Normal, true).await;
     let dir = tempfile::tempdir().unwrap();
-    let chain = support::chain();
-    std::fs::write(dir.path().join("tls.crt"), &chain.cert_pem).unwrap();
-    std::fs::write(dir.path().join("tls.key"), &chain.key_pem).unwrap();
-    let kubeconfig = kubeconfig_for(&fake, dir.path());
-    let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
-    let args: Vec<&std::ffi::OsStr> = ["--bind", "127.0.0.1:0", "--admin-bind", "127.0.0.1:0", "--controller=false"]
-        .map(std::ffi::OsStr::new)
-        .into_iter()
-        .chain(["--kubeconfig".as_ref(), kubeconfig.as_os_str(), "--tls-cert".as_ref(), cert.as_os_str()])
-        .chain(["--tls-key".as_ref(), key.as_os_str()])
-        .collect();
-    let (child, log) = serve_until(&args, "trainguard webhook serving").await;
+    let (args, _) = webhook_args(&fake, dir.path(), "--controller=false");
+    let (child, log) =
+        serve_until(&args.iter().map(|a| a.as_os_str()).collect::<Vec<_>>(), "trainguard webhook serving").await;
     let admin = addr(&log, "admin_addr");
     eventually_async("ready after the first sync", async || admin_get(admin, "/readyz").await.0 == 200).await;
     // Both gate caches listed and watching; a controller (spawned before the server) would have
