@@ -253,25 +253,21 @@ async fn serve(
     let bind = args.bind.unwrap_or_else(|| default_bind(DEV_BIND, DEFAULT_BIND));
     let admin_bind = args.admin_bind.unwrap_or_else(|| default_bind(DEV_ADMIN_BIND, DEFAULT_ADMIN_BIND));
 
-    // Held until `serve` returns, so a directory it made itself is removed then.
-    let mut _made_dev_dir = None;
-    let dev_dir = if args.dev && args.webhook {
-        let dir = match args.dev_dir.clone() {
-            Some(dir) => dir,
-            None => {
-                let made = MadeDir(fresh_private_dir(&std::env::temp_dir())?);
-                let dir = made.0.clone();
-                _made_dev_dir = Some(made);
-                dir
-            }
-        };
-        write_dev_files(&dir)?;
+    let dev_webhook = args.dev && args.webhook;
+    // A directory `serve` makes itself is removed when `serve` returns: held until then.
+    let made_dev_dir = (dev_webhook && args.dev_dir.is_none())
+        .then(|| fresh_private_dir(&std::env::temp_dir()).map(MadeDir))
+        .transpose()?;
+    let dev_dir = match (&made_dev_dir, dev_webhook) {
+        (Some(made), _) => Some(made.0.clone()),
+        (None, true) => args.dev_dir.clone(),
+        (None, false) => None,
+    };
+    if let Some(dir) = &dev_dir {
+        write_dev_files(dir)?;
         args.tls_cert = dir.join("tls.crt");
         args.tls_key = dir.join("tls.key");
-        Some(dir)
-    } else {
-        None
-    };
+    }
 
     let (registry, metrics, controller_metrics) = metrics_registry(log_lines_dropped);
     let shutdown = tokio_util::sync::CancellationToken::new();
