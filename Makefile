@@ -5,7 +5,7 @@ TRAINGUARD_TOOLS ?= $(HOME)/.cache/trainguard-tools
 export TRAINGUARD_TOOLS
 export PATH := $(TRAINGUARD_TOOLS)/bin:$(PATH)
 
-.PHONY: run test build lint fmt bench bench-scale e2e certs soak deploy
+.PHONY: run test build lint fmt bench bench-scale e2e e2e-cluster certs soak deploy
 
 ## run: the webhook on localhost with self-generated certificates, no cluster needed
 ## (dev profile; the first run builds the binary without the tests' dependency features)
@@ -71,9 +71,18 @@ soak:
 	$(CARGO) build --profile dist --bin trainguard
 	python3 benches/soak.py --minutes $(SOAK_MINUTES)
 
-## e2e: opt-in checks against a real cluster (current kubectl context with Kubeflow Trainer installed)
+## e2e: the local control plane from upstream's Go modules (etcd, kube-apiserver, controller-manager,
+## scheduler, kwok, JobSet, Trainer; scripts/e2e/) with trainguard registered from deploy/, and the
+## tests in tests/e2e against it. Needs Go; the first run builds the binaries (cached after that).
 e2e:
-	./scripts/e2e.sh
+	./scripts/install-test-deps.sh
+	./scripts/e2e/install-deps.sh
+	$(CARGO) build --bin trainguard
+	./scripts/e2e/run.sh
+
+## e2e-cluster: opt-in checks against the current kubectl context (Trainer and trainguard installed)
+e2e-cluster:
+	./scripts/e2e-cluster.sh
 
 ## build: optimised binary in target/release (quick to build); `--profile dist` is what ships
 build:
@@ -83,7 +92,7 @@ build:
 lint:
 	./scripts/install-lint-deps.sh
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --all-targets --features e2e -- -D warnings
 	$(CARGO) deny --offline check licenses bans sources
 
 fmt:

@@ -2,7 +2,11 @@
 //! trainguard and the same HTTP/2 tuning (windows, stream limit, header-list limit), reading the
 //! whole body and answering a fixed AdmissionReview. `benches/load.py` runs it beside trainguard.
 //!
-//! Usage: baseline_server ADDR CERT KEY [--http2]
+//! With `--echo-uid` it answers with the request's own uid, as the API server requires of a
+//! registered webhook (`benches/e2e_latency.py` registers it beside trainguard on the local control
+//! plane); without it the answer is a fixed byte string, the cheapest possible.
+//!
+//! Usage: baseline_server ADDR CERT KEY [--http2] [--echo-uid]
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -22,6 +26,7 @@ async fn main() {
     let args: Vec<String> = std::env::args().collect();
     let (addr, cert, key) = (&args[1], &args[2], &args[3]);
     let http2 = args.iter().any(|a| a == "--http2");
+    let echo_uid = args.iter().any(|a| a == "--echo-uid");
     trainguard::server::tls::install_default_provider();
     let (pair, _, _) = trainguard::server::tls::load_pair(cert.as_ref(), key.as_ref()).expect("certificate");
     let live = Arc::new(arc_swap::ArcSwap::new(pair.certified));
@@ -35,13 +40,14 @@ async fn main() {
         tokio::spawn(async move {
             let Ok(tls) = acceptor.accept(tcp).await else { return };
             let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-            let service = service_fn(|req: hyper::Request<hyper::body::Incoming>| async move {
-                let body = req.into_body().collect().await.map(|b| b.to_bytes().len()).unwrap_or(0);
-                std::hint::black_box(body);
+            let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| async move {
+                let body = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+                let answer = if echo_uid { echoed(&body) } else { Bytes::from_static(ANSWER) };
+                std::hint::black_box(body.len());
                 Ok::<_, Infallible>(
                     hyper::Response::builder()
                         .header("content-type", "application/json")
-                        .body(Full::new(Bytes::from_static(ANSWER)))
+                        .body(Full::new(answer))
                         .unwrap(),
                 )
             });
@@ -59,4 +65,24 @@ async fn main() {
             };
         });
     }
+}
+
+/// "allowed" for the review's own uid (only `request.uid` is decoded).
+fn echoed(body: &[u8]) -> Bytes {
+    #[derive(serde::Deserialize)]
+    struct Review<'a> {
+        #[serde(borrow)]
+        request: Request<'a>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Request<'a> {
+        uid: &'a str,
+    }
+    let uid = serde_json::from_slice::<Review<'_>>(body).map(|r| r.request.uid).unwrap_or_default();
+    let answer = serde_json::json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "response": {"uid": uid, "allowed": true},
+    });
+    Bytes::from(answer.to_string())
 }

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Builds the local control plane's upstream programs from their Go modules (e2e/versions.env) into
+# a cache keyed by the Go version, GOOS/GOARCH, the versions and this script, and prints that bin
+# directory. A warm cache makes this a no-op. Usage: scripts/e2e/build.sh [COMPONENT...]
+# Components: kube (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl),
+# jobset, trainer, kwok, kueue, training-operator. Default: all.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+# shellcheck source=../../e2e/versions.env
+source "$root/e2e/versions.env"
+command -v go >/dev/null || { echo "e2e/build: Go is required (go1.26 or newer)" >&2; exit 1; }
+
+cache="${TRAINGUARD_E2E_CACHE:-$HOME/.cache/trainguard-e2e}"
+# Bump when the way binaries are built changes (flags, ldflags, packages): it is part of the key.
+recipe=1
+key="$( { go version; go env GOOS GOARCH; cat "$root/e2e/versions.env"; echo "recipe $recipe"; } | sha256sum | cut -c1-16)"
+bin="$cache/bin/$key"
+mkdir -p "$bin" "$cache/src"
+log() { echo "e2e/build: $*" >&2; }
+
+components=("$@")
+((${#components[@]})) || components=(kube jobset trainer kwok kueue training-operator)
+
+export GOFLAGS="-buildvcs=false -trimpath"
+export CGO_ENABLED=0
+
+timed() { # name command...: runs and records how long it took
+  local name="$1" start=$SECONDS; shift
+  log "building $name"
+  "$@"
+  log "built $name in $((SECONDS - start)) s"
+}
+
+# k8s.io/kubernetes requires its staging modules at v0.0.0 with replace directives to ./staging,
+# so `go install` cannot build it: a wrapper module requires it and replaces each staging module
+# with its published v0.MINOR.PATCH, generated from upstream's own go.mod.
+kube_module() {
+  local dir="$cache/src/kubernetes-$KUBERNETES_VERSION" staging_version="v0${KUBERNETES_VERSION#v1}"
+  if [[ ! -f "$dir/go.mod" ]]; then
+    local upstream
+    upstream="$(go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" | sed -n 's/^\t"GoMod": "\(.*\)",$/\1/p')"
+    [[ -n "$upstream" ]] || { log "the module proxy did not serve k8s.io/kubernetes@$KUBERNETES_VERSION"; exit 1; }
+    mkdir -p "$dir.tmp"
+    {
+      echo "module trainguard.local/e2e-kubernetes"
+      echo "go $(go env GOVERSION | sed 's/^go\([0-9]*\.[0-9]*\).*/\1/')"
+      echo "require k8s.io/kubernetes $KUBERNETES_VERSION"
+      echo "replace ("
+      sed -n 's#^\t\(k8s.io/[a-z0-9-]*\) => ./staging/src/.*#\t\1 => \1 '"$staging_version"'#p' "$upstream"
+      echo ")"
+    } >"$dir.tmp/go.mod"
+    # The staging modules' own requirements decide the rest; -mod=mod lets go build complete go.sum.
+    rm -rf "$dir"; mv "$dir.tmp" "$dir"
+  fi
+  echo "$dir"
+}
+
+build_kube() {
+  local want=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl) missing=() b
+  for b in "${want[@]}"; do [[ -x "$bin/$b" ]] || missing+=("$b"); done
+  ((${#missing[@]})) || return 0
+  local dir minor
+  dir="$(kube_module)"
+  minor="$(echo "$KUBERNETES_VERSION" | cut -d. -f2)"
+  local ld="-s -w -X k8s.io/component-base/version.gitVersion=$KUBERNETES_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/client-go/pkg/version.gitVersion=$KUBERNETES_VERSION"
+  local pkgs=()
+  for b in "${missing[@]}"; do
+    case "$b" in
+      etcd) pkgs+=(go.etcd.io/etcd/server/v3) ;;
+      *) pkgs+=("k8s.io/kubernetes/cmd/$b") ;;
+    esac
+  done
+  # One go build for all of them: their shared packages are compiled once.
+  (cd "$dir" && go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >/dev/null 2>&1 || true
+   cd "$dir" && timed "${missing[*]}" go build -mod=mod -ldflags "$ld" -o "$bin/.out/" "${pkgs[@]}")
+  # go build names etcd's main package after its directory (server/v3 -> server).
+  [[ -f "$bin/.out/server" ]] && mv "$bin/.out/server" "$bin/.out/etcd"
+  mv "$bin/.out/"* "$bin/" && rmdir "$bin/.out"
+}
+
+# The other programs build in their own module as released (its go.mod, go.sum and replace
+# directives), each in its own module graph. `go install pkg@version` would do the same, but it
+# first asks the proxy for the module's version list (deprecation check), which a proxy that serves
+# only pinned versions refuses.
+install_one() { # binary-name module version package-dir
+  local name="$1" module="$2" version="$3" pkgdir="$4" dir
+  [[ -x "$bin/$name" ]] && return 0
+  dir="$(go mod download -json "$module@$version" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+  [[ -d "$dir" ]] || { log "the module proxy did not serve $module@$version"; exit 1; }
+  (cd "$dir" && timed "$name" env GOFLAGS="$GOFLAGS -mod=readonly" go build -ldflags "-s -w" -o "$bin/.$name.tmp" "./$pkgdir")
+  mv "$bin/.$name.tmp" "$bin/$name"
+}
+
+for c in "${components[@]}"; do
+  case "$c" in
+    kube) build_kube ;;
+    jobset) install_one jobset sigs.k8s.io/jobset "$JOBSET_VERSION" . ;;
+    trainer) install_one trainer-controller-manager github.com/kubeflow/trainer/v2 "$TRAINER_VERSION" cmd/trainer-controller-manager ;;
+    kwok) install_one kwok sigs.k8s.io/kwok "$KWOK_VERSION" cmd/kwok ;;
+    kueue) install_one kueue sigs.k8s.io/kueue "$KUEUE_VERSION" cmd/kueue ;;
+    training-operator) install_one training-operator github.com/kubeflow/training-operator "$TRAINING_OPERATOR_VERSION" cmd/training-operator.v1 ;;
+    *) log "unknown component $c"; exit 2 ;;
+  esac
+done
+echo "$bin"

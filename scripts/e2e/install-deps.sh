@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# What `make e2e` needs beyond `make test`'s tools: Go (builds the upstream programs), python3 with
+# PyYAML (rewrites webhook configurations), openssl (the plane's certificates) and curl (readiness
+# probes). Debian packages are installed when missing; Go must already be there.
+set -euo pipefail
+fail() { echo "e2e/install-deps: $*" >&2; exit 1; }
+command -v go >/dev/null || fail "Go is required (1.26 or newer): https://go.dev/doc/install"
+missing=()
+# PyYAML: from PyPI into the python3 on PATH where it has pip (pyenv, venv), else Debian's package.
+python3 -c 'import yaml' 2>/dev/null || python3 -m pip install --quiet --disable-pip-version-check pyyaml 2>/dev/null \
+  || missing+=(python3-yaml)
+command -v openssl >/dev/null || missing+=(openssl)
+command -v curl >/dev/null || missing+=(curl)
+if ((${#missing[@]})); then
+  [[ $(id -u) -eq 0 ]] || fail "missing ${missing[*]}; install with: sudo apt-get install -y ${missing[*]}"
+  echo "e2e/install-deps: apt-get install ${missing[*]}" >&2
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  python3 -c 'import yaml' 2>/dev/null || fail "python3 still cannot import yaml (a python3 outside Debian's?): pip install pyyaml"
+fi

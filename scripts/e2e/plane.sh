@@ -1,0 +1,359 @@
+#!/usr/bin/env bash
+# The local control plane for `make e2e`: etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler, kwok, JobSet's and Trainer's controllers, built from their Go modules
+# (scripts/e2e/build.sh), all on 127.0.0.1, plus trainguard registered from deploy/ with only
+# clientConfig changed to a loopback URL (as controller-runtime's envtest does).
+#
+#   scripts/e2e/plane.sh up                 start everything; prints the run directory
+#   scripts/e2e/plane.sh down               stop everything (logs stay in the run directory)
+#   scripts/e2e/plane.sh stop webhook       stop trainguard's webhook (failurePolicy tests) or controller
+#   scripts/e2e/plane.sh start controller --controller-mode=act   start one again, extra args appended
+#
+# The run directory ($TRAINGUARD_E2E_RUN, default /tmp/trainguard-e2e) holds env (sourced by the
+# tests: KUBECONFIG, ports, paths), certs/, logs/ and pids/. Every start and stop has a bounded
+# wait; on a failed start the process's log tail is printed.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+run="${TRAINGUARD_E2E_RUN:-/tmp/trainguard-e2e}"
+base="${TRAINGUARD_E2E_PORT_BASE:-36000}"
+# shellcheck source=../../e2e/versions.env
+source "$root/e2e/versions.env"
+
+log() { echo "e2e/plane: $*" >&2; }
+die() { log "$*"; exit 1; }
+
+# Ports: one block above $base, far from every component's default (9443, 8080-8082, 8443, 10443).
+P_ETCD=$((base + 1)) P_ETCD_PEER=$((base + 2)) P_APISERVER=$((base + 443))
+P_KCM=$((base + 257)) P_SCHED=$((base + 259)) P_KWOK=$((base + 10))
+P_JOBSET_WH=$((base + 20)) P_JOBSET_METRICS=$((base + 21)) P_JOBSET_PROBE=$((base + 22))
+P_TRAINER_WH=$((base + 30)) P_TRAINER_METRICS=$((base + 31)) P_TRAINER_PROBE=$((base + 32)) P_TRAINER_STATUS=$((base + 33))
+P_TRAINGUARD=$((base + 40)) P_TRAINGUARD_ADMIN=$((base + 41)) P_TRAINGUARD_CTRL_ADMIN=$((base + 42))
+
+kctl() { "$BIN/kubectl" --kubeconfig "$run/admin.kubeconfig" --cache-dir "$run/kubectl-cache" "$@"; }
+
+wait_for() { # description seconds command...: polls until the command succeeds
+  local what="$1" secs="$2" deadline=$((SECONDS + $2)); shift 2
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || { log "timed out after ${secs}s waiting for $what"; return 1; }
+    sleep 0.5
+  done
+}
+
+start() { # name command...: starts a process in the background with its own TMPDIR and log
+  local name="$1"; shift
+  mkdir -p "$run/tmp/$name" "$run/logs" "$run/pids"
+  TMPDIR="$run/tmp/$name" setsid "$@" >"$run/logs/$name.log" 2>&1 </dev/null &
+  echo $! >"$run/pids/$name"
+}
+
+started() { # name description seconds command...: waits for readiness, or shows the log and fails
+  local name="$1" what="$2" secs="$3"; shift 3
+  if ! wait_for "$what" "$secs" "$@"; then
+    log "--- last lines of $run/logs/$name.log ---"; tail -n 40 "$run/logs/$name.log" >&2 || true
+    return 1
+  fi
+  if ! kill -0 "$(cat "$run/pids/$name")" 2>/dev/null; then
+    log "$name exited"; tail -n 40 "$run/logs/$name.log" >&2; return 1
+  fi
+}
+
+stop() { # name: SIGTERM, then SIGKILL after 10 s
+  local pidfile="$run/pids/$1" pid
+  [[ -f "$pidfile" ]] || return 0
+  pid="$(cat "$pidfile")"
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+    kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+  fi
+  rm -f "$pidfile"
+}
+
+# kwok runs no stages unless given some: its own node (initialize, heartbeat with a Lease) and
+# general pod stages, as its release ships them. A Job's pod completes 1-6 s after Ready unless it
+# carries pod-complete.stage.kwok.x-k8s.io/delay (the e2e runtimes set it).
+kwok_config() {
+  local dir
+  dir="$(cd "$run" && go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+  [[ -d "$dir/kustomize/stage" ]] || die "kwok's stages not found in the module cache"
+  local f
+  for f in "$dir"/kustomize/stage/node/fast/node-initialize.yaml \
+    "$dir"/kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+    "$dir"/kustomize/stage/pod/general/pod-*.yaml; do
+    cat "$f"; echo "---"
+  done >"$run/kwok.yaml"
+}
+
+# Fake nodes in two zones, managed by kwok (label type=kwok), with room for every test's pods.
+create_nodes() {
+  local zone i
+  for zone in a b; do
+    for i in 0 1; do
+      cat <<YAML
+apiVersion: v1
+kind: Node
+metadata:
+  name: kwok-$zone-$i
+  annotations: {kwok.x-k8s.io/node: fake}
+  labels: {type: kwok, topology.kubernetes.io/zone: zone-$zone, kubernetes.io/hostname: kwok-$zone-$i, e2e.trainguard.io/pool: pool-$zone}
+status:
+  allocatable: {cpu: "64", memory: 512Gi, pods: "110", nvidia.com/gpu: "8"}
+  capacity: {cpu: "64", memory: 512Gi, pods: "110", nvidia.com/gpu: "8"}
+---
+YAML
+    done
+  done >"$run/nodes.yaml"
+  kctl apply -f "$run/nodes.yaml" >/dev/null
+  wait_for "kwok nodes Ready" 60 kctl wait --for condition=Ready --timeout=5s node -l type=kwok
+}
+
+certs() {
+  local d="$run/certs"
+  mkdir -p "$d"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=trainguard-e2e-ca" \
+    -keyout "$d/ca.key" -out "$d/ca.crt" 2>/dev/null
+  issue() { # name subject extensions
+    openssl req -newkey rsa:2048 -nodes -subj "$2" -keyout "$d/$1.key" -out "$d/$1.csr" 2>/dev/null
+    openssl x509 -req -in "$d/$1.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial -days 2 \
+      -extfile <(printf '%s\n' "$3") -out "$d/$1.crt" 2>/dev/null
+    rm -f "$d/$1.csr"
+  }
+  local serving="subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default.svc
+extendedKeyUsage=serverAuth"
+  issue apiserver "/CN=kube-apiserver" "$serving"
+  issue webhooks "/CN=webhooks" "$serving"
+  issue admin "/O=system:masters/CN=e2e-admin" "extendedKeyUsage=clientAuth"
+  openssl genrsa -out "$d/sa.key" 2048 2>/dev/null
+  openssl rsa -in "$d/sa.key" -pubout -out "$d/sa.pub" 2>/dev/null
+  for name in jobset trainer; do
+    mkdir -p "$d/$name"
+    cp "$d/webhooks.crt" "$d/$name/tls.crt"; cp "$d/webhooks.key" "$d/$name/tls.key"
+  done
+}
+
+kubeconfig() { # file user-entries...
+  cat >"$1" <<YAML
+apiVersion: v1
+kind: Config
+clusters:
+- name: e2e
+  cluster:
+    server: https://127.0.0.1:$P_APISERVER
+    certificate-authority: $run/certs/ca.crt
+contexts:
+- name: e2e
+  context: {cluster: e2e, user: user}
+current-context: e2e
+users:
+- name: user
+  user:
+$2
+YAML
+}
+
+apply_upstream_manifests() {
+  local trainer jobset
+  trainer="$(cd "$run" && go mod download -json "github.com/kubeflow/trainer/v2@$TRAINER_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+  jobset="$(cd "$run" && go mod download -json "sigs.k8s.io/jobset@$JOBSET_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+  [[ -d "$trainer/manifests" && -d "$jobset/config" ]] || die "Trainer or JobSet manifests not found in the module cache"
+  echo "TRAINER_MODULE_DIR=$trainer" >>"$run/env"
+  kctl apply --server-side -f "$jobset/config/components/crd/bases/" >/dev/null
+  kctl apply --server-side -f "$trainer/manifests/base/crds/" >/dev/null
+  kctl wait --for condition=established --timeout=60s crd/jobsets.jobset.x-k8s.io crd/trainjobs.trainer.kubeflow.org \
+    crd/clustertrainingruntimes.trainer.kubeflow.org crd/trainingruntimes.trainer.kubeflow.org >/dev/null
+  # Webhook configurations as their releases ship them, pointed at the loopback controllers.
+  python3 "$root/scripts/e2e/rewrite-webhooks.py" "$P_JOBSET_WH" "$run/certs/ca.crt" \
+    <"$jobset/config/components/webhook/manifests.yaml" >"$run/jobset-webhooks.yaml"
+  python3 "$root/scripts/e2e/rewrite-webhooks.py" "$P_TRAINER_WH" "$run/certs/ca.crt" \
+    <"$trainer/manifests/base/webhook/manifests.yaml" >"$run/trainer-webhooks.yaml"
+  sed -i 's/name: mutating-webhook-configuration/name: jobset-mutating/; s/name: validating-webhook-configuration/name: jobset-validating/' "$run/jobset-webhooks.yaml"
+  sed -i 's/name: mutating-webhook-configuration/name: trainer-mutating/; s/name: validating-webhook-configuration/name: trainer-validating/' "$run/trainer-webhooks.yaml"
+  # Tests that pin the exact text trainguard sends take Trainer's TrainJob validator out of their
+  # namespace (label e2e.trainguard.io/trainer-webhook=off); everywhere else both webhooks run.
+  python3 - "$run/trainer-webhooks.yaml" <<'PY'
+import sys, yaml
+path = sys.argv[1]
+docs = list(yaml.safe_load_all(open(path)))
+for d in docs:
+    for hook in d.get("webhooks", []):
+        if hook["name"] == "validator.trainjob.trainer.kubeflow.org":
+            hook["namespaceSelector"] = {"matchExpressions": [{"key": "e2e.trainguard.io/trainer-webhook", "operator": "NotIn", "values": ["off"]}]}
+yaml.safe_dump_all(docs, open(path, "w"), sort_keys=False)
+PY
+}
+
+start_upstream_controllers() {
+  kubeconfig "$run/admin.kubeconfig" "    client-certificate: $run/certs/admin.crt
+    client-key: $run/certs/admin.key"
+  cat >"$run/jobset-config.yaml" <<YAML
+apiVersion: config.jobset.x-k8s.io/v1alpha1
+kind: Configuration
+leaderElection: {leaderElect: false}
+internalCertManagement: {enable: false}
+webhook: {port: $P_JOBSET_WH, host: 127.0.0.1, certDir: $run/certs/jobset}
+metrics: {bindAddress: "127.0.0.1:$P_JOBSET_METRICS"}
+health: {healthProbeBindAddress: "127.0.0.1:$P_JOBSET_PROBE"}
+YAML
+  start jobset "$BIN/jobset" --kubeconfig "$run/admin.kubeconfig" --config "$run/jobset-config.yaml" \
+    --metrics-bind-address "127.0.0.1:$P_JOBSET_METRICS" --health-probe-bind-address "127.0.0.1:$P_JOBSET_PROBE"
+  cat >"$run/trainer-config.yaml" <<YAML
+apiVersion: config.trainer.kubeflow.org/v1alpha1
+kind: Configuration
+health: {healthProbeBindAddress: "127.0.0.1:$P_TRAINER_PROBE", readinessEndpointName: readyz, livenessEndpointName: healthz}
+metrics: {bindAddress: "127.0.0.1:$P_TRAINER_METRICS", secureServing: false}
+webhook: {port: $P_TRAINER_WH, host: 127.0.0.1}
+leaderElection: {leaderElect: false}
+certManagement: {enable: false}
+statusServer: {port: $P_TRAINER_STATUS}
+YAML
+  # Trainer has no certDir setting: controller-runtime reads $TMPDIR/k8s-webhook-server/serving-certs.
+  mkdir -p "$run/tmp/trainer/k8s-webhook-server/serving-certs"
+  cp "$run/certs/trainer/"tls.* "$run/tmp/trainer/k8s-webhook-server/serving-certs/"
+  start trainer "$BIN/trainer-controller-manager" --kubeconfig "$run/admin.kubeconfig" --config "$run/trainer-config.yaml"
+  started jobset "JobSet's controller" 60 curl -sf "http://127.0.0.1:$P_JOBSET_PROBE/readyz"
+  started trainer "Trainer's controller" 60 curl -sf "http://127.0.0.1:$P_TRAINER_PROBE/readyz"
+  kctl apply -f "$run/jobset-webhooks.yaml" -f "$run/trainer-webhooks.yaml" >/dev/null
+}
+
+# trainguard as shipped: deploy/base with the opt-out policy, rendered by kustomize; everything but
+# what would run it in-cluster (Deployments, Service, PDB, NetworkPolicy) is applied, and each
+# Deployment's args run here as a process with a token of its own ServiceAccount (not admin).
+install_trainguard() {
+  mkdir -p "$run/kustomize"
+  cat >"$run/kustomize/kustomization.yaml" <<YAML
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources: [$root/deploy/base]
+components: [$root/deploy/components/opt-out-policy]
+YAML
+  kctl kustomize "$run/kustomize" >"$run/trainguard-rendered.yaml"
+  python3 "$root/scripts/e2e/rewrite-webhooks.py" "$P_TRAINGUARD" "$run/certs/ca.crt" \
+    --only ValidatingWebhookConfiguration,MutatingWebhookConfiguration \
+    <"$run/trainguard-rendered.yaml" >"$run/trainguard-webhooks.yaml"
+  python3 "$root/scripts/e2e/rewrite-webhooks.py" "$P_TRAINGUARD" "$run/certs/ca.crt" \
+    --skip ValidatingWebhookConfiguration,MutatingWebhookConfiguration,Deployment,Service,PodDisruptionBudget,NetworkPolicy \
+    <"$run/trainguard-rendered.yaml" >"$run/trainguard-rest.yaml"
+  kctl apply -f "$run/trainguard-rest.yaml" >/dev/null
+  local component token
+  for component in webhook controller; do
+    token="$(kctl -n trainguard-system create token "trainguard-$component" --duration=48h)"
+    kubeconfig "$run/trainguard-$component.kubeconfig" "    token: $token"
+    python3 "$root/scripts/e2e/trainguard-args.py" "$component" "127.0.0.1:$P_TRAINGUARD" \
+      "127.0.0.1:$([[ $component == webhook ]] && echo "$P_TRAINGUARD_ADMIN" || echo "$P_TRAINGUARD_CTRL_ADMIN")" \
+      "$run/certs/webhooks.crt" "$run/certs/webhooks.key" <"$run/trainguard-rendered.yaml" >"$run/trainguard-$component.args"
+  done
+}
+
+start_trainguard() { # component (webhook | controller), extra args...
+  local component="$1" admin; shift
+  [[ $component == webhook ]] && admin=$P_TRAINGUARD_ADMIN || admin=$P_TRAINGUARD_CTRL_ADMIN
+  [[ -x "${TRAINGUARD_BIN:-}" ]] || TRAINGUARD_BIN="$(grep '^TRAINGUARD_BIN=' "$run/env" | cut -d= -f2)"
+  local args=() envs=(POD_NAME="trainguard-$component-e2e" POD_NAMESPACE=trainguard-system) line
+  while IFS= read -r line; do
+    case "$line" in arg:*) args+=("${line#arg:}") ;; env:*) envs+=("${line#env:}") ;; esac
+  done <"$run/trainguard-$component.args"
+  start "trainguard-$component" env "${envs[@]}" "$TRAINGUARD_BIN" "${args[@]}" \
+    --kubeconfig "$run/trainguard-$component.kubeconfig" "$@"
+  started "trainguard-$component" "trainguard's $component ready" 60 curl -sf "http://127.0.0.1:$admin/readyz"
+}
+
+up() {
+  BIN="$("$root/scripts/e2e/build.sh" kube jobset trainer kwok)"
+  [[ -x "${TRAINGUARD_BIN:-}" ]] || die "set TRAINGUARD_BIN to a built trainguard binary (make e2e does)"
+  down 2>/dev/null || true
+  rm -rf "$run"; mkdir -p "$run"
+  local t0=$SECONDS
+  certs
+  cat >"$run/env" <<ENV
+E2E_BIN=$BIN
+E2E_RUN=$run
+KUBECONFIG=$run/admin.kubeconfig
+KUBECTL=$BIN/kubectl
+KUBECTL_CACHE=$run/kubectl-cache
+TRAINGUARD_BIN=$TRAINGUARD_BIN
+TRAINGUARD_PORT=$P_TRAINGUARD
+TRAINGUARD_ADMIN_PORT=$P_TRAINGUARD_ADMIN
+TRAINGUARD_CONTROLLER_ADMIN_PORT=$P_TRAINGUARD_CTRL_ADMIN
+APISERVER_PORT=$P_APISERVER
+KWOK_VERSION=$KWOK_VERSION
+TRAINER_VERSION=$TRAINER_VERSION
+KUBERNETES_VERSION=$KUBERNETES_VERSION
+ENV
+  # etcd on tmpfs where there is one: the plane is thrown away after each run.
+  local data=/dev/shm; [[ -w $data ]] || data="$run"
+  mkdir -p "$data/trainguard-e2e-etcd-$base"; rm -rf "$data/trainguard-e2e-etcd-$base"
+  echo "ETCD_DATA=$data/trainguard-e2e-etcd-$base" >>"$run/env"
+  start etcd "$BIN/etcd" --name e2e --data-dir "$data/trainguard-e2e-etcd-$base" --unsafe-no-fsync \
+    --listen-client-urls "http://127.0.0.1:$P_ETCD" --advertise-client-urls "http://127.0.0.1:$P_ETCD" \
+    --listen-peer-urls "http://127.0.0.1:$P_ETCD_PEER" --initial-advertise-peer-urls "http://127.0.0.1:$P_ETCD_PEER" \
+    --initial-cluster "e2e=http://127.0.0.1:$P_ETCD_PEER" --listen-metrics-urls ""
+  started etcd etcd 30 curl -sf "http://127.0.0.1:$P_ETCD/health"
+
+  start kube-apiserver "$BIN/kube-apiserver" --etcd-servers "http://127.0.0.1:$P_ETCD" \
+    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$P_APISERVER" \
+    --cert-dir "$run/tmp/kube-apiserver" \
+    --tls-cert-file "$run/certs/apiserver.crt" --tls-private-key-file "$run/certs/apiserver.key" \
+    --client-ca-file "$run/certs/ca.crt" --authorization-mode RBAC \
+    --service-account-issuer "https://127.0.0.1:$P_APISERVER" \
+    --service-account-key-file "$run/certs/sa.pub" --service-account-signing-key-file "$run/certs/sa.key" \
+    --service-cluster-ip-range 10.96.0.0/16 --allow-privileged \
+    --audit-policy-file "$root/e2e/audit-policy.yaml" --audit-log-path "$run/logs/audit.log" \
+    --audit-log-format json \
+    --default-unreachable-toleration-seconds "${E2E_TOLERATION_SECONDS:-30}" \
+    --default-not-ready-toleration-seconds "${E2E_TOLERATION_SECONDS:-30}"
+  started kube-apiserver kube-apiserver 90 curl -sf --cacert "$run/certs/ca.crt" \
+    --cert "$run/certs/admin.crt" --key "$run/certs/admin.key" "https://127.0.0.1:$P_APISERVER/readyz"
+  kubeconfig "$run/admin.kubeconfig" "    client-certificate: $run/certs/admin.crt
+    client-key: $run/certs/admin.key"
+
+  start kube-controller-manager "$BIN/kube-controller-manager" --kubeconfig "$run/admin.kubeconfig" \
+    --authentication-kubeconfig "$run/admin.kubeconfig" --authorization-kubeconfig "$run/admin.kubeconfig" \
+    --leader-elect=false --bind-address 127.0.0.1 --secure-port "$P_KCM" \
+    --controllers job-controller,garbage-collector-controller,node-lifecycle-controller,taint-eviction-controller,pod-garbage-collector-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller \
+    --service-account-private-key-file "$run/certs/sa.key" --root-ca-file "$run/certs/ca.crt" \
+    --node-monitor-period "${E2E_NODE_MONITOR_PERIOD:-2s}" \
+    --node-monitor-grace-period "${E2E_NODE_MONITOR_GRACE:-20s}"
+  start kube-scheduler "$BIN/kube-scheduler" --kubeconfig "$run/admin.kubeconfig" \
+    --authentication-kubeconfig "$run/admin.kubeconfig" --authorization-kubeconfig "$run/admin.kubeconfig" \
+    --leader-elect=false --bind-address 127.0.0.1 --secure-port "$P_SCHED"
+  kwok_config
+  start kwok "$BIN/kwok" --kubeconfig "$run/admin.kubeconfig" --config "$run/kwok.yaml" \
+    --manage-nodes-with-label-selector type=kwok --server-address "127.0.0.1:$P_KWOK" \
+    --node-lease-duration-seconds 10
+  started kube-controller-manager kube-controller-manager 60 curl -sfk "https://127.0.0.1:$P_KCM/healthz"
+  started kube-scheduler kube-scheduler 60 curl -sfk "https://127.0.0.1:$P_SCHED/healthz"
+  started kwok kwok 30 curl -sf "http://127.0.0.1:$P_KWOK/healthz"
+
+  create_nodes
+  apply_upstream_manifests
+  start_upstream_controllers
+  install_trainguard
+  start_trainguard webhook
+  start_trainguard controller
+  kctl apply -f "$run/trainguard-webhooks.yaml" >/dev/null
+  # The tests' runtimes (webhook configurations are picked up asynchronously: the tests probe
+  # with server-side dry runs before they rely on a verdict).
+  kctl apply --server-side -f "$root/e2e/manifests/runtimes.yaml" >/dev/null
+  echo "PLANE_UP_SECONDS=$((SECONDS - t0))" >>"$run/env"
+  log "up in $((SECONDS - t0)) s: KUBECONFIG=$run/admin.kubeconfig (logs in $run/logs)"
+  echo "$run"
+}
+
+down() {
+  for name in trainguard-webhook trainguard-controller trainer jobset kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
+    stop "$name"
+  done
+  if [[ -f "$run/env" ]]; then
+    local data; data="$(grep '^ETCD_DATA=' "$run/env" | cut -d= -f2 || true)"
+    [[ -n "$data" ]] && rm -rf "$data"
+  fi
+  return 0
+}
+
+case "${1:-}" in
+  up) up ;;
+  down) down ;;
+  stop) stop "trainguard-${2:?component}" ;;
+  start) shift; start_trainguard "$@" ;;
+  *) die "usage: $0 up | down | stop webhook|controller | start webhook|controller [ARGS...]" ;;
+esac

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# `make e2e`: builds the upstream programs (cached), starts the local control plane, runs the
+# tests in tests/e2e one at a time against it, and stops it. On failure the run directory with
+# every process's log and the API server's audit log stays for inspection, and the tail of each
+# log is printed. Needs Go (go1.26+) and the Go module proxy, python3 with PyYAML, openssl, curl.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+run="${TRAINGUARD_E2E_RUN:-/tmp/trainguard-e2e}"
+export TRAINGUARD_E2E_RUN="$run"
+target="${CARGO_TARGET_DIR:-$root/target}"
+export TRAINGUARD_BIN="$target/debug/trainguard"
+[[ -x "$TRAINGUARD_BIN" ]] || { echo "e2e: build trainguard first (cargo build --bin trainguard)" >&2; exit 1; }
+
+start=$SECONDS
+"$root/scripts/e2e/build.sh" kube jobset trainer kwok >/dev/null
+echo "e2e: upstream binaries ready in $((SECONDS - start)) s" >&2
+
+status=0
+trap '"$root/scripts/e2e/plane.sh" down' EXIT
+"$root/scripts/e2e/plane.sh" up >/dev/null || status=$?
+if ((status == 0)); then
+  # One at a time: the tests share one cluster, and some stop and restart trainguard.
+  cargo nextest run --features e2e --test e2e --test-threads 1 --no-fail-fast || status=$?
+fi
+if ((status != 0)); then
+  for f in "$run"/logs/*.log; do
+    [[ $f == */audit.log ]] && continue
+    echo "=== last lines of $f ===" >&2; tail -n 25 "$f" >&2
+  done
+  echo "e2e: FAILED; logs kept in $run/logs" >&2
+fi
+exit "$status"

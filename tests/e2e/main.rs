@@ -1,0 +1,11 @@
+//! Tests against the local control plane built from upstream's Go modules (`make e2e`): real
+//! kube-apiserver, kube-controller-manager, kube-scheduler, kwok, JobSet's and Trainer's
+//! controllers, and trainguard registered from deploy/. Built only with the `e2e` feature, so
+//! `make test` stays cluster-free; `make e2e` starts the plane, runs these one at a time, and
+//! stops it.
+
+mod cluster;
+mod controller;
+mod policy;
+mod validate;
+mod webhook;

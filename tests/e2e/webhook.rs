@@ -1,0 +1,223 @@
+//! trainguard's webhook as kube-apiserver calls it, through real kubectl: what a user sees.
+
+use crate::cluster::{
+    Kubectl, assert_golden, eventually, metric_sum, normalise, plane, trainjob, wait_jobset_active, wait_no_pods,
+};
+
+/// A runtime patch owned by a user, pinning the job's pods to a node pool.
+fn patch_entry(manager: &str, pool: &str) -> String {
+    format!(
+        r#"{{"manager":"{manager}","trainingRuntimeSpec":{{"template":{{"spec":{{"replicatedJobs":[{{"name":"node","template":{{"spec":{{"template":{{"spec":{{"nodeSelector":{{"e2e.trainguard.io/pool":"{pool}"}}}}}}}}}}}}]}}}}}}}}"#
+    )
+}
+
+fn runtime_patches(entries: &[String]) -> String {
+    format!(r#"{{"spec":{{"runtimePatches":[{}]}}}}"#, entries.join(","))
+}
+
+const TRAINGUARD: &str = "admission webhook \"validate.trainjob.trainguard.io\" denied the request";
+const TRAINER: &str = "admission webhook \"validator.trainjob.trainer.kubeflow.org\" denied the request";
+
+fn kubectl_in(ns: &str) -> Kubectl {
+    plane().kubectl().args(["-n", ns])
+}
+
+/// A running TrainJob (JobSet active) in a fresh namespace; Trainer's own validator is left out of
+/// the namespace when `trainer_webhook` is false, so the text pinned is trainguard's alone.
+fn running_job(ns_name: &str, trainer_webhook: bool) -> crate::cluster::Namespace {
+    let labels: &[(&str, &str)] = if trainer_webhook { &[] } else { &[("e2e.trainguard.io/trainer-webhook", "off")] };
+    let ns = plane().namespace(ns_name, labels);
+    let extra = format!("  runtimePatches: [{}]\n", patch_entry("e2e.trainguard.io/user", "pool-a"));
+    kubectl_in(&ns.name).apply(&trainjob("running", "e2e-torch", false, &extra));
+    wait_jobset_active(&ns.name, "running");
+    ns
+}
+
+/// Retries a server-side dry run until the webhook's verdict shows (new webhook configurations and
+/// the webhook's own watch caches are picked up asynchronously), then returns that stderr.
+fn dry_run_denial(ns: &str, patch: &str, by: &str) -> String {
+    eventually(&format!("a dry-run patch in {ns} denied by {by}"), || {
+        let out = kubectl_in(ns)
+            .args(["patch", "trainjob", "running", "--type=merge", "--dry-run=server", "-p", patch])
+            .output();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        (!out.status.success() && err.contains(by)).then_some(err)
+    })
+}
+
+#[test]
+fn kubectl_patch_of_a_running_jobs_runtime_patches_prints_trainguards_denial() {
+    let ns = running_job("e2e-patch", false);
+    let patch = runtime_patches(&[patch_entry("e2e.trainguard.io/user", "pool-b")]);
+    dry_run_denial(&ns.name, &patch, TRAINGUARD);
+
+    let err = kubectl_in(&ns.name).args(["patch", "trainjob", "running", "--type=merge", "-p", &patch]).fails();
+    assert_golden("kubectl-patch-running.txt", &normalise(&err));
+}
+
+#[test]
+fn kubectl_edit_of_a_running_jobs_runtime_patches_prints_trainguards_denial() {
+    let ns = running_job("e2e-edit", false);
+    dry_run_denial(&ns.name, &runtime_patches(&[patch_entry("e2e.trainguard.io/user", "pool-b")]), TRAINGUARD);
+
+    // The user's editor changes the pool in the file kubectl opened; kubectl then prints the
+    // denial and keeps the edited copy in a temporary file (named in its message).
+    let editor = plane().run_dir().join("edit-pool.sh");
+    std::fs::write(&editor, "#!/bin/sh\nsed -i 's/pool-a/pool-b/' \"$1\"\n").expect("write editor");
+    std::process::Command::new("chmod").arg("+x").arg(&editor).status().expect("chmod");
+    let out = kubectl_in(&ns.name).env("KUBE_EDITOR", &editor).args(["edit", "trainjob", "running"]).output();
+    assert!(!out.status.success(), "kubectl edit was allowed: {}", String::from_utf8_lossy(&out.stdout));
+    let shown = String::from_utf8_lossy(&out.stderr);
+    assert!(shown.contains(TRAINGUARD), "kubectl edit's error is not trainguard's: {shown}");
+    assert_golden("kubectl-edit-running.txt", &normalise(&shown));
+}
+
+#[test]
+fn server_side_dry_run_apply_of_a_running_jobs_patches_is_denied() {
+    let ns = running_job("e2e-apply", false);
+    dry_run_denial(&ns.name, &runtime_patches(&[patch_entry("e2e.trainguard.io/user", "pool-b")]), TRAINGUARD);
+    let changed = format!("  runtimePatches: [{}]\n", patch_entry("e2e.trainguard.io/user", "pool-b"));
+    let out = kubectl_in(&ns.name).args(["apply", "--dry-run=server", "-f", "-"]).output_with(&trainjob(
+        "running",
+        "e2e-torch",
+        false,
+        &changed,
+    ));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains(TRAINGUARD), "apply --dry-run=server: {err}");
+    assert!(err.contains("spec.runtimePatches"), "the denial names no field: {err}");
+}
+
+#[test]
+fn with_trainers_webhook_registered_too_one_of_them_denies() {
+    let ns = running_job("e2e-both", true);
+    let patch = runtime_patches(&[patch_entry("e2e.trainguard.io/user", "pool-b")]);
+    // Validating webhooks run in parallel and the first denial wins: either text may come back.
+    let err = eventually("a denial by trainguard or Trainer", || {
+        let out = kubectl_in(&ns.name).args(["patch", "trainjob", "running", "--type=merge", "-p", &patch]).output();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        (!out.status.success() && (err.contains(TRAINGUARD) || err.contains(TRAINER))).then_some(err)
+    });
+    assert!(err.contains("spec.runtimePatches"), "{err}");
+}
+
+#[test]
+fn a_reorder_of_runtime_patches_on_a_running_job_reaches_trainguard_and_is_denied() {
+    let ns = plane().namespace("e2e-reorder", &[("e2e.trainguard.io/trainer-webhook", "off")]);
+    let a = patch_entry("e2e.trainguard.io/a", "pool-a");
+    let b = patch_entry("e2e.trainguard.io/b", "pool-a");
+    kubectl_in(&ns.name).apply(&trainjob("running", "e2e-torch", false, &format!("  runtimePatches: [{a},{b}]\n")));
+    wait_jobset_active(&ns.name, "running");
+    // A merge patch replaces the list whole: same entries, other order.
+    let err = dry_run_denial(&ns.name, &runtime_patches(&[b.clone(), a.clone()]), TRAINGUARD);
+    assert!(err.contains("spec.runtimePatches"), "{err}");
+    // A full update (kubectl replace) with the order swapped.
+    let out = kubectl_in(&ns.name).args(["replace", "--dry-run=server", "-f", "-"]).output_with(&trainjob(
+        "running",
+        "e2e-torch",
+        false,
+        &format!("  runtimePatches: [{b},{a}]\n"),
+    ));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains(TRAINGUARD), "replace with a reorder: {err}");
+}
+
+#[test]
+fn suspended_with_jobset_still_active_is_denied_and_allowed_once_idle() {
+    let ns = running_job("e2e-suspend", false);
+    let patch = runtime_patches(&[patch_entry("e2e.trainguard.io/user", "pool-b")]);
+    // Suspend; JobSet's teardown takes a moment, during which the gate must hold.
+    kubectl_in(&ns.name)
+        .args(["patch", "trainjob", "running", "--type=merge", "-p", r#"{"spec":{"suspend":true}}"#])
+        .ok();
+    wait_no_pods(&ns.name);
+    // Idle: the same change is allowed (no dry run: it is applied).
+    eventually("the overrides change allowed once the JobSet is idle", || {
+        let out = kubectl_in(&ns.name).args(["patch", "trainjob", "running", "--type=merge", "-p", &patch]).output();
+        out.status.success().then_some(())
+    });
+}
+
+#[test]
+fn a_managed_by_change_is_denied_by_the_crd_before_any_webhook() {
+    let ns = plane().namespace("e2e-managedby", &[("e2e.trainguard.io/trainer-webhook", "off")]);
+    kubectl_in(&ns.name).apply(&trainjob("suspended", "e2e-torch", true, ""));
+    let err = kubectl_in(&ns.name)
+        .args([
+            "patch",
+            "trainjob",
+            "suspended",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"managedBy":"kueue.x-k8s.io/multikueue"}}"#,
+        ])
+        .fails();
+    // Trainer's CRD makes managedBy immutable with a CEL rule; the API server answers 422 itself.
+    assert!(err.contains("spec.managedBy") && err.contains("immutable"), "{err}");
+    assert!(!err.contains("admission webhook"), "a webhook answered, not the CRD: {err}");
+}
+
+#[test]
+fn only_risky_writes_reach_the_webhook() {
+    let ns = running_job("e2e-skip", false);
+    dry_run_denial(&ns.name, &runtime_patches(&[patch_entry("e2e.trainguard.io/user", "pool-b")]), TRAINGUARD);
+    let reviews = |m: &str| metric_sum(m, "controller_runtime_webhook_requests_total", &["validate-trainer"]);
+    let exclusions = |m: &str| {
+        metric_sum(m, "apiserver_admission_match_condition_exclusions_total", &["validate.trainjob.trainguard.io"])
+    };
+    let (before_tg, before_api) = (reviews(&plane().webhook_metrics()), exclusions(&plane().apiserver_metrics()));
+
+    let writes: &[&[&str]] = &[
+        &["label", "trainjob", "running", "team=research"],
+        &["annotate", "trainjob", "running", "note=hello"],
+        &["patch", "trainjob", "running", "--type=merge", "-p", r#"{"spec":{"suspend":true}}"#],
+        &["patch", "trainjob", "running", "--type=merge", "-p", r#"{"spec":{"suspend":false}}"#],
+    ];
+    for write in writes {
+        kubectl_in(&ns.name).args(*write).ok();
+    }
+    let after_tg = reviews(&plane().webhook_metrics());
+    let after_api = exclusions(&plane().apiserver_metrics());
+    assert_eq!(after_tg, before_tg, "a label, annotation or suspend-only write reached trainguard");
+    // Each UPDATE is excluded by the matchConditions (validating; the mutating webhook sees CREATE only).
+    assert!(after_api - before_api >= writes.len() as f64, "exclusions {before_api} -> {after_api}");
+}
+
+/// 16 runtime patches (the CRD's maximum), each with a container carrying `env_per_patch` long
+/// environment variables, and the last one a node selector: the deepest `!=` comparisons the
+/// matchConditions make. (A patch's containers are frozen by the CRD's own transition rule, so
+/// the change the test makes is the last patch's node selector.)
+fn near_maximum_patches(env_per_patch: usize, pool: &str) -> String {
+    let entries: Vec<String> = (0..16)
+        .map(|p| {
+            let env: Vec<String> = (0..env_per_patch)
+                .map(|e| format!(r#"{{"name":"VAR_{p}_{e}","value":"{}"}}"#, "x".repeat(200)))
+                .collect();
+            let selector = if p == 15 { format!(r#","nodeSelector":{{"e2e.trainguard.io/pool":"{pool}"}}"#) } else { String::new() };
+            format!(
+                r#"{{"manager":"e2e.trainguard.io/m{p}","trainingRuntimeSpec":{{"template":{{"spec":{{"replicatedJobs":[{{"name":"node","template":{{"spec":{{"template":{{"spec":{{"containers":[{{"name":"node","env":[{}]}}]{selector}}}}}}}}}}}]}}}}}}}}"#,
+                env.join(",")
+            )
+        })
+        .collect();
+    runtime_patches(&entries)
+}
+
+#[test]
+fn a_near_maximum_trainjob_stays_inside_the_match_conditions_cost_budget() {
+    let ns = plane().namespace("e2e-cost", &[("e2e.trainguard.io/trainer-webhook", "off")]);
+    kubectl_in(&ns.name).apply(&trainjob("big", "e2e-torch", true, ""));
+    kubectl_in(&ns.name)
+        .args(["patch", "trainjob", "big", "--type=merge", "-p", &near_maximum_patches(100, "pool-a")])
+        .ok();
+    let before =
+        metric_sum(&plane().webhook_metrics(), "controller_runtime_webhook_requests_total", &["validate-trainer"]);
+    // Only the last patch differs: every comparison runs to the end. Were the cost budget
+    // exceeded, the condition would error and failurePolicy Fail would refuse the write.
+    kubectl_in(&ns.name)
+        .args(["patch", "trainjob", "big", "--type=merge", "-p", &near_maximum_patches(100, "pool-b")])
+        .ok();
+    let after =
+        metric_sum(&plane().webhook_metrics(), "controller_runtime_webhook_requests_total", &["validate-trainer"]);
+    assert!(after > before, "the near-maximum update did not reach trainguard ({before} -> {after})");
+}
