@@ -157,8 +157,10 @@ apply_upstream_manifests() {
   jobset="$(cd "$run" && go mod download -json "sigs.k8s.io/jobset@$JOBSET_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
   [[ -d "$trainer/manifests" && -d "$jobset/config" ]] || die "Trainer or JobSet manifests not found in the module cache"
   echo "TRAINER_MODULE_DIR=$trainer" >>"$run/env"
-  kctl apply --server-side -f "$jobset/config/components/crd/bases/" >/dev/null
-  kctl apply --server-side -f "$trainer/manifests/base/crds/" >/dev/null
+  local crd
+  for crd in "$jobset"/config/components/crd/bases/*.yaml "$trainer"/manifests/base/crds/trainer.kubeflow.org_*.yaml; do
+    kctl apply --server-side -f "$crd" >/dev/null
+  done
   kctl wait --for condition=established --timeout=60s crd/jobsets.jobset.x-k8s.io crd/trainjobs.trainer.kubeflow.org \
     crd/clustertrainingruntimes.trainer.kubeflow.org crd/trainingruntimes.trainer.kubeflow.org >/dev/null
   # Webhook configurations as their releases ship them, pointed at the loopback controllers.
@@ -220,11 +222,14 @@ YAML
 # Deployment's args run here as a process with a token of its own ServiceAccount (not admin).
 install_trainguard() {
   mkdir -p "$run/kustomize"
+  # kustomize takes only relative paths to other kustomizations.
+  local rel
+  rel="$(python3 -c 'import os, sys; print(os.path.relpath(sys.argv[1], sys.argv[2]))' "$root/deploy" "$run/kustomize")"
   cat >"$run/kustomize/kustomization.yaml" <<YAML
 apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
-resources: [$root/deploy/base]
-components: [$root/deploy/components/opt-out-policy]
+resources: [$rel/base]
+components: [$rel/components/opt-out-policy]
 YAML
   kctl kustomize "$run/kustomize" >"$run/trainguard-rendered.yaml"
   python3 "$root/scripts/e2e/rewrite-webhooks.py" "$P_TRAINGUARD" "$run/certs/ca.crt" \
@@ -334,6 +339,8 @@ ENV
   # The tests' runtimes (webhook configurations are picked up asynchronously: the tests probe
   # with server-side dry runs before they rely on a verdict).
   kctl apply --server-side -f "$root/e2e/manifests/runtimes.yaml" >/dev/null
+  # Trainer's own default runtime, which the manifests under tests/data name.
+  kctl apply --server-side -f "$(grep '^TRAINER_MODULE_DIR=' "$run/env" | cut -d= -f2)/manifests/base/runtimes/torch_distributed.yaml" >/dev/null
   echo "PLANE_UP_SECONDS=$((SECONDS - t0))" >>"$run/env"
   log "up in $((SECONDS - t0)) s: KUBECONFIG=$run/admin.kubeconfig (logs in $run/logs)"
   echo "$run"

@@ -232,7 +232,7 @@ fn regex_free_replace(text: &str, prefix: &str, replacement: &str) -> String {
         out.push_str(&rest[..at]);
         out.push_str(replacement);
         let tail = &rest[at + prefix.len()..];
-        let end = tail.find(|c: char| c.is_whitespace() || c == '"').unwrap_or(tail.len());
+        let end = tail.find(|c: char| c.is_whitespace() || c == '"' || c == '`').unwrap_or(tail.len());
         rest = &tail[end..];
     }
     out.push_str(rest);

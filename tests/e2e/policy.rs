@@ -7,6 +7,11 @@ use crate::cluster::{eventually, plane, trainjob};
 fn the_opt_out_label_is_refused_by_the_api_server_for_users_outside_the_opt_out_groups() {
     let ns = plane().namespace("e2e-optout", &[]);
     let labelled = "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: opted-out\n  labels:\n    trainguard.io/webhook: disabled\nspec:\n  suspend: true\n  runtimeRef:\n    name: e2e-torch\n";
+    // alice may create TrainJobs in this namespace (RBAC), but is in no opt-out group.
+    plane().kubectl().apply(&format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: trainjob-writer\n  namespace: {ns}\nrules:\n- apiGroups: [trainer.kubeflow.org]\n  resources: [trainjobs]\n  verbs: [create, update, patch, get]\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: alice\n  namespace: {ns}\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: trainjob-writer\nsubjects:\n- kind: User\n  name: alice\n  apiGroup: rbac.authorization.k8s.io\n",
+        ns = ns.name
+    ));
     // An ordinary user (impersonated by the admin, no system:masters) may not set the label...
     let out = plane()
         .kubectl()
@@ -27,7 +32,6 @@ fn the_opt_out_label_is_refused_by_the_api_server_for_users_outside_the_opt_out_
     assert!(!out.status.success(), "alice set the opt-out label");
     assert!(err.contains("ValidatingAdmissionPolicy 'trainguard-opt-out'"), "not refused by the policy: {err}");
     // ...a cluster admin may.
-    plane().kubectl().args(["-n", &ns.name, "create", "--dry-run=server", "-f", "-"]).output_with(labelled);
     let out = plane().kubectl().args(["-n", &ns.name, "create", "-f", "-"]).output_with(labelled);
     assert!(out.status.success(), "an admin could not opt out: {}", String::from_utf8_lossy(&out.stderr));
 }

@@ -122,20 +122,87 @@ fn a_reorder_of_runtime_patches_on_a_running_job_reaches_trainguard_and_is_denie
     assert!(!out.status.success() && err.contains(TRAINGUARD), "replace with a reorder: {err}");
 }
 
+/// The names of the pods in a namespace.
+fn pods(ns: &str) -> Vec<String> {
+    let list = kubectl_in(ns).args(["get", "pods"]).get_json().unwrap_or_default();
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["metadata"]["name"].as_str().map(String::from))
+        .collect()
+}
+
 #[test]
-fn suspended_with_jobset_still_active_is_denied_and_allowed_once_idle() {
-    let ns = running_job("e2e-suspend", false);
-    let patch = runtime_patches(&[patch_entry("e2e.trainguard.io/user", "pool-b")]);
-    // Suspend; JobSet's teardown takes a moment, during which the gate must hold.
+fn change_and_resume_in_one_request_is_denied_while_the_old_runs_pods_terminate() {
+    let ns = running_job("e2e-resume", false);
+    let change = patch_entry("e2e.trainguard.io/user", "pool-b");
+    let change_only = runtime_patches(std::slice::from_ref(&change));
+    let change_and_resume = format!(r#"{{"spec":{{"suspend":false,"runtimePatches":[{change}]}}}}"#);
+    // A finalizer holds the old run's pods in Terminating, as a slow shutdown or a lost node does.
+    let held = pods(&ns.name);
+    assert!(!held.is_empty(), "the running job has no pods");
+    for pod in &held {
+        kubectl_in(&ns.name)
+            .args([
+                "patch",
+                "pod",
+                pod,
+                "--type=merge",
+                "-p",
+                r#"{"metadata":{"finalizers":["e2e.trainguard.io/hold"]}}"#,
+            ])
+            .ok();
+    }
     kubectl_in(&ns.name)
         .args(["patch", "trainjob", "running", "--type=merge", "-p", r#"{"spec":{"suspend":true}}"#])
         .ok();
+    eventually("the old run's pods terminating and the JobSet idle", || {
+        let terminating = held.iter().all(|pod| {
+            kubectl_in(&ns.name)
+                .args(["get", "pod", pod])
+                .get_json()
+                .is_some_and(|p| !p["metadata"]["deletionTimestamp"].is_null())
+        });
+        let js = kubectl_in(&ns.name).args(["get", "jobset", "running"]).get_json()?;
+        let active: i64 =
+            js["status"]["replicatedJobsStatus"].as_array()?.iter().filter_map(|r| r["active"].as_i64()).sum();
+        (terminating && active == 0).then_some(())
+    });
+    // Change and resume at once (U4): new pods could start beside the terminating ones, so
+    // trainguard denies (G5). Trainer looks only at the JobSet's active counts, now zero.
+    let err = dry_run_denial(&ns.name, &change_and_resume, TRAINGUARD);
+    assert!(err.contains("terminating pod"), "not denied for the terminating pods: {err}");
+    // A change that keeps the job suspended (U3) starts nothing, so terminating pods do not block it.
+    kubectl_in(&ns.name)
+        .args(["patch", "trainjob", "running", "--type=merge", "--dry-run=server", "-p", &change_only])
+        .ok();
+    // Once the old run is gone, the same change-and-resume is allowed (applied, no dry run).
+    for pod in &held {
+        kubectl_in(&ns.name)
+            .args(["patch", "pod", pod, "--type=json", "-p", r#"[{"op":"remove","path":"/metadata/finalizers"}]"#])
+            .ok();
+    }
     wait_no_pods(&ns.name);
-    // Idle: the same change is allowed (no dry run: it is applied).
-    eventually("the overrides change allowed once the JobSet is idle", || {
-        let out = kubectl_in(&ns.name).args(["patch", "trainjob", "running", "--type=merge", "-p", &patch]).output();
+    eventually("change-and-resume allowed once the old run is gone", || {
+        let out = kubectl_in(&ns.name)
+            .args(["patch", "trainjob", "running", "--type=merge", "-p", &change_and_resume])
+            .output();
         out.status.success().then_some(())
     });
+}
+
+#[test]
+fn suspended_with_the_jobset_still_active_is_denied() {
+    // Suspending and changing in one request (U5): the JobSet is still active when the request
+    // arrives, so both webhooks deny it whatever they race to say.
+    let ns = running_job("e2e-suspend-change", false);
+    let patch = format!(
+        r#"{{"spec":{{"suspend":true,"runtimePatches":[{}]}}}}"#,
+        patch_entry("e2e.trainguard.io/user", "pool-b")
+    );
+    let err = dry_run_denial(&ns.name, &patch, TRAINGUARD);
+    assert!(err.contains("active job"), "not denied for the active JobSet: {err}");
 }
 
 #[test]
@@ -207,16 +274,18 @@ fn near_maximum_patches(env_per_patch: usize, pool: &str) -> String {
 fn a_near_maximum_trainjob_stays_inside_the_match_conditions_cost_budget() {
     let ns = plane().namespace("e2e-cost", &[("e2e.trainguard.io/trainer-webhook", "off")]);
     kubectl_in(&ns.name).apply(&trainjob("big", "e2e-torch", true, ""));
-    kubectl_in(&ns.name)
-        .args(["patch", "trainjob", "big", "--type=merge", "-p", &near_maximum_patches(100, "pool-a")])
-        .ok();
+    // The patches are too long for a command line: kubectl reads them from a file.
+    let file = plane().run_dir().join("near-maximum.json");
+    let patch = |pool: &str| {
+        std::fs::write(&file, near_maximum_patches(100, pool)).expect("write patch");
+        kubectl_in(&ns.name).args(["patch", "trainjob", "big", "--type=merge", "--patch-file"]).args([&file]).ok();
+    };
+    patch("pool-a");
     let before =
         metric_sum(&plane().webhook_metrics(), "controller_runtime_webhook_requests_total", &["validate-trainer"]);
     // Only the last patch differs: every comparison runs to the end. Were the cost budget
     // exceeded, the condition would error and failurePolicy Fail would refuse the write.
-    kubectl_in(&ns.name)
-        .args(["patch", "trainjob", "big", "--type=merge", "-p", &near_maximum_patches(100, "pool-b")])
-        .ok();
+    patch("pool-b");
     let after =
         metric_sum(&plane().webhook_metrics(), "controller_runtime_webhook_requests_total", &["validate-trainer"]);
     assert!(after > before, "the near-maximum update did not reach trainguard ({before} -> {after})");
