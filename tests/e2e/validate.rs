@@ -3,20 +3,35 @@
 //! evidence those rows describe is the running job's own here) goes through `validate` and through
 //! the API server (`kubectl create --dry-run=server` for a CREATE; for an UPDATE the old object is
 //! created for real, the controllers bring it to the state it describes, then
-//! `kubectl replace --dry-run=server` sends the new one). Verdicts must agree, except for the
-//! documented differences listed in `KNOWN`.
+//! `kubectl replace --dry-run=server` sends the new one), with each Trainer release's TrainJob CRD
+//! installed in turn and `validate --trainer-version` set to match. Verdicts and the field named
+//! must agree, except for the documented differences listed in `KNOWN`. Trainer's own validating
+//! webhook (v2.3.0's, the controller running) takes part only while v2.3.0's CRD is installed.
 
 use std::path::Path;
 use std::process::Command;
 
 use crate::cluster::{eventually, plane, wait_jobset_active};
 
-/// Rows where `validate` and the API server disagree on purpose, with the reason (docs/ci.md).
-const KNOWN: &[(&str, &str)] = &[(
-    "u5-suspend-and-change",
-    "suspend and change in one commit of a running job: the cluster denies it (its JobSet is still \
+/// The Trainer releases whose CRDs are installed in turn, with `validate`'s name for each.
+const RELEASES: &[(&str, &str)] = &[("v2.0.1", "v2.0"), ("v2.1.0", "v2.1"), ("v2.2.1", "v2.2"), ("v2.3.0", "v2.3")];
+
+/// (release, row) pairs where `validate` and the API server disagree on purpose, with the reason
+/// (docs/ci.md); `*` matches every release.
+const KNOWN: &[(&str, &str, &str)] = &[
+    (
+        "v2.2.1",
+        "u5-suspend-and-change",
+        "suspend and change in one commit of a running job: the cluster denies it (its JobSet is still \
      active when the change arrives); validate allows it with a warning",
-)];
+    ),
+    (
+        "v2.3.0",
+        "u5-suspend-and-change",
+        "suspend and change in one commit of a running job: the cluster denies it (its JobSet is still \
+     active when the change arrives); validate allows it with a warning",
+    ),
+];
 
 fn rows() -> Vec<std::path::PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/validate/rows");
@@ -24,6 +39,9 @@ fn rows() -> Vec<std::path::PathBuf> {
         .expect("rows")
         .map(|e| e.expect("entry").path())
         .filter(|p| !p.join("state.yaml").exists())
+        // A status in the old object is evidence the cluster cannot hold: CREATE drops it (the
+        // status subresource), and the controllers would rewrite it.
+        .filter(|p| std::fs::read_to_string(p.join("old.yaml")).map_or(true, |old| !old.contains("\nstatus:")))
         .collect();
     rows.sort();
     rows
@@ -41,9 +59,9 @@ fn without_namespace(path: &Path) -> String {
         + "\n"
 }
 
-fn validate_verdict(row: &Path) -> (bool, String) {
+fn validate_verdict(row: &Path, version: &str) -> (bool, String) {
     let mut cmd = Command::new(plane().var("TRAINGUARD_BIN"));
-    cmd.args(["validate", "--trainer-version", "v2.3"]);
+    cmd.args(["validate", "--trainer-version", version]);
     if row.join("old.yaml").exists() {
         cmd.arg("--old").arg(row.join("old.yaml"));
     }
@@ -72,37 +90,111 @@ fn api_server_verdict(row: &Path, ns: &str) -> (bool, String) {
     (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
+/// The directory of a Trainer release's module (its manifests), from the Go module cache.
+fn trainer_module(release: &str) -> std::path::PathBuf {
+    let out = Command::new("go")
+        .args(["mod", "download", "-json", &format!("github.com/kubeflow/trainer/v2@{release}")])
+        .current_dir(plane().run_dir())
+        .output()
+        .expect("run go mod download");
+    assert!(out.status.success(), "go mod download: {}", String::from_utf8_lossy(&out.stderr));
+    let info: serde_json::Value = serde_json::from_slice(&out.stdout).expect("go mod download -json");
+    info["Dir"].as_str().expect("module Dir").into()
+}
+
+fn install_trainjob_crd(release: &str) {
+    let crd = trainer_module(release).join("manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml");
+    plane().kubectl().args(["apply", "--server-side", "--force-conflicts", "-f"]).args([&crd]).ok();
+    plane()
+        .kubectl()
+        .args(["wait", "--for", "condition=established", "--timeout=60s", "crd/trainjobs.trainer.kubeflow.org"])
+        .ok();
+    // The API server serves the new schema once its CRD handler has swapped: wait until a
+    // server-side dry run sees it (a field only some releases have is accepted or refused).
+    let (spec, accepted) = schema_probe(release);
+    let probe = format!(
+        "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: probe\n  namespace: default\nspec:\n  suspend: true\n  runtimeRef:\n    name: e2e-torch\n{spec}"
+    );
+    eventually(&format!("the API server serving {release}'s TrainJob schema"), || {
+        let out = plane().kubectl().args(["create", "--dry-run=server", "-f", "-"]).output_with(&probe);
+        (out.status.success() == accepted).then_some(())
+    });
+}
+
+/// A `spec` fragment that tells the releases' schemas apart, and whether `release` accepts it.
+fn schema_probe(release: &str) -> (&'static str, bool) {
+    const GRACE: &str = "  runtimePatches:\n  - manager: e2e.trainguard.io/probe\n    trainingRuntimeSpec:\n      template:\n        spec:\n          replicatedJobs:\n          - name: node\n            template:\n              spec:\n                template:\n                  spec:\n                    terminationGracePeriodSeconds: 5\n";
+    match release {
+        "v2.0.1" => ("  podSpecOverrides:\n  - targetJobs:\n    - name: node\n", true),
+        "v2.1.0" => ("  podTemplateOverrides:\n  - targetJobs:\n    - name: node\n", true),
+        // v2.2.1 has runtimePatches but not a patch's terminationGracePeriodSeconds (v2.3.0 does).
+        "v2.2.1" => (GRACE, false),
+        _ => (GRACE, true),
+    }
+}
+
+/// Puts the plane's own release (v2.3.0) back, pass or fail.
+struct RestoreCrd;
+
+impl Drop for RestoreCrd {
+    fn drop(&mut self) {
+        install_trainjob_crd(plane().var("TRAINER_VERSION"));
+    }
+}
+
 #[test]
-fn validate_agrees_with_the_api_server_on_every_row_the_cluster_can_hold() {
+fn validate_agrees_with_the_api_server_on_every_row_the_cluster_can_hold_for_each_release() {
+    let _restore = RestoreCrd;
     let mut differences = Vec::new();
     let mut table = String::new();
-    for row in rows() {
-        let id = row.file_name().expect("row name").to_string_lossy().into_owned();
-        let ns = plane().namespace(&format!("e2e-row-{id}"), &[]);
-        // Trainer's and trainguard's webhook configurations are live before the first row.
-        eventually("the webhooks registered", || {
-            let hooks = plane().kubectl().args(["get", "validatingwebhookconfigurations", "-o", "name"]).ok();
-            (hooks.contains("trainguard-validating") && hooks.contains("trainer-validating")).then_some(())
-        });
-        let (tg, tg_text) = validate_verdict(&row);
-        let (api, api_text) = api_server_verdict(&row, &ns.name);
-        table.push_str(&format!("{id:<36} validate={:<6} api-server={}\n", verdict(tg), verdict(api)));
-        let (tg_field, api_field) = (first_field(&tg_text), first_field(&api_text));
-        table.push_str(&format!("{:<36}   validate: {tg_field:?}  api-server: {api_field:?}\n", ""));
-        let differ = tg != api || (!tg && tg_field != api_field);
-        let known = KNOWN.iter().any(|(k, _)| *k == id);
-        if differ != known {
-            differences.push(format!(
-                "{id}: validate {} / API server {}\n  validate: {}\n  API server: {}",
+    for (release, version) in RELEASES {
+        install_trainjob_crd(release);
+        let with_trainer = *release == plane().var("TRAINER_VERSION");
+        // The rows are independent (a namespace each): eight at a time.
+        let rows = rows();
+        let verdicts: Vec<_> = rows
+            .chunks(8)
+            .flat_map(|chunk| {
+                std::thread::scope(|scope| {
+                    let handles: Vec<_> =
+                        chunk.iter().map(|row| scope.spawn(move || judge(row, version, with_trainer))).collect();
+                    handles.into_iter().map(|h| h.join().expect("row thread")).collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for (id, (tg, tg_text), (api, api_text)) in verdicts {
+            let (tg_field, api_field) = (first_field(&tg_text), first_field(&api_text));
+            table.push_str(&format!(
+                "{release} {id:<30} validate={:<6} {tg_field:<28?} api-server={:<6} {api_field:?}\n",
                 verdict(tg),
-                verdict(api),
-                tg_text.trim(),
-                api_text.trim()
+                verdict(api)
             ));
+            let differ = tg != api || (!tg && tg_field != api_field);
+            let known = KNOWN.iter().any(|(r, k, _)| (*r == "*" || r == release) && *k == id);
+            if differ != known {
+                differences.push(format!(
+                    "{release} {id}: validate {} / API server {}{}\n  validate: {}\n  API server: {}",
+                    verdict(tg),
+                    verdict(api),
+                    if known { " (listed as a known difference, but they agree now)" } else { "" },
+                    tg_text.trim(),
+                    api_text.trim()
+                ));
+            }
         }
     }
     eprintln!("{table}");
     assert!(differences.is_empty(), "validate and the API server disagree:\n{}", differences.join("\n"));
+}
+
+type Verdict = (bool, String);
+
+/// One row under one release: its id, validate's verdict and the API server's, each with its text.
+fn judge(row: &Path, version: &str, with_trainer: bool) -> (String, Verdict, Verdict) {
+    let id = row.file_name().expect("row name").to_string_lossy().into_owned();
+    let labels: &[(&str, &str)] = if with_trainer { &[] } else { &[("e2e.trainguard.io/trainer-webhook", "off")] };
+    let ns = plane().namespace(&format!("e2e-row-{}-{id}", version.replace('.', "")), labels);
+    (id, validate_verdict(row, version), api_server_verdict(row, &ns.name))
 }
 
 /// The top-level field (`spec.x` or `metadata.x`) a denial names first, lower-cased: Trainer's
