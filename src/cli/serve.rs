@@ -140,6 +140,13 @@ pub struct ServeArgs {
     #[arg(long, env = "TRAINGUARD_BODY_READ_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
     pub body_read_timeout: Duration,
 
+    /// A connection whose peer takes none of its answer for this long is dropped (a write
+    /// blocked this long fails), and so is one asked to close (idle, or at shutdown) that is still
+    /// open this long after with nothing in flight: a client that stops reading gives its slot
+    /// and its answer's memory back.
+    #[arg(long, env = "TRAINGUARD_WRITE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub write_timeout: Duration,
+
     /// After SIGTERM, keep serving this long with readiness false, so the Service drops the pod
     /// before the listener closes.
     #[arg(long, env = "TRAINGUARD_DRAIN_DELAY", default_value = "0s", value_parser = parse_duration)]
@@ -316,6 +323,8 @@ async fn serve(
         max_connections_per_ip: args.max_connections_per_ip,
         client_ca: args.client_ca.clone(),
         body_read_timeout: args.body_read_timeout,
+        write_timeout: args.write_timeout,
+        evict_idle_after: crate::server::idle::EVICT_FLOOR,
     };
     let running = if args.webhook {
         // Every replica serves admission from its own JobSet and Job caches.
