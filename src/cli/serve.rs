@@ -279,6 +279,7 @@ async fn serve(
     let (registry, metrics, controller_metrics) = metrics_registry(log_lines_dropped);
     let shutdown = tokio_util::sync::CancellationToken::new();
     let mut controller: Option<tokio::task::JoinHandle<Result<(), crate::controller::ControllerError>>> = None;
+    let mut controller_progress = None;
 
     let client = match &mode {
         ClusterMode::Offline => None,
@@ -294,6 +295,7 @@ async fn serve(
         // Lease, and none of its watches (pods, nodes, training jobs).
         let mut controller_args = args.controller.clone();
         controller_args.leader_elect.get_or_insert(!args.dev);
+        controller_progress = Some(controller_metrics.progress.clone());
         controller = Some(tokio::spawn(crate::controller::run(
             client.clone(),
             controller_args,
@@ -352,6 +354,15 @@ async fn serve(
         tracing::info!("controller only (--webhook=false): no webhook listener, no certificates");
         Running::AdminOnly(server::start_admin(settings, metrics, Arc::new(registry)).await?)
     };
+
+    // `/healthz` fails when the controller is wedged (never because the API server is down).
+    if let Some(progress) = controller_progress {
+        let readiness = match &running {
+            Running::Webhook(r) => &r.readiness,
+            Running::AdminOnly(a) => &a.readiness,
+        };
+        readiness.set_liveness(Arc::new(move || progress.problem()));
+    }
 
     // The controller alone has nothing else to do: if it stops (a configuration error), so does
     // the process, and the kubelet restarts it.

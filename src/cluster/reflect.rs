@@ -136,9 +136,9 @@ impl ClusterCache {
         let jobsets: Api<JobSetView> = Api::all(client.clone());
         let jobs: Api<BatchJobView> = Api::all(client);
         let jobset_stream =
-            move || watcher::watcher(jobsets.clone(), watcher::Config::default().any_semantic()).default_backoff();
+            move || watcher::watcher(jobsets.clone(), super::watch_config().any_semantic()).default_backoff();
         let job_stream = move || {
-            watcher::watcher(jobs.clone(), watcher::Config::default().any_semantic().labels(JOBSET_NAME_LABEL))
+            watcher::watcher(jobs.clone(), super::watch_config().any_semantic().labels(JOBSET_NAME_LABEL))
                 .default_backoff()
         };
         tokio::spawn(drive(cache.clone(), jobset_stream, JobSetSink, shutdown.clone()));
