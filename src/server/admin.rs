@@ -27,6 +27,9 @@ pub struct Readiness {
     shutting_down: AtomicBool,
     caches: Option<Arc<dyn CacheStatus>>,
     no_webhook: bool,
+    /// The served certificate's validity: an expired one (at start there is no other to serve)
+    /// makes the replica unready.
+    cert_validity: std::sync::OnceLock<Arc<super::reload::CertValidity>>,
     /// What `/healthz` asks besides "the process answers": the controller's progress.
     liveness: std::sync::OnceLock<Liveness>,
 }
@@ -44,7 +47,8 @@ impl Readiness {
         Readiness { no_webhook: true, ..Default::default() }
     }
 
-    pub(crate) fn set_certs_loaded(&self) {
+    pub(crate) fn set_certs_loaded(&self, validity: Arc<super::reload::CertValidity>) {
+        let _ = self.cert_validity.set(validity);
         self.certs_loaded.store(true, Ordering::SeqCst);
     }
 
@@ -77,6 +81,9 @@ impl Readiness {
         }
         if !self.certs_loaded.load(Ordering::SeqCst) {
             problems.push("serving certificate not loaded".to_string());
+        }
+        if let Some(problem) = self.cert_validity.get().and_then(|v| v.problem(super::tls::unix_now())) {
+            problems.push(problem);
         }
         if !self.listener_up.load(Ordering::SeqCst) {
             problems.push("webhook listener not up".to_string());

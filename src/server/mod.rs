@@ -191,7 +191,7 @@ pub async fn start(
     let readiness = Arc::new(Readiness::new(caches));
     let (reloader, _) =
         reload::CertReloader::start(settings.tls_cert.clone(), settings.tls_key.clone(), metrics.clone())?;
-    readiness.set_certs_loaded();
+    readiness.set_certs_loaded(reloader.validity.clone());
     let client_auth = settings.client_ca.as_deref().map(tls::client_verifier).transpose()?;
     let tls_config = tls::server_config(reloader.live.clone(), settings.http2, client_auth);
 

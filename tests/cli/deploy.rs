@@ -1368,17 +1368,30 @@ fn network_policy_guards_the_admin_port_and_leaves_the_webhook_port_open() {
         assert!(webhook.from.as_ref().is_none_or(Vec::is_empty), "the API server must reach it from anywhere");
         let admin = rules.iter().find(|r| port(r) == admin_port).expect("a rule for the admin port");
         let from = admin.from.clone().unwrap();
-        assert_eq!(from.len(), 1, "{}: {from:?}", rendered.what);
-        let namespaces = match_labels(from[0].namespace_selector.as_ref().unwrap());
-        assert_eq!(namespaces.get("kubernetes.io/metadata.name").map(String::as_str), Some("monitoring"));
+        assert_eq!(from.len(), 2, "{}: {from:?}", rendered.what);
+        // Prometheus is admitted from `monitoring`, or from any namespace that opts in by a label,
+        // whatever its name.
+        let admitted = |labels: &[(&str, &str)]| {
+            let labels: BTreeMap<String, String> = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            from.iter().any(|peer| selects(&match_labels(peer.namespace_selector.as_ref().unwrap()), &labels))
+        };
+        let cases: [(&[(&str, &str)], bool); 4] = [
+            (&[("kubernetes.io/metadata.name", "monitoring")], true),
+            (&[("kubernetes.io/metadata.name", "observability"), ("trainguard.io/scrape", "true")], true),
+            (&[("kubernetes.io/metadata.name", "observability")], false),
+            (&[("kubernetes.io/metadata.name", "team-a"), ("trainguard.io/scrape", "false")], false),
+        ];
+        for (labels, want) in cases {
+            assert_eq!(admitted(labels), want, "{}: namespace {labels:?}", rendered.what);
+        }
         assert_eq!(rules.len(), 2, "{}: nothing else is admitted", rendered.what);
     }
     let values =
         json!({"networkPolicy": {"monitoringNamespace": "prom", "adminFrom": [{"ipBlock": {"cidr": "10.0.0.0/16"}}]}});
     let custom = render_chart(NAMESPACE, values).all::<NetworkPolicy>().remove(0);
     let admin = custom.spec.unwrap().ingress.unwrap().remove(1).from.unwrap();
-    assert_eq!(admin.len(), 2);
-    assert_eq!(admin[1].ip_block.as_ref().unwrap().cidr, "10.0.0.0/16");
+    assert_eq!(admin.len(), 3);
+    assert_eq!(admin[2].ip_block.as_ref().unwrap().cidr, "10.0.0.0/16");
     let off = render_chart(NAMESPACE, json!({"networkPolicy": {"enabled": false}}));
     assert!(off.all::<NetworkPolicy>().is_empty(), "networkPolicy.enabled=false leaves it out");
 }
