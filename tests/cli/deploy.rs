@@ -1396,6 +1396,31 @@ fn network_policy_guards_the_admin_port_and_leaves_the_webhook_port_open() {
     assert!(off.all::<NetworkPolicy>().is_empty(), "networkPolicy.enabled=false leaves it out");
 }
 
+/// `clientCA.secretName` mounts the Secret and turns `--client-ca` on; unset, neither.
+#[test]
+fn chart_mounts_the_client_ca_when_given() {
+    let cases = [
+        (json!({}), None),
+        (json!({"clientCA": {"secretName": "apiserver-client-ca"}}), Some("/client-ca/ca.crt")),
+        (json!({"clientCA": {"secretName": "apiserver-client-ca", "key": "bundle.pem"}}), Some("/client-ca/bundle.pem")),
+    ];
+    for (values, want) in cases {
+        let d = render_chart(NAMESPACE, values.clone()).deployment();
+        let serve = serve_args(&container(&d));
+        assert_eq!(serve.client_ca.as_deref().map(|p| p.to_str().unwrap()), want, "{values}");
+        let mounted = container(&d).volume_mounts.unwrap_or_default().iter().any(|m| m.mount_path == "/client-ca");
+        let volume = pod_spec(&d)
+            .volumes
+            .unwrap_or_default()
+            .into_iter()
+            .find(|v| v.name == "client-ca")
+            .and_then(|v| v.secret)
+            .and_then(|s| s.secret_name);
+        assert_eq!(mounted, want.is_some(), "{values}");
+        assert_eq!(volume.as_deref(), want.map(|_| "apiserver-client-ca"), "{values}");
+    }
+}
+
 #[test]
 fn chart_version_follows_the_crate() {
     let chart: Value =
