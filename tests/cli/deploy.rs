@@ -1402,7 +1402,10 @@ fn chart_mounts_the_client_ca_when_given() {
     let cases = [
         (json!({}), None),
         (json!({"clientCA": {"secretName": "apiserver-client-ca"}}), Some("/client-ca/ca.crt")),
-        (json!({"clientCA": {"secretName": "apiserver-client-ca", "key": "bundle.pem"}}), Some("/client-ca/bundle.pem")),
+        (
+            json!({"clientCA": {"secretName": "apiserver-client-ca", "key": "bundle.pem"}}),
+            Some("/client-ca/bundle.pem"),
+        ),
     ];
     for (values, want) in cases {
         let d = render_chart(NAMESPACE, values.clone()).deployment();
