@@ -60,6 +60,13 @@ pub(crate) fn watch_config() -> kube::runtime::watcher::Config {
     kube::runtime::watcher::Config::default().timeout(WATCH_TIMEOUT_SECONDS)
 }
 
+/// Caches that must have synced once before the webhook is ready (`/readyz`).
+pub trait CacheStatus: Send + Sync {
+    /// Names of the caches that have not listed their objects yet (a cache whose CRD is absent
+    /// counts as synced).
+    fn unsynced(&self) -> Vec<&'static str>;
+}
+
 #[cfg(test)]
 mod timeout_tests {
     use super::*;
@@ -73,11 +80,4 @@ mod timeout_tests {
         assert!(u64::from(WATCH_TIMEOUT_SECONDS) + 5 <= 60, "kube adds 5 s to notice a silent watch");
         assert!(READ_TIMEOUT > Duration::from_secs(u64::from(WATCH_TIMEOUT_SECONDS) + 5));
     }
-}
-
-/// Caches that must have synced once before the webhook is ready (`/readyz`).
-pub trait CacheStatus: Send + Sync {
-    /// Names of the caches that have not listed their objects yet (a cache whose CRD is absent
-    /// counts as synced).
-    fn unsynced(&self) -> Vec<&'static str>;
 }

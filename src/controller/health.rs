@@ -61,8 +61,9 @@ mod tests {
     // Only tokio's clock: paused time.
     #[tokio::test(start_paused = true)]
     async fn live_unless_one_item_runs_past_the_limit() {
+        type Step = fn(&Progress);
         let progress = Progress::default();
-        let steps: [(&str, fn(&Progress), Duration, bool); 4] = [
+        let steps: [(&str, Step, Duration, bool); 4] = [
             ("idle for long", |_| {}, STUCK_AFTER * 2, false),
             ("an item running a while", Progress::started, STUCK_AFTER - Duration::from_secs(1), false),
             ("the same item past the limit", |_| {}, Duration::from_secs(1), true),

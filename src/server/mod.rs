@@ -316,6 +316,19 @@ enum Slot {
     Probe(#[allow(dead_code)] OwnedSemaphorePermit),
 }
 
+/// What bounds one listener's connections.
+#[derive(Clone, Copy)]
+struct Bounds<'a> {
+    /// `--max-connections` (or `--max-admin-connections`).
+    cap: &'a Arc<Semaphore>,
+    /// The admin port's probe slots ([`PROBE_SLOTS`]).
+    reserve: Option<&'a Arc<Semaphore>>,
+    /// The webhook port's idle connections, which make room at the cap.
+    idle: Option<&'a Arc<idle::IdleConns>>,
+    /// `--max-connections-per-ip`.
+    peers: &'a Arc<peers::PeerCap>,
+}
+
 /// The next connection and its slot under the listener's cap. A connection from a peer that
 /// already has `--max-connections-per-ip` connections open is closed at once and counted. At the
 /// cap, the accepted connection waits for a slot (the next ones wait in the kernel's backlog:
@@ -323,14 +336,12 @@ enum Slot {
 /// the connection idle the longest ([`idle::EVICT_FLOOR`]) to make room.
 async fn next_connection(
     listener: &TcpListener,
-    cap: &Arc<Semaphore>,
-    reserve: Option<&Arc<Semaphore>>,
-    idle: Option<&Arc<idle::IdleConns>>,
-    peers: &Arc<peers::PeerCap>,
+    bounds: &Bounds<'_>,
     metrics: &WebhookMetrics,
     stop: &CancellationToken,
     what: &'static str,
 ) -> Option<(TcpStream, SocketAddr, Slot, peers::PeerSlot)> {
+    let Bounds { cap, reserve, idle, peers } = *bounds;
     loop {
         let accepted = tokio::select! {
             biased;
@@ -409,8 +420,14 @@ where
     // the cap bounds only connections still handshaking, and never refuses the API server's calls
     // however many come from one address (a konnectivity agent).
     let release_after_handshake = settings.client_ca.is_some();
-    while let Some((tcp, peer, slot, peer_slot)) =
-        next_connection(&listener, &cap, None, Some(&idle), &peers, &metrics, &stop, "webhook").await
+    while let Some((tcp, peer, slot, peer_slot)) = next_connection(
+        &listener,
+        &Bounds { cap: &cap, reserve: None, idle: Some(&idle), peers: &peers },
+        &metrics,
+        &stop,
+        "webhook",
+    )
+    .await
     {
         let idle_handle = idle.register();
         let _ = tcp.set_nodelay(true);
@@ -508,8 +525,14 @@ async fn admin_loop(
     let service = TowerToHyperService::new(router);
     let probe_service = TowerToHyperService::new(probe_router);
     let peers = peers::PeerCap::new(settings.max_connections_per_ip);
-    while let Some((tcp, _peer, slot, peer_slot)) =
-        next_connection(&listener, &cap, Some(&reserve), None, &peers, &metrics, &stop, "admin").await
+    while let Some((tcp, _peer, slot, peer_slot)) = next_connection(
+        &listener,
+        &Bounds { cap: &cap, reserve: Some(&reserve), idle: None, peers: &peers },
+        &metrics,
+        &stop,
+        "admin",
+    )
+    .await
     {
         let (service, probe_service, stop, open, metrics) =
             (service.clone(), probe_service.clone(), stop.clone(), open.clone(), metrics.clone());
