@@ -277,3 +277,45 @@ async fn a_connection_in_use_is_not_evicted_before_the_floor() {
     }
     server.shutdown().await;
 }
+
+/// With `--client-ca`, a connection that presents a certificate the CA signed (the API server's)
+/// gives its address's slot back once the handshake is done: however many calls come from one
+/// address (a konnectivity agent), `--max-connections-per-ip` never refuses them. A client without
+/// a certificate is refused in the handshake.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_per_address_cap_never_refuses_an_authenticated_client() {
+    use rustls_pki_types::PrivateKeyDer;
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params.key_usages = vec![rcgen::KeyUsagePurpose::KeyCertSign, rcgen::KeyUsagePurpose::DigitalSignature];
+    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, rcgen::KeyPair::generate().unwrap()).unwrap();
+    let mut params = rcgen::CertificateParams::new(vec!["kube-apiserver".to_string()]).unwrap();
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = params.signed_by(&key, &ca).unwrap();
+    let ca_dir = tempfile::tempdir().unwrap();
+    let ca_path = ca_dir.path().join("client-ca.crt");
+    std::fs::write(&ca_path, ca.pem()).unwrap();
+    let mut server =
+        start(Options { client_ca: Some(ca_path), max_connections_per_ip: 2, ..Default::default() }).await;
+    let identity = rustls::ClientConfig::builder_with_provider(trainguard::server::tls::provider())
+        .with_protocol_versions(rustls::ALL_VERSIONS)
+        .unwrap()
+        .with_root_certificates(root_store(&[&server.ca_pem]))
+        .with_client_auth_cert(vec![cert.der().clone()], PrivateKeyDer::Pkcs8(key.serialize_der().into()))
+        .unwrap();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(identity));
+    let ok = update_review(UID, trainjob(false, "a"), trainjob(false, "a"));
+    // Six keep-alive connections from one address, three times its cap, all held open.
+    let mut held = Vec::new();
+    for i in 0..6 {
+        let tcp = connect_from("127.0.0.1", server.addr).await;
+        let mut conn = connector.connect("localhost".try_into().unwrap(), tcp).await.expect("handshake");
+        let (status, text) = http1_post(&mut conn, VALIDATE, &ok, Duration::from_secs(5)).await;
+        assert_eq!(status, 200, "connection {i}: {text}");
+        held.push(conn);
+    }
+    let (_, metrics) = admin_get(server.admin, "/metrics").await;
+    assert!(!metrics.contains(r#"reason="per_ip_cap"} "#), "{metrics}");
+    server.shutdown().await;
+}
