@@ -296,8 +296,7 @@ async fn the_per_address_cap_never_refuses_an_authenticated_client() {
     let ca_dir = tempfile::tempdir().unwrap();
     let ca_path = ca_dir.path().join("client-ca.crt");
     std::fs::write(&ca_path, ca.pem()).unwrap();
-    let mut server =
-        start(Options { client_ca: Some(ca_path), max_connections_per_ip: 2, ..Default::default() }).await;
+    let mut server = start(Options { client_ca: Some(ca_path), max_connections_per_ip: 2, ..Default::default() }).await;
     let identity = rustls::ClientConfig::builder_with_provider(trainguard::server::tls::provider())
         .with_protocol_versions(rustls::ALL_VERSIONS)
         .unwrap()
