@@ -823,9 +823,9 @@ fn rbac_follows_the_controller_mode() {
         }
     }
     // The chart's act objects are the component's.
-    let component = repo().join("deploy/components/act/rbac.yaml");
+    let component = repo().join("deploy/components/act-rbac/rbac.yaml");
     let docs: Vec<Value> = serde_saphyr::from_multiple(&std::fs::read_to_string(&component).unwrap()).unwrap();
-    let component = by_kind_and_name(&Rendered { what: "components/act".into(), objects: docs });
+    let component = by_kind_and_name(&Rendered { what: "components/act-rbac".into(), objects: docs });
     let chart = by_kind_and_name(&render_chart(NAMESPACE, json!({"controller": {"mode": "act"}})));
     for (key, object) in component {
         let mut charted = chart.get(&key).cloned();
