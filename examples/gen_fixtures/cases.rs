@@ -780,6 +780,16 @@ fn general_cases() -> Vec<Case> {
     unnamed.namespace = String::new();
     unnamed.name = String::new();
     add("bad-object-unnamed-update", review(unnamed), running(), Expect::denied(400, "bad-object", &[generic]));
+    // A CREATE with generateName has no name yet, in the object or the request: judged as usual.
+    add(
+        "create-generate-name",
+        review(Review::create(
+            &id("generate-name"),
+            new_trainjob(Some(f), true).without("/metadata/name").with("/metadata/generateName", json!("llama-")),
+        )),
+        running(),
+        Expect::allowed("allow-create"),
+    );
     add(
         "bad-object-not-an-object",
         review(Review::create(&id("bad-string"), json!("llama"))),
