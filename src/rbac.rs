@@ -46,10 +46,15 @@ pub enum Scope {
     LeaseNamespace,
     /// Cluster-wide, granted only by the optional component for `--stash-ttl-on-stuck-suspend`.
     ClusterTtlStash,
+    /// Cluster-wide, granted only to a controller in `act` mode (kustomize component `act`, Helm
+    /// `controller.mode: act`): the deletes and the status patch. A `report` install writes only
+    /// Events and its Lease.
+    ClusterAct,
 }
 
 /// GET: the live re-check before each delete (TTL) and patch (stash). Also the TrainJob TTL's.
-const TRAINING_OPERATOR_VERBS: &[&str] = &["get", "list", "watch", "delete"];
+/// The delete itself is an [`Scope::ClusterAct`] row.
+const TRAINING_OPERATOR_VERBS: &[&str] = &["get", "list", "watch"];
 const READ: &[&str] = &["get", "list", "watch"];
 /// Watched into caches only; never read one by one.
 const WATCH: &[&str] = &["list", "watch"];
@@ -178,7 +183,7 @@ pub const API_CALLS: &[ApiCall] = &[
     ApiCall {
         group: "",
         resource: "pods",
-        verbs: &["get", "list", "watch", "delete"],
+        verbs: READ,
         scope: Scope::Cluster,
         by: By::Controller,
         purpose: "controller: node failure",
@@ -187,7 +192,7 @@ pub const API_CALLS: &[ApiCall] = &[
         group: "",
         resource: "pods/status",
         verbs: &["patch"],
-        scope: Scope::Cluster,
+        scope: Scope::ClusterAct,
         by: By::Controller,
         purpose: "controller: node failure (phase Failed before force delete)",
     },
@@ -214,6 +219,70 @@ pub const API_CALLS: &[ApiCall] = &[
         scope: Scope::Cluster,
         by: By::Controller,
         purpose: "controller: events",
+    },
+    ApiCall {
+        group: "kubeflow.org",
+        resource: "tfjobs",
+        verbs: &["delete"],
+        scope: Scope::ClusterAct,
+        by: By::Controller,
+        purpose: "controller, act mode: TTL delete",
+    },
+    ApiCall {
+        group: "kubeflow.org",
+        resource: "pytorchjobs",
+        verbs: &["delete"],
+        scope: Scope::ClusterAct,
+        by: By::Controller,
+        purpose: "controller, act mode: TTL delete",
+    },
+    ApiCall {
+        group: "kubeflow.org",
+        resource: "mpijobs",
+        verbs: &["delete"],
+        scope: Scope::ClusterAct,
+        by: By::Controller,
+        purpose: "controller, act mode: TTL delete",
+    },
+    ApiCall {
+        group: "kubeflow.org",
+        resource: "xgboostjobs",
+        verbs: &["delete"],
+        scope: Scope::ClusterAct,
+        by: By::Controller,
+        purpose: "controller, act mode: TTL delete",
+    },
+    ApiCall {
+        group: "kubeflow.org",
+        resource: "paddlejobs",
+        verbs: &["delete"],
+        scope: Scope::ClusterAct,
+        by: By::Controller,
+        purpose: "controller, act mode: TTL delete",
+    },
+    ApiCall {
+        group: "kubeflow.org",
+        resource: "jaxjobs",
+        verbs: &["delete"],
+        scope: Scope::ClusterAct,
+        by: By::Controller,
+        purpose: "controller, act mode: TTL delete",
+    },
+    ApiCall {
+        group: "trainer.kubeflow.org",
+        resource: "trainjobs",
+        verbs: &["delete"],
+        scope: Scope::ClusterAct,
+        by: By::Controller,
+        purpose: "controller, act mode: TTL delete",
+    },
+    ApiCall {
+        group: "",
+        resource: "pods",
+        verbs: &["delete"],
+        scope: Scope::ClusterAct,
+        by: By::Controller,
+        purpose: "controller, act mode: node failure (force delete)",
     },
     ApiCall {
         group: "coordination.k8s.io",

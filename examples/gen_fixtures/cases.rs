@@ -768,15 +768,27 @@ fn general_cases() -> Vec<Case> {
         stopped_job.clone().with(key, overrides(f, Placement::A100)),
     );
     foreign.namespace = "other-team".to_string();
+    let generic = "request.name and request.namespace must name the TrainJob under review";
+    add("bad-object-foreign-namespace", review(foreign), running(), Expect::denied(400, "bad-object", &[generic]));
+    // The same with the request's names left empty: the objects' JobSet (running here) is not
+    // described, and no other one either.
+    let mut unnamed = Review::update(
+        &id("unnamed"),
+        stopped_job.clone(),
+        stopped_job.clone().with(key, overrides(f, Placement::A100)),
+    );
+    unnamed.namespace = String::new();
+    unnamed.name = String::new();
+    add("bad-object-unnamed-update", review(unnamed), running(), Expect::denied(400, "bad-object", &[generic]));
+    // A CREATE with generateName has no name yet, in the object or the request: judged as usual.
     add(
-        "bad-object-foreign-namespace",
-        review(foreign),
-        Cluster::Offline,
-        Expect::denied(
-            400,
-            "bad-object",
-            &["request.oldObject is ml-team/llama, but the request is for other-team/llama"],
-        ),
+        "create-generate-name",
+        review(Review::create(
+            &id("generate-name"),
+            new_trainjob(Some(f), true).without("/metadata/name").with("/metadata/generateName", json!("llama-")),
+        )),
+        running(),
+        Expect::allowed("allow-create"),
     );
     add(
         "bad-object-not-an-object",

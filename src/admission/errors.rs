@@ -120,16 +120,80 @@ pub(crate) fn quote(value: &str) -> String {
     serde_json::to_string(&shown).unwrap_or_else(|_| format!("\"{shown}\""))
 }
 
+/// Field errors kept in one answer. A review can name millions of list items; past this many,
+/// errors are only counted (`… and N more errors`), so the work and the answer stay small.
+pub(crate) const MAX_FIELD_ERRORS: usize = 50;
+
+/// Field errors as they are found: the first [`MAX_FIELD_ERRORS`] kept, the rest counted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct ErrorList {
+    pub(crate) errors: Vec<FieldError>,
+    /// Errors found beyond the kept ones.
+    pub(crate) omitted: usize,
+}
+
+impl ErrorList {
+    /// Whether a further error would only be counted: callers skip building it.
+    pub(crate) fn is_full(&self) -> bool {
+        self.errors.len() >= MAX_FIELD_ERRORS
+    }
+
+    pub(crate) fn push(&mut self, error: FieldError) {
+        if self.is_full() {
+            self.omitted += 1;
+        } else {
+            self.errors.push(error);
+        }
+    }
+
+    /// Counts one error without building it (the list is full).
+    pub(crate) fn count(&mut self) {
+        self.omitted += 1;
+    }
+
+    pub(crate) fn append(&mut self, other: ErrorList) {
+        for e in other.errors {
+            self.push(e);
+        }
+        self.omitted += other.omitted;
+    }
+
+    /// Every error found, kept or not.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.errors.len() + self.omitted
+    }
+}
+
+impl From<Vec<FieldError>> for ErrorList {
+    fn from(errors: Vec<FieldError>) -> Self {
+        let mut list = ErrorList::default();
+        list.errors.reserve(errors.len().min(MAX_FIELD_ERRORS));
+        for e in errors {
+            list.push(e);
+        }
+        list
+    }
+}
+
+impl Extend<FieldError> for ErrorList {
+    fn extend<T: IntoIterator<Item = FieldError>>(&mut self, iter: T) {
+        for e in iter {
+            self.push(e);
+        }
+    }
+}
+
 /// Upper bound of the aggregated message, so a denial stays readable in `kubectl` and small in
 /// audit logs.
 pub(crate) const MAX_MESSAGE_BYTES: usize = 1024;
 
 /// `[e1, e2]` for several errors, the error itself for one; cut as `… and N more errors` so the
-/// result stays under [`MAX_MESSAGE_BYTES`].
-pub(crate) fn aggregate(errors: &[FieldError]) -> String {
+/// result stays under [`MAX_MESSAGE_BYTES`]. `omitted` errors were found but not kept.
+pub(crate) fn aggregate(errors: &[FieldError], omitted: usize) -> String {
     match errors {
         [] => String::new(),
-        [one] => truncate_to(one.rendered(), MAX_MESSAGE_BYTES),
+        [one] if omitted == 0 => truncate_to(one.rendered(), MAX_MESSAGE_BYTES),
         many => {
             let rendered: Vec<String> = many.iter().map(FieldError::rendered).collect();
             // Room kept for ", … and N more errors]".
@@ -149,7 +213,7 @@ pub(crate) fn aggregate(errors: &[FieldError]) -> String {
                 out.push_str(&truncate_to(rendered[0].clone(), MAX_MESSAGE_BYTES - TAIL_RESERVE));
                 shown = 1;
             }
-            let rest = rendered.len() - shown;
+            let rest = rendered.len() - shown + omitted;
             if rest > 0 {
                 let _ = write!(out, ", … and {rest} more errors");
             }

@@ -12,7 +12,7 @@ pub(crate) mod rules;
 use std::borrow::Cow;
 use std::fmt;
 
-pub(crate) use errors::{ErrorType, FieldError};
+pub(crate) use errors::{ErrorList, ErrorType, FieldError};
 pub use rule::Rule;
 pub(crate) use rules::RuleInput;
 pub use rules::{RulesConfig, SuspendRule};
@@ -79,7 +79,10 @@ pub(crate) enum Outcome {
         rule: Rule,
     },
     Denied {
+        /// The first [`errors::MAX_FIELD_ERRORS`] errors found.
         errors: Vec<FieldError>,
+        /// Errors found beyond those, counted only.
+        omitted: usize,
     },
     /// The review is well-formed but its object is not a TrainJob we can read: HTTP 200, code 400.
     BadRequest {
@@ -111,12 +114,14 @@ impl Decision {
         Decision { outcome: Outcome::BadRequest { message, rule }, warnings: Vec::new(), patch: None }
     }
 
-    /// Denied with `errors`, or allowed by `allow_rule` when there are none.
-    pub(crate) fn from_errors(errors: Vec<FieldError>, allow_rule: Rule) -> Self {
-        if errors.is_empty() {
+    /// Denied with `errors`, or allowed by `allow_rule` when there are none. Past
+    /// [`errors::MAX_FIELD_ERRORS`], errors are counted, not kept.
+    pub(crate) fn from_errors(errors: impl Into<ErrorList>, allow_rule: Rule) -> Self {
+        let ErrorList { errors, omitted } = errors.into();
+        if errors.is_empty() && omitted == 0 {
             Self::allow(allow_rule)
         } else {
-            Decision { outcome: Outcome::Denied { errors }, warnings: Vec::new(), patch: None }
+            Decision { outcome: Outcome::Denied { errors, omitted }, warnings: Vec::new(), patch: None }
         }
     }
 
@@ -128,14 +133,14 @@ impl Decision {
     pub fn rule(&self) -> &'static str {
         match &self.outcome {
             Outcome::Allowed { rule } | Outcome::BadRequest { rule, .. } => rule.as_str(),
-            Outcome::Denied { errors } => errors.first().map_or("denied", |e| e.rule.as_str()),
+            Outcome::Denied { errors, .. } => errors.first().map_or("denied", |e| e.rule.as_str()),
         }
     }
 
     /// Every rule that contributed, comma-separated, for the audit annotation.
     pub fn audit_rules(&self) -> String {
         match &self.outcome {
-            Outcome::Denied { errors } => {
+            Outcome::Denied { errors, .. } => {
                 let mut rules: Vec<&str> = Vec::new();
                 for e in errors {
                     if !rules.contains(&e.rule.as_str()) {
@@ -153,7 +158,7 @@ impl Decision {
         match &self.outcome {
             Outcome::Allowed { .. } => String::new(),
             Outcome::BadRequest { message, .. } => message.clone(),
-            Outcome::Denied { errors } => errors::aggregate(errors),
+            Outcome::Denied { errors, omitted } => errors::aggregate(errors, *omitted),
         }
     }
 }
@@ -284,7 +289,10 @@ fn respond<'a, O>(
         ),
         (None, Some(operation)) => decide(&request, operation),
     };
-    let name = request.name.take().unwrap_or_default();
+    // Echoed at most as long as the API server sends them: a forged review cannot make the
+    // answer (or the log line) grow with them.
+    let uid = cut_echo(uid, MAX_UID_BYTES);
+    let name = cut_echo(request.name.take().unwrap_or_default(), rules::MAX_NAME_BYTES);
     let said = response::Said::of(&decision);
     let body = response::review_bytes_saying(&uid, &decision, &name, &said);
     Ok(Reviewed {
@@ -292,11 +300,33 @@ fn respond<'a, O>(
         uid,
         operation: operation.map_or("UNKNOWN", Operation::as_str),
         decision,
-        namespace: request.namespace.take().unwrap_or_default(),
+        namespace: cut_echo(request.namespace.take().unwrap_or_default(), rules::MAX_NAMESPACE_BYTES),
         name,
         dry_run: request.dry_run.unwrap_or(false),
         said,
     })
+}
+
+/// The longest `request.uid` echoed. The API server's is a UUID (36 bytes); a longer one comes
+/// from another sender, and its echo is cut.
+pub(crate) const MAX_UID_BYTES: usize = 128;
+
+/// `value` cut to at most `max` bytes, on a character boundary.
+fn cut_echo(value: Cow<'_, str>, max: usize) -> Cow<'_, str> {
+    if value.len() <= max {
+        return value;
+    }
+    let mut end = max;
+    while !value.is_char_boundary(end) {
+        end -= 1;
+    }
+    match value {
+        Cow::Borrowed(s) => Cow::Borrowed(&s[..end]),
+        Cow::Owned(mut s) => {
+            s.truncate(end);
+            Cow::Owned(s)
+        }
+    }
 }
 
 /// docs/webhook.md §8: a review for another kind gets a 400 denial naming what was expected and what came.

@@ -38,7 +38,7 @@ fn status_saying(decision: &Decision, object_name: &str, message: &str) -> Optio
     match &decision.outcome {
         Outcome::Allowed { .. } => None,
         Outcome::BadRequest { message, .. } => Some(Status::failure(message, "BadRequest").with_code(400)),
-        Outcome::Denied { errors } => {
+        Outcome::Denied { errors, .. } => {
             let (code, reason) = denial_code(errors);
             let causes = errors
                 .iter()

@@ -3,7 +3,7 @@
 
 use serde_json::value::RawValue;
 
-use super::errors::{ErrorType, FieldError, quote};
+use super::errors::{ErrorList, ErrorType, FieldError, quote};
 use super::overrides;
 use super::{Decision, Endpoint, Operation, Rule};
 use crate::cluster::{ClusterView, GateFacts, JobSetFacts};
@@ -127,25 +127,31 @@ pub(crate) fn validate(input: &DecodedInput<'_, '_>, config: &RulesConfig, clust
     }
 }
 
-/// The API server always sends an UPDATE of the object it names; a review whose objects name
-/// another namespace or name was not sent by it. Refusing it keeps a direct caller from reading
-/// the JobSet state of another object through the gate's messages.
+/// The longest `metadata.name` (a DNS-1123 subdomain) and namespace (a DNS-1123 label) the API
+/// server stores.
+pub(crate) const MAX_NAME_BYTES: usize = 253;
+pub(crate) const MAX_NAMESPACE_BYTES: usize = 63;
+
+/// The API server always sends an UPDATE naming the object under review in `request.name` and
+/// `request.namespace`, and both objects carry that name (and that namespace, when set). A review
+/// that does not was not sent by it: it gets a denial that says nothing about any object, so a
+/// direct caller cannot read the JobSet state of another object (another namespace's above all)
+/// through the gate's messages. The gate then reads the request's own namespace and name only.
 fn foreign_object(input: &DecodedInput<'_, '_>, old: &TrainJobView<'_>, new: &TrainJobView<'_>) -> Option<Decision> {
-    for (what, object) in [("oldObject", old), ("object", new)] {
-        let name_differs = !input.name.is_empty() && !object.name().is_empty() && object.name() != input.name;
-        let namespace_differs =
-            !input.namespace.is_empty() && object.namespace().is_some_and(|ns| !ns.is_empty() && ns != input.namespace);
-        if name_differs || namespace_differs {
-            return Some(Decision::bad_request(format!(
-                "request.{what} is {}/{}, but the request is for {}/{}: the API server never sends that",
-                object.namespace().unwrap_or(""),
-                object.name(),
-                input.namespace,
-                input.name
-            )));
-        }
-    }
-    None
+    let names_ok = !input.name.is_empty()
+        && !input.namespace.is_empty()
+        && input.name.len() <= MAX_NAME_BYTES
+        && input.namespace.len() <= MAX_NAMESPACE_BYTES;
+    let objects_ok = [old, new].iter().all(|object| {
+        object.name() == input.name && object.namespace().is_none_or(|ns| ns.is_empty() || ns == input.namespace)
+    });
+    (!(names_ok && objects_ok)).then(|| {
+        Decision::bad_request(
+            "request.name and request.namespace must name the TrainJob under review, as request.object and \
+             request.oldObject do: the API server always sends them so"
+                .to_string(),
+        )
+    })
 }
 
 pub(crate) fn missing(field: &str) -> Decision {
@@ -161,7 +167,7 @@ pub(crate) fn decode<'a>(raw: Option<&'a RawValue>, field: &str) -> Result<Train
 }
 
 fn validate_create(new: &TrainJobView<'_>, config: &RulesConfig) -> Decision {
-    let mut errors = Vec::new();
+    let mut errors = ErrorList::default();
     if let Some(managed_by) = new.managed_by_raw()
         && !config.allowed_managed_by.iter().any(|a| a == managed_by)
     {
@@ -176,14 +182,14 @@ fn validate_create(new: &TrainJobView<'_>, config: &RulesConfig) -> Decision {
     check_name(new, &mut errors);
     for field in OverridesField::ALL {
         if let Some(raw) = new.overrides(field) {
-            errors.extend(overrides::shape_errors_raw(field, Some(raw)));
+            errors.append(overrides::shape_errors_raw(field, Some(raw)));
         }
     }
     Decision::from_errors(errors, Rule::AllowCreate)
 }
 
 /// `metadata.name` must be a DNS-1035 label (the JobSet and its Services are named after it).
-fn check_name(new: &TrainJobView<'_>, errors: &mut Vec<FieldError>) {
+fn check_name(new: &TrainJobView<'_>, errors: &mut ErrorList) {
     let name = new.name();
     if name.is_empty() {
         if new.generate_name().is_empty() {
@@ -278,7 +284,7 @@ fn validate_update(
     config: &RulesConfig,
     cluster: &dyn ClusterView,
 ) -> Decision {
-    let mut errors = Vec::new();
+    let mut errors = ErrorList::default();
     errors.extend(opt_out_error(old, new, input.groups, config));
     if old.managed_by() != new.managed_by() {
         let value = new.managed_by_raw().map_or_else(|| "null".to_string(), quote);
@@ -298,7 +304,7 @@ fn validate_update(
     for field in OverridesField::ALL {
         let (o, n) = (old.overrides(field), new.overrides(field));
         if let Some(shape_errors) = overrides::changed_shape_errors(field, o, n) {
-            errors.extend(shape_errors);
+            errors.append(shape_errors);
             changed.push(field);
         }
     }
@@ -369,13 +375,9 @@ struct Subject<'a> {
 }
 
 impl<'a> Subject<'a> {
+    /// The request's own namespace and name ([`foreign_object`] checked the objects carry them).
     fn of(input: &DecodedInput<'a, '_>, old: &'a TrainJobView<'_>) -> Self {
-        let pick = |req: &'a str, obj: Option<&'a str>| if req.is_empty() { obj.unwrap_or("") } else { req };
-        Subject {
-            namespace: pick(input.namespace, old.namespace()),
-            name: pick(input.name, Some(old.name())),
-            kueue_queue: old.kueue_queue(),
-        }
+        Subject { namespace: input.namespace, name: input.name, kueue_queue: old.kueue_queue() }
     }
 
     fn jobset(&self) -> String {

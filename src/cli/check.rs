@@ -67,7 +67,7 @@ impl Checked {
     /// The field errors of a denial (none for a `--strict` denial, which has no field).
     pub(crate) fn field_errors(&self) -> &[crate::admission::FieldError] {
         match &self.decision.outcome {
-            crate::admission::Outcome::Denied { errors } if !self.strict_denial => errors,
+            crate::admission::Outcome::Denied { errors, .. } if !self.strict_denial => errors,
             _ => &[],
         }
     }
@@ -209,12 +209,16 @@ pub(crate) fn with_schema_findings(decision: Decision, value: &Value, version: T
         return decision;
     }
     let warnings = decision.warnings;
-    if let crate::admission::Outcome::Denied { errors: rule_errors } = decision.outcome {
+    let mut omitted = 0;
+    if let crate::admission::Outcome::Denied { errors: rule_errors, omitted: rule_omitted } = decision.outcome {
         // A field the schema already refuses (managedBy outside the CRD's values) is said once.
         let refused: Vec<String> = errors.iter().map(|e| e.path.clone()).collect();
         errors.extend(rule_errors.into_iter().filter(|e| !refused.contains(&e.path)));
+        omitted = rule_omitted;
     }
-    Decision { warnings, ..Decision::from_errors(errors, Rule::Schema) }
+    let mut list = crate::admission::ErrorList::from(errors);
+    list.omitted += omitted;
+    Decision { warnings, ..Decision::from_errors(list, Rule::Schema) }
 }
 
 fn decodes(raw: &RawValue, source: &str, line: usize, what: &str) -> Result<(), DecodeFailure> {

@@ -140,6 +140,13 @@ pub struct ServeArgs {
     #[arg(long, env = "TRAINGUARD_BODY_READ_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
     pub body_read_timeout: Duration,
 
+    /// A connection whose peer takes none of its answer for this long is dropped (a write
+    /// blocked this long fails), and so is one asked to close (idle, or at shutdown) that is still
+    /// open this long after with nothing in flight: a client that stops reading gives its slot
+    /// and its answer's memory back.
+    #[arg(long, env = "TRAINGUARD_WRITE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub write_timeout: Duration,
+
     /// After SIGTERM, keep serving this long with readiness false, so the Service drops the pod
     /// before the listener closes.
     #[arg(long, env = "TRAINGUARD_DRAIN_DELAY", default_value = "0s", value_parser = parse_duration)]
@@ -272,6 +279,7 @@ async fn serve(
     let (registry, metrics, controller_metrics) = metrics_registry(log_lines_dropped);
     let shutdown = tokio_util::sync::CancellationToken::new();
     let mut controller: Option<tokio::task::JoinHandle<Result<(), crate::controller::ControllerError>>> = None;
+    let mut controller_progress = None;
 
     let client = match &mode {
         ClusterMode::Offline => None,
@@ -287,6 +295,7 @@ async fn serve(
         // Lease, and none of its watches (pods, nodes, training jobs).
         let mut controller_args = args.controller.clone();
         controller_args.leader_elect.get_or_insert(!args.dev);
+        controller_progress = Some(controller_metrics.progress.clone());
         controller = Some(tokio::spawn(crate::controller::run(
             client.clone(),
             controller_args,
@@ -316,6 +325,8 @@ async fn serve(
         max_connections_per_ip: args.max_connections_per_ip,
         client_ca: args.client_ca.clone(),
         body_read_timeout: args.body_read_timeout,
+        write_timeout: args.write_timeout,
+        evict_idle_after: crate::server::idle::EVICT_FLOOR,
     };
     let running = if args.webhook {
         // Every replica serves admission from its own JobSet and Job caches.
@@ -343,6 +354,15 @@ async fn serve(
         tracing::info!("controller only (--webhook=false): no webhook listener, no certificates");
         Running::AdminOnly(server::start_admin(settings, metrics, Arc::new(registry)).await?)
     };
+
+    // `/healthz` fails when the controller is wedged (never because the API server is down).
+    if let Some(progress) = controller_progress {
+        let readiness = match &running {
+            Running::Webhook(r) => &r.readiness,
+            Running::AdminOnly(a) => &a.readiness,
+        };
+        readiness.set_liveness(Arc::new(move || progress.problem()));
+    }
 
     // The controller alone has nothing else to do: if it stops (a configuration error), so does
     // the process, and the kubelet restarts it.

@@ -6,6 +6,7 @@ pub(crate) mod reflect;
 pub(crate) mod view;
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 pub use reflect::ClusterCache;
 pub use view::StateError;
@@ -33,7 +34,30 @@ pub(crate) async fn client(kubeconfig: &Option<PathBuf>) -> Result<kube::Client,
         }
         None => kube::Config::infer().await?,
     };
-    Ok(kube::Client::try_from(config)?)
+    Ok(kube::Client::try_from(with_timeouts(config))?)
+}
+
+/// Server-side length of every watch call: a watch that has said nothing for this long (plus
+/// kube's 5 s margin) is restarted, so one that stalled silently (a half-open connection, a proxy
+/// that stopped forwarding) is noticed within a minute instead of kube's default ~290 s.
+pub(crate) const WATCH_TIMEOUT_SECONDS: u32 = 55;
+
+/// The longest any response may stay silent: kube's client has no read timeout by default, and a
+/// hung GET or list would hold its caller (and its shutdown) forever. Longer than a watch call
+/// ([`WATCH_TIMEOUT_SECONDS`]), which the API server ends itself.
+pub(crate) const READ_TIMEOUT: Duration = Duration::from_secs(70);
+
+/// `config` with a read timeout on every call (counted from the request, not from when a pooled
+/// connection went idle).
+fn with_timeouts(mut config: kube::Config) -> kube::Config {
+    config.read_timeout = Some(READ_TIMEOUT);
+    config.reset_reader_on_write = true;
+    config
+}
+
+/// A watcher configuration whose calls end after [`WATCH_TIMEOUT_SECONDS`].
+pub(crate) fn watch_config() -> kube::runtime::watcher::Config {
+    kube::runtime::watcher::Config::default().timeout(WATCH_TIMEOUT_SECONDS)
 }
 
 /// Caches that must have synced once before the webhook is ready (`/readyz`).
@@ -41,4 +65,19 @@ pub trait CacheStatus: Send + Sync {
     /// Names of the caches that have not listed their objects yet (a cache whose CRD is absent
     /// counts as synced).
     fn unsynced(&self) -> Vec<&'static str>;
+}
+
+#[cfg(test)]
+mod timeout_tests {
+    use super::*;
+
+    #[test]
+    fn every_call_has_a_read_timeout_and_watches_restart_within_a_minute() {
+        let config = with_timeouts(kube::Config::new("https://127.0.0.1:6443".parse().unwrap()));
+        assert_eq!(config.read_timeout, Some(READ_TIMEOUT));
+        assert!(config.reset_reader_on_write);
+        assert_eq!(watch_config().timeout, Some(WATCH_TIMEOUT_SECONDS));
+        assert!(u64::from(WATCH_TIMEOUT_SECONDS) + 5 <= 60, "kube adds 5 s to notice a silent watch");
+        assert!(READ_TIMEOUT > Duration::from_secs(u64::from(WATCH_TIMEOUT_SECONDS) + 5));
+    }
 }

@@ -5,11 +5,12 @@
 //! and empty). A watch that breaks later keeps the cache serving until it has been broken for
 //! `stale_after`; after that, gated decisions answer "state unknown" (docs/webhook.md §4).
 //!
-//! A watch that is told 404 after the cache synced (the CRD was deleted, or a proxy answered for
-//! the API server) does not empty the cache on its word: the watch is restarted with a fresh
-//! list, the cache counts as broken until that list (or further watch events) succeed, and
-//! `trainguard_cache_resource_vanished_total` counts it. Only a list that answers 404 says the
-//! resource is absent.
+//! A watch or list that is told 404 after the cache synced with the resource served (the CRD was
+//! deleted, or a proxy answered for the API server) does not empty the cache on its word: the
+//! watch is restarted with a fresh list, the cache counts as broken until a list (or further
+//! watch events) succeed, and `trainguard_cache_resource_vanished_total` counts it. Only a list
+//! that answers 404 before the first sync says the resource is absent (a CRD deleted on purpose
+//! is then seen as absent after a restart).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -136,9 +137,9 @@ impl ClusterCache {
         let jobsets: Api<JobSetView> = Api::all(client.clone());
         let jobs: Api<BatchJobView> = Api::all(client);
         let jobset_stream =
-            move || watcher::watcher(jobsets.clone(), watcher::Config::default().any_semantic()).default_backoff();
+            move || watcher::watcher(jobsets.clone(), super::watch_config().any_semantic()).default_backoff();
         let job_stream = move || {
-            watcher::watcher(jobs.clone(), watcher::Config::default().any_semantic().labels(JOBSET_NAME_LABEL))
+            watcher::watcher(jobs.clone(), super::watch_config().any_semantic().labels(JOBSET_NAME_LABEL))
                 .default_backoff()
         };
         tokio::spawn(drive(cache.clone(), jobset_stream, JobSetSink, shutdown.clone()));
@@ -408,6 +409,28 @@ where
                         sink.delete(cache, &obj);
                     }
                 }
+            }
+            Err(e)
+                if is_not_found(&e)
+                    && matches!(e, watcher::Error::InitialListFailed(_))
+                    && health.synced()
+                    && cache.metrics.cache_resource_absent.get_or_create(&labels).get() == 0 =>
+            {
+                // A list told 404 after the cache synced with the resource served: whatever
+                // answered (a proxy, an aggregation layer in trouble) is not believed on its word.
+                // The cache keeps its objects, counts as broken (the gate answers "state unknown"
+                // once --cache-stale-after passes) and lists again; only a process that starts
+                // with the resource absent treats it as empty.
+                health.mark_broken(Instant::now());
+                cache.metrics.cache_watch_errors.get_or_create(&labels).inc();
+                cache.metrics.cache_resource_vanished.get_or_create(&labels).inc();
+                tracing::warn!(
+                    cache = S::NAME,
+                    error = %e,
+                    "the list answered 404 after the resource was served; keeping the cache (broken) and listing again"
+                );
+                cache.set_gauges(S::NAME, sink.count(cache), health.synced());
+                return StreamEnd::Relist;
             }
             Err(e) if is_not_found(&e) && matches!(e, watcher::Error::InitialListFailed(_)) => {
                 // The list says the resource is not served: the CRD is not installed, so no

@@ -122,10 +122,16 @@ fn api_code(e: &KubeError) -> Option<u16> {
     }
 }
 
-/// The longest a write (events included) may take, well under the lease duration: with a slow API
-/// server, a write cannot land long after the leadership check made before it. A write in flight
-/// is also cut the moment leadership ends.
-pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest a write (events included) may take. Shorter than the leader's fence margin
+/// ([`super::leader::FENCE_MARGIN`]): a write sent just before the fence falls is cut before the
+/// lease could expire, so it never lands while another replica may lead. A write in flight is
+/// also cut the moment leadership ends.
+pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
+/// The longest a live read (the re-check before a write) may take: kube's client has no read
+/// timeout of its own, and a hung GET would hold the loop and its shutdown.
+pub(crate) const READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+const _: () = assert!(WRITE_TIMEOUT.as_millis() < super::leader::FENCE_MARGIN.as_millis());
 
 /// A write cut short (timed out, or leadership ended), as a client-side error.
 fn write_cut(why: &'static str) -> KubeError {
@@ -133,12 +139,25 @@ fn write_cut(why: &'static str) -> KubeError {
 }
 
 impl Executor {
-    /// `call` within [`WRITE_TIMEOUT`], and only while leading.
+    /// A write: `call` within [`WRITE_TIMEOUT`], and only while leading.
     async fn bounded<T>(&self, call: impl Future<Output = Result<T, KubeError>>) -> Result<T, KubeError> {
+        self.bounded_for(WRITE_TIMEOUT, call).await
+    }
+
+    /// A live read: `call` within [`READ_TIMEOUT`], and only while leading.
+    async fn read<T>(&self, call: impl Future<Output = Result<T, KubeError>>) -> Result<T, KubeError> {
+        self.bounded_for(READ_TIMEOUT, call).await
+    }
+
+    async fn bounded_for<T>(
+        &self,
+        limit: Duration,
+        call: impl Future<Output = Result<T, KubeError>>,
+    ) -> Result<T, KubeError> {
         tokio::select! {
             biased;
             () = self.shared.leading.cancelled() => Err(write_cut("leadership ended during the request")),
-            result = tokio::time::timeout(WRITE_TIMEOUT, call) => {
+            result = tokio::time::timeout(limit, call) => {
                 result.unwrap_or_else(|_| Err(write_cut("the request timed out")))
             }
         }
@@ -299,7 +318,7 @@ impl Executor {
             TargetKind::Pod => return Step::stop(Outcome::Aborted),
         };
         let api = self.job_api(kind, &target.id.namespace);
-        let live = match api.get_opt(&target.id.name).await {
+        let live = match self.read(api.get_opt(&target.id.name)).await {
             Ok(Some(live)) => live,
             Ok(None) => return Step::done(false),
             Err(e) => {
@@ -345,7 +364,7 @@ impl Executor {
         published: &mut Vec<(Arc<str>, Reason, String)>,
     ) -> Step {
         let api: Api<TrainJobStateView> = Api::namespaced_with(self.client.clone(), &target.id.namespace, &());
-        let live = match api.get_opt(&target.id.name).await {
+        let live = match self.read(api.get_opt(&target.id.name)).await {
             Ok(Some(live)) => live,
             Ok(None) => return Step::done(false),
             Err(e) => {
@@ -453,7 +472,7 @@ impl Executor {
     async fn patch_job(&mut self, target: &Target, kind: &JobPatchKind, live_pods: u32) -> Step {
         let TargetKind::Job(job_kind) = target.kind else { return Step::stop(Outcome::Aborted) };
         let api = self.job_api(job_kind, &target.id.namespace);
-        let live = match api.get_opt(&target.id.name).await {
+        let live = match self.read(api.get_opt(&target.id.name)).await {
             Ok(Some(live)) => live,
             Ok(None) => return Step::done(false),
             Err(e) => {
@@ -562,7 +581,7 @@ impl Executor {
         target: &Target,
         node_name: &str,
     ) -> Result<(PodFacts, Timestamp), Step> {
-        let live = match pods.get_opt(&target.id.name).await {
+        let live = match self.read(pods.get_opt(&target.id.name)).await {
             Ok(Some(live)) => live,
             Ok(None) => {
                 self.metrics.force_deletion("gone");
@@ -599,7 +618,7 @@ impl Executor {
         deletion: Timestamp,
     ) -> Result<(Option<NodeFacts>, NodeHealth), Step> {
         let nodes: Api<NodeView> = Api::all(self.client.clone());
-        let node = match nodes.get_opt(node_name).await {
+        let node = match self.read(nodes.get_opt(node_name)).await {
             Ok(Some(n)) => match NodeFacts::from_view(&n) {
                 Ok(f) => Some(f),
                 Err(_) => return Err(Step::stop(Outcome::Aborted)),
@@ -777,7 +796,10 @@ pub async fn run(
         };
         let Some(item) = next else { break };
         let started = Instant::now();
+        let progress = executor.metrics.progress.clone();
+        progress.started();
         let report = executor.execute(item).await;
+        progress.finished();
         if reports.send((report, started.elapsed())).is_err() {
             break;
         }

@@ -36,6 +36,61 @@ pub(crate) const TRAINJOB_TTL_ANNOTATION: &str = "trainguard.io/ttl-seconds-afte
 /// Reason of the `DisruptionTarget` condition trainguard sets before a force delete.
 pub(crate) const DISRUPTION_REASON: &str = "DeletionByTrainguard";
 
+/// An annotation that holds a whole number of seconds, read once when the object is reduced to
+/// facts. The snapshot keeps the number, or for a value that is not one a short prefix (for
+/// messages) and a hash of the whole (for de-duplicating its events): never the raw text, so the
+/// controller's memory does not grow with what users write into annotations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecondsAnnotation {
+    /// A whole number (negative ones included: the rules refuse those themselves).
+    Seconds(i64),
+    /// Not a whole number.
+    Unreadable {
+        /// The first [`SecondsAnnotation::SHOWN_CHARS`] characters, `…` when cut.
+        shown: Str,
+        /// A hash of the whole value: one event per distinct value, in bounded memory.
+        digest: u64,
+    },
+}
+
+impl SecondsAnnotation {
+    /// Characters of an unreadable value quoted in messages.
+    pub(crate) const SHOWN_CHARS: usize = 64;
+
+    pub(crate) fn parse(raw: &str) -> Self {
+        use std::hash::{Hash, Hasher};
+        match raw.trim().parse::<i64>() {
+            Ok(seconds) => SecondsAnnotation::Seconds(seconds),
+            Err(_) => {
+                let mut shown: String = raw.chars().take(Self::SHOWN_CHARS).collect();
+                if shown.len() < raw.len() {
+                    shown.push('…');
+                }
+                // SipHash with fixed keys: the same value gives the same key in every process.
+                let mut hasher = std::collections::hash_map::DefaultHasher::new();
+                raw.hash(&mut hasher);
+                SecondsAnnotation::Unreadable { shown: shown.into(), digest: hasher.finish() }
+            }
+        }
+    }
+
+    /// What the value is called in messages: the number, or the quoted prefix.
+    pub(crate) fn shown(&self) -> String {
+        match self {
+            SecondsAnnotation::Seconds(n) => format!("{:?}", n.to_string()),
+            SecondsAnnotation::Unreadable { shown, .. } => format!("{shown:?}"),
+        }
+    }
+
+    /// A short key for de-duplicating events about this value.
+    pub(crate) fn dedup_key(&self) -> String {
+        match self {
+            SecondsAnnotation::Seconds(n) => n.to_string(),
+            SecondsAnnotation::Unreadable { digest, .. } => format!("{digest:016x}"),
+        }
+    }
+}
+
 /// Namespace and name of a namespaced object.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct NsName {
@@ -129,8 +184,8 @@ pub struct JobFacts {
     /// `spec.runPolicy.suspend == true` (the spec: suspension arrives before status).
     pub suspend: bool,
     pub ttl_seconds: Option<i64>,
-    /// The raw value of the stash annotation, when present.
-    pub stashed_ttl: Option<Str>,
+    /// The stash annotation, when present, read.
+    pub stashed_ttl: Option<SecondsAnnotation>,
     pub finished: Option<Finished>,
     /// `lastTransitionTime` of a `Suspended=True` condition; `Some(None)` when the condition is
     /// True but carries no time.
@@ -162,8 +217,8 @@ pub struct TrainJobFacts {
     pub(crate) finished_condition: Option<(FinishKind, Option<Timestamp>)>,
     /// `spec.ttlSecondsAfterFinished`, should the CRD gain it (it wins over the annotation).
     pub(crate) spec_ttl: Option<i64>,
-    /// The raw value of annotation `trainguard.io/ttl-seconds-after-finished`.
-    pub(crate) ttl_annotation: Option<Str>,
+    /// Annotation `trainguard.io/ttl-seconds-after-finished`, read.
+    pub(crate) ttl_annotation: Option<SecondsAnnotation>,
     pub suspended_condition: Option<Option<Timestamp>>,
     /// Sum of `status.jobsStatus[].active`.
     pub active: i64,
@@ -364,7 +419,11 @@ impl JobFacts {
             managed_by: policy.and_then(|p| p.managed_by.as_deref()).map(Str::from),
             suspend: policy.and_then(|p| p.suspend).unwrap_or(false),
             ttl_seconds: policy.and_then(|p| p.ttl_seconds_after_finished),
-            stashed_ttl: meta.annotations.as_ref().and_then(|a| a.get(STASH_ANNOTATION)).map(|v| Str::from(v.as_str())),
+            stashed_ttl: meta
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(STASH_ANNOTATION))
+                .map(|v| SecondsAnnotation::parse(v)),
             finished,
             suspended_condition: true_since(conditions, "Suspended"),
             active,
@@ -394,7 +453,7 @@ impl TrainJobFacts {
                 .annotations
                 .as_ref()
                 .and_then(|a| a.get(TRAINJOB_TTL_ANNOTATION))
-                .map(|v| Str::from(v.as_str())),
+                .map(|v| SecondsAnnotation::parse(v)),
             suspended_condition: true_since(conditions, "Suspended"),
             active: job
                 .status

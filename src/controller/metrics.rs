@@ -77,6 +77,8 @@ pub struct Metrics {
     pub pods_stuck_terminating: Family<NodeStateLabels, Gauge>,
     pub pod_force_deletions_total: Family<ResultLabels, Counter>,
     pub force_delete_suppressed_total: Family<ReasonLabels, Counter>,
+    /// The executor's progress, for `/healthz` (not exported as a metric).
+    pub progress: std::sync::Arc<super::health::Progress>,
 }
 
 impl Metrics {
@@ -97,6 +99,7 @@ impl Metrics {
             pods_stuck_terminating: Family::default(),
             pod_force_deletions_total: Family::default(),
             force_delete_suppressed_total: Family::default(),
+            progress: std::sync::Arc::default(),
         };
         // prometheus-client appends `_total` to counters.
         registry.register(

@@ -9,6 +9,7 @@ pub mod config;
 pub mod events;
 pub mod execute;
 pub mod facts;
+pub mod health;
 pub mod leader;
 pub mod live;
 pub mod metrics;

@@ -34,9 +34,10 @@ const ABSENT_RETRY: Duration = Duration::from_secs(300);
 /// the next is requested, so the memory a list needs is bounded by this, not by the cluster size.
 pub(crate) const PAGE_SIZE: u32 = 100;
 
-/// The watcher configuration of every source: paged initial lists of [`PAGE_SIZE`] objects.
+/// The watcher configuration of every source: paged initial lists of [`PAGE_SIZE`] objects, and
+/// watch calls that end within a minute ([`crate::cluster::watch_config`]).
 fn config() -> watcher::Config {
-    watcher::Config::default().page_size(PAGE_SIZE)
+    crate::cluster::watch_config().page_size(PAGE_SIZE)
 }
 
 /// What the watches tell the controller loop.

@@ -27,7 +27,15 @@ pub struct Readiness {
     shutting_down: AtomicBool,
     caches: Option<Arc<dyn CacheStatus>>,
     no_webhook: bool,
+    /// The served certificate's validity: an expired one (at start there is no other to serve)
+    /// makes the replica unready.
+    cert_validity: std::sync::OnceLock<Arc<super::reload::CertValidity>>,
+    /// What `/healthz` asks besides "the process answers": the controller's progress.
+    liveness: std::sync::OnceLock<Liveness>,
 }
+
+/// Why the process is not live, if it is not.
+pub(crate) type Liveness = Arc<dyn Fn() -> Option<String> + Send + Sync>;
 
 impl Readiness {
     pub fn new(caches: Option<Arc<dyn CacheStatus>>) -> Self {
@@ -39,12 +47,23 @@ impl Readiness {
         Readiness { no_webhook: true, ..Default::default() }
     }
 
-    pub(crate) fn set_certs_loaded(&self) {
+    pub(crate) fn set_certs_loaded(&self, validity: Arc<super::reload::CertValidity>) {
+        let _ = self.cert_validity.set(validity);
         self.certs_loaded.store(true, Ordering::SeqCst);
     }
 
     pub(crate) fn set_listener_up(&self) {
         self.listener_up.store(true, Ordering::SeqCst);
+    }
+
+    /// `/healthz` fails while `check` says why (set once).
+    pub(crate) fn set_liveness(&self, check: Liveness) {
+        let _ = self.liveness.set(check);
+    }
+
+    /// Why the process is not live; `None` when it is.
+    pub(crate) fn liveness_problem(&self) -> Option<String> {
+        self.liveness.get().and_then(|check| check())
     }
 
     pub(crate) fn set_shutting_down(&self) {
@@ -62,6 +81,9 @@ impl Readiness {
         }
         if !self.certs_loaded.load(Ordering::SeqCst) {
             problems.push("serving certificate not loaded".to_string());
+        }
+        if let Some(problem) = self.cert_validity.get().and_then(|v| v.problem(super::tls::unix_now())) {
+            problems.push(problem);
         }
         if !self.listener_up.load(Ordering::SeqCst) {
             problems.push("webhook listener not up".to_string());
@@ -83,7 +105,7 @@ struct AdminState {
 
 pub fn router(readiness: Arc<Readiness>, registry: Arc<Registry>) -> Router {
     Router::new()
-        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .with_state(AdminState { readiness, registry })
@@ -94,12 +116,19 @@ pub fn router(readiness: Arc<Readiness>, registry: Arc<Registry>) -> Router {
 pub(crate) fn probe_router(readiness: Arc<Readiness>) -> Router {
     let registry = Arc::new(Registry::default());
     Router::new()
-        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .fallback(|| async {
             (StatusCode::SERVICE_UNAVAILABLE, "admin connections all in use (--max-admin-connections); probes only\n")
         })
         .with_state(AdminState { readiness, registry })
+}
+
+async fn healthz(State(state): State<AdminState>) -> Response {
+    match state.readiness.liveness_problem() {
+        None => (StatusCode::OK, "ok\n").into_response(),
+        Some(problem) => (StatusCode::INTERNAL_SERVER_ERROR, format!("not live: {problem}\n")).into_response(),
+    }
 }
 
 async fn readyz(State(state): State<AdminState>) -> Response {
@@ -121,5 +150,25 @@ async fn metrics(State(state): State<AdminState>) -> Response {
         )
             .into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("encoding metrics: {e}\n")).into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn healthz_fails_only_while_the_liveness_check_says_why() {
+        let stuck = Arc::new(AtomicBool::new(false));
+        let readiness = Arc::new(Readiness::without_webhook());
+        let flag = stuck.clone();
+        readiness.set_liveness(Arc::new(move || flag.load(Ordering::SeqCst).then(|| "wedged".to_string())));
+        let state = AdminState { readiness, registry: Arc::new(Registry::default()) };
+        for (is_stuck, want) in
+            [(false, StatusCode::OK), (true, StatusCode::INTERNAL_SERVER_ERROR), (false, StatusCode::OK)]
+        {
+            stuck.store(is_stuck, Ordering::SeqCst);
+            assert_eq!(healthz(State(state.clone())).await.status(), want, "stuck: {is_stuck}");
+        }
     }
 }

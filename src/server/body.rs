@@ -8,39 +8,70 @@ use std::io::Cursor;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use bytes::Buf;
 use http_body::{Body, Frame, SizeHint};
+
+use super::budget::AnswerHeld;
 
 pub(crate) type Response = http::Response<ResponseBody>;
 
-/// A whole body in one buffer, `None` once sent.
-pub(crate) struct ResponseBody(Option<Vec<u8>>);
+/// A whole body in one buffer, `None` once sent, and the body budget it holds
+/// ([`AnswerHeld`]) until hyper has written it and drops it.
+pub(crate) struct ResponseBody(Option<Answer>);
+
+/// The bytes of an answer and the budget they hold.
+#[derive(Debug)]
+pub(crate) struct Answer {
+    bytes: Cursor<Vec<u8>>,
+    _held: Option<AnswerHeld>,
+}
 
 impl From<Vec<u8>> for ResponseBody {
     fn from(bytes: Vec<u8>) -> Self {
-        ResponseBody(Some(bytes))
+        ResponseBody(Some(Answer { bytes: Cursor::new(bytes), _held: None }))
+    }
+}
+
+impl ResponseBody {
+    /// `bytes`, holding `held` until they are written.
+    pub(crate) fn holding(bytes: Vec<u8>, held: AnswerHeld) -> Self {
+        ResponseBody(Some(Answer { bytes: Cursor::new(bytes), _held: Some(held) }))
+    }
+}
+
+impl Buf for Answer {
+    fn remaining(&self) -> usize {
+        self.bytes.remaining()
+    }
+
+    fn chunk(&self) -> &[u8] {
+        self.bytes.chunk()
+    }
+
+    fn advance(&mut self, n: usize) {
+        self.bytes.advance(n);
     }
 }
 
 impl Body for ResponseBody {
-    type Data = Cursor<Vec<u8>>;
+    type Data = Answer;
     type Error = Infallible;
 
     fn poll_frame(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Result<Frame<Self::Data>, Infallible>>> {
-        Poll::Ready(self.get_mut().0.take().filter(|b| !b.is_empty()).map(|b| Ok(Frame::data(Cursor::new(b)))))
+        Poll::Ready(self.get_mut().0.take().filter(|b| b.remaining() > 0).map(|b| Ok(Frame::data(b))))
     }
 
     fn is_end_stream(&self) -> bool {
-        self.0.as_ref().is_none_or(Vec::is_empty)
+        self.0.as_ref().is_none_or(|b| b.remaining() == 0)
     }
 
     fn size_hint(&self) -> SizeHint {
-        SizeHint::with_exact(self.0.as_ref().map_or(0, Vec::len) as u64)
+        SizeHint::with_exact(self.0.as_ref().map_or(0, Buf::remaining) as u64)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use bytes::Buf;
     use http_body_util::BodyExt;
 
     use super::*;

@@ -16,6 +16,7 @@
 //! the share is answered 429 at once (HTTP/1.1 connections carry one body at a time, so only
 //! HTTP/2 can reach it).
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -234,6 +235,61 @@ impl<'a> Held<'a> {
     }
 }
 
+impl Held<'_> {
+    /// Keeps `len` of the bytes held (at most all of them) for the answer until it is written,
+    /// and gives the rest back now: an answer a client does not read counts against the budget
+    /// like the body it answers.
+    pub(crate) fn keep_for_answer(
+        mut self,
+        len: usize,
+        budget: Arc<BodyBudget>,
+        share: Option<Arc<ConnShare>>,
+    ) -> AnswerHeld {
+        let keep = len.min(self.bytes());
+        let reserve = keep.min(self.reserve);
+        let shared = keep - reserve;
+        // What stays in `self` is given back when it drops, below.
+        self.reserve -= reserve;
+        self.shared -= shared;
+        drop(self);
+        AnswerHeld { budget, share, reserve, shared }
+    }
+}
+
+/// Budget an answer holds until it is written (then dropped by hyper with its bytes).
+#[derive(Debug)]
+pub(crate) struct AnswerHeld {
+    budget: Arc<BodyBudget>,
+    share: Option<Arc<ConnShare>>,
+    reserve: usize,
+    shared: usize,
+}
+
+impl AnswerHeld {
+    #[cfg(test)]
+    pub(crate) fn bytes(&self) -> usize {
+        self.reserve + self.shared
+    }
+}
+
+impl Drop for AnswerHeld {
+    fn drop(&mut self) {
+        let bytes = self.reserve + self.shared;
+        if bytes > 0 {
+            self.budget.gauge.dec_by(bytes as i64);
+            if let Some(share) = &self.share {
+                share.give_back(bytes);
+            }
+        }
+        if self.reserve > 0 {
+            self.budget.reserve.add_permits(self.reserve);
+        }
+        if self.shared > 0 {
+            self.budget.shared.add_permits(self.shared);
+        }
+    }
+}
+
 impl Drop for Held<'_> {
     fn drop(&mut self) {
         if self.bytes() > 0 {
@@ -351,6 +407,26 @@ mod tests {
         b.take(60 * KIB, soon()).await.expect("the share came back");
         assert_eq!(budget.connection_share(), 200 * KIB);
         assert_eq!(BodyBudget::new(400 * KIB, 100 * KIB, Gauge::default()).unwrap().connection_share(), 100 * KIB);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_holds_its_bytes_until_dropped() {
+        let budget = Arc::new(BodyBudget::new(400 * KIB, 100 * KIB, Gauge::default()).unwrap());
+        let share = Arc::new(ConnShare::new(budget.connection_share()));
+        let cases = [("answer smaller than the body", 50 * KIB, 10 * KIB), ("answer bigger", 10 * KIB, 50 * KIB)];
+        for (case, body, answer) in cases {
+            let mut held = Held::with_share(&budget, BodyClass::Small, &share);
+            held.take(body, soon()).await.unwrap();
+            let kept = held.keep_for_answer(answer, budget.clone(), Some(share.clone()));
+            assert_eq!(kept.bytes(), answer.min(body), "{case}");
+            assert_eq!(
+                (budget.in_use(), share.held()),
+                (answer.min(body), answer.min(body)),
+                "{case}: the rest came back"
+            );
+            drop(kept);
+            assert_eq!((budget.in_use(), share.held()), (0, 0), "{case}: all back once written");
+        }
     }
 
     #[tokio::test(start_paused = true)]

@@ -44,6 +44,15 @@ pub mod http2 {
     /// Headers of an admission request are well under 1 KiB. hyper's default today, set here so
     /// that a dependency update cannot raise it.
     pub const MAX_HEADER_LIST: u32 = 16 * 1024;
+    /// Bytes of an answer h2 buffers per stream beyond what the peer's window lets it send
+    /// (hyper's default is 400 KiB). Answers are under 64 KiB.
+    pub const MAX_SEND_BUF: usize = 64 * 1024;
+    /// Streams a peer may reset before the server accepted them, at once (HTTP/2 Rapid Reset,
+    /// CVE-2023-44487); beyond, the connection gets GOAWAY. h2's default, pinned here.
+    pub const MAX_PENDING_RESETS: usize = 20;
+    /// Streams the server may reset for a peer's protocol errors over a connection's life;
+    /// beyond, the connection is closed (CVE-2024-27316 and kin). h2's default is 1024.
+    pub const MAX_LOCAL_ERROR_RESETS: usize = 64;
     /// Ping an idle connection this often; close it when the peer does not answer within
     /// [`KEEP_ALIVE_TIMEOUT`] (a peer that vanished without a FIN).
     pub(crate) const KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(30);
@@ -66,6 +75,9 @@ pub(crate) struct ConnSettings {
     pub idle_timeout: Duration,
     /// HTTP/2 streams per connection (the webhook's `--http2-max-concurrent-streams`).
     pub(crate) http2_max_streams: u32,
+    /// A write that makes no progress for this long fails and drops the connection; a connection
+    /// asked to close (idle, or at shutdown) with nothing in flight is dropped this long after.
+    pub(crate) write_timeout: Duration,
 }
 
 /// Counts what one connection is doing, for its deadlines: requests started and finished, and
@@ -90,11 +102,43 @@ impl Activity {
 }
 
 pin_project_lite::pin_project! {
-    /// The connection's IO, telling [`Activity`] when the first byte after an idle spell arrives.
+    /// The connection's IO, telling [`Activity`] when the first byte after an idle spell arrives,
+    /// and failing a write that stays blocked for the write timeout (hyper has no write timeout,
+    /// and its graceful shutdown waits for a blocked write forever): a peer that stops reading
+    /// its answers is dropped, and its slot and buffers come back.
     pub(crate) struct Watched<I> {
         #[pin]
         io: I,
         activity: Arc<Activity>,
+        write_timeout: Duration,
+        // Armed when a write or flush first returns Pending; cleared by any progress. Boxed:
+        // only a blocked connection pays for it.
+        stalled: Option<Pin<Box<tokio::time::Sleep>>>,
+    }
+}
+
+/// A write or flush that returned Pending for the write timeout fails with `TimedOut`.
+fn write_deadline<T>(
+    stalled: &mut Option<Pin<Box<tokio::time::Sleep>>>,
+    timeout: Duration,
+    cx: &mut Context<'_>,
+    poll: Poll<std::io::Result<T>>,
+) -> Poll<std::io::Result<T>> {
+    match poll {
+        Poll::Ready(result) => {
+            *stalled = None;
+            Poll::Ready(result)
+        }
+        Poll::Pending => {
+            let timer = stalled.get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+            match timer.as_mut().poll(cx) {
+                Poll::Ready(()) => Poll::Ready(Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "the peer read nothing for the write timeout",
+                ))),
+                Poll::Pending => Poll::Pending,
+            }
+        }
     }
 }
 
@@ -126,15 +170,21 @@ impl<I: Read> Read for Watched<I> {
 
 impl<I: Write> Write for Watched<I> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
-        self.project().io.poll_write(cx, buf)
+        let this = self.project();
+        let poll = this.io.poll_write(cx, buf);
+        write_deadline(this.stalled, *this.write_timeout, cx, poll)
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        self.project().io.poll_flush(cx)
+        let this = self.project();
+        let poll = this.io.poll_flush(cx);
+        write_deadline(this.stalled, *this.write_timeout, cx, poll)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        self.project().io.poll_shutdown(cx)
+        let this = self.project();
+        let poll = this.io.poll_shutdown(cx);
+        write_deadline(this.stalled, *this.write_timeout, cx, poll)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -146,7 +196,9 @@ impl<I: Write> Write for Watched<I> {
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
-        self.project().io.poll_write_vectored(cx, bufs)
+        let this = self.project();
+        let poll = this.io.poll_write_vectored(cx, bufs);
+        write_deadline(this.stalled, *this.write_timeout, cx, poll)
     }
 }
 
@@ -249,6 +301,7 @@ pub(crate) async fn serve<I, S, B>(
     service: S,
     settings: &ConnSettings,
     stop: &CancellationToken,
+    idle: Option<super::idle::IdleHandle>,
 ) -> Ended
 where
     I: Read + Write + Unpin + Send + 'static,
@@ -257,7 +310,7 @@ where
 {
     let activity = Arc::new(Activity::default());
     let service = Tracked { inner: service, activity: activity.clone() };
-    let io = Watched { io, activity: activity.clone() };
+    let io = Watched { io, activity: activity.clone(), write_timeout: settings.write_timeout, stalled: None };
     let result = if h2 {
         let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
             .timer(TokioTimer::new())
@@ -265,12 +318,15 @@ where
             .initial_connection_window_size(http2::CONNECTION_WINDOW)
             .max_concurrent_streams(settings.http2_max_streams)
             .max_header_list_size(http2::MAX_HEADER_LIST)
+            .max_send_buf_size(http2::MAX_SEND_BUF)
+            .max_pending_accept_reset_streams(http2::MAX_PENDING_RESETS)
+            .max_local_error_reset_streams(http2::MAX_LOCAL_ERROR_RESETS)
             .keep_alive_interval(http2::KEEP_ALIVE_INTERVAL)
             .keep_alive_timeout(http2::KEEP_ALIVE_TIMEOUT)
             .serve_connection(io, service);
         // HTTP/2 frames (pings, settings) arrive on an idle connection too; a stream's headers
         // are bounded by the header-list limit instead of a per-request timer.
-        drive(conn, &activity, settings, false, stop).await
+        drive(conn, &activity, settings, false, stop, idle.as_ref()).await
     } else {
         let conn = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
@@ -279,7 +335,7 @@ where
             .max_buf_size(HTTP1_MAX_BUF)
             .keep_alive(true)
             .serve_connection(io, service);
-        drive(conn, &activity, settings, true, stop).await
+        drive(conn, &activity, settings, true, stop, idle.as_ref()).await
     };
     match result {
         Ok(Ended::HeaderTimeout) => {
@@ -315,6 +371,7 @@ async fn drive<C>(
     settings: &ConnSettings,
     header_timer: bool,
     stop: &CancellationToken,
+    idle: Option<&super::idle::IdleHandle>,
 ) -> Result<Ended, C::Error>
 where
     C: GracefulConnection,
@@ -326,6 +383,8 @@ where
     let mut deadline = Instant::now() + settings.header_read_timeout;
     let mut waiting_for_headers = true;
     let mut seen = activity.snapshot();
+    let idle_handle = idle;
+    let evictable = idle_handle.is_some();
     loop {
         let changed = activity.changed.notified();
         tokio::select! {
@@ -334,6 +393,7 @@ where
             () = stop.cancelled(), if !closing => {
                 conn.as_mut().graceful_shutdown();
                 closing = true;
+                deadline = Instant::now() + settings.write_timeout;
             }
             () = changed => {
                 let now = activity.snapshot();
@@ -342,26 +402,52 @@ where
                     seen = now;
                     waiting_for_headers = false;
                     if idle {
-                        deadline = Instant::now() + settings.idle_timeout;
+                        let wait = if closing { settings.write_timeout } else { settings.idle_timeout };
+                        deadline = Instant::now() + wait;
                         if header_timer {
                             activity.want_byte.store(true, Ordering::Relaxed);
                         }
+                        if let Some(handle) = idle_handle && !closing {
+                            handle.idle();
+                        }
+                    } else if let Some(handle) = idle_handle {
+                        handle.busy();
                     }
-                } else if idle && !waiting_for_headers && header_timer
+                } else if idle && !closing && !waiting_for_headers && header_timer
                     && !activity.want_byte.load(Ordering::Relaxed)
                 {
                     // The first byte of the next request: its headers get the header timeout.
                     waiting_for_headers = true;
                     deadline = Instant::now() + settings.header_read_timeout;
+                    if let Some(handle) = idle_handle {
+                        handle.busy();
+                    }
                 }
             }
-            () = tokio::time::sleep_until(deadline), if !closing && seen.0 == seen.1 => {
+            () = async { idle_handle.expect("guarded").evicted().await }, if evictable => {
+                // Chosen to make room at the connection cap: close if still between requests.
+                let no_byte_yet = !header_timer || activity.want_byte.load(Ordering::Relaxed);
+                if seen.0 == seen.1 && !waiting_for_headers && !closing && no_byte_yet {
+                    tracing::debug!("closing an idle connection to make room for a new one");
+                    conn.as_mut().graceful_shutdown();
+                    closing = true;
+                    deadline = Instant::now() + settings.write_timeout;
+                }
+            }
+            () = tokio::time::sleep_until(deadline), if seen.0 == seen.1 => {
+                if closing {
+                    // Asked to close with nothing in flight, and still open: an answer the peer
+                    // does not take (an HTTP/2 stream without window), or a close it ignores.
+                    tracing::debug!(write_timeout = ?settings.write_timeout, "dropping a connection that does not close");
+                    return Ok(Ended::Closed);
+                }
                 if waiting_for_headers {
                     return Ok(Ended::HeaderTimeout);
                 }
                 tracing::debug!(idle = ?settings.idle_timeout, "closing an idle connection");
                 conn.as_mut().graceful_shutdown();
                 closing = true;
+                deadline = Instant::now() + settings.write_timeout;
             }
         }
     }

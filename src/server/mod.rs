@@ -10,6 +10,7 @@ pub mod admin;
 pub mod body;
 pub(crate) mod budget;
 pub mod conn;
+pub mod idle;
 pub(crate) mod limits;
 pub mod metrics;
 pub(crate) mod peers;
@@ -72,6 +73,11 @@ pub struct ServerSettings {
     /// A request body must have arrived this long after its headers (or by the request's own
     /// `?timeout=` deadline, if sooner).
     pub body_read_timeout: Duration,
+    /// A write the peer takes nothing of for this long drops the connection (both listeners).
+    pub write_timeout: Duration,
+    /// At `max_connections`, a connection idle between requests this long may be closed to make
+    /// room for a new one (`serve` uses [`idle::EVICT_FLOOR`]).
+    pub evict_idle_after: Duration,
 }
 
 /// Admin connections kept for `/healthz` and `/readyz` when `--max-admin-connections` are all
@@ -90,6 +96,8 @@ pub enum ServerError {
     Budget(#[from] budget::BudgetError),
     #[error("{flag} must be at least 1")]
     Zero { flag: &'static str },
+    #[error("starting the admin listener's thread: {0}")]
+    AdminThread(std::io::Error),
 }
 
 /// How a shutdown went.
@@ -108,7 +116,45 @@ pub struct RunningServer {
     stop_accepting: CancellationToken,
     stop_rest: CancellationToken,
     accept_loop: JoinHandle<ShutdownReport>,
-    admin: JoinHandle<()>,
+    admin: AdminThread,
+}
+
+/// The admin listener's thread: done when its loop has returned.
+struct AdminThread(tokio::sync::oneshot::Receiver<()>);
+
+impl AdminThread {
+    async fn join(self) {
+        let _ = self.0.await;
+    }
+}
+
+/// Runs the admin listener on a thread of its own, with a current-thread runtime: the kubelet's
+/// probes never wait behind reviews, whatever they cost and however many workers the webhook's
+/// runtime has (one, under a 1-CPU limit). docs/operations.md, "Limits", says why.
+fn spawn_admin<F>(
+    listener: TcpListener,
+    run: impl FnOnce(TcpListener) -> F + Send + 'static,
+) -> Result<AdminThread, ServerError>
+where
+    F: Future<Output = ()> + 'static,
+{
+    let listener = listener.into_std().map_err(ServerError::AdminThread)?;
+    let runtime =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(ServerError::AdminThread)?;
+    let (done, joined) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("trainguard-admin".into())
+        .spawn(move || {
+            runtime.block_on(async move {
+                match TcpListener::from_std(listener) {
+                    Ok(listener) => run(listener).await,
+                    Err(e) => tracing::error!(error = %e, "the admin listener could not start"),
+                }
+            });
+            let _ = done.send(());
+        })
+        .map_err(ServerError::AdminThread)?;
+    Ok(AdminThread(joined))
 }
 
 /// A listener on `addr` (port 0: any free one) and the address it got.
@@ -145,7 +191,7 @@ pub async fn start(
     let readiness = Arc::new(Readiness::new(caches));
     let (reloader, _) =
         reload::CertReloader::start(settings.tls_cert.clone(), settings.tls_key.clone(), metrics.clone())?;
-    readiness.set_certs_loaded();
+    readiness.set_certs_loaded(reloader.validity.clone());
     let client_auth = settings.client_ca.as_deref().map(tls::client_verifier).transpose()?;
     let tls_config = tls::server_config(reloader.live.clone(), settings.http2, client_auth);
 
@@ -158,14 +204,12 @@ pub async fn start(
 
     let admin_router = admin::router(readiness.clone(), registry);
     let probe_router = admin::probe_router(readiness.clone());
-    let admin = tokio::spawn(admin_loop(
-        admin_listener,
-        admin_router,
-        probe_router,
-        settings.clone(),
-        metrics.clone(),
-        stop_rest.clone(),
-    ));
+    let admin = {
+        let (settings, metrics, stop) = (settings.clone(), metrics.clone(), stop_rest.clone());
+        spawn_admin(admin_listener, move |listener| {
+            admin_loop(listener, admin_router, probe_router, settings, metrics, stop)
+        })?
+    };
 
     let connection_share = body_budget.connection_share();
     let state = routes::AppState::new(
@@ -195,7 +239,7 @@ pub(crate) struct RunningAdmin {
     pub(crate) readiness: Arc<Readiness>,
     settings: ServerSettings,
     stop: CancellationToken,
-    admin: JoinHandle<()>,
+    admin: AdminThread,
 }
 
 /// Binds the admin port of `settings` (its webhook and certificate settings are not read) and
@@ -216,14 +260,14 @@ pub(crate) async fn start_admin(
     let readiness = Arc::new(Readiness::without_webhook());
     let (admin_listener, admin_addr) = bind("admin", settings.admin_bind).await?;
     let stop = CancellationToken::new();
-    let admin = tokio::spawn(admin_loop(
-        admin_listener,
-        admin::router(readiness.clone(), registry),
-        admin::probe_router(readiness.clone()),
-        settings.clone(),
-        metrics,
-        stop.clone(),
-    ));
+    let admin = {
+        let (router, probe_router) =
+            (admin::router(readiness.clone(), registry), admin::probe_router(readiness.clone()));
+        let (settings, stop) = (settings.clone(), stop.clone());
+        spawn_admin(admin_listener, move |listener| {
+            admin_loop(listener, router, probe_router, settings, metrics, stop)
+        })?
+    };
     tracing::info!(%admin_addr, "trainguard admin port serving (no webhook)");
     Ok(RunningAdmin { readiness, settings, stop, admin })
 }
@@ -234,7 +278,7 @@ impl RunningAdmin {
         self.readiness.set_shutting_down();
         tokio::time::sleep(self.settings.drain_delay).await;
         self.stop.cancel();
-        let _ = self.admin.await;
+        self.admin.join().await;
         tracing::info!("trainguard admin port stopped");
     }
 }
@@ -249,7 +293,7 @@ impl RunningServer {
         self.stop_accepting.cancel();
         let report = self.accept_loop.await.unwrap_or(ShutdownReport { connections_cut: usize::MAX });
         self.stop_rest.cancel();
-        let _ = self.admin.await;
+        self.admin.join().await;
         tracing::info!(connections_cut = report.connections_cut, "trainguard webhook stopped");
         report
     }
@@ -260,6 +304,7 @@ fn conn_settings(settings: &ServerSettings) -> conn::ConnSettings {
         header_read_timeout: settings.header_read_timeout,
         idle_timeout: settings.idle_timeout,
         http2_max_streams: settings.http2_max_concurrent_streams,
+        write_timeout: settings.write_timeout,
     }
 }
 
@@ -271,55 +316,70 @@ enum Slot {
     Probe(#[allow(dead_code)] OwnedSemaphorePermit),
 }
 
-/// The next connection, once the cap (or, when given, the probe reserve) has room: the slot is
-/// the connection's place. A peer that already has `--max-connections-per-ip` connections open
-/// is closed at once and counted.
+/// What bounds one listener's connections.
+#[derive(Clone, Copy)]
+struct Bounds<'a> {
+    /// `--max-connections` (or `--max-admin-connections`).
+    cap: &'a Arc<Semaphore>,
+    /// The admin port's probe slots ([`PROBE_SLOTS`]).
+    reserve: Option<&'a Arc<Semaphore>>,
+    /// The webhook port's idle connections, which make room at the cap.
+    idle: Option<&'a Arc<idle::IdleConns>>,
+    /// `--max-connections-per-ip`.
+    peers: &'a Arc<peers::PeerCap>,
+}
+
+/// The next connection and its slot under the listener's cap. A connection from a peer that
+/// already has `--max-connections-per-ip` connections open is closed at once and counted. At the
+/// cap, the accepted connection waits for a slot (the next ones wait in the kernel's backlog:
+/// back-pressure); meanwhile, when given, the probe reserve serves it, and `idle` is asked to close
+/// the connection idle the longest ([`idle::EVICT_FLOOR`]) to make room.
 async fn next_connection(
     listener: &TcpListener,
-    cap: &Arc<Semaphore>,
-    reserve: Option<&Arc<Semaphore>>,
-    peers: &Arc<peers::PeerCap>,
+    bounds: &Bounds<'_>,
     metrics: &WebhookMetrics,
     stop: &CancellationToken,
     what: &'static str,
 ) -> Option<(TcpStream, SocketAddr, Slot, peers::PeerSlot)> {
+    let Bounds { cap, reserve, idle, peers } = *bounds;
     loop {
+        let accepted = tokio::select! {
+            biased;
+            () = stop.cancelled() => return None,
+            accepted = listener.accept() => accepted,
+        };
+        let (tcp, peer) = match accepted {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                // EMFILE and friends: back off briefly instead of spinning.
+                tracing::warn!(listener = what, error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Some(peer_slot) = peers.try_take(peer.ip()) else {
+            tracing::debug!(listener = what, %peer, "closing a connection: its address has --max-connections-per-ip open");
+            metrics.refuse_connection(what, "per_ip_cap");
+            drop(tcp);
+            continue;
+        };
+        if let Ok(permit) = cap.clone().try_acquire_owned() {
+            return Some((tcp, peer, Slot::Main(permit), peer_slot));
+        }
+        if let Some(permit) = reserve.and_then(|r| r.clone().try_acquire_owned().ok()) {
+            return Some((tcp, peer, Slot::Probe(permit), peer_slot));
+        }
+        let made_room = idle.is_some_and(|idle| idle.evict_one());
+        if made_room {
+            metrics.refuse_connection(what, "evicted_idle");
+        }
         let slot = tokio::select! {
             biased;
             () = stop.cancelled() => return None,
             permit = cap.clone().acquire_owned() => Slot::Main(permit.ok()?),
-            permit = async { reserve?.clone().acquire_owned().await.ok() }, if reserve.is_some() => {
-                match permit {
-                    Some(permit) => Slot::Probe(permit),
-                    None => return None,
-                }
-            }
+            permit = async { reserve?.clone().acquire_owned().await.ok() }, if reserve.is_some() => Slot::Probe(permit?),
         };
-        tokio::select! {
-            () = stop.cancelled() => return None,
-            accepted = listener.accept() => match accepted {
-                Ok((tcp, peer)) => match peers.try_take(peer.ip()) {
-                    Some(peer_slot) => {
-                        // A main slot may have come free while this one waited in `accept`.
-                        let slot = match slot {
-                            Slot::Probe(probe) => cap.clone().try_acquire_owned().map_or(Slot::Probe(probe), Slot::Main),
-                            main => main,
-                        };
-                        return Some((tcp, peer, slot, peer_slot));
-                    }
-                    None => {
-                        tracing::debug!(listener = what, %peer, "closing a connection: its address has --max-connections-per-ip open");
-                        metrics.refuse_connection(what, "per_ip_cap");
-                        drop(tcp);
-                    }
-                },
-                Err(e) => {
-                    // EMFILE and friends: back off briefly instead of spinning.
-                    tracing::warn!(listener = what, error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            },
-        }
+        return Some((tcp, peer, slot, peer_slot));
     }
 }
 
@@ -354,9 +414,22 @@ where
     let conn_settings = Arc::new(conn_settings(&settings));
     let open = metrics.open_connections("webhook");
     let peers = peers::PeerCap::new(settings.max_connections_per_ip);
-    while let Some((tcp, peer, slot, peer_slot)) =
-        next_connection(&listener, &cap, None, &peers, &metrics, &stop, "webhook").await
+    let idle = idle::IdleConns::new(settings.evict_idle_after);
+    // With --client-ca, every connection that finishes the handshake presented a client
+    // certificate the CA signed (the API server's): it gives its per-address slot back then, so
+    // the cap bounds only connections still handshaking, and never refuses the API server's calls
+    // however many come from one address (a konnectivity agent).
+    let release_after_handshake = settings.client_ca.is_some();
+    while let Some((tcp, peer, slot, peer_slot)) = next_connection(
+        &listener,
+        &Bounds { cap: &cap, reserve: None, idle: Some(&idle), peers: &peers },
+        &metrics,
+        &stop,
+        "webhook",
+    )
+    .await
     {
+        let idle_handle = idle.register();
         let _ = tcp.set_nodelay(true);
         let acceptor = acceptor.clone();
         let service = app();
@@ -370,7 +443,8 @@ where
             metrics.clone(),
         );
         tracker.spawn(async move {
-            let _slot = (slot, peer_slot);
+            let _slot = slot;
+            let mut peer_slot = Some(peer_slot);
             open.inc();
             let _open = GaugeGuard(&open);
             let tls = match tokio::time::timeout(settings.tls_handshake_timeout, acceptor.accept(tcp)).await {
@@ -385,14 +459,22 @@ where
                     return;
                 }
             };
+            if release_after_handshake {
+                peer_slot = None;
+            }
             let is_h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
             // An HTTP/2 connection may buffer its whole flow-control window outside the body
             // budget, so there are fewer HTTP/2 slots; a client waits for one like for `accept`.
             let _h2_slot = if is_h2 {
-                let Some(peer_h2_slot) = h2_peers.try_take(peer.ip()) else {
-                    tracing::debug!(%peer, "closing an HTTP/2 connection: its address holds its share of HTTP/2 slots");
-                    metrics.refuse_connection("webhook", "per_ip_cap");
-                    return;
+                // An authenticated client (--client-ca) is never refused for its address.
+                let peer_h2_slot = match h2_peers.try_take(peer.ip()) {
+                    Some(slot) => Some(slot),
+                    None if release_after_handshake => None,
+                    None => {
+                        tracing::debug!(%peer, "closing an HTTP/2 connection: its address holds its share of HTTP/2 slots");
+                        metrics.refuse_connection("webhook", "per_ip_cap");
+                        return;
+                    }
                 };
                 match tokio::time::timeout(settings.tls_handshake_timeout, h2_cap.acquire_owned()).await {
                     Ok(Ok(permit)) => Some((permit, peer_h2_slot)),
@@ -404,10 +486,11 @@ where
             } else {
                 None
             };
-            if conn::serve(TokioIo::new(tls), is_h2, service, &conn_settings, &stop).await == conn::Ended::HeaderTimeout
-            {
+            let ended = conn::serve(TokioIo::new(tls), is_h2, service, &conn_settings, &stop, Some(idle_handle)).await;
+            if ended == conn::Ended::HeaderTimeout {
                 metrics.refuse_connection("webhook", "header_timeout");
             }
+            drop(peer_slot);
         });
     }
     drop(listener);
@@ -436,13 +519,20 @@ async fn admin_loop(
         header_read_timeout: settings.header_read_timeout.min(PROBE_TIMEOUT),
         idle_timeout: PROBE_TIMEOUT,
         http2_max_streams: 1,
+        write_timeout: settings.write_timeout.min(PROBE_TIMEOUT),
     });
     let open = metrics.open_connections("admin");
     let service = TowerToHyperService::new(router);
     let probe_service = TowerToHyperService::new(probe_router);
     let peers = peers::PeerCap::new(settings.max_connections_per_ip);
-    while let Some((tcp, _peer, slot, peer_slot)) =
-        next_connection(&listener, &cap, Some(&reserve), &peers, &metrics, &stop, "admin").await
+    while let Some((tcp, _peer, slot, peer_slot)) = next_connection(
+        &listener,
+        &Bounds { cap: &cap, reserve: Some(&reserve), idle: None, peers: &peers },
+        &metrics,
+        &stop,
+        "admin",
+    )
+    .await
     {
         let (service, probe_service, stop, open, metrics) =
             (service.clone(), probe_service.clone(), stop.clone(), open.clone(), metrics.clone());
@@ -455,8 +545,8 @@ async fn admin_loop(
             let _open = GaugeGuard(&open);
             let io = TokioIo::new(tcp);
             let ended = match slot {
-                Slot::Main(_) => conn::serve(io, false, service, &conn_settings, &stop).await,
-                Slot::Probe(_) => conn::serve(io, false, probe_service, &conn_settings, &stop).await,
+                Slot::Main(_) => conn::serve(io, false, service, &conn_settings, &stop, None).await,
+                Slot::Probe(_) => conn::serve(io, false, probe_service, &conn_settings, &stop, None).await,
             };
             if ended == conn::Ended::HeaderTimeout {
                 metrics.refuse_connection("admin", "header_timeout");

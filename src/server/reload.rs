@@ -4,21 +4,74 @@
 //! expired, not yet to come); otherwise the old pair stays, the refusal is logged with its reason
 //! and counted in `trainguard_certificate_reload_refusals_total{reason}`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use rustls::sign::CertifiedKey;
 use tokio_util::sync::CancellationToken;
 
-use super::tls::{LoadedPair, TlsError, load_pair, unix_now};
+use super::tls::{LoadedPair, TlsError, unix_now};
 use crate::server::metrics::{ReasonLabels, ResultLabels, WebhookMetrics};
+
+/// The validity period of the pair being served (seconds since the Unix epoch), for `/readyz`:
+/// an expired certificate at start is served (there is no other), but the replica is not ready.
+#[derive(Debug, Default)]
+pub(crate) struct CertValidity {
+    not_before: AtomicI64,
+    not_after: AtomicI64,
+}
+
+impl CertValidity {
+    fn set(&self, pair: &LoadedPair) {
+        self.not_before.store(pair.not_before, Ordering::SeqCst);
+        self.not_after.store(pair.not_after, Ordering::SeqCst);
+    }
+
+    /// Why the served certificate is not valid at `now`, if it is not.
+    pub(crate) fn problem(&self, now: i64) -> Option<String> {
+        let (not_before, not_after) = (self.not_before.load(Ordering::SeqCst), self.not_after.load(Ordering::SeqCst));
+        if now > not_after {
+            Some(format!("serving certificate expired at {not_after} (Unix time)"))
+        } else if now < not_before {
+            Some(format!("serving certificate not valid before {not_before} (Unix time)"))
+        } else {
+            None
+        }
+    }
+}
+
+/// Reads of the certificate and key when they do not belong together: a Secret volume swaps both
+/// at once (its `..data` symlink), but the two reads may fall on either side of a swap.
+const READ_ATTEMPTS: usize = 3;
+
+/// Reads the certificate and the key, again (up to [`READ_ATTEMPTS`] times) when they do not
+/// belong together. `read` is `std::fs::read`; a seam for the tests.
+pub(crate) fn read_pair(
+    cert_path: &Path,
+    key_path: &Path,
+    mut read: impl FnMut(&Path) -> std::io::Result<Vec<u8>>,
+) -> Result<(LoadedPair, Vec<u8>, Vec<u8>), TlsError> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let cert = read(cert_path).map_err(|source| TlsError::Read { path: cert_path.into(), source })?;
+        let key = read(key_path).map_err(|source| TlsError::Read { path: key_path.into(), source })?;
+        match super::tls::parse_pair(&cert, &key, cert_path, key_path) {
+            Err(TlsError::KeyMismatch { .. }) if attempt < READ_ATTEMPTS => continue,
+            parsed => return parsed.map(|pair| (pair, cert, key)),
+        }
+    }
+}
 
 pub(crate) struct CertReloader {
     pub(crate) cert_path: PathBuf,
     pub(crate) key_path: PathBuf,
     pub(crate) live: Arc<ArcSwap<CertifiedKey>>,
+    /// The served pair's validity, read by `/readyz`.
+    pub(crate) validity: Arc<CertValidity>,
     pub(crate) metrics: WebhookMetrics,
     /// The bytes of the pair in use, to skip parsing when nothing changed.
     last: (Vec<u8>, Vec<u8>),
@@ -41,52 +94,71 @@ impl CertReloader {
         key_path: PathBuf,
         metrics: WebhookMetrics,
     ) -> Result<(Self, LoadedPair), super::tls::TlsError> {
-        let (pair, cert_pem, key_pem) = load_pair(&cert_path, &key_path)?;
-        // At start there is no older pair to keep: serve it, but say loudly that clients will refuse it.
+        let (pair, cert_pem, key_pem) = read_pair(&cert_path, &key_path, |p| std::fs::read(p))?;
+        // At start there is no older pair to keep: serve it, but say loudly that clients will
+        // refuse it, and `/readyz` says so too.
         if let Err(e) = pair.check_validity(unix_now(), &cert_path) {
             tracing::error!(error = %e, "the serving certificate is outside its validity period");
         }
         metrics.cert_expiry.set(pair.not_after as f64);
         let live = Arc::new(ArcSwap::new(pair.certified.clone()));
-        Ok((CertReloader { cert_path, key_path, live, metrics, last: (cert_pem, key_pem), last_rejected: None }, pair))
+        let validity = Arc::new(CertValidity::default());
+        validity.set(&pair);
+        let reloader = CertReloader {
+            cert_path,
+            key_path,
+            live,
+            validity,
+            metrics,
+            last: (cert_pem, key_pem),
+            last_rejected: None,
+        };
+        Ok((reloader, pair))
     }
 
-    /// Re-reads the files once.
+    /// Re-reads the files once (a few times when the two reads straddle a swap).
     pub(crate) fn poll(&mut self) -> ReloadOutcome {
-        let cert = std::fs::read(&self.cert_path);
-        let key = std::fs::read(&self.key_path);
-        let (cert, key) = match (cert, key) {
-            (Ok(cert), Ok(key)) => (cert, key),
-            (Err(source), _) => {
-                return self.rejected(&TlsError::Read { path: self.cert_path.clone(), source });
-            }
-            (_, Err(source)) => return self.rejected(&TlsError::Read { path: self.key_path.clone(), source }),
-        };
-        if cert == self.last.0 && key == self.last.1 {
-            return ReloadOutcome::Unchanged;
-        }
-        if self.last_rejected.as_ref().is_some_and(|(c, k)| *c == cert && *k == key) {
-            return ReloadOutcome::Unchanged;
-        }
-        let parsed = super::tls::parse_pair(&cert, &key, &self.cert_path, &self.key_path)
-            .and_then(|pair| pair.check_validity(unix_now(), &self.cert_path).map(|()| pair));
-        match parsed {
-            Ok(pair) => {
-                self.live.store(pair.certified);
-                self.metrics.cert_expiry.set(pair.not_after as f64);
-                self.metrics.cert_reloads.get_or_create(&ResultLabels { result: "success" }).inc();
-                self.last = (cert, key);
-                tracing::info!(cert = %self.cert_path.display(), not_after = pair.not_after, "serving certificate reloaded");
-                ReloadOutcome::Reloaded
-            }
-            Err(e) => {
-                // Not remembered when only the clock was wrong for it: a not-yet-valid pair is
-                // taken once its time comes.
-                if !matches!(e, TlsError::NotYetValid { .. }) {
-                    self.last_rejected = Some((cert, key));
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let cert = std::fs::read(&self.cert_path);
+            let key = std::fs::read(&self.key_path);
+            let (cert, key) = match (cert, key) {
+                (Ok(cert), Ok(key)) => (cert, key),
+                (Err(source), _) => {
+                    return self.rejected(&TlsError::Read { path: self.cert_path.clone(), source });
                 }
-                self.rejected(&e)
+                (_, Err(source)) => return self.rejected(&TlsError::Read { path: self.key_path.clone(), source }),
+            };
+            if cert == self.last.0 && key == self.last.1 {
+                return ReloadOutcome::Unchanged;
             }
+            if self.last_rejected.as_ref().is_some_and(|(c, k)| *c == cert && *k == key) {
+                return ReloadOutcome::Unchanged;
+            }
+            let parsed = super::tls::parse_pair(&cert, &key, &self.cert_path, &self.key_path)
+                .and_then(|pair| pair.check_validity(unix_now(), &self.cert_path).map(|()| pair));
+            return match parsed {
+                // Read on either side of a swap of the Secret volume: read both again.
+                Err(TlsError::KeyMismatch { .. }) if attempt < READ_ATTEMPTS => continue,
+                Ok(pair) => {
+                    self.validity.set(&pair);
+                    self.live.store(pair.certified);
+                    self.metrics.cert_expiry.set(pair.not_after as f64);
+                    self.metrics.cert_reloads.get_or_create(&ResultLabels { result: "success" }).inc();
+                    self.last = (cert, key);
+                    tracing::info!(cert = %self.cert_path.display(), not_after = pair.not_after, "serving certificate reloaded");
+                    ReloadOutcome::Reloaded
+                }
+                Err(e) => {
+                    // Not remembered when only the clock was wrong for it: a not-yet-valid pair is
+                    // taken once its time comes.
+                    if !matches!(e, TlsError::NotYetValid { .. }) {
+                        self.last_rejected = Some((cert, key));
+                    }
+                    self.rejected(&e)
+                }
+            };
         }
     }
 
@@ -132,6 +204,47 @@ mod tests {
     fn write(dir: &std::path::Path, (cert, key): &(String, String)) {
         std::fs::write(dir.join("tls.crt"), cert).unwrap();
         std::fs::write(dir.join("tls.key"), key).unwrap();
+    }
+
+    /// The certificate read before a swap of the Secret volume, the key after it: read again.
+    #[test]
+    fn a_pair_read_across_a_swap_is_read_again() {
+        super::super::tls::install_default_provider();
+        let hour = time::Duration::hours(1);
+        let (old, new) = (pair(-hour, hour), pair(-hour, hour));
+        let (cert_path, key_path) = (Path::new("tls.crt"), Path::new("tls.key"));
+        // Reads in order: cert (old), key (new: swapped in between), then both new.
+        let cases: [(&str, Vec<&String>, Result<(), &str>); 3] = [
+            ("consistent", vec![&new.0, &new.1], Ok(())),
+            ("straddling one swap", vec![&old.0, &new.1, &new.0, &new.1], Ok(())),
+            ("mismatched every time", [&old.0, &new.1].repeat(READ_ATTEMPTS), Err("does not belong")),
+        ];
+        for (what, reads, want) in cases {
+            let mut reads = reads.into_iter();
+            let got = read_pair(cert_path, key_path, |_| Ok(reads.next().expect("no more reads").as_bytes().to_vec()));
+            match (got, want) {
+                (Ok((_, cert, key)), Ok(())) => {
+                    assert_eq!((cert, key), (new.0.clone().into_bytes(), new.1.clone().into_bytes()), "{what}")
+                }
+                (Err(e), Err(why)) => assert!(e.to_string().contains(why), "{what}: {e}"),
+                (got, want) => panic!("{what}: {:?} / {want:?}", got.map(|_| ())),
+            }
+            assert_eq!(reads.next(), None, "{what}: every planned read made");
+        }
+    }
+
+    #[test]
+    fn the_validity_of_the_served_pair_is_what_readyz_reads() {
+        let validity = CertValidity::default();
+        validity.not_before.store(100, Ordering::SeqCst);
+        validity.not_after.store(200, Ordering::SeqCst);
+        for (now, problem) in [(50, Some("not valid before 100")), (150, None), (201, Some("expired at 200"))] {
+            let got = validity.problem(now);
+            assert_eq!(got.is_some(), problem.is_some(), "{now}: {got:?}");
+            if let (Some(got), Some(want)) = (got, problem) {
+                assert!(got.contains(want), "{now}: {got}");
+            }
+        }
     }
 
     #[test]

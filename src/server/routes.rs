@@ -88,7 +88,7 @@ impl Drop for InFlight<'_> {
     }
 }
 
-async fn admit<B>(state: &AppState, endpoint: Endpoint, req: http::Request<B>, share: &ConnShare) -> Response
+async fn admit<B>(state: &AppState, endpoint: Endpoint, req: http::Request<B>, share: &Arc<ConnShare>) -> Response
 where
     B: HttpBody<Data = Bytes>,
     B::Error: std::error::Error + Send + Sync + 'static,
@@ -121,7 +121,7 @@ async fn admit_inner<B>(
     endpoint: Endpoint,
     req: http::Request<B>,
     start: Instant,
-    share: &ConnShare,
+    share: &Arc<ConnShare>,
 ) -> Response
 where
     B: HttpBody<Data = Bytes>,
@@ -168,13 +168,20 @@ where
         }
     };
 
-    match admission::review(endpoint, &body, &inner.rules, inner.cluster.as_ref()) {
+    let (code, answer) = match admission::review(endpoint, &body, &inner.rules, inner.cluster.as_ref()) {
         Ok(reviewed) => {
             record_decision(inner, endpoint, &reviewed);
-            json_response(StatusCode::OK, reviewed.body)
+            (StatusCode::OK, reviewed.body)
         }
-        Err(e) => protocol_error(endpoint, e),
-    }
+        Err(e) => return protocol_error(endpoint, e),
+    };
+    drop(body);
+    // The answer keeps budget until it is written: answers a client never reads stay bounded.
+    let held = held.keep_for_answer(answer.len(), inner.budget.clone(), Some(share.clone()));
+    let mut response = Response::new(ResponseBody::holding(answer, held));
+    *response.status_mut() = code;
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
 }
 
 enum BodyError {

@@ -108,13 +108,10 @@ pub(crate) fn parse_pair(
     Ok(LoadedPair { certified: Arc::new(certified), not_before, not_after })
 }
 
-/// Reads and parses the pair from disk.
+/// Reads and parses the pair from disk (again when the two reads straddle a swap of a Secret
+/// volume).
 pub fn load_pair(cert_path: &Path, key_path: &Path) -> Result<(LoadedPair, Vec<u8>, Vec<u8>), TlsError> {
-    let read = |p: &Path| std::fs::read(p).map_err(|source| TlsError::Read { path: p.into(), source });
-    let cert_pem = read(cert_path)?;
-    let key_pem = read(key_path)?;
-    let pair = parse_pair(&cert_pem, &key_pem, cert_path, key_path)?;
-    Ok((pair, cert_pem, key_pem))
+    super::reload::read_pair(cert_path, key_path, |p| std::fs::read(p))
 }
 
 /// The crypto provider the whole binary uses (ring).

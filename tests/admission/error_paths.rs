@@ -304,3 +304,53 @@ proptest! {
         }
     }
 }
+
+/// A review that names no object, or another one than its objects, is answered without a word
+/// about any JobSet: the running JobSet of the objects' TrainJob is in the cluster state.
+#[test]
+fn a_review_is_judged_only_for_the_object_it_names() {
+    for name in ["general/bad-object-unnamed-update", "general/bad-object-foreign-namespace"] {
+        let case = common::load_cases().into_iter().find(|c| c.name == name).unwrap_or_else(|| panic!("{name}"));
+        let reviewed = case.run().expect("answered");
+        let text = String::from_utf8_lossy(&reviewed.body).into_owned();
+        for word in ["JobSet", "active", "ml-team/llama", "llama-node"] {
+            assert!(!text.contains(word), "{name}: the answer mentions {word:?}: {text}");
+        }
+        assert_eq!(status(&reviewed)["code"], 400, "{name}");
+    }
+}
+
+/// What a review echoes is cut to what the API server itself sends: a 36-byte uid (128 kept),
+/// names of at most 253 bytes.
+#[test]
+fn echoed_uid_and_names_are_cut() {
+    let base = fixture("podTemplateOverrides/u3-run-stopped");
+    let long = "x".repeat(100_000);
+    let review_json = with(with(base, "/request/uid", json!(long)), "/request/name", json!(long));
+    let body = serde_json::to_vec(&review_json).unwrap();
+    let reviewed = run(Endpoint::Validate, &body).expect("answered");
+    assert!(reviewed.body.len() < 4096, "answer of {} bytes", reviewed.body.len());
+    assert_eq!((reviewed.uid.len(), reviewed.name.len()), (128, 253));
+    assert_eq!(status(&reviewed)["code"], 400, "a 100,000-byte name is not the API server's");
+}
+
+/// One error per item of a huge list was an answer a hundred times the request: now the first 50
+/// are kept and the rest counted, whatever the list holds.
+#[test]
+fn a_huge_list_of_bad_items_gets_a_bounded_answer() {
+    let base = fixture("podSpecOverrides/create-suspended");
+    let cases = [
+        ("numbers", json!(vec![1; 200_000])),
+        ("empty objects", json!(vec![json!({}); 100_000])),
+        ("targets without names", json!([{"targetJobs": vec![json!({}); 100_000]}])),
+    ];
+    for (what, list) in cases {
+        let body = serde_json::to_vec(&with(base.clone(), "/request/object/spec/podSpecOverrides", list)).unwrap();
+        let reviewed = run(Endpoint::Validate, &body).expect("answered");
+        assert!(reviewed.body.len() < 64 * 1024, "{what}: answer of {} bytes", reviewed.body.len());
+        let status = status(&reviewed);
+        assert_eq!(status["details"]["causes"].as_array().map(Vec::len), Some(50), "{what}");
+        let message = status["message"].as_str().unwrap();
+        assert!(message.contains("more errors]"), "{what}: {message}");
+    }
+}

@@ -758,6 +758,84 @@ fn rbac_grants_each_deployment_exactly_its_rows_of_the_api_call_table() {
     }
 }
 
+/// Every grant of the ClusterRoles bound to `sa`.
+fn grants_of(r: &Rendered, sa: &str) -> Grants {
+    let roles: Vec<ClusterRole> = r.all();
+    let bindings: Vec<ClusterRoleBinding> = r.all();
+    let mut out = Grants::new();
+    for b in bindings.iter().filter(|b| subject_of(b.subjects.clone()).1 == sa) {
+        let role = roles.iter().find(|c| c.metadata.name.as_ref() == Some(&b.role_ref.name)).expect("bound role");
+        out.extend(grants(&role.rules.clone().unwrap_or_default(), &r.what));
+    }
+    out
+}
+
+/// The render of the docs' act-mode overlay (docs/controller.md, "Act"), beside a checkout.
+fn render_documented_act_overlay() -> Rendered {
+    let docs = std::fs::read_to_string(repo().join("docs/controller.md")).unwrap();
+    let start = docs.find("# my-trainguard/kustomization.yaml, act mode").expect("the act example in the docs");
+    let yaml: String =
+        docs[start..].lines().take_while(|l| !l.trim_start().starts_with("```")).map(|l| format!("{l}\n")).collect();
+    let tmp = tempfile::tempdir().unwrap();
+    copy_dir(&repo().join("deploy"), &tmp.path().join("trainguard/deploy"));
+    let overlay = tmp.path().join("my-trainguard");
+    std::fs::create_dir_all(&overlay).unwrap();
+    std::fs::write(overlay.join("kustomization.yaml"), yaml).unwrap();
+    render(&overlay)
+}
+
+/// RBAC follows the mode: a `report` install's controller reads and writes only Events (and its
+/// Lease, a Role); the deletes and the status patch are bound only in `act` mode, by the
+/// kustomize component and by the chart alike, and then exactly the `ClusterAct` rows.
+#[test]
+fn rbac_follows_the_controller_mode() {
+    let act_rows = table(Scope::ClusterAct);
+    assert!(!act_rows.is_empty());
+    let events: Grants = ["create", "patch"].map(|v| ("events.k8s.io".into(), "events".into(), v.into())).into();
+    let (static_certs, _tmp) = render_static_certs();
+    let cases = [
+        ("cert-manager overlay", render_cert_manager(), Mode::Report),
+        ("static-certs overlay", static_certs, Mode::Report),
+        ("chart", render_chart(NAMESPACE, json!({})), Mode::Report),
+        ("documented act overlay", render_documented_act_overlay(), Mode::Act),
+        ("chart controller.mode=act", render_chart(NAMESPACE, json!({"controller": {"mode": "act"}})), Mode::Act),
+    ];
+    for (what, r, mode) in cases {
+        let controller = r.controller();
+        assert_eq!(serve_args(&container(&controller)).controller.planner.controller_mode, mode, "{what}");
+        let sa = pod_spec(&controller).service_account_name.expect("serviceAccountName");
+        let granted = grants_of(&r, &sa);
+        let writes: Grants =
+            granted.iter().filter(|(_, _, v)| !["get", "list", "watch"].contains(&v.as_str())).cloned().collect();
+        match mode {
+            Mode::Report => assert_eq!(writes, events, "{what}: a report install writes only Events"),
+            Mode::Act => {
+                assert!(act_rows.is_subset(&granted), "{what}: act rows missing: {:?}", act_rows.difference(&granted));
+                let want: Grants = events.union(&act_rows).cloned().collect();
+                assert_eq!(writes, want, "{what}: act writes exactly the act rows and Events");
+                let act_role = r
+                    .all::<ClusterRole>()
+                    .into_iter()
+                    .find(|c| c.metadata.name.as_deref().is_some_and(|n| n.ends_with("-controller-act")))
+                    .unwrap_or_else(|| panic!("{what}: no *-controller-act ClusterRole"));
+                assert_eq!(grants(&act_role.rules.unwrap_or_default(), what), act_rows, "{what}");
+            }
+        }
+    }
+    // The chart's act objects are the component's.
+    let component = repo().join("deploy/components/act-rbac/rbac.yaml");
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&std::fs::read_to_string(&component).unwrap()).unwrap();
+    let component = by_kind_and_name(&Rendered { what: "components/act-rbac".into(), objects: docs });
+    let chart = by_kind_and_name(&render_chart(NAMESPACE, json!({"controller": {"mode": "act"}})));
+    for (key, object) in component {
+        let mut charted = chart.get(&key).cloned();
+        if let Some(c) = charted.as_mut() {
+            without_instance_label(c);
+        }
+        assert_eq!(charted, Some(object), "{key}: chart and component differ");
+    }
+}
+
 #[test]
 fn controller_lease_lives_where_the_role_grants_it() {
     let r = render_cert_manager();
@@ -791,17 +869,8 @@ fn controller_ships_in_report_mode_and_the_documented_switch_acts() {
         assert_eq!(serve.controller.planner.controller_mode, mode, "{what}");
     }
 
-    let docs = std::fs::read_to_string(repo().join("docs/controller.md")).unwrap();
-    let start = docs.find("# my-trainguard/kustomization.yaml, act mode").expect("the act example in the docs");
-    let yaml: String =
-        docs[start..].lines().take_while(|l| !l.trim_start().starts_with("```")).map(|l| format!("{l}\n")).collect();
-    let tmp = tempfile::tempdir().unwrap();
     // As the docs lay it out: the checkout in trainguard/, the overlay beside it.
-    copy_dir(&repo().join("deploy"), &tmp.path().join("trainguard/deploy"));
-    let overlay = tmp.path().join("my-trainguard");
-    std::fs::create_dir_all(&overlay).unwrap();
-    std::fs::write(overlay.join("kustomization.yaml"), yaml).unwrap();
-    let serve = serve_args(&container(&render(&overlay).controller()));
+    let serve = serve_args(&container(&render_documented_act_overlay().controller()));
     assert_eq!(serve.controller.planner.controller_mode, Mode::Act);
 }
 
@@ -1299,19 +1368,60 @@ fn network_policy_guards_the_admin_port_and_leaves_the_webhook_port_open() {
         assert!(webhook.from.as_ref().is_none_or(Vec::is_empty), "the API server must reach it from anywhere");
         let admin = rules.iter().find(|r| port(r) == admin_port).expect("a rule for the admin port");
         let from = admin.from.clone().unwrap();
-        assert_eq!(from.len(), 1, "{}: {from:?}", rendered.what);
-        let namespaces = match_labels(from[0].namespace_selector.as_ref().unwrap());
-        assert_eq!(namespaces.get("kubernetes.io/metadata.name").map(String::as_str), Some("monitoring"));
+        assert_eq!(from.len(), 2, "{}: {from:?}", rendered.what);
+        // Prometheus is admitted from `monitoring`, or from any namespace that opts in by a label,
+        // whatever its name.
+        let admitted = |labels: &[(&str, &str)]| {
+            let labels: BTreeMap<String, String> = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            from.iter().any(|peer| selects(&match_labels(peer.namespace_selector.as_ref().unwrap()), &labels))
+        };
+        let cases: [(&[(&str, &str)], bool); 4] = [
+            (&[("kubernetes.io/metadata.name", "monitoring")], true),
+            (&[("kubernetes.io/metadata.name", "observability"), ("trainguard.io/scrape", "true")], true),
+            (&[("kubernetes.io/metadata.name", "observability")], false),
+            (&[("kubernetes.io/metadata.name", "team-a"), ("trainguard.io/scrape", "false")], false),
+        ];
+        for (labels, want) in cases {
+            assert_eq!(admitted(labels), want, "{}: namespace {labels:?}", rendered.what);
+        }
         assert_eq!(rules.len(), 2, "{}: nothing else is admitted", rendered.what);
     }
     let values =
         json!({"networkPolicy": {"monitoringNamespace": "prom", "adminFrom": [{"ipBlock": {"cidr": "10.0.0.0/16"}}]}});
     let custom = render_chart(NAMESPACE, values).all::<NetworkPolicy>().remove(0);
     let admin = custom.spec.unwrap().ingress.unwrap().remove(1).from.unwrap();
-    assert_eq!(admin.len(), 2);
-    assert_eq!(admin[1].ip_block.as_ref().unwrap().cidr, "10.0.0.0/16");
+    assert_eq!(admin.len(), 3);
+    assert_eq!(admin[2].ip_block.as_ref().unwrap().cidr, "10.0.0.0/16");
     let off = render_chart(NAMESPACE, json!({"networkPolicy": {"enabled": false}}));
     assert!(off.all::<NetworkPolicy>().is_empty(), "networkPolicy.enabled=false leaves it out");
+}
+
+/// `clientCA.secretName` mounts the Secret and turns `--client-ca` on; unset, neither.
+#[test]
+fn chart_mounts_the_client_ca_when_given() {
+    let cases = [
+        (json!({}), None),
+        (json!({"clientCA": {"secretName": "apiserver-client-ca"}}), Some("/client-ca/ca.crt")),
+        (
+            json!({"clientCA": {"secretName": "apiserver-client-ca", "key": "bundle.pem"}}),
+            Some("/client-ca/bundle.pem"),
+        ),
+    ];
+    for (values, want) in cases {
+        let d = render_chart(NAMESPACE, values.clone()).deployment();
+        let serve = serve_args(&container(&d));
+        assert_eq!(serve.client_ca.as_deref().map(|p| p.to_str().unwrap()), want, "{values}");
+        let mounted = container(&d).volume_mounts.unwrap_or_default().iter().any(|m| m.mount_path == "/client-ca");
+        let volume = pod_spec(&d)
+            .volumes
+            .unwrap_or_default()
+            .into_iter()
+            .find(|v| v.name == "client-ca")
+            .and_then(|v| v.secret)
+            .and_then(|s| s.secret_name);
+        assert_eq!(mounted, want.is_some(), "{values}");
+        assert_eq!(volume.as_deref(), want.map(|_| "apiserver-client-ca"), "{values}");
+    }
 }
 
 #[test]

@@ -338,6 +338,8 @@ async fn server_starts_with_the_generated_files_and_answers_the_service_name() {
         max_connections_per_ip: 32,
         client_ca: None,
         body_read_timeout: Duration::from_secs(5),
+        write_timeout: Duration::from_secs(10),
+        evict_idle_after: Duration::from_secs(10),
     };
     let running = trainguard::server::start(settings, Arc::new(Offline), None, metrics, Arc::new(registry))
         .await

@@ -308,10 +308,19 @@ async fn a_watch_told_404_after_the_sync_relists_instead_of_emptying_the_cache()
     fake.set_mode(Mode::Normal);
     eventually_async("the relist saw the stopped JobSet", async || verdicts(&server).await.0["allowed"] == true).await;
 
-    // And when lists say 404 too, the CRD is gone: empty, and said so.
+    // Lists that say 404 too are not believed either: the cache keeps its JobSet, counts as
+    // broken and lists again, where it used to empty itself and call that healthy (whatever
+    // answers 404 could then have every gated change allowed).
+    fake.objects.lock().unwrap().insert("jobsets", vec![jobset(2)]);
+    fake.emit("jobsets", "MODIFIED", jobset(2));
+    eventually_async("the running JobSet is back", async || verdicts(&server).await.0["status"]["code"] == 403).await;
+    let before = vanished();
     fake.set_mode(Mode::JobSetCrdAbsent);
-    eventually_async("absent", async || metrics.cache_resource_absent.get_or_create(&labels).get() == 1).await;
-    assert_eq!(cache.jobset_count(), 0);
+    eventually_async("the list's 404 counted", async || vanished() >= before + 2).await;
+    assert_eq!(cache.jobset_count(), 1, "the cache kept the JobSet");
+    assert_eq!(metrics.cache_resource_absent.get_or_create(&labels).get(), 0, "not called absent");
+    let (gated, _) = verdicts(&server).await;
+    assert_eq!(gated["status"]["code"], 403, "the gate still sees the running JobSet: {gated}");
     server.shutdown().await;
 }
 

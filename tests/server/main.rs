@@ -8,6 +8,7 @@ mod certs;
 mod cli_serve;
 mod cluster_cache;
 mod server_fixtures;
+mod server_hostile;
 mod server_lifecycle;
 mod server_limits;
 mod server_memory;

@@ -309,6 +309,37 @@ async fn startup_fails_clearly_on_a_bad_certificate() {
     }
 }
 
+/// A certificate that expired before the server started is served (there is no other), but
+/// `/readyz` fails and says why, so the replica gets no traffic and a rollout stops on it.
+#[tokio::test]
+async fn an_expired_certificate_at_start_is_not_ready() {
+    trainguard::server::tls::install_default_provider();
+    let dir = tempfile::tempdir().unwrap();
+    let now = time::OffsetDateTime::now_utc();
+    let mut params = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+    params.not_before = now - time::Duration::hours(2);
+    params.not_after = now - time::Duration::hours(1);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    std::fs::write(dir.path().join("tls.crt"), cert.pem()).unwrap();
+    std::fs::write(dir.path().join("tls.key"), key.serialize_pem()).unwrap();
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = trainguard::server::metrics::WebhookMetrics::register(&mut registry);
+    let running = trainguard::server::start(
+        settings_for(dir.path(), &Options::default()),
+        Arc::new(trainguard::cluster::Offline),
+        None,
+        metrics,
+        Arc::new(registry),
+    )
+    .await
+    .expect("starts with the only pair there is");
+    let (status, body) = admin_get(running.admin_addr, "/readyz").await;
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("serving certificate expired"), "{body}");
+    running.shutdown().await;
+}
+
 /// A client CA (PEM) and a client certificate for `kube-apiserver` it signed.
 fn client_ca_and_identity() -> (String, Vec<CertificateDer<'static>>, PrivateKeyDer<'static>) {
     let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();

@@ -75,6 +75,8 @@ pub(crate) struct Options {
     pub http2_max_concurrent_streams: u32,
     pub max_connections_per_ip: usize,
     pub body_read_timeout: Duration,
+    pub write_timeout: Duration,
+    pub evict_idle_after: Duration,
     pub client_ca: Option<PathBuf>,
     pub rules: RulesConfig,
     pub cluster: Arc<dyn ClusterView>,
@@ -98,6 +100,8 @@ impl Default for Options {
             http2_max_concurrent_streams: 128,
             max_connections_per_ip: 32,
             body_read_timeout: Duration::from_secs(5),
+            write_timeout: Duration::from_secs(10),
+            evict_idle_after: trainguard::server::idle::EVICT_FLOOR,
             client_ca: None,
             rules: RulesConfig::default(),
             cluster: Arc::new(Offline),
@@ -127,6 +131,8 @@ pub(crate) fn settings_for(dir: &Path, opts: &Options) -> ServerSettings {
         http2_max_concurrent_streams: opts.http2_max_concurrent_streams,
         max_connections_per_ip: opts.max_connections_per_ip,
         body_read_timeout: opts.body_read_timeout,
+        write_timeout: opts.write_timeout,
+        evict_idle_after: opts.evict_idle_after,
         client_ca: opts.client_ca.clone(),
     }
 }

@@ -5,10 +5,17 @@
 //! ([`crate::trainer::equality`]), so a present-but-empty struct behind a pointer is not absent,
 //! lists compare index by index, and a runtime patch's `time` is left out.
 
+#[cfg(test)]
+use serde_json::Map;
+use serde_json::Value;
 use serde_json::value::RawValue;
-use serde_json::{Map, Value};
 
+pub(crate) mod shape;
+
+#[cfg(test)]
 use super::Rule;
+use super::errors::ErrorList;
+#[cfg(test)]
 use super::errors::{ErrorType, FieldError};
 use crate::model::OverridesField;
 use crate::trainer::{self, equality};
@@ -21,13 +28,15 @@ pub(crate) fn changed(field: OverridesField, old: Option<&RawValue>, new: Option
     changed_shape_errors(field, old, new).is_some()
 }
 
-/// [`changed`], and when the field changed, the [`shape_errors`] of its new value: `None` when
-/// unchanged.
+/// [`changed`], and when the field changed, the shape errors of its new value ([`shape::scan`]):
+/// `None` when unchanged. A value holding more than [`shape::MAX_VALUES`] JSON values is not read
+/// as a `Value`: such a new value is a change (and a shape error), such an old one differs from
+/// any new one.
 pub(crate) fn changed_shape_errors(
     field: OverridesField,
     old: Option<&RawValue>,
     new: Option<&RawValue>,
-) -> Option<Vec<FieldError>> {
+) -> Option<ErrorList> {
     if let (Some(o), Some(n)) = (old, new)
         && o.get() == n.get()
     {
@@ -36,16 +45,16 @@ pub(crate) fn changed_shape_errors(
     if old.is_none() && new.is_none() {
         return None;
     }
-    let new_value = match try_parse(new) {
-        Ok(value) => value,
-        Err(e) => return Some(vec![unreadable(field, new, &e)]),
+    let scanned = shape::scan(field, new);
+    if scanned.oversized || shape::oversized(old) {
+        return Some(scanned.errors);
+    }
+    let (Ok(old_value), Ok(new_value)) = (try_parse(old), try_parse(new)) else {
+        return Some(scanned.errors);
     };
-    // An old value that does not read (nested past serde_json's limit) is unlike any new one.
-    let equal = try_parse(old).is_ok_and(|old_value| {
-        let ignored = if field == OverridesField::RuntimePatches { equality::RUNTIME_PATCH_TIME } else { &[] };
-        equality::field_equal(trainer::overrides_field(field), Some(&old_value), Some(&new_value), ignored)
-    });
-    (!equal).then(|| shape_errors(field, &new_value))
+    let ignored = if field == OverridesField::RuntimePatches { equality::RUNTIME_PATCH_TIME } else { &[] };
+    let equal = equality::field_equal(trainer::overrides_field(field), Some(&old_value), Some(&new_value), ignored);
+    (!equal).then_some(scanned.errors)
 }
 
 /// Parses a raw field; absent reads as null. RawValue holds valid JSON, but it may be nested
@@ -54,30 +63,21 @@ pub fn try_parse(raw: Option<&RawValue>) -> Result<Value, serde_json::Error> {
     raw.map_or(Ok(Value::Null), |r| serde_json::from_str(r.get()))
 }
 
-/// [`shape_errors`] of a raw field; a value too deeply nested to read is itself a shape error.
-pub(crate) fn shape_errors_raw(field: OverridesField, raw: Option<&RawValue>) -> Vec<FieldError> {
-    match try_parse(raw) {
-        Ok(value) => shape_errors(field, &value),
-        Err(e) => vec![unreadable(field, raw, &e)],
-    }
+/// The shape errors of a raw field, read as it streams ([`shape::scan`]); a value too deeply
+/// nested to read is itself a shape error.
+pub(crate) fn shape_errors_raw(field: OverridesField, raw: Option<&RawValue>) -> ErrorList {
+    shape::scan(field, raw).errors
 }
 
-fn unreadable(field: OverridesField, raw: Option<&RawValue>, e: &serde_json::Error) -> FieldError {
-    let kind = if raw.is_some_and(|r| r.get().starts_with('[')) { "list" } else { "object" };
-    let detail = if e.to_string().starts_with("recursion limit exceeded") {
-        "is nested more than 128 levels deep, too deep to check".to_string()
-    } else {
-        format!("is not valid JSON: {e}")
-    };
-    FieldError::invalid(Rule::Shape, field.path(), format!("\"{kind}\""), detail)
-}
+#[cfg(test)]
+use shape::{MANAGER_REQUIRED, NAME_REQUIRED, TARGET_JOBS_REQUIRED};
 
-const MANAGER_REQUIRED: &str = "name the controller that owns this patch, e.g. \"kueue.x-k8s.io/manager\"";
-const TARGET_JOBS_REQUIRED: &str = "list at least one replicated job to override, e.g. [{name: node}]";
-const NAME_REQUIRED: &str = "name a replicated job of the runtime, e.g. \"node\"";
-
+/// The shape check over a decoded value: the reference [`shape::scan`] is checked against
+/// (`raw_shape_check_agrees_with_the_value_one`).
+///
 /// docs/webhook.md §5 shape: list items need a non-empty `targetJobs` of non-empty names, runtime patches a
 /// non-empty `manager`. Several items may target the same job (Kueue appends its own).
+#[cfg(test)]
 pub(crate) fn shape_errors(field: OverridesField, value: &Value) -> Vec<FieldError> {
     let path = field.path();
     let items = match value {
@@ -102,6 +102,7 @@ pub(crate) fn shape_errors(field: OverridesField, value: &Value) -> Vec<FieldErr
     errors
 }
 
+#[cfg(test)]
 fn check_manager(item: &Map<String, Value>, item_path: &str, errors: &mut Vec<FieldError>) {
     let path = format!("{item_path}.manager");
     match item.get("manager") {
@@ -113,6 +114,7 @@ fn check_manager(item: &Map<String, Value>, item_path: &str, errors: &mut Vec<Fi
     }
 }
 
+#[cfg(test)]
 fn check_target_jobs(item: &Map<String, Value>, item_path: &str, errors: &mut Vec<FieldError>) {
     let path = format!("{item_path}.targetJobs");
     let targets = match item.get("targetJobs") {
@@ -141,6 +143,7 @@ fn check_target_jobs(item: &Map<String, Value>, item_path: &str, errors: &mut Ve
 }
 
 /// How a non-conforming value is quoted in a message: its JSON type, never the whole value.
+#[cfg(test)]
 fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
@@ -153,6 +156,7 @@ fn type_name(v: &Value) -> &'static str {
 }
 
 /// Kubernetes' schema errors quote the JSON type as the value (`Invalid value: "string"`).
+#[cfg(test)]
 fn type_name_quoted(v: &Value) -> String {
     format!("\"{}\"", type_name(v))
 }

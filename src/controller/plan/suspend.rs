@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::actions::{Action, EventType, JobPatchKind, KeyPlan, Observation, Reason, Rule, Target};
 use super::{event, fmt_duration, plus, verb};
 use crate::controller::config::PlanConfig;
-use crate::controller::facts::{JobFacts, STASH_ANNOTATION, TrainJobFacts, WorkloadFacts};
+use crate::controller::facts::{JobFacts, STASH_ANNOTATION, SecondsAnnotation, TrainJobFacts, WorkloadFacts};
 
 /// Why a suspended job is not (yet) reconciled. Empty means it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -159,21 +159,21 @@ pub(crate) fn restore_patch(target: &Target, ttl: Option<i64>) -> Value {
 pub(crate) enum RestoreVerdict {
     Nothing,
     Restore { ttl: Option<i64> },
-    Unreadable(String),
+    Unreadable(SecondsAnnotation),
 }
 
 /// The one marker read back: when the job is no longer suspended, move the TTL back. Runs whether
 /// or not `--stash-ttl-on-stuck-suspend` is still on. Also the executor's re-check.
 pub(crate) fn restore_verdict(job: &JobFacts) -> RestoreVerdict {
-    let Some(raw) = job.stashed_ttl.as_deref() else { return RestoreVerdict::Nothing };
+    let Some(stashed) = &job.stashed_ttl else { return RestoreVerdict::Nothing };
     if job.suspend {
         return RestoreVerdict::Nothing;
     }
-    match raw.trim().parse::<i64>() {
+    match stashed {
         // A TTL the user set again while the job was suspended wins over the stashed one.
-        Ok(_) if job.ttl_seconds.is_some() => RestoreVerdict::Restore { ttl: None },
-        Ok(ttl) if ttl >= 0 => RestoreVerdict::Restore { ttl: Some(ttl) },
-        _ => RestoreVerdict::Unreadable(raw.to_string()),
+        SecondsAnnotation::Seconds(_) if job.ttl_seconds.is_some() => RestoreVerdict::Restore { ttl: None },
+        SecondsAnnotation::Seconds(ttl) if *ttl >= 0 => RestoreVerdict::Restore { ttl: Some(*ttl) },
+        other => RestoreVerdict::Unreadable(other.clone()),
     }
 }
 
@@ -212,7 +212,7 @@ pub(crate) fn plan_restore(job: &JobFacts, target: &Target, config: &PlanConfig,
             }
             out.push(Rule::Suspend, done);
         }
-        RestoreVerdict::Unreadable(raw) => out.push(
+        RestoreVerdict::Unreadable(value) => out.push(
             Rule::Suspend,
             event(
                 config,
@@ -220,10 +220,11 @@ pub(crate) fn plan_restore(job: &JobFacts, target: &Target, config: &PlanConfig,
                 EventType::Warning,
                 Reason::TTLRestoreFailed,
                 format!(
-                    "Annotation {STASH_ANNOTATION}={raw:?} is not a TTL in seconds: left in place; set \
-                     spec.runPolicy.ttlSecondsAfterFinished and remove the annotation by hand"
+                    "Annotation {STASH_ANNOTATION}={} is not a TTL in seconds: left in place; set \
+                     spec.runPolicy.ttlSecondsAfterFinished and remove the annotation by hand",
+                    value.shown()
                 ),
-                format!("unreadable@{raw}"),
+                format!("unreadable@{}", value.dedup_key()),
             ),
         ),
     }

@@ -6,7 +6,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use super::actions::{Action, EventType, KeyPlan, Observation, Reason, Rule, Target, TargetKind};
 use super::{event, fmt_duration, job_guard, plus, verb};
 use crate::controller::config::{PlanConfig, Propagation};
-use crate::controller::facts::{FinishKind, JobFacts, TRAINJOB_TTL_ANNOTATION, TrainJobFacts};
+use crate::controller::facts::{FinishKind, JobFacts, SecondsAnnotation, TRAINJOB_TTL_ANNOTATION, TrainJobFacts};
 
 /// A finish time further than this in the future is clock skew: warn, wait, never clamp.
 pub(crate) const CLOCK_SKEW_TOLERANCE: SignedDuration = SignedDuration::from_secs(60);
@@ -165,8 +165,8 @@ pub(crate) enum TrainJobTtl {
     Field(i64),
     /// Annotation `trainguard.io/ttl-seconds-after-finished`.
     Annotation(i64),
-    /// The annotation is not a non-negative integer (the raw value).
-    Invalid(String),
+    /// The annotation is not a non-negative integer.
+    Invalid(SecondsAnnotation),
 }
 
 impl TrainJobTtl {
@@ -174,12 +174,10 @@ impl TrainJobTtl {
         if let Some(ttl) = tj.spec_ttl {
             return TrainJobTtl::Field(ttl);
         }
-        match tj.ttl_annotation.as_deref() {
+        match &tj.ttl_annotation {
             None => TrainJobTtl::None,
-            Some(raw) => match raw.trim().parse::<i64>() {
-                Ok(ttl) if ttl >= 0 => TrainJobTtl::Annotation(ttl),
-                _ => TrainJobTtl::Invalid(raw.to_string()),
-            },
+            Some(SecondsAnnotation::Seconds(ttl)) if *ttl >= 0 => TrainJobTtl::Annotation(*ttl),
+            Some(other) => TrainJobTtl::Invalid(other.clone()),
         }
     }
 
@@ -257,7 +255,7 @@ pub(crate) fn plan_trainjob(
 ) {
     let ttl = TrainJobTtl::of(tj);
     let how = trainjob_finished_how(tj);
-    if let TrainJobTtl::Invalid(raw) = &ttl {
+    if let TrainJobTtl::Invalid(value) = &ttl {
         if config.ttl && !tj.deleting && tj.managed() && !tj.ignored {
             out.push(
                 Rule::Ttl,
@@ -267,10 +265,11 @@ pub(crate) fn plan_trainjob(
                     EventType::Warning,
                     Reason::TTLAnnotationInvalid,
                     format!(
-                        "Annotation {TRAINJOB_TTL_ANNOTATION}={raw:?} is not a whole number of seconds (0 or \
-                         more): this TrainJob gets no TTL until it is fixed"
+                        "Annotation {TRAINJOB_TTL_ANNOTATION}={} is not a whole number of seconds (0 or \
+                         more): this TrainJob gets no TTL until it is fixed",
+                        value.shown()
                     ),
-                    format!("invalid@{raw}"),
+                    format!("invalid@{}", value.dedup_key()),
                 ),
             );
         }

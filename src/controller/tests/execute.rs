@@ -972,7 +972,8 @@ async fn a_pod_that_succeeded_since_planning_keeps_its_phase() {
 #[tokio::test(start_paused = true)]
 async fn a_hanging_write_is_cut_when_leadership_ends() {
     use crate::controller::execute::WRITE_TIMEOUT;
-    assert!(WRITE_TIMEOUT < std::time::Duration::from_secs(crate::controller::leader::LEASE_DURATION_SECONDS));
+    // A write sent just before the fence falls is cut before the lease could expire.
+    assert!(WRITE_TIMEOUT < crate::controller::leader::FENCE_MARGIN, "{WRITE_TIMEOUT:?}");
     let job = expired_job();
     let api = FakeApi::new();
     api.on("GET", JOB_PATH, 200, job.clone());
@@ -1020,5 +1021,27 @@ async fn a_hanging_event_is_cut_when_leadership_ends() {
         .expect("the hanging event was cut when leadership ended")
         .unwrap();
     assert!(report.published.is_empty(), "a cut event is not reported published");
+    server.abort();
+}
+
+/// A live GET that hangs (kube's client has no read timeout) is cut at `READ_TIMEOUT`, leader or
+/// not: the loop and its shutdown never wait on it. Nothing is written after it. Paused time.
+#[tokio::test(start_paused = true)]
+async fn a_hanging_live_read_is_cut_at_the_read_timeout() {
+    use crate::controller::execute::READ_TIMEOUT;
+    let job = expired_job();
+    let api = FakeApi::new();
+    api.stall("GET", JOB_PATH);
+    let c = PlanConfig::default();
+    let shared = Shared::new(CancellationToken::new(), Shared::full_bucket(c.max_force_deletes_per_minute));
+    let (client, server) = api.client();
+    let events = EventSink::new(client.clone(), Some("trainguard-0".into()));
+    let mut executor = Executor::new(client, c.clone(), events, Metrics::unregistered(), Arc::new(|| at(90)), shared);
+    let work = works(&[job], 90, &c).remove(0);
+    let report = tokio::time::timeout(READ_TIMEOUT + std::time::Duration::from_secs(1), executor.execute(work))
+        .await
+        .expect("the hanging GET was cut at the read timeout");
+    assert_eq!(report.outcome, Outcome::Failed);
+    assert_eq!(api.calls(), [format!("GET {JOB_PATH}")], "nothing written after a read that did not answer");
     server.abort();
 }

@@ -1385,3 +1385,49 @@ fn jobset_recreated_after_failure() {
         ]
     );
 }
+
+/// What users write into the TTL annotations costs the controller the same whatever its size: the
+/// facts keep a 64-character prefix and a hash, the event's message quotes the prefix and its
+/// de-duplication episode is the hash, so distinct 200 KB values each cost a few bytes.
+#[test]
+fn invalid_annotations_are_kept_as_a_prefix_and_a_hash() {
+    use crate::controller::plan::actions::Action;
+    use crate::controller::plan::{PlanInput, TokenBucket, plan_all};
+    let huge = |c: char| c.to_string().repeat(200_000);
+    let cases = [
+        ("trainguard.io/ttl-seconds-after-finished", trainjob_finished(trainjob("t"), "Complete", 0)),
+        (
+            "trainguard.io/stashed-ttl-seconds-after-finished",
+            set(pytorchjob("a"), "/spec/runPolicy/suspend", json!(false)),
+        ),
+    ];
+    for (annotation, object) in cases {
+        let mut episodes = Vec::new();
+        for c in ['x', 'y'] {
+            let annotated = annotate(object.clone(), annotation, &huge(c));
+            let (snapshot, _) = crate::controller::objects::snapshot_from_values(&[annotated]).expect("decodes");
+            let facts = format!("{snapshot:?}");
+            assert!(facts.len() < 20_000, "{annotation}: the snapshot keeps {} bytes", facts.len());
+            let input = PlanInput {
+                snapshot: &snapshot,
+                now: at(100),
+                config: &PlanConfig::default(),
+                first_seen_suspended: &HashMap::new(),
+            };
+            let mut bucket = TokenBucket::per_minute(10);
+            let events: Vec<_> = plan_all(&input, &mut bucket)
+                .into_iter()
+                .flat_map(|(_, plan)| plan.actions)
+                .filter_map(|a| match a.action {
+                    Action::Event(e) => Some(e),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(events.len(), 1, "{annotation}: {events:?}");
+            assert!(events[0].message.len() < 512, "{annotation}: {}", events[0].message);
+            assert!(events[0].episode.len() < 64, "{annotation}: episode {}", events[0].episode);
+            episodes.push(events[0].episode.clone());
+        }
+        assert_ne!(episodes[0], episodes[1], "{annotation}: distinct values are distinct episodes");
+    }
+}
