@@ -232,6 +232,16 @@ resources: [$rel/base]
 components: [$rel/components/opt-out-policy]
 YAML
   kctl kustomize "$run/kustomize" >"$run/trainguard-rendered.yaml"
+  # The act-mode write permissions, kept aside: a test that switches the controller to act mode
+  # applies them, as an operator who enables act mode does (deploy/components/act-rbac).
+  mkdir -p "$run/kustomize-act"
+  cat >"$run/kustomize-act/kustomization.yaml" <<YAML
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+namespace: trainguard-system
+components: [$rel/components/act-rbac]
+YAML
+  kctl kustomize "$run/kustomize-act" >"$run/trainguard-act-rbac.yaml"
   python3 "$root/scripts/e2e/rewrite-webhooks.py" "$P_TRAINGUARD" "$run/certs/ca.crt" \
     --only ValidatingWebhookConfiguration,MutatingWebhookConfiguration \
     <"$run/trainguard-rendered.yaml" >"$run/trainguard-webhooks.yaml"

@@ -3,13 +3,28 @@
 
 use crate::cluster::{eventually, plane, trainjob};
 
-/// Restarts the controller with the shipped arguments (report mode) when a test that switched it
-/// to act mode ends, pass or fail.
-struct BackToReport;
+/// Switches the controller to act mode as an operator does (the act-mode RBAC from
+/// deploy/components/act-rbac, then `--controller-mode=act` and the extra flags); dropping it
+/// restarts the controller as shipped (report mode) and takes the write permissions away again.
+struct ActMode;
 
-impl Drop for BackToReport {
+impl ActMode {
+    fn start(extra: &[&str]) -> ActMode {
+        let rbac = plane().run_dir().join("trainguard-act-rbac.yaml");
+        plane().kubectl().args(["apply", "-f"]).args([&rbac]).ok();
+        plane().script(&["stop", "controller"]);
+        let mut args = vec!["start", "controller", "--controller-mode=act"];
+        args.extend_from_slice(extra);
+        plane().script(&args);
+        ActMode
+    }
+}
+
+impl Drop for ActMode {
     fn drop(&mut self) {
         plane().script(&["stop", "controller"]);
+        let rbac = plane().run_dir().join("trainguard-act-rbac.yaml");
+        let _ = plane().kubectl().args(["delete", "--ignore-not-found", "-f"]).args([&rbac]).output();
         plane().script(&["start", "controller"]);
     }
 }
@@ -72,9 +87,7 @@ fn ttl_reports_in_report_mode_then_deletes_a_finished_trainjob_and_keeps_a_suspe
     assert!(k().args(["get", "trainjob", "finished"]).get_json().is_some(), "report mode deleted a TrainJob");
 
     // Act mode, no grace: the finished job goes, the suspended one stays.
-    let _restore = BackToReport;
-    plane().script(&["stop", "controller"]);
-    plane().script(&["start", "controller", "--controller-mode=act", "--ttl-grace=0s"]);
+    let _act = ActMode::start(&["--ttl-grace=0s"]);
     eventually("the finished TrainJob deleted by its TTL", || {
         k().args(["get", "trainjob", "finished"]).get_json().is_none().then_some(())
     });

@@ -83,7 +83,17 @@ fn api_server_verdict(row: &Path, ns: &str) -> (bool, String) {
         if old.contains("suspend: false") || !old.contains("suspend:") {
             wait_jobset_active(ns, &name);
         }
-        k().args(["replace", "--dry-run=server", "-f", "-"]).output_with(&new)
+        // Trainer's controller writes the object while it starts the run: a replace racing it gets
+        // a Conflict, which says nothing about the verdict, so it is retried.
+        let mut attempt = 0;
+        loop {
+            let out = k().args(["replace", "--dry-run=server", "-f", "-"]).output_with(&new);
+            attempt += 1;
+            if attempt == 10 || !String::from_utf8_lossy(&out.stderr).contains("the object has been modified") {
+                break out;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
     } else {
         k().args(["create", "--dry-run=server", "-f", "-"]).output_with(&new)
     };
