@@ -8,6 +8,7 @@
 //	oracle serve CRD.yaml   JSON lines on stdin, one answer line each on stdout
 //	oracle types            the release's Go types (pointer-ness, JSON names) as JSON
 //	oracle versions         the module versions this build links, as JSON
+//	oracle schema CRD.yaml  the CRD's openAPIV3Schema as JSON (what `make generate` commits)
 //
 // A case is {"id", "old" (null on CREATE), "new", "jobset" (a JobSet object or null)}. The answer
 // is {"id", "decode", "unknown", "schema", "changed", "plugin"}:
@@ -106,6 +107,11 @@ func main() {
 		fmt.Println(string(out))
 	case "versions":
 		versions()
+	case "schema":
+		if len(os.Args) != 3 {
+			fail("usage: oracle schema CRD.yaml")
+		}
+		printSchema(os.Args[2])
 	default:
 		fail("unknown command " + os.Args[1])
 	}
@@ -134,6 +140,47 @@ func versions() {
 	b, err := json.MarshalIndent(out, "", "  ")
 	check(err)
 	fmt.Println(string(b))
+}
+
+func printSchema(crdPath string) {
+	raw, err := os.ReadFile(crdPath)
+	check(err)
+	var crd struct {
+		Spec struct {
+			Versions []struct {
+				Schema struct {
+					OpenAPIV3Schema map[string]any `json:"openAPIV3Schema"`
+				} `json:"schema"`
+			} `json:"versions"`
+		} `json:"spec"`
+	}
+	check(yaml.Unmarshal(raw, &crd))
+	if len(crd.Spec.Versions) != 1 {
+		fail("expected one CRD version")
+	}
+	schema := crd.Spec.Versions[0].Schema.OpenAPIV3Schema
+	dropDescriptions(schema)
+	out, err := json.MarshalIndent(schema, "", " ")
+	check(err)
+	fmt.Println(string(out))
+}
+
+// dropDescriptions removes the schemas' prose (a string "description"; a property named
+// "description" is an object and stays).
+func dropDescriptions(node any) {
+	switch n := node.(type) {
+	case map[string]any:
+		if _, ok := n["description"].(string); ok {
+			delete(n, "description")
+		}
+		for _, v := range n {
+			dropDescriptions(v)
+		}
+	case []any:
+		for _, v := range n {
+			dropDescriptions(v)
+		}
+	}
 }
 
 func newServer(crdPath string) *server {

@@ -43,7 +43,10 @@ pub(crate) fn changed_shape_errors(
     // An old value that does not read (nested past serde_json's limit) is unlike any new one.
     let equal = try_parse(old).is_ok_and(|old_value| {
         let ignored = if field == OverridesField::RuntimePatches { equality::RUNTIME_PATCH_TIME } else { &[] };
-        equality::field_equal(trainer::overrides_field(field), Some(&old_value), Some(&new_value), ignored)
+        let model = trainer::overrides_field(field);
+        equality::field_equal(model, Some(&old_value), Some(&new_value), ignored)
+            && (field != OverridesField::RuntimePatches
+                || equality::unknown_members_equal(&model.ty, Some(&old_value), Some(&new_value), ignored))
     });
     (!equal).then(|| shape_errors(field, &new_value))
 }
