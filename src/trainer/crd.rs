@@ -494,8 +494,11 @@ impl Validate {
 
     /// `old` is the correlated old value (UPDATE), if any.
     fn node(&mut self, value: &Value, old: Option<&Value>, s: &Node, path: &str, root: bool) {
-        // Ratcheting: an unchanged value is not judged again (schema and rules alike).
-        if old.is_some_and(|o| o == value) {
+        // Ratcheting: an unchanged value is not judged again, but its transition rules still run
+        // (they pass on an unchanged value CEL can read).
+        // The object itself always counts as changed: a write touches its metadata.
+        if !root && old.is_some_and(|o| unchanged(value, o, s)) {
+            self.unchanged_transitions(value, s, path);
             return;
         }
         if value.is_null() {
@@ -583,7 +586,7 @@ impl Validate {
                 for (key, child) in o {
                     let old_child = old_object.and_then(|m| m.get(key));
                     if let Some(additional) = &s.additional {
-                        self.node(child, old_child, additional, &format!("{path}[{key}]"), false);
+                        self.node(child, old_child, additional, &join(path, key), false);
                     } else if let Some(schema) = s.properties.get(key) {
                         if root && key == "metadata" {
                             continue;
@@ -627,9 +630,54 @@ impl Validate {
         }
     }
 
+    /// The transition rules inside an unchanged value: `self == oldSelf` holds, unless CEL cannot
+    /// read the value under its schema (the API server then reports the rule as failed).
+    fn unchanged_transitions(&mut self, value: &Value, s: &Node, path: &str) {
+        if s.rules.iter().any(|r| r.transition) && !cel_fits(value, s) {
+            for rule in s.rules.iter().filter(|r| r.transition) {
+                self.rule_failed(rule, path);
+            }
+        }
+        match value {
+            Value::Object(o) => {
+                for (key, child) in o {
+                    if let Some(additional) = &s.additional {
+                        self.unchanged_transitions(child, additional, &join(path, key));
+                    } else if let Some(schema) = s.properties.get(key) {
+                        self.unchanged_transitions(child, schema, &join(path, key));
+                    }
+                }
+            }
+            Value::Array(items) => {
+                if let Some(item) = &s.items {
+                    for (i, child) in items.iter().enumerate() {
+                        self.unchanged_transitions(child, item, &format!("{path}[{i}]"));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn rule_failed(&mut self, rule: &CelRule, path: &str) {
+        let at = match &rule.field_path {
+            Some(field) => format!("{path}{field}"),
+            None => path.to_string(),
+        };
+        let detail = rule.message.clone().unwrap_or_else(|| format!("failed rule: {}", rule.source));
+        self.rules.push(Finding { kind: Kind::Invalid, path: at, value: None, detail });
+    }
+
     fn rules(&mut self, value: &Value, old: Option<&Value>, s: &Node, path: &str) {
         for rule in &s.rules {
             if rule.transition && old.is_none() {
+                continue;
+            }
+            // A value CEL cannot read under its schema (`1.0` where an int is expected) fails the rule.
+            // CEL reads values lazily: only a rule that compares whole values (`self == oldSelf`)
+            // reads every member.
+            if rule.transition && (!cel_fits(value, s) || old.is_some_and(|o| !cel_fits(o, s))) {
+                self.rule_failed(rule, path);
                 continue;
             }
             let mut context = cel::Context::default();
@@ -637,14 +685,8 @@ impl Validate {
             if let Some(old) = old {
                 context.add_variable_from_value("oldSelf", to_cel(old, Some(s)));
             }
-            let passed = matches!(rule.program.execute(&context), Ok(cel::Value::Bool(true)));
-            if !passed {
-                let at = match &rule.field_path {
-                    Some(field) => format!("{path}{field}"),
-                    None => path.to_string(),
-                };
-                let detail = rule.message.clone().unwrap_or_else(|| format!("failed rule: {}", rule.source));
-                self.rules.push(Finding { kind: Kind::Invalid, path: at, value: None, detail });
+            if !matches!(rule.program.execute(&context), Ok(cel::Value::Bool(true))) {
+                self.rule_failed(rule, path);
             }
         }
     }
@@ -658,12 +700,77 @@ fn integer(v: &Value) -> bool {
     }
 }
 
-/// The old list item correlated with `item`: same key values in a list map, equal in a set;
-/// none in an atomic list.
+/// Whether the API server's ratcheting takes `value` as unchanged from `old`: equal, except that a
+/// list map with a repeated key is never unchanged (its items cannot be correlated).
+fn unchanged(value: &Value, old: &Value, s: &Node) -> bool {
+    match (value, old) {
+        (Value::Object(a), Value::Object(b)) => {
+            a.len() == b.len()
+                && a.iter().all(|(k, v)| {
+                    let child = s.additional.as_deref().or_else(|| s.properties.get(k));
+                    b.get(k).is_some_and(|w| child.map_or(v == w, |c| unchanged(v, w, c)))
+                })
+        }
+        (Value::Array(a), Value::Array(b)) => {
+            if matches!(s.list, Some(ListType::Map(_))) {
+                // Correlated by key, so a reordered list map is unchanged.
+                return !repeats_key(a, s)
+                    && !repeats_key(b, s)
+                    && a.len() == b.len()
+                    && a.iter().all(|v| {
+                        correlate(s.list.as_ref(), v, b)
+                            .is_some_and(|w| s.items.as_deref().map_or(v == w, |item| unchanged(v, w, item)))
+                    });
+            }
+            a.len() == b.len()
+                && a.iter().zip(b).all(|(v, w)| s.items.as_deref().map_or(v == w, |item| unchanged(v, w, item)))
+        }
+        _ => value == old,
+    }
+}
+
+fn repeats_key(items: &[Value], s: &Node) -> bool {
+    let Some(ListType::Map(keys)) = &s.list else { return false };
+    let key = |v: &Value| -> Vec<Option<Value>> { keys.iter().map(|k| v.get(k).cloned()).collect() };
+    items.iter().enumerate().any(|(i, v)| items[..i].iter().any(|w| key(w) == key(v)))
+}
+
+/// Whether CEL can read `value` under `s`: the API server converts it by the schema's types, and
+/// a float where an integer is declared (`1.0`), a wrong type, a non-nullable `null` or a list map
+/// with a repeated key fails.
+fn cel_fits(value: &Value, s: &Node) -> bool {
+    let integer = |n: &serde_json::Number| n.is_i64() || n.is_u64();
+    match value {
+        Value::Null => s.nullable,
+        Value::Number(n) if s.int_or_string || s.ty == Some(Type::Integer) => integer(n),
+        Value::String(_) if s.int_or_string => true,
+        _ if s.int_or_string => false,
+        Value::Bool(_) => matches!(s.ty, None | Some(Type::Boolean)),
+        Value::Number(_) => matches!(s.ty, None | Some(Type::Number)),
+        Value::String(_) => matches!(s.ty, None | Some(Type::String)),
+        // A list map with a repeated key is not a map CEL can compare.
+        Value::Array(items) => {
+            matches!(s.ty, None | Some(Type::Array))
+                && !repeats_key(items, s)
+                && s.items.as_deref().is_none_or(|item| items.iter().all(|v| cel_fits(v, item)))
+        }
+        Value::Object(o) => {
+            matches!(s.ty, None | Some(Type::Object))
+                && o.iter().all(|(k, v)| match s.additional.as_deref().or_else(|| s.properties.get(k)) {
+                    Some(child) => cel_fits(v, child),
+                    None => true,
+                })
+        }
+    }
+}
+
+/// The old list item correlated with `item`: same key values in a list map; none in a set or an
+/// atomic list.
 fn correlate<'a>(list: Option<&ListType>, item: &Value, old: &'a [Value]) -> Option<&'a Value> {
     match list {
+        // The first old item with the key (a repeated key correlates with its first item).
         Some(ListType::Map(keys)) => old.iter().find(|o| keys.iter().all(|k| o.get(k) == item.get(k))),
-        Some(ListType::Set) => old.iter().find(|o| *o == item),
+        // Set and atomic list items are not correlated (apiserver's CorrelatedObject).
         _ => None,
     }
 }
@@ -718,7 +825,7 @@ fn duplicates(value: &Value, s: &Node, path: &str, out: &mut Vec<Finding>) {
         Value::Object(o) => {
             for (key, child) in o {
                 if let Some(additional) = &s.additional {
-                    duplicates(child, additional, &format!("{path}[{key}]"), out);
+                    duplicates(child, additional, &join(path, key), out);
                 } else if let Some(schema) = s.properties.get(key) {
                     duplicates(child, schema, &join(path, key), out);
                 }
@@ -853,5 +960,20 @@ mod transition_tests {
         assert_eq!(paths, ["spec.trainer"], "{verdict:?}");
         assert!(judge(&new, Some(&old), TrainerVersion::V2_1).errors.is_empty());
         assert!(judge(&new, None, TrainerVersion::V2_3).errors.is_empty());
+    }
+}
+
+#[cfg(test)]
+mod root_rule_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_name_rules_apply_on_update() {
+        let old = json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "Job_1", "namespace": "ns"}, "spec": {"runtimeRef": {"name": "torch"}}});
+        let mut new = old.clone();
+        new["spec"]["suspend"] = json!(false);
+        let verdict = judge(&new, Some(&old), TrainerVersion::V2_1);
+        assert_eq!(verdict.errors.len(), 1, "{verdict:?}");
     }
 }

@@ -37,6 +37,11 @@ pub(crate) fn field_equal(field: &Field, a: Option<&Value>, b: Option<&Value>, i
     }
 }
 
+/// Two values of `ty` (a list item, say), as [`field_equal`] compares a non-pointer field.
+pub(crate) fn values_equal(ty: &Ty, a: &Value, b: &Value, ignored: Ignored) -> bool {
+    equal(ty, Some(a), Some(b), ignored)
+}
+
 /// `null` is absent.
 fn present(v: Option<&Value>) -> Option<&Value> {
     v.filter(|v| !v.is_null())

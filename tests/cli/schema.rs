@@ -148,7 +148,7 @@ const DENIED: &[(&str, &str, &str)] = &[
         "  trainer:\n    numNodes: \"2\"\n",
         "spec.trainer.numNodes: Invalid value: \"2\": must be of type integer in TrainJob v2.3",
     ),
-    ("v2.0", "  labels:\n    a: 1\n", "spec.labels[a]: Invalid value: 1: must be of type string in TrainJob v2.0"),
+    ("v2.0", "  labels:\n    a: 1\n", "spec.labels.a: Invalid value: 1: must be of type string in TrainJob v2.0"),
     (
         "v2.1",
         "  trainer:\n    command: torchrun\n",

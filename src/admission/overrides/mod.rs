@@ -46,9 +46,24 @@ pub(crate) fn changed_shape_errors(
         let model = trainer::overrides_field(field);
         equality::field_equal(model, Some(&old_value), Some(&new_value), ignored)
             && (field != OverridesField::RuntimePatches
-                || equality::unknown_members_equal(&model.ty, Some(&old_value), Some(&new_value), ignored))
+                || (equality::unknown_members_equal(&model.ty, Some(&old_value), Some(&new_value), ignored)
+                    && !restamped(model, &old_value, &new_value)))
     });
     (!equal).then(|| shape_errors(field, &new_value))
+}
+
+/// Whether Trainer's mutating webhook gives a runtime patch a new `time` although the lists are
+/// equal without it: it keeps the old time only when the patch equals the *last* old patch of the
+/// same `manager`, so with a manager repeated (which the CRD forbids, but an old object that
+/// already repeats one keeps being admitted) an unchanged patch is re-stamped and Trainer sees a
+/// change.
+fn restamped(model: &trainer::model::Field, old: &Value, new: &Value) -> bool {
+    let trainer::model::Ty::List(item) = model.ty else { return false };
+    let (Some(old), Some(new)) = (old.as_array(), new.as_array()) else { return false };
+    new.iter().any(|patch| {
+        let last = old.iter().rev().find(|o| o.get("manager").is_some() && o.get("manager") == patch.get("manager"));
+        last.is_some_and(|o| !equality::values_equal(item, o, patch, equality::RUNTIME_PATCH_TIME))
+    })
 }
 
 /// Parses a raw field; absent reads as null. RawValue holds valid JSON, but it may be nested
