@@ -700,8 +700,8 @@ fn integer(v: &Value) -> bool {
     }
 }
 
-/// Whether the API server's ratcheting takes `value` as unchanged from `old`: equal, except that a
-/// list map with a repeated key is never unchanged (its items cannot be correlated).
+/// Whether the API server's ratcheting takes `value` as unchanged from `old` (`CachedDeepEqual`):
+/// equal, with list-map items compared to their correlated old item.
 fn unchanged(value: &Value, old: &Value, s: &Node) -> bool {
     match (value, old) {
         (Value::Object(a), Value::Object(b)) => {
@@ -713,31 +713,32 @@ fn unchanged(value: &Value, old: &Value, s: &Node) -> bool {
         }
         (Value::Array(a), Value::Array(b)) => {
             if matches!(s.list, Some(ListType::Map(_))) {
-                // Correlated by key, so a reordered list map is unchanged.
-                return !repeats_key(a, s)
-                    && !repeats_key(b, s)
-                    && a.len() == b.len()
+                // Correlated by key (a repeated key with its first old item), so a reordered list
+                // map is unchanged.
+                return a.len() == b.len()
                     && a.iter().all(|v| {
                         correlate(s.list.as_ref(), v, b)
                             .is_some_and(|w| s.items.as_deref().map_or(v == w, |item| unchanged(v, w, item)))
                     });
             }
-            a.len() == b.len()
-                && a.iter().zip(b).all(|(v, w)| s.items.as_deref().map_or(v == w, |item| unchanged(v, w, item)))
+            // Other lists are not correlated: compared whole.
+            a == b
         }
         _ => value == old,
     }
 }
 
-fn repeats_key(items: &[Value], s: &Node) -> bool {
+/// Two items of a list map with the same key but different contents: CEL, which compares a list
+/// map item by item through its key, cannot find the list equal even to itself.
+fn conflicting_key(items: &[Value], s: &Node) -> bool {
     let Some(ListType::Map(keys)) = &s.list else { return false };
     let key = |v: &Value| -> Vec<Option<Value>> { keys.iter().map(|k| v.get(k).cloned()).collect() };
-    items.iter().enumerate().any(|(i, v)| items[..i].iter().any(|w| key(w) == key(v)))
+    items.iter().enumerate().any(|(i, v)| items[..i].iter().any(|w| key(w) == key(v) && w != v))
 }
 
 /// Whether CEL can read `value` under `s`: the API server converts it by the schema's types, and
 /// a float where an integer is declared (`1.0`), a wrong type, a non-nullable `null` or a list map
-/// with a repeated key fails.
+/// whose key repeats with different contents fails.
 fn cel_fits(value: &Value, s: &Node) -> bool {
     let integer = |n: &serde_json::Number| n.is_i64() || n.is_u64();
     match value {
@@ -748,10 +749,9 @@ fn cel_fits(value: &Value, s: &Node) -> bool {
         Value::Bool(_) => matches!(s.ty, None | Some(Type::Boolean)),
         Value::Number(_) => matches!(s.ty, None | Some(Type::Number)),
         Value::String(_) => matches!(s.ty, None | Some(Type::String)),
-        // A list map with a repeated key is not a map CEL can compare.
         Value::Array(items) => {
             matches!(s.ty, None | Some(Type::Array))
-                && !repeats_key(items, s)
+                && !conflicting_key(items, s)
                 && s.items.as_deref().is_none_or(|item| items.iter().all(|v| cel_fits(v, item)))
         }
         Value::Object(o) => {
@@ -975,5 +975,22 @@ mod root_rule_tests {
         new["spec"]["suspend"] = json!(false);
         let verdict = judge(&new, Some(&old), TrainerVersion::V2_1);
         assert_eq!(verdict.errors.len(), 1, "{verdict:?}");
+    }
+}
+
+#[cfg(test)]
+mod ratchet_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_unchanged_list_over_max_items_is_ratcheted() {
+        let patches: Vec<Value> = (0..17).map(|i| json!({"manager": format!("example.com/m{i}")})).collect();
+        let old = json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "job", "namespace": "ns"}, "spec": {"runtimeRef": {"name": "t"}, "runtimePatches": patches}});
+        let mut new = old.clone();
+        new["spec"]["suspend"] = json!(true);
+        let verdict = judge(&new, Some(&old), TrainerVersion::V2_3);
+        assert!(verdict.errors.is_empty(), "{verdict:?}");
+        assert_eq!(judge(&new, None, TrainerVersion::V2_3).errors.len(), 1);
     }
 }

@@ -30,6 +30,7 @@ pub(crate) fn changed_shape_errors(
 ) -> Option<Vec<FieldError>> {
     if let (Some(o), Some(n)) = (old, new)
         && o.get() == n.get()
+        && !(field == OverridesField::RuntimePatches && repeats_a_manager(n))
     {
         return None;
     }
@@ -50,6 +51,12 @@ pub(crate) fn changed_shape_errors(
                     && !restamped(model, &old_value, &new_value)))
     });
     (!equal).then(|| shape_errors(field, &new_value))
+}
+
+/// Whether a runtimePatches list may repeat a `manager` (then even a byte-identical list is read:
+/// see [`restamped`]). Two `"manager"` keys are needed; a list of one patch is never re-stamped.
+fn repeats_a_manager(raw: &RawValue) -> bool {
+    raw.get().matches("\"manager\"").nth(1).is_some()
 }
 
 /// Whether Trainer's mutating webhook gives a runtime patch a new `time` although the lists are
