@@ -102,7 +102,7 @@ build:
 lint:
 	./scripts/install-lint-deps.sh
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --all-targets --features oracle -- -D warnings
 	$(CARGO) deny --offline check licenses bans sources
 
 fmt:

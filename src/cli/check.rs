@@ -196,7 +196,12 @@ pub(crate) fn check(new: NewObject, old: Option<OldObject<'_>>, ctx: &Context<'_
 
 /// Puts the schema's findings on `object` (an UPDATE of `old`, or a CREATE) before the rules'
 /// own: the API server would refuse (or prune) these fields before any webhook saw them.
-fn with_schema_errors(decision: Decision, object: &RawValue, old: Option<&RawValue>, version: TrainerVersion) -> Decision {
+fn with_schema_errors(
+    decision: Decision,
+    object: &RawValue,
+    old: Option<&RawValue>,
+    version: TrainerVersion,
+) -> Decision {
     // Both objects decoded above, so they are JSON.
     let value: Value = serde_json::from_str(object.get()).unwrap_or(Value::Null);
     let old: Option<Value> = old.map(|o| serde_json::from_str(o.get()).unwrap_or(Value::Null));

@@ -83,20 +83,16 @@ fn ask(dir: &Path, version: TrainerVersion, cases: &[Case]) -> Vec<Answer> {
         .spawn()
         .unwrap_or_else(|e| panic!("oracle {tag}: {e}"));
     let mut stdin = child.stdin.take().expect("piped");
-    let lines: Vec<String> = cases
-        .iter()
-        .map(|c| json!({"id": c.id, "old": c.old, "new": c.new, "jobset": null}).to_string())
-        .collect();
+    let lines: Vec<String> =
+        cases.iter().map(|c| json!({"id": c.id, "old": c.old, "new": c.new, "jobset": null}).to_string()).collect();
     let writer = std::thread::spawn(move || {
         for line in lines {
             writeln!(stdin, "{line}").expect("write to the oracle");
         }
     });
     let stdout = BufReader::new(child.stdout.take().expect("piped"));
-    let answers: Vec<Answer> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(&l.expect("oracle output")).expect("an answer"))
-        .collect();
+    let answers: Vec<Answer> =
+        stdout.lines().map(|l| serde_json::from_str(&l.expect("oracle output")).expect("an answer")).collect();
     writer.join().expect("writer");
     assert!(child.wait().expect("oracle exits").success(), "oracle {tag} failed");
     assert_eq!(answers.len(), cases.len(), "oracle {tag} answered every case");
@@ -206,7 +202,8 @@ fn compare(version: TrainerVersion, case: &Case, answer: &Answer, tally: &mut Ta
 fn fixture_cases() -> Vec<Case> {
     let mut cases = Vec::new();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/admission");
-    let mut files: Vec<PathBuf> = walk(&root).into_iter().filter(|p| p.to_string_lossy().ends_with(".review.json")).collect();
+    let mut files: Vec<PathBuf> =
+        walk(&root).into_iter().filter(|p| p.to_string_lossy().ends_with(".review.json")).collect();
     files.sort();
     for file in files {
         let text = std::fs::read_to_string(&file).expect("fixture");
@@ -334,7 +331,10 @@ impl Gen {
     fn pod(&mut self, version: TrainerVersion) -> Value {
         let mut pod = serde_json::Map::new();
         if self.chance(40) {
-            pod.insert("nodeSelector".into(), self.pick(&[json!({}), json!({"zone": "a"}), json!({"zone": "b"}), json!(null)]));
+            pod.insert(
+                "nodeSelector".into(),
+                self.pick(&[json!({}), json!({"zone": "a"}), json!({"zone": "b"}), json!(null)]),
+            );
         }
         if self.chance(40) {
             let mut t = json!({"key": self.pick(&["k", "gpu"]), "operator": self.pick(&["Exists", "Equal"])});
@@ -350,7 +350,10 @@ impl Gen {
             pod.insert("tolerations".into(), json!([t]));
         }
         if self.chance(30) {
-            pod.insert("schedulingGates".into(), self.pick(&[json!([{"name": "g"}]), json!([]), json!([{"name": "g"}, {"name": "g"}])]));
+            pod.insert(
+                "schedulingGates".into(),
+                self.pick(&[json!([{"name": "g"}]), json!([]), json!([{"name": "g"}, {"name": "g"}])]),
+            );
         }
         if self.chance(25) {
             pod.insert("serviceAccountName".into(), self.pick(&[json!(""), json!("sa"), json!(null)]));
@@ -420,16 +423,26 @@ impl Gen {
                         item["spec"] = pod;
                     }
                     if self.chance(30) {
-                        item["metadata"] = self.pick(&[json!({}), json!({"labels": {"a": "b"}}), json!({"annotations": {"x": "y"}})]);
+                        item["metadata"] =
+                            self.pick(&[json!({}), json!({"labels": {"a": "b"}}), json!({"annotations": {"x": "y"}})]);
                     }
                     item
                 }
                 _ => {
-                    let manager =
-                        if count == 17 { format!("example.com/m{i}") } else { self.pick(&["kueue.x-k8s.io/kueue", "example.com/ctl", "kueue.x-k8s.io/kueue", ""]).to_string() };
+                    let manager = if count == 17 {
+                        format!("example.com/m{i}")
+                    } else {
+                        self.pick(&["kueue.x-k8s.io/kueue", "example.com/ctl", "kueue.x-k8s.io/kueue", ""]).to_string()
+                    };
                     let mut item = json!({"manager": manager});
                     if self.chance(30) {
-                        item["time"] = self.pick(&[json!("2026-01-01T00:00:00Z"), json!("2026-01-01 00:00:00Z"), json!("2026-01-01T00:00:60Z"), json!("2026-01-01T00:00:00.1234567890Z"), json!("2026-01-01t00:00:00z")]);
+                        item["time"] = self.pick(&[
+                            json!("2026-01-01T00:00:00Z"),
+                            json!("2026-01-01 00:00:00Z"),
+                            json!("2026-01-01T00:00:60Z"),
+                            json!("2026-01-01T00:00:00.1234567890Z"),
+                            json!("2026-01-01t00:00:00z"),
+                        ]);
                     }
                     if self.chance(80) {
                         let mut rjob = json!({"name": target});
@@ -461,7 +474,8 @@ impl Gen {
         if self.chance(40) {
             let mut trainer = json!({});
             if self.chance(50) {
-                trainer["image"] = if self.chance(5) { json!("x".repeat(501)) } else { json!(self.pick(&["img:1", "img:2"])) };
+                trainer["image"] =
+                    if self.chance(5) { json!("x".repeat(501)) } else { json!(self.pick(&["img:1", "img:2"])) };
             }
             if self.chance(30) {
                 trainer["numNodes"] = self.pick(&[json!(1), json!(2), json!(1.0), json!(1.5), json!("2"), json!(0)]);
@@ -487,7 +501,12 @@ impl Gen {
             spec["activeDeadlineSeconds"] = self.pick(&[json!(60), json!(0), json!(3600)]);
         }
         if self.chance(15) {
-            spec["managedBy"] = self.pick(&[json!("kueue.x-k8s.io/multikueue"), json!("kueue"), json!(""), json!("trainer.kubeflow.org/trainjob-controller")]);
+            spec["managedBy"] = self.pick(&[
+                json!("kueue.x-k8s.io/multikueue"),
+                json!("kueue"),
+                json!(""),
+                json!("trainer.kubeflow.org/trainjob-controller"),
+            ]);
         }
         if self.chance(10) {
             spec["labels"] = json!({"a": "b"});
@@ -543,8 +562,7 @@ impl Gen {
                             }
                             TrainerVersion::V2_1 => first["spec"] = pod,
                             _ => {
-                                first["trainingRuntimeSpec"] =
-                                    json!({"template": {"spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {"template": {"spec": pod}}}}]}}})
+                                first["trainingRuntimeSpec"] = json!({"template": {"spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {"template": {"spec": pod}}}}]}}})
                             }
                         }
                     }
@@ -599,8 +617,7 @@ fn trainguard_agrees_with_upstream() {
     let Some(dir) = std::env::var_os("TRAINGUARD_ORACLE_DIR").map(PathBuf::from) else {
         panic!("TRAINGUARD_ORACLE_DIR is not set: run `make oracle`");
     };
-    let count: usize =
-        std::env::var("TRAINGUARD_ORACLE_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(10_000);
+    let count: usize = std::env::var("TRAINGUARD_ORACLE_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(10_000);
     let mut failed = Vec::new();
     for version in TrainerVersion::ALL {
         let tag = tag(version);

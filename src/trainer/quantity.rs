@@ -89,11 +89,14 @@ impl Amount {
 fn exceeds_int64(mantissa: u128, exponent: i32) -> bool {
     let max = i64::MAX as u128;
     if exponent >= 0 {
-        return 10u128.checked_pow(exponent.unsigned_abs()).and_then(|p| mantissa.checked_mul(p)).is_none_or(|v| v > max);
+        return 10u128
+            .checked_pow(exponent.unsigned_abs())
+            .and_then(|p| mantissa.checked_mul(p))
+            .is_none_or(|v| v > max);
     }
     match 10u128.checked_pow(exponent.unsigned_abs()) {
         // Whole part above the max, or equal to it with a fraction.
-        Some(d) => mantissa / d > max || (mantissa / d == max && mantissa % d != 0),
+        Some(d) => mantissa / d > max || (mantissa / d == max && !mantissa.is_multiple_of(d)),
         None => false,
     }
 }

@@ -32,7 +32,8 @@ pub(crate) fn check(object: &Value, old: Option<&Value>, version: TrainerVersion
     for mut finding in verdict.errors {
         // A CRD rule on the whole object has no field; the ones at these tags are about the name.
         if finding.path.is_empty() {
-            finding.path = if finding.detail.contains("metadata.name") { "metadata.name" } else { "metadata" }.to_string();
+            finding.path =
+                if finding.detail.contains("metadata.name") { "metadata.name" } else { "metadata" }.to_string();
         }
         errors.push(match finding.kind {
             Kind::Required => FieldError::new(RULE, ErrorType::Required, finding.path, finding.detail),
@@ -60,10 +61,7 @@ pub(crate) fn check(object: &Value, old: Option<&Value>, version: TrainerVersion
 /// one. Nothing for `metadata`.
 fn unknown_hint(version: TrainerVersion, path: &str) -> String {
     let Some(rest) = path.strip_prefix("spec.") else { return String::new() };
-    let keys: Vec<String> = rest
-        .split('.')
-        .map(|k| k.split('[').next().unwrap_or(k).to_string())
-        .collect();
+    let keys: Vec<String> = rest.split('.').map(|k| k.split('[').next().unwrap_or(k).to_string()).collect();
     let Some((key, parents)) = keys.split_last() else { return String::new() };
     let shown = &path[..path.len() - path.rsplit('.').next().map_or(0, |k| k.len() + 1)];
     let s = if parents.is_empty() {
