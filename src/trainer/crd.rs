@@ -636,7 +636,7 @@ impl Validate {
     fn unchanged_transitions(&mut self, value: &Value, s: &Node, path: &str) {
         if s.rules.iter().any(|r| r.transition) && !cel_fits(value, s) {
             for rule in s.rules.iter().filter(|r| r.transition) {
-                self.rule_failed(rule, path);
+                self.rule_failed(rule, path, value);
             }
         }
         match value {
@@ -660,13 +660,15 @@ impl Validate {
         }
     }
 
-    fn rule_failed(&mut self, rule: &CelRule, path: &str) {
+    /// A failed rule, quoting a scalar value as the API server does.
+    fn rule_failed(&mut self, rule: &CelRule, path: &str, value: &Value) {
         let at = match &rule.field_path {
             Some(field) => format!("{path}{field}"),
             None => path.to_string(),
         };
         let detail = rule.message.clone().unwrap_or_else(|| format!("failed rule: {}", rule.source));
-        self.rules.push(Finding { kind: Kind::Invalid, path: at, value: None, detail });
+        let value = (!value.is_object() && !value.is_array() && rule.field_path.is_none()).then(|| value.clone());
+        self.rules.push(Finding { kind: Kind::Invalid, path: at, value, detail });
     }
 
     fn rules(&mut self, value: &Value, old: Option<&Value>, s: &Node, path: &str) {
@@ -678,7 +680,7 @@ impl Validate {
             // CEL reads values lazily: only a rule that compares whole values (`self == oldSelf`)
             // reads every member.
             if rule.transition && (!cel_fits(value, s) || old.is_some_and(|o| !cel_fits(o, s))) {
-                self.rule_failed(rule, path);
+                self.rule_failed(rule, path, value);
                 continue;
             }
             let mut context = cel::Context::default();
@@ -687,7 +689,7 @@ impl Validate {
                 context.add_variable_from_value("oldSelf", to_cel(old, Some(s)));
             }
             if !matches!(rule.program.execute(&context), Ok(cel::Value::Bool(true))) {
-                self.rule_failed(rule, path);
+                self.rule_failed(rule, path, value);
             }
         }
     }
