@@ -11,7 +11,7 @@ command -v go >/dev/null || { echo "oracle: Go is needed (https://go.dev/dl/)" >
 for dir in e2e/oracle/v*/; do
 	tag="$(basename "$dir")"
 	start=$(date +%s)
-	(cd "$dir" && go build -trimpath -o "$out/oracle-$tag" .)
+	(cd "$dir" && go build -o "$out/oracle-$tag" .)
 	module_dir="$(cd "$dir" && go list -m -f '{{.Dir}}' github.com/kubeflow/trainer/v2)"
 	install -m 0644 "$module_dir/manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml" "$out/crd-$tag.yaml"
 	echo "oracle $tag: built in $(($(date +%s) - start)) s"

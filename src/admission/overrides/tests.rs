@@ -374,6 +374,22 @@ fn with_unknown_members(v: &Value) -> Value {
     }
 }
 
+/// Two runtime patches with the same `manager`.
+fn repeats_a_manager(v: &Value) -> bool {
+    let managers: Vec<&Value> = v.as_array().into_iter().flatten().filter_map(|item| item.get("manager")).collect();
+    managers.iter().enumerate().any(|(i, m)| managers[..i].contains(m))
+}
+
+/// Trainer's defaulter keeps a patch's time only when it equals the last old patch of its manager:
+/// an unchanged list repeating a manager with different contents is re-stamped, a change.
+#[test]
+fn a_repeated_manager_is_restamped() {
+    let list = r#"[{"manager":"a.io/m","trainingRuntimeSpec":{}},{"manager":"a.io/m"}]"#;
+    assert!(changed(V2_2, Some(&raw(list)), Some(&raw(list))));
+    let same = r#"[{"manager":"a.io/m"},{"manager":"a.io/m"}]"#;
+    assert!(!changed(V2_2, Some(&raw(same)), Some(&raw(same))));
+}
+
 fn compact(v: &Value) -> Box<RawValue> {
     raw(&serde_json::to_string(v).expect("serialises"))
 }
@@ -387,6 +403,9 @@ proptest! {
 
     #[test]
     fn reflexive_whatever_the_spelling((field, a, _b) in arb_case()) {
+        // With a repeated manager Trainer's defaulter re-stamps the list: not reflexive in Trainer
+        // either (see `a_repeated_manager_is_restamped`).
+        prop_assume!(!repeats_a_manager(&a));
         prop_assert!(!changed(field, Some(&compact(&a)), Some(&pretty(&a))));
     }
 
@@ -423,12 +442,12 @@ proptest! {
             item["time"] = json!(stamp.clone());
             item
         }).collect();
-        let a = Value::Array(a.as_array().cloned().unwrap_or_default().into_iter().map(|mut item| {
-            item["manager"] = json!("example.com/m");
+        let a = Value::Array(a.as_array().cloned().unwrap_or_default().into_iter().enumerate().map(|(i, mut item)| {
+            item["manager"] = json!(format!("example.com/m{i}"));
             item
         }).collect());
-        let restamped = Value::Array(restamped.into_iter().map(|mut item| {
-            item["manager"] = json!("example.com/m");
+        let restamped = Value::Array(restamped.into_iter().enumerate().map(|(i, mut item)| {
+            item["manager"] = json!(format!("example.com/m{i}"));
             item
         }).collect());
         prop_assert!(!changed(V2_2, Some(&compact(&a)), Some(&compact(&restamped))));
