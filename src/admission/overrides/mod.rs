@@ -67,9 +67,14 @@ fn repeats_a_manager(raw: &RawValue) -> bool {
 fn restamped(model: &trainer::model::Field, old: &Value, new: &Value) -> bool {
     let trainer::model::Ty::List(item) = model.ty else { return false };
     let (Some(old), Some(new)) = (old.as_array(), new.as_array()) else { return false };
-    new.iter().any(|patch| {
+    let time = |v: Option<&Value>| v.and_then(|p| p.get("time")).filter(|t| !t.is_null()).cloned();
+    new.iter().enumerate().any(|(i, patch)| {
         let last = old.iter().rev().find(|o| o.get("manager").is_some() && o.get("manager") == patch.get("manager"));
-        last.is_some_and(|o| !equality::values_equal(item, o, patch, equality::RUNTIME_PATCH_TIME))
+        // The patch gets the last old patch's time when equal to it, else a new one; either way
+        // the lists then differ where that is not the time of the old patch at its index.
+        last.is_some_and(|o| {
+            !equality::values_equal(item, o, patch, equality::RUNTIME_PATCH_TIME) || time(Some(o)) != time(old.get(i))
+        })
     })
 }
 
