@@ -5,7 +5,7 @@ TRAINGUARD_TOOLS ?= $(HOME)/.cache/trainguard-tools
 export TRAINGUARD_TOOLS
 export PATH := $(TRAINGUARD_TOOLS)/bin:$(PATH)
 
-.PHONY: run test build lint fmt bench bench-scale e2e e2e-cluster certs soak deploy
+.PHONY: run test build lint fmt bench bench-scale e2e e2e-cluster certs soak deploy oracle generate
 
 ## run: the webhook on localhost with self-generated certificates, no cluster needed
 ## (dev profile; the first run builds the binary without the tests' dependency features)
@@ -21,6 +21,25 @@ test:
 	actionlint
 	hadolint Dockerfile
 	$(CARGO) nextest run --no-fail-fast --lib --bins --tests
+
+## oracle: upstream's own code as the oracle (docs/ci.md, "The oracle"): one Go program per Trainer
+## release (e2e/oracle/<tag>: the API server's CRD validation and Trainer's JobSet plugin) judges every
+## admission fixture, every manifest under tests/data and 10,000 generated cases per release, and
+## trainguard must agree; then `make generate` must leave the generated files unchanged. Needs Go;
+## not part of `make test`. ORACLE_CASES sets the generated cases per release.
+ORACLE_CASES ?= 10000
+oracle:
+	./scripts/oracle/build.sh
+	TRAINGUARD_ORACLE_DIR="$${TRAINGUARD_ORACLE_DIR:-$${CARGO_TARGET_DIR:-$$PWD/target}/oracle}" \
+		TRAINGUARD_ORACLE_CASES=$(ORACLE_CASES) \
+		$(CARGO) test --features oracle --lib trainer::differential -- --nocapture
+	./scripts/oracle/generate.sh
+	git diff --exit-code -- e2e/oracle src/trainer/crd
+
+## generate: every per-release file from upstream's Go modules, through each release's oracle
+## (e2e/oracle/<tag>/main.go from e2e/oracle/shared, src/trainer/crd/<tag>.json from the tag's CRD)
+generate:
+	./scripts/oracle/generate.sh
 
 ## bench: decision-path (Criterion), cache memory, end-to-end load and instructions per request vs a bare TLS baseline
 bench:
@@ -92,7 +111,7 @@ build:
 lint:
 	./scripts/install-lint-deps.sh
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --all-targets --features e2e -- -D warnings
+	$(CARGO) clippy --all-targets --features e2e,oracle -- -D warnings
 	$(CARGO) deny --offline check licenses bans sources
 
 fmt:

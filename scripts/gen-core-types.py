@@ -26,10 +26,8 @@ Mapping (it drives Kubernetes' `equality.Semantic` comparison, see src/trainer/m
   * bool, int32, int64/int, float64, string and named string types, []byte (base64) -> scalars;
     metav1.Time/MicroTime, intstr.IntOrString, resource.Quantity, types.UID via EXTERNAL below;
   * []T -> Ty::List, map[K]V with a string key -> Ty::Map, named struct -> Ty::Struct;
-  * `.required()` as controller-gen marks the field required in a CRD (see is_required): a `+required` /
-    `+optional` marker in the doc comment decides, else required unless the json tag has omitempty or
-    omitzero. (Kubernetes' own OpenAPI additionally never requires pointer fields; the CRD does, and
-    the CRD is what the API server validates a TrainJob against.)
+  * no constraints: `validate` applies each release's CRD itself (src/trainer/crd.rs), so required
+    fields, bounds and enums are read from the CRD, not from the Go markers.
   * meta/v1.ObjectMeta is emitted in the reduced form CRDs embed (see OBJECT_META_FIELDS).
 Any type it cannot resolve makes it fail with a non-zero exit naming the type.
 """
@@ -319,8 +317,7 @@ class Generator:
                 continue  # the reduced form: the other fields (and the types they reach) are left out
             ty = self.ty(pkg, base, ctx)
             ctor = "ptr" if pointer else "new"
-            required = is_required(f.doc, opts)
-            out.append(f'Field::{ctor}("{jname}", {ty}){".required()" if required else ""}')
+            out.append(f'Field::{ctor}("{jname}", {ty})')
         return out
 
     def render_struct(self, pkg: str, name: str) -> list[str]:

@@ -177,7 +177,7 @@ pub(crate) fn check(new: NewObject, old: Option<OldObject<'_>>, ctx: &Context<'_
         return Err(DecodeFailure { source_name: source, line, what: label, detail: message.clone() });
     }
     if let Some(version) = ctx.schema {
-        decision = with_schema_errors(decision, &object, version);
+        decision = with_schema_errors(decision, &object, old.map(|o| o.json), version);
     }
     // Offline, an allow by the JobSet gate rests on state nobody looked at.
     let strict_denial = ctx.strict && ctx.offline && decision.allowed() && decision.rule() == "allow-gate";
@@ -194,17 +194,28 @@ pub(crate) fn check(new: NewObject, old: Option<OldObject<'_>>, ctx: &Context<'_
     })
 }
 
-/// Puts the schema's findings on `object` before the rules' own: the API server would refuse
-/// (or prune) these fields before any webhook saw them.
-fn with_schema_errors(decision: Decision, object: &RawValue, version: TrainerVersion) -> Decision {
-    // The object decoded above, so it is JSON.
+/// Puts the schema's findings on `object` (an UPDATE of `old`, or a CREATE) before the rules'
+/// own: the API server would refuse (or prune) these fields before any webhook saw them.
+fn with_schema_errors(
+    decision: Decision,
+    object: &RawValue,
+    old: Option<&RawValue>,
+    version: TrainerVersion,
+) -> Decision {
+    // Both objects decoded above, so they are JSON.
     let value: Value = serde_json::from_str(object.get()).unwrap_or(Value::Null);
-    with_schema_findings(decision, &value, version)
+    let old: Option<Value> = old.map(|o| serde_json::from_str(o.get()).unwrap_or(Value::Null));
+    with_schema_findings(decision, &value, old.as_ref(), version)
 }
 
-/// [`with_schema_errors`] on an already parsed object (`review` reads it from the request).
-pub(crate) fn with_schema_findings(decision: Decision, value: &Value, version: TrainerVersion) -> Decision {
-    let mut errors = schema::check(value, version);
+/// [`with_schema_errors`] on already parsed objects (`review` reads them from the request).
+pub(crate) fn with_schema_findings(
+    decision: Decision,
+    value: &Value,
+    old: Option<&Value>,
+    version: TrainerVersion,
+) -> Decision {
+    let mut errors = schema::check(value, old, version);
     if errors.is_empty() {
         return decision;
     }

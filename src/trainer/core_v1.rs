@@ -9,7 +9,7 @@ use super::model::{Field, Struct, Ty};
 pub(crate) static ENV_VAR: Struct = Struct {
     name: "core/v1.EnvVar",
     fields: &[
-        Field::new("name", Ty::String).required(),
+        Field::new("name", Ty::String),
         Field::new("value", Ty::String),
         Field::ptr("valueFrom", Ty::Struct(&ENV_VAR_SOURCE)),
     ],
@@ -28,42 +28,34 @@ pub(crate) static ENV_VAR_SOURCE: Struct = Struct {
 
 pub(crate) static OBJECT_FIELD_SELECTOR: Struct = Struct {
     name: "core/v1.ObjectFieldSelector",
-    fields: &[Field::new("apiVersion", Ty::String), Field::new("fieldPath", Ty::String).required()],
+    fields: &[Field::new("apiVersion", Ty::String), Field::new("fieldPath", Ty::String)],
 };
 
 pub(crate) static RESOURCE_FIELD_SELECTOR: Struct = Struct {
     name: "core/v1.ResourceFieldSelector",
     fields: &[
         Field::new("containerName", Ty::String),
-        Field::new("resource", Ty::String).required(),
+        Field::new("resource", Ty::String),
         Field::new("divisor", Ty::Quantity),
     ],
 };
 
 pub(crate) static CONFIG_MAP_KEY_SELECTOR: Struct = Struct {
     name: "core/v1.ConfigMapKeySelector",
-    fields: &[
-        Field::new("name", Ty::String),
-        Field::new("key", Ty::String).required(),
-        Field::ptr("optional", Ty::Bool),
-    ],
+    fields: &[Field::new("name", Ty::String), Field::new("key", Ty::String), Field::ptr("optional", Ty::Bool)],
 };
 
 pub(crate) static SECRET_KEY_SELECTOR: Struct = Struct {
     name: "core/v1.SecretKeySelector",
-    fields: &[
-        Field::new("name", Ty::String),
-        Field::new("key", Ty::String).required(),
-        Field::ptr("optional", Ty::Bool),
-    ],
+    fields: &[Field::new("name", Ty::String), Field::new("key", Ty::String), Field::ptr("optional", Ty::Bool)],
 };
 
 pub(crate) static FILE_KEY_SELECTOR: Struct = Struct {
     name: "core/v1.FileKeySelector",
     fields: &[
-        Field::new("volumeName", Ty::String).required(),
-        Field::new("path", Ty::String).required(),
-        Field::new("key", Ty::String).required(),
+        Field::new("volumeName", Ty::String),
+        Field::new("path", Ty::String),
+        Field::new("key", Ty::String),
         Field::ptr("optional", Ty::Bool),
     ],
 };
@@ -74,10 +66,10 @@ pub(crate) static LOCAL_OBJECT_REFERENCE: Struct =
 pub(crate) static VOLUME_MOUNT: Struct = Struct {
     name: "core/v1.VolumeMount",
     fields: &[
-        Field::new("name", Ty::String).required(),
+        Field::new("name", Ty::String),
         Field::new("readOnly", Ty::Bool),
         Field::ptr("recursiveReadOnly", Ty::String),
-        Field::new("mountPath", Ty::String).required(),
+        Field::new("mountPath", Ty::String),
         Field::new("subPath", Ty::String),
         Field::ptr("mountPropagation", Ty::String),
         Field::new("subPathExpr", Ty::String),
@@ -85,7 +77,7 @@ pub(crate) static VOLUME_MOUNT: Struct = Struct {
 };
 
 pub(crate) static POD_SCHEDULING_GATE: Struct =
-    Struct { name: "core/v1.PodSchedulingGate", fields: &[Field::new("name", Ty::String).required()] };
+    Struct { name: "core/v1.PodSchedulingGate", fields: &[Field::new("name", Ty::String)] };
 
 pub(crate) static TOLERATION: Struct = Struct {
     name: "core/v1.Toleration",
@@ -101,7 +93,7 @@ pub(crate) static TOLERATION: Struct = Struct {
 pub(crate) static VOLUME: Struct = Struct {
     name: "core/v1.Volume",
     fields: &[
-        Field::new("name", Ty::String).required(),
+        Field::new("name", Ty::String),
         Field::ptr("hostPath", Ty::Struct(&HOST_PATH_VOLUME_SOURCE)),
         Field::ptr("emptyDir", Ty::Struct(&EMPTY_DIR_VOLUME_SOURCE)),
         Field::ptr("gcePersistentDisk", Ty::Struct(&GCE_PERSISTENT_DISK_VOLUME_SOURCE)),
@@ -137,7 +129,7 @@ pub(crate) static VOLUME: Struct = Struct {
 
 pub(crate) static HOST_PATH_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.HostPathVolumeSource",
-    fields: &[Field::new("path", Ty::String).required(), Field::ptr("type", Ty::String)],
+    fields: &[Field::new("path", Ty::String), Field::ptr("type", Ty::String)],
 };
 
 pub(crate) static EMPTY_DIR_VOLUME_SOURCE: Struct = Struct {
@@ -148,7 +140,7 @@ pub(crate) static EMPTY_DIR_VOLUME_SOURCE: Struct = Struct {
 pub(crate) static GCE_PERSISTENT_DISK_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.GCEPersistentDiskVolumeSource",
     fields: &[
-        Field::new("pdName", Ty::String).required(),
+        Field::new("pdName", Ty::String),
         Field::new("fsType", Ty::String),
         Field::new("partition", Ty::Int32),
         Field::new("readOnly", Ty::Bool),
@@ -158,7 +150,7 @@ pub(crate) static GCE_PERSISTENT_DISK_VOLUME_SOURCE: Struct = Struct {
 pub(crate) static AWS_ELASTIC_BLOCK_STORE_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.AWSElasticBlockStoreVolumeSource",
     fields: &[
-        Field::new("volumeID", Ty::String).required(),
+        Field::new("volumeID", Ty::String),
         Field::new("fsType", Ty::String),
         Field::new("partition", Ty::Int32),
         Field::new("readOnly", Ty::Bool),
@@ -168,7 +160,7 @@ pub(crate) static AWS_ELASTIC_BLOCK_STORE_VOLUME_SOURCE: Struct = Struct {
 pub(crate) static GIT_REPO_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.GitRepoVolumeSource",
     fields: &[
-        Field::new("repository", Ty::String).required(),
+        Field::new("repository", Ty::String),
         Field::new("revision", Ty::String),
         Field::new("directory", Ty::String),
     ],
@@ -186,28 +178,20 @@ pub(crate) static SECRET_VOLUME_SOURCE: Struct = Struct {
 
 pub(crate) static KEY_TO_PATH: Struct = Struct {
     name: "core/v1.KeyToPath",
-    fields: &[
-        Field::new("key", Ty::String).required(),
-        Field::new("path", Ty::String).required(),
-        Field::ptr("mode", Ty::Int32),
-    ],
+    fields: &[Field::new("key", Ty::String), Field::new("path", Ty::String), Field::ptr("mode", Ty::Int32)],
 };
 
 pub(crate) static NFS_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.NFSVolumeSource",
-    fields: &[
-        Field::new("server", Ty::String).required(),
-        Field::new("path", Ty::String).required(),
-        Field::new("readOnly", Ty::Bool),
-    ],
+    fields: &[Field::new("server", Ty::String), Field::new("path", Ty::String), Field::new("readOnly", Ty::Bool)],
 };
 
 pub(crate) static ISCSI_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.ISCSIVolumeSource",
     fields: &[
-        Field::new("targetPortal", Ty::String).required(),
-        Field::new("iqn", Ty::String).required(),
-        Field::new("lun", Ty::Int32).required(),
+        Field::new("targetPortal", Ty::String),
+        Field::new("iqn", Ty::String),
+        Field::new("lun", Ty::Int32),
         Field::new("iscsiInterface", Ty::String),
         Field::new("fsType", Ty::String),
         Field::new("readOnly", Ty::Bool),
@@ -221,23 +205,19 @@ pub(crate) static ISCSI_VOLUME_SOURCE: Struct = Struct {
 
 pub(crate) static GLUSTERFS_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.GlusterfsVolumeSource",
-    fields: &[
-        Field::new("endpoints", Ty::String).required(),
-        Field::new("path", Ty::String).required(),
-        Field::new("readOnly", Ty::Bool),
-    ],
+    fields: &[Field::new("endpoints", Ty::String), Field::new("path", Ty::String), Field::new("readOnly", Ty::Bool)],
 };
 
 pub(crate) static PERSISTENT_VOLUME_CLAIM_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.PersistentVolumeClaimVolumeSource",
-    fields: &[Field::new("claimName", Ty::String).required(), Field::new("readOnly", Ty::Bool)],
+    fields: &[Field::new("claimName", Ty::String), Field::new("readOnly", Ty::Bool)],
 };
 
 pub(crate) static RBD_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.RBDVolumeSource",
     fields: &[
-        Field::new("monitors", Ty::List(&Ty::String)).required(),
-        Field::new("image", Ty::String).required(),
+        Field::new("monitors", Ty::List(&Ty::String)),
+        Field::new("image", Ty::String),
         Field::new("fsType", Ty::String),
         Field::new("pool", Ty::String),
         Field::new("user", Ty::String),
@@ -250,7 +230,7 @@ pub(crate) static RBD_VOLUME_SOURCE: Struct = Struct {
 pub(crate) static FLEX_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.FlexVolumeSource",
     fields: &[
-        Field::new("driver", Ty::String).required(),
+        Field::new("driver", Ty::String),
         Field::new("fsType", Ty::String),
         Field::ptr("secretRef", Ty::Struct(&LOCAL_OBJECT_REFERENCE)),
         Field::new("readOnly", Ty::Bool),
@@ -261,7 +241,7 @@ pub(crate) static FLEX_VOLUME_SOURCE: Struct = Struct {
 pub(crate) static CINDER_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.CinderVolumeSource",
     fields: &[
-        Field::new("volumeID", Ty::String).required(),
+        Field::new("volumeID", Ty::String),
         Field::new("fsType", Ty::String),
         Field::new("readOnly", Ty::Bool),
         Field::ptr("secretRef", Ty::Struct(&LOCAL_OBJECT_REFERENCE)),
@@ -271,7 +251,7 @@ pub(crate) static CINDER_VOLUME_SOURCE: Struct = Struct {
 pub(crate) static CEPH_FS_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.CephFSVolumeSource",
     fields: &[
-        Field::new("monitors", Ty::List(&Ty::String)).required(),
+        Field::new("monitors", Ty::List(&Ty::String)),
         Field::new("path", Ty::String),
         Field::new("user", Ty::String),
         Field::new("secretFile", Ty::String),
@@ -296,7 +276,7 @@ pub(crate) static DOWNWARD_API_VOLUME_SOURCE: Struct = Struct {
 pub(crate) static DOWNWARD_API_VOLUME_FILE: Struct = Struct {
     name: "core/v1.DownwardAPIVolumeFile",
     fields: &[
-        Field::new("path", Ty::String).required(),
+        Field::new("path", Ty::String),
         Field::ptr("fieldRef", Ty::Struct(&OBJECT_FIELD_SELECTOR)),
         Field::ptr("resourceFieldRef", Ty::Struct(&RESOURCE_FIELD_SELECTOR)),
         Field::ptr("mode", Ty::Int32),
@@ -317,8 +297,8 @@ pub(crate) static FC_VOLUME_SOURCE: Struct = Struct {
 pub(crate) static AZURE_FILE_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.AzureFileVolumeSource",
     fields: &[
-        Field::new("secretName", Ty::String).required(),
-        Field::new("shareName", Ty::String).required(),
+        Field::new("secretName", Ty::String),
+        Field::new("shareName", Ty::String),
         Field::new("readOnly", Ty::Bool),
     ],
 };
@@ -336,7 +316,7 @@ pub(crate) static CONFIG_MAP_VOLUME_SOURCE: Struct = Struct {
 pub(crate) static VSPHERE_VIRTUAL_DISK_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.VsphereVirtualDiskVolumeSource",
     fields: &[
-        Field::new("volumePath", Ty::String).required(),
+        Field::new("volumePath", Ty::String),
         Field::new("fsType", Ty::String),
         Field::new("storagePolicyName", Ty::String),
         Field::new("storagePolicyID", Ty::String),
@@ -346,8 +326,8 @@ pub(crate) static VSPHERE_VIRTUAL_DISK_VOLUME_SOURCE: Struct = Struct {
 pub(crate) static QUOBYTE_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.QuobyteVolumeSource",
     fields: &[
-        Field::new("registry", Ty::String).required(),
-        Field::new("volume", Ty::String).required(),
+        Field::new("registry", Ty::String),
+        Field::new("volume", Ty::String),
         Field::new("readOnly", Ty::Bool),
         Field::new("user", Ty::String),
         Field::new("group", Ty::String),
@@ -358,8 +338,8 @@ pub(crate) static QUOBYTE_VOLUME_SOURCE: Struct = Struct {
 pub(crate) static AZURE_DISK_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.AzureDiskVolumeSource",
     fields: &[
-        Field::new("diskName", Ty::String).required(),
-        Field::new("diskURI", Ty::String).required(),
+        Field::new("diskName", Ty::String),
+        Field::new("diskURI", Ty::String),
         Field::ptr("cachingMode", Ty::String),
         Field::ptr("fsType", Ty::String),
         Field::ptr("readOnly", Ty::Bool),
@@ -369,7 +349,7 @@ pub(crate) static AZURE_DISK_VOLUME_SOURCE: Struct = Struct {
 
 pub(crate) static PHOTON_PERSISTENT_DISK_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.PhotonPersistentDiskVolumeSource",
-    fields: &[Field::new("pdID", Ty::String).required(), Field::new("fsType", Ty::String)],
+    fields: &[Field::new("pdID", Ty::String), Field::new("fsType", Ty::String)],
 };
 
 pub(crate) static PROJECTED_VOLUME_SOURCE: Struct = Struct {
@@ -417,7 +397,7 @@ pub(crate) static SERVICE_ACCOUNT_TOKEN_PROJECTION: Struct = Struct {
     fields: &[
         Field::new("audience", Ty::String),
         Field::ptr("expirationSeconds", Ty::Int64),
-        Field::new("path", Ty::String).required(),
+        Field::new("path", Ty::String),
     ],
 };
 
@@ -428,7 +408,7 @@ pub(crate) static CLUSTER_TRUST_BUNDLE_PROJECTION: Struct = Struct {
         Field::ptr("signerName", Ty::String),
         Field::ptr("labelSelector", Ty::Struct(&LABEL_SELECTOR)),
         Field::ptr("optional", Ty::Bool),
-        Field::new("path", Ty::String).required(),
+        Field::new("path", Ty::String),
     ],
 };
 
@@ -443,8 +423,8 @@ pub(crate) static LABEL_SELECTOR: Struct = Struct {
 pub(crate) static LABEL_SELECTOR_REQUIREMENT: Struct = Struct {
     name: "meta/v1.LabelSelectorRequirement",
     fields: &[
-        Field::new("key", Ty::String).required(),
-        Field::new("operator", Ty::String).required(),
+        Field::new("key", Ty::String),
+        Field::new("operator", Ty::String),
         Field::new("values", Ty::List(&Ty::String)),
     ],
 };
@@ -452,8 +432,8 @@ pub(crate) static LABEL_SELECTOR_REQUIREMENT: Struct = Struct {
 pub(crate) static POD_CERTIFICATE_PROJECTION: Struct = Struct {
     name: "core/v1.PodCertificateProjection",
     fields: &[
-        Field::new("signerName", Ty::String).required(),
-        Field::new("keyType", Ty::String).required(),
+        Field::new("signerName", Ty::String),
+        Field::new("keyType", Ty::String),
         Field::ptr("maxExpirationSeconds", Ty::Int32),
         Field::new("credentialBundlePath", Ty::String),
         Field::new("keyPath", Ty::String),
@@ -464,19 +444,15 @@ pub(crate) static POD_CERTIFICATE_PROJECTION: Struct = Struct {
 
 pub(crate) static PORTWORX_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.PortworxVolumeSource",
-    fields: &[
-        Field::new("volumeID", Ty::String).required(),
-        Field::new("fsType", Ty::String),
-        Field::new("readOnly", Ty::Bool),
-    ],
+    fields: &[Field::new("volumeID", Ty::String), Field::new("fsType", Ty::String), Field::new("readOnly", Ty::Bool)],
 };
 
 pub(crate) static SCALE_IO_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.ScaleIOVolumeSource",
     fields: &[
-        Field::new("gateway", Ty::String).required(),
-        Field::new("system", Ty::String).required(),
-        Field::ptr("secretRef", Ty::Struct(&LOCAL_OBJECT_REFERENCE)).required(),
+        Field::new("gateway", Ty::String),
+        Field::new("system", Ty::String),
+        Field::ptr("secretRef", Ty::Struct(&LOCAL_OBJECT_REFERENCE)),
         Field::new("sslEnabled", Ty::Bool),
         Field::new("protectionDomain", Ty::String),
         Field::new("storagePool", Ty::String),
@@ -501,7 +477,7 @@ pub(crate) static STORAGE_OS_VOLUME_SOURCE: Struct = Struct {
 pub(crate) static CSI_VOLUME_SOURCE: Struct = Struct {
     name: "core/v1.CSIVolumeSource",
     fields: &[
-        Field::new("driver", Ty::String).required(),
+        Field::new("driver", Ty::String),
         Field::ptr("readOnly", Ty::Bool),
         Field::ptr("fsType", Ty::String),
         Field::new("volumeAttributes", Ty::Map(&Ty::String)),
@@ -518,7 +494,7 @@ pub(crate) static PERSISTENT_VOLUME_CLAIM_TEMPLATE: Struct = Struct {
     name: "core/v1.PersistentVolumeClaimTemplate",
     fields: &[
         Field::new("metadata", Ty::Struct(&OBJECT_META)),
-        Field::new("spec", Ty::Struct(&PERSISTENT_VOLUME_CLAIM_SPEC)).required(),
+        Field::new("spec", Ty::Struct(&PERSISTENT_VOLUME_CLAIM_SPEC)),
     ],
 };
 
@@ -556,19 +532,15 @@ pub(crate) static VOLUME_RESOURCE_REQUIREMENTS: Struct = Struct {
 
 pub(crate) static TYPED_LOCAL_OBJECT_REFERENCE: Struct = Struct {
     name: "core/v1.TypedLocalObjectReference",
-    fields: &[
-        Field::ptr("apiGroup", Ty::String),
-        Field::new("kind", Ty::String).required(),
-        Field::new("name", Ty::String).required(),
-    ],
+    fields: &[Field::ptr("apiGroup", Ty::String), Field::new("kind", Ty::String), Field::new("name", Ty::String)],
 };
 
 pub(crate) static TYPED_OBJECT_REFERENCE: Struct = Struct {
     name: "core/v1.TypedObjectReference",
     fields: &[
         Field::ptr("apiGroup", Ty::String),
-        Field::new("kind", Ty::String).required(),
-        Field::new("name", Ty::String).required(),
+        Field::new("kind", Ty::String),
+        Field::new("name", Ty::String),
         Field::ptr("namespace", Ty::String),
     ],
 };
@@ -600,7 +572,7 @@ pub(crate) static NODE_AFFINITY: Struct = Struct {
 
 pub(crate) static NODE_SELECTOR: Struct = Struct {
     name: "core/v1.NodeSelector",
-    fields: &[Field::new("nodeSelectorTerms", Ty::List(&Ty::Struct(&NODE_SELECTOR_TERM))).required()],
+    fields: &[Field::new("nodeSelectorTerms", Ty::List(&Ty::Struct(&NODE_SELECTOR_TERM)))],
 };
 
 pub(crate) static NODE_SELECTOR_TERM: Struct = Struct {
@@ -614,18 +586,15 @@ pub(crate) static NODE_SELECTOR_TERM: Struct = Struct {
 pub(crate) static NODE_SELECTOR_REQUIREMENT: Struct = Struct {
     name: "core/v1.NodeSelectorRequirement",
     fields: &[
-        Field::new("key", Ty::String).required(),
-        Field::new("operator", Ty::String).required(),
+        Field::new("key", Ty::String),
+        Field::new("operator", Ty::String),
         Field::new("values", Ty::List(&Ty::String)),
     ],
 };
 
 pub(crate) static PREFERRED_SCHEDULING_TERM: Struct = Struct {
     name: "core/v1.PreferredSchedulingTerm",
-    fields: &[
-        Field::new("weight", Ty::Int32).required(),
-        Field::new("preference", Ty::Struct(&NODE_SELECTOR_TERM)).required(),
-    ],
+    fields: &[Field::new("weight", Ty::Int32), Field::new("preference", Ty::Struct(&NODE_SELECTOR_TERM))],
 };
 
 pub(crate) static POD_AFFINITY: Struct = Struct {
@@ -644,7 +613,7 @@ pub(crate) static POD_AFFINITY_TERM: Struct = Struct {
     fields: &[
         Field::ptr("labelSelector", Ty::Struct(&LABEL_SELECTOR)),
         Field::new("namespaces", Ty::List(&Ty::String)),
-        Field::new("topologyKey", Ty::String).required(),
+        Field::new("topologyKey", Ty::String),
         Field::ptr("namespaceSelector", Ty::Struct(&LABEL_SELECTOR)),
         Field::new("matchLabelKeys", Ty::List(&Ty::String)),
         Field::new("mismatchLabelKeys", Ty::List(&Ty::String)),
@@ -653,10 +622,7 @@ pub(crate) static POD_AFFINITY_TERM: Struct = Struct {
 
 pub(crate) static WEIGHTED_POD_AFFINITY_TERM: Struct = Struct {
     name: "core/v1.WeightedPodAffinityTerm",
-    fields: &[
-        Field::new("weight", Ty::Int32).required(),
-        Field::new("podAffinityTerm", Ty::Struct(&POD_AFFINITY_TERM)).required(),
-    ],
+    fields: &[Field::new("weight", Ty::Int32), Field::new("podAffinityTerm", Ty::Struct(&POD_AFFINITY_TERM))],
 };
 
 pub(crate) static POD_ANTI_AFFINITY: Struct = Struct {
@@ -681,7 +647,7 @@ pub(crate) static RESOURCE_REQUIREMENTS: Struct = Struct {
 
 pub(crate) static RESOURCE_CLAIM: Struct = Struct {
     name: "core/v1.ResourceClaim",
-    fields: &[Field::new("name", Ty::String).required(), Field::new("request", Ty::String)],
+    fields: &[Field::new("name", Ty::String), Field::new("request", Ty::String)],
 };
 
 pub(crate) static SECURITY_CONTEXT: Struct = Struct {
@@ -729,12 +695,12 @@ pub(crate) static WINDOWS_SECURITY_CONTEXT_OPTIONS: Struct = Struct {
 
 pub(crate) static SECCOMP_PROFILE: Struct = Struct {
     name: "core/v1.SeccompProfile",
-    fields: &[Field::new("type", Ty::String).required(), Field::ptr("localhostProfile", Ty::String)],
+    fields: &[Field::new("type", Ty::String), Field::ptr("localhostProfile", Ty::String)],
 };
 
 pub(crate) static APP_ARMOR_PROFILE: Struct = Struct {
     name: "core/v1.AppArmorProfile",
-    fields: &[Field::new("type", Ty::String).required(), Field::ptr("localhostProfile", Ty::String)],
+    fields: &[Field::new("type", Ty::String), Field::ptr("localhostProfile", Ty::String)],
 };
 
 pub(crate) static POD_SECURITY_CONTEXT: Struct = Struct {
@@ -756,7 +722,5 @@ pub(crate) static POD_SECURITY_CONTEXT: Struct = Struct {
     ],
 };
 
-pub(crate) static SYSCTL: Struct = Struct {
-    name: "core/v1.Sysctl",
-    fields: &[Field::new("name", Ty::String).required(), Field::new("value", Ty::String).required()],
-};
+pub(crate) static SYSCTL: Struct =
+    Struct { name: "core/v1.Sysctl", fields: &[Field::new("name", Ty::String), Field::new("value", Ty::String)] };

@@ -37,6 +37,11 @@ pub(crate) fn field_equal(field: &Field, a: Option<&Value>, b: Option<&Value>, i
     }
 }
 
+/// Two values of `ty` (a list item, say), as [`field_equal`] compares a non-pointer field.
+pub(crate) fn values_equal(ty: &Ty, a: &Value, b: &Value, ignored: Ignored) -> bool {
+    equal(ty, Some(a), Some(b), ignored)
+}
+
 /// `null` is absent.
 fn present(v: Option<&Value>) -> Option<&Value> {
     v.filter(|v| !v.is_null())
@@ -80,6 +85,36 @@ fn struct_equal(s: &Struct, a: &Map<String, Value>, b: &Map<String, Value>, igno
         .iter()
         .filter(|f| !ignored.contains(&(s.name, f.json)))
         .all(|f| field_equal(f, a.get(f.json), b.get(f.json), ignored))
+}
+
+/// Whether the members the model does not have (anywhere under a `ty` value) are equal in `a` and
+/// `b`, as JSON; `null` is absent. For `runtimePatches`: a member unknown to the newest release
+/// trainguard models reaches the webhook only when a newer Trainer CRD carries it, and that
+/// Trainer compares it. (In the frozen lines, `podSpecOverrides` and `podTemplateOverrides`, no
+/// newer CRD exists: the API server prunes every unknown member.)
+pub(crate) fn unknown_members_equal(ty: &Ty, a: Option<&Value>, b: Option<&Value>, ignored: Ignored) -> bool {
+    let (a, b) = (present(a), present(b));
+    match ty {
+        Ty::List(item) => match (a.and_then(Value::as_array), b.and_then(Value::as_array)) {
+            (Some(x), Some(y)) => x.iter().zip(y).all(|(x, y)| unknown_members_equal(item, Some(x), Some(y), ignored)),
+            _ => true,
+        },
+        Ty::Map(value) => {
+            let (x, y) = (members(a), members(b));
+            x.iter().all(|(k, v)| unknown_members_equal(value, Some(v), y.get(k), ignored))
+        }
+        Ty::Struct(s) => {
+            let (x, y) = (members(a), members(b));
+            let unknown = |k: &String| s.field(k).is_none() && !ignored.contains(&(s.name, k.as_str()));
+            let keys = x.keys().chain(y.keys()).filter(|k| unknown(k));
+            let unknown_equal = keys.into_iter().all(|k| {
+                json_equal(present(x.get(k)).unwrap_or(&Value::Null), present(y.get(k)).unwrap_or(&Value::Null))
+            });
+            unknown_equal
+                && s.fields.iter().all(|f| unknown_members_equal(&f.ty, x.get(f.json), y.get(f.json), ignored))
+        }
+        _ => true,
+    }
 }
 
 static EMPTY_LIST: Vec<Value> = Vec::new();

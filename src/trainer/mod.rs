@@ -4,6 +4,9 @@
 //! a table to [`releases`].
 
 pub(crate) mod core_v1;
+pub(crate) mod crd;
+#[cfg(all(test, feature = "oracle"))]
+mod differential;
 pub(crate) mod equality;
 pub(crate) mod model;
 pub(crate) mod quantity;
@@ -14,7 +17,7 @@ use crate::model::OverridesField;
 use model::{Field, Struct};
 
 /// A Kubeflow Trainer release line whose TrainJob schema trainguard knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, clap::ValueEnum)]
 pub(crate) enum TrainerVersion {
     /// v2.0.x: `spec.podSpecOverrides`.
     #[value(name = "v2.0")]

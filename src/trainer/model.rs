@@ -1,8 +1,9 @@
 //! The building blocks of a release's TrainJob model: Go types as data.
 //!
-//! Each Go struct becomes a [`Struct`] listing its JSON fields; each field says its [`Ty`], whether
-//! the Go field is a pointer (which decides whether "present but empty" differs from "absent" under
-//! Kubernetes' `equality.Semantic`), and the constraints the CRD states that can be checked offline.
+//! Each Go struct becomes a [`Struct`] listing its JSON fields; each field says its [`Ty`] and
+//! whether the Go field is a pointer (which decides whether "present but empty" differs from
+//! "absent" under Kubernetes' `equality.Semantic`). The CRD's constraints are not here: `validate`
+//! applies each release's CRD itself ([`super::crd`]).
 
 /// The type of a field, as the Go type and the CRD schema give it.
 #[derive(Debug, Clone, Copy)]
@@ -46,35 +47,17 @@ pub(crate) struct Field {
     /// The Go field is a pointer (`*T`): set to its zero value (`0`, `""`, `false`, `{}`) it still
     /// differs from absent. A non-pointer field at its zero value equals absent.
     pub(crate) pointer: bool,
-    /// The CRD lists the field as required.
-    pub(crate) required: bool,
-    /// The CRD's `minimum`, for integer fields.
-    pub(crate) min: Option<i64>,
-    /// The CRD's `enum`, for string fields (empty: any string).
-    pub(crate) one_of: &'static [&'static str],
 }
 
 impl Field {
-    /// A non-pointer, optional field without constraints.
+    /// A non-pointer field.
     pub(crate) const fn new(json: &'static str, ty: Ty) -> Field {
-        Field { json, ty, pointer: false, required: false, min: None, one_of: &[] }
+        Field { json, ty, pointer: false }
     }
 
     /// A pointer field (`*T`).
     pub(crate) const fn ptr(json: &'static str, ty: Ty) -> Field {
         Field { pointer: true, ..Field::new(json, ty) }
-    }
-
-    pub(crate) const fn required(self) -> Field {
-        Field { required: true, ..self }
-    }
-
-    pub(crate) const fn min(self, min: i64) -> Field {
-        Field { min: Some(min), ..self }
-    }
-
-    pub(crate) const fn one_of(self, values: &'static [&'static str]) -> Field {
-        Field { one_of: values, ..self }
     }
 }
 

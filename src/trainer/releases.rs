@@ -1,5 +1,6 @@
 //! TrainJob `spec` of each Kubeflow Trainer release, from `pkg/apis/trainer/v1alpha1/trainjob_types.go`
-//! (pointer-ness) and the TrainJob CRD (constraints) at the release's tag. Patch releases of one
+//! at the release's tag (pointer-ness; the CRD's constraints are applied from the CRD itself, see
+//! [`super::crd`]). Patch releases of one
 //! line share a schema. The Kubernetes core types they embed are in [`super::core_v1`].
 
 use super::core_v1::{
@@ -12,19 +13,11 @@ const STRINGS: Ty = Ty::List(&Ty::String);
 const STRING_MAP: Ty = Ty::Map(&Ty::String);
 const ENV: Ty = Ty::List(&Ty::Struct(&ENV_VAR));
 
-/// The values `spec.managedBy` may take (a CEL rule of the CRD at every tag).
-pub(crate) const MANAGED_BY_VALUES: &[&str] =
-    &["trainer.kubeflow.org/trainjob-controller", "kueue.x-k8s.io/multikueue"];
-
 // Parts every release has.
 
 static RUNTIME_REF: Struct = Struct {
     name: "RuntimeRef",
-    fields: &[
-        Field::new("name", Ty::String).required(),
-        Field::ptr("apiGroup", Ty::String),
-        Field::ptr("kind", Ty::String),
-    ],
+    fields: &[Field::new("name", Ty::String), Field::ptr("apiGroup", Ty::String), Field::ptr("kind", Ty::String)],
 };
 
 static DATASET_INITIALIZER: Struct = Struct {
@@ -74,20 +67,20 @@ static TRAINER_V2_2: Struct = Struct {
     ],
 };
 
-const RUNTIME_REF_FIELD: Field = Field::new("runtimeRef", Ty::Struct(&RUNTIME_REF)).required();
+const RUNTIME_REF_FIELD: Field = Field::new("runtimeRef", Ty::Struct(&RUNTIME_REF));
 const INITIALIZER_FIELD: Field = Field::ptr("initializer", Ty::Struct(&INITIALIZER));
 const SUSPEND_FIELD: Field = Field::ptr("suspend", Ty::Bool);
-const MANAGED_BY_FIELD: Field = Field::ptr("managedBy", Ty::String).one_of(MANAGED_BY_VALUES);
+const MANAGED_BY_FIELD: Field = Field::ptr("managedBy", Ty::String);
 
 // v2.0: podSpecOverrides.
 
-static TARGET_JOB: Struct = Struct { name: "TargetJob", fields: &[Field::new("name", Ty::String).required()] };
+static TARGET_JOB: Struct = Struct { name: "TargetJob", fields: &[Field::new("name", Ty::String)] };
 
 /// v2.0 and v2.1 `ContainerOverride`.
 static CONTAINER_OVERRIDE: Struct = Struct {
     name: "ContainerOverride",
     fields: &[
-        Field::new("name", Ty::String).required(),
+        Field::new("name", Ty::String),
         Field::new("env", ENV),
         Field::new("volumeMounts", Ty::List(&Ty::Struct(&VOLUME_MOUNT))),
     ],
@@ -96,7 +89,7 @@ static CONTAINER_OVERRIDE: Struct = Struct {
 static POD_SPEC_OVERRIDE: Struct = Struct {
     name: "PodSpecOverride",
     fields: &[
-        Field::new("targetJobs", Ty::List(&Ty::Struct(&TARGET_JOB))).required(),
+        Field::new("targetJobs", Ty::List(&Ty::Struct(&TARGET_JOB))),
         Field::ptr("serviceAccountName", Ty::String),
         Field::new("nodeSelector", STRING_MAP),
         Field::new("tolerations", Ty::List(&Ty::Struct(&TOLERATION))),
@@ -142,7 +135,7 @@ static POD_TEMPLATE_SPEC_OVERRIDE: Struct = Struct {
 static POD_TEMPLATE_OVERRIDE: Struct = Struct {
     name: "PodTemplateOverride",
     fields: &[
-        Field::new("targetJobs", Ty::List(&Ty::Struct(&TARGET_JOB))).required(),
+        Field::new("targetJobs", Ty::List(&Ty::Struct(&TARGET_JOB))),
         Field::ptr("metadata", Ty::Struct(&OBJECT_META)),
         Field::ptr("spec", Ty::Struct(&POD_TEMPLATE_SPEC_OVERRIDE)),
     ],
@@ -168,7 +161,7 @@ pub(crate) static SPEC_V2_1: Struct = Struct {
 static CONTAINER_PATCH_V2_2: Struct = Struct {
     name: "ContainerPatch",
     fields: &[
-        Field::new("name", Ty::String).required(),
+        Field::new("name", Ty::String),
         Field::new("env", ENV),
         Field::new("volumeMounts", Ty::List(&Ty::Struct(&VOLUME_MOUNT))),
         Field::ptr("securityContext", Ty::Struct(&SECURITY_CONTEXT)),
@@ -200,7 +193,7 @@ macro_rules! pod_spec_patch {
 static POD_SPEC_PATCH_V2_2: Struct = pod_spec_patch!();
 
 /// v2.3 adds `terminationGracePeriodSeconds` to the patch's pod spec.
-static POD_SPEC_PATCH_V2_3: Struct = pod_spec_patch!(Field::ptr("terminationGracePeriodSeconds", Ty::Int64).min(0));
+static POD_SPEC_PATCH_V2_3: Struct = pod_spec_patch!(Field::ptr("terminationGracePeriodSeconds", Ty::Int64));
 
 /// The chain `trainingRuntimeSpec.template.spec.replicatedJobs[].template.spec.template` down to
 /// the pod spec patch `$pod`, once per release.
@@ -219,7 +212,7 @@ macro_rules! runtime_patch {
             };
             static REPLICATED_JOB: Struct = Struct {
                 name: "ReplicatedJobPatch",
-                fields: &[Field::new("name", Ty::String).required(), Field::ptr("template", Ty::Struct(&JOB_TEMPLATE))],
+                fields: &[Field::new("name", Ty::String), Field::ptr("template", Ty::Struct(&JOB_TEMPLATE))],
             };
             static JOBSET_SPEC: Struct = Struct {
                 name: "JobSetSpecPatch",
@@ -239,7 +232,7 @@ macro_rules! runtime_patch {
             Struct {
                 name: "RuntimePatch",
                 fields: &[
-                    Field::new("manager", Ty::String).required(),
+                    Field::new("manager", Ty::String),
                     Field::ptr("time", Ty::DateTime),
                     Field::ptr("trainingRuntimeSpec", Ty::Struct(&TRAINING_RUNTIME_SPEC)),
                 ],
@@ -251,7 +244,7 @@ macro_rules! runtime_patch {
 runtime_patch!(RUNTIME_PATCH_V2_2, POD_SPEC_PATCH_V2_2);
 runtime_patch!(RUNTIME_PATCH_V2_3, POD_SPEC_PATCH_V2_3);
 
-const ACTIVE_DEADLINE_FIELD: Field = Field::new("activeDeadlineSeconds", Ty::Int64).min(1);
+const ACTIVE_DEADLINE_FIELD: Field = Field::new("activeDeadlineSeconds", Ty::Int64);
 
 /// Kubeflow Trainer v2.2.1: `spec.labels` and `spec.annotations` removed, `activeDeadlineSeconds` added.
 pub(crate) static SPEC_V2_2: Struct = Struct {

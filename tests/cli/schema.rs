@@ -35,6 +35,58 @@ fn validate(args: &[&str], spec: &str) -> (i32, String) {
 
 const RUNTIME: &str = "  runtimeRef:\n    name: torch-distributed\n";
 
+/// Runs `validate --trainer-version v2.3 [--old OLD] NEW` on two TrainJob specs, returns (exit, stdout).
+fn validate_update(old_spec: Option<&str>, new_spec: &str) -> (i32, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = |spec: &str| {
+        format!(
+            "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: job\n  namespace: ns\nspec:\n{spec}"
+        )
+    };
+    let new = dir.path().join("new.yaml");
+    std::fs::write(&new, manifest(new_spec)).unwrap();
+    let mut command = Command::new(bin());
+    command.args(["validate", "--trainer-version", "v2.3"]).env_remove("TRAINGUARD_SCHEMA");
+    if let Some(old_spec) = old_spec {
+        let old = dir.path().join("old.yaml");
+        std::fs::write(&old, manifest(old_spec)).unwrap();
+        command.arg("--old").arg(old);
+    }
+    let out = command.arg(new).output().unwrap();
+    (out.status.code().expect("exited"), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// What the API server accepts passes, where a JSON Schema reading would refuse it.
+#[test]
+fn what_the_api_server_accepts_passes() {
+    for (version, spec) in [
+        // The storageUri rule is v2.3's.
+        ("v2.1", "  initializer:\n    dataset:\n      storageUri: abc\n"),
+        // kube-openapi's date-time takes ten fraction digits and a lowercase `t`.
+        ("v2.3", "  runtimePatches:\n    - manager: a.b/c\n      time: 2026-01-01t00:00:00.1234567890z\n"),
+        // A structural `integer` takes 2.0.
+        ("v2.3", "  trainer:\n    numNodes: 2.0\n"),
+    ] {
+        let (code, out) = validate(&["--trainer-version", version], &format!("{RUNTIME}{spec}"));
+        assert_eq!(code, 0, "{version} {spec}: {out}");
+    }
+}
+
+#[test]
+fn transition_rules_and_ratcheting_on_update() {
+    let image = |tag: &str| format!("{RUNTIME}  suspend: true\n  trainer:\n    image: img:{tag}\n");
+    // `trainer` is immutable from v2.2.1 on, whatever the suspend state; a CREATE may set it.
+    let (code, out) = validate_update(Some(&image("1")), &image("2"));
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("spec.trainer: Invalid value: field is immutable"), "{out}");
+    assert_eq!(validate_update(None, &image("2")).0, 0);
+    // An unchanged legacy value is ratcheted: the API server accepts it on UPDATE.
+    let legacy = format!("{RUNTIME}  suspend: true\n  initializer:\n    dataset:\n      storageUri: abc\n");
+    let (code, out) = validate_update(Some(&legacy), &legacy.replace("suspend: true", "suspend: false"));
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(validate_update(None, &legacy).0, 1);
+}
+
 /// Full manifests of each release: (release, spec body).
 const VALID: &[(&str, &str)] = &[
     (
@@ -148,7 +200,7 @@ const DENIED: &[(&str, &str, &str)] = &[
         "  trainer:\n    numNodes: \"2\"\n",
         "spec.trainer.numNodes: Invalid value: \"2\": must be of type integer in TrainJob v2.3",
     ),
-    ("v2.0", "  labels:\n    a: 1\n", "spec.labels[a]: Invalid value: 1: must be of type string in TrainJob v2.0"),
+    ("v2.0", "  labels:\n    a: 1\n", "spec.labels.a: Invalid value: 1: must be of type string in TrainJob v2.0"),
     (
         "v2.1",
         "  trainer:\n    command: torchrun\n",
@@ -175,7 +227,32 @@ const DENIED: &[(&str, &str, &str)] = &[
         "  trainer:\n    numProcPerNode: gpu\n",
         "spec.trainer.numProcPerNode: Invalid value: \"gpu\": must be of type integer in TrainJob v2.2",
     ),
-    ("v2.3", "  managedBy: kueue\n", "spec.managedBy: Invalid value: \"kueue\": supported values:"),
+    (
+        "v2.3",
+        "  managedBy: kueue\n",
+        "spec.managedBy: Invalid value: \"kueue\": ManagedBy must be trainer.kubeflow.org/trainjob-controller or kueue.x-k8s.io/multikueue if set",
+    ),
+    // The CRD's own limits, rules and list keys, as the API server applies them.
+    (
+        "v2.3",
+        "  initializer:\n    dataset:\n      storageUri: abc\n",
+        "spec.initializer.dataset.storageUri: Invalid value: \"abc\": storageUri may be empty, or it must be a valid URI",
+    ),
+    (
+        "v2.3",
+        "  trainer:\n    resourcesPerNode:\n      limits:\n        cpu: 0.5\n",
+        "spec.trainer.resourcesPerNode.limits.cpu: Invalid value: 0.5: must be a quantity",
+    ),
+    (
+        "v2.3",
+        "  trainer:\n    env:\n      - name: A\n      - name: A\n        value: b\n",
+        "spec.trainer.env[1]: Invalid value: duplicate entry with name=\"A\"",
+    ),
+    (
+        "v2.3",
+        "  runtimePatches:\n    - manager: a.b/c\n      time: 2026-01-01 00:00:00Z\n",
+        "spec.runtimePatches[0].time: Invalid value: \"2026-01-01 00:00:00Z\": must be an RFC 3339 date-time string",
+    ),
     // Inside the overrides: Trainer's own restricted structs, and the Kubernetes types they embed.
     (
         "v2.0",

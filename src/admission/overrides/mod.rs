@@ -39,6 +39,7 @@ pub(crate) fn changed_shape_errors(
 ) -> Option<ErrorList> {
     if let (Some(o), Some(n)) = (old, new)
         && o.get() == n.get()
+        && !(field == OverridesField::RuntimePatches && repeats_a_manager(n))
     {
         return None;
     }
@@ -53,8 +54,37 @@ pub(crate) fn changed_shape_errors(
         return Some(scanned.errors);
     };
     let ignored = if field == OverridesField::RuntimePatches { equality::RUNTIME_PATCH_TIME } else { &[] };
-    let equal = equality::field_equal(trainer::overrides_field(field), Some(&old_value), Some(&new_value), ignored);
+    let model = trainer::overrides_field(field);
+    let equal = equality::field_equal(model, Some(&old_value), Some(&new_value), ignored)
+        && (field != OverridesField::RuntimePatches
+            || (equality::unknown_members_equal(&model.ty, Some(&old_value), Some(&new_value), ignored)
+                && !restamped(model, &old_value, &new_value)));
     (!equal).then_some(scanned.errors)
+}
+
+/// Whether a runtimePatches list may repeat a `manager` (then even a byte-identical list is read:
+/// see [`restamped`]). Two `"manager"` keys are needed; a list of one patch is never re-stamped.
+fn repeats_a_manager(raw: &RawValue) -> bool {
+    raw.get().matches("\"manager\"").nth(1).is_some()
+}
+
+/// Whether Trainer's mutating webhook gives a runtime patch a new `time` although the lists are
+/// equal without it: it keeps the old time only when the patch equals the *last* old patch of the
+/// same `manager`, so with a manager repeated (which the CRD forbids, but an old object that
+/// already repeats one keeps being admitted) an unchanged patch is re-stamped and Trainer sees a
+/// change.
+fn restamped(model: &trainer::model::Field, old: &Value, new: &Value) -> bool {
+    let trainer::model::Ty::List(item) = model.ty else { return false };
+    let (Some(old), Some(new)) = (old.as_array(), new.as_array()) else { return false };
+    let time = |v: Option<&Value>| v.and_then(|p| p.get("time")).filter(|t| !t.is_null()).cloned();
+    new.iter().enumerate().any(|(i, patch)| {
+        let last = old.iter().rev().find(|o| o.get("manager").is_some() && o.get("manager") == patch.get("manager"));
+        // The patch gets the last old patch's time when equal to it, else a new one; either way
+        // the lists then differ where that is not the time of the old patch at its index.
+        last.is_some_and(|o| {
+            !equality::values_equal(item, o, patch, equality::RUNTIME_PATCH_TIME) || time(Some(o)) != time(old.get(i))
+        })
+    })
 }
 
 /// Parses a raw field; absent reads as null. RawValue holds valid JSON, but it may be nested
