@@ -15,6 +15,9 @@ COPY benches ./benches
 # No .git in the build context: the release workflow passes the commit for `--version`.
 ARG TRAINGUARD_GIT_COMMIT=unknown
 ENV TRAINGUARD_GIT_COMMIT=${TRAINGUARD_GIT_COMMIT}
+# The repository `validate -o sarif` names as its informationUri (empty: none).
+ARG TRAINGUARD_REPOSITORY_URL=
+ENV TRAINGUARD_REPOSITORY_URL=${TRAINGUARD_REPOSITORY_URL}
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     cargo build --profile dist --locked --bin trainguard \
