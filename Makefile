@@ -5,7 +5,7 @@ TRAINGUARD_TOOLS ?= $(HOME)/.cache/trainguard-tools
 export TRAINGUARD_TOOLS
 export PATH := $(TRAINGUARD_TOOLS)/bin:$(PATH)
 
-.PHONY: run test build lint fmt bench bench-scale e2e certs soak deploy
+.PHONY: run test build lint fmt bench bench-scale e2e certs soak deploy fuzz
 
 ## run: the webhook on localhost with self-generated certificates, no cluster needed
 ## (dev profile; the first run builds the binary without the tests' dependency features)
@@ -79,11 +79,13 @@ e2e:
 build:
 	$(CARGO) build --release
 
-## lint: formatting, clippy with warnings as errors, and licenses/bans/sources of the dependencies
+## lint: formatting, clippy with warnings as errors, the fuzz targets type-checked on stable (no libFuzzer
+## build), and licenses/bans/sources of the dependencies
 lint:
 	./scripts/install-lint-deps.sh
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) check --manifest-path fuzz/Cargo.toml --no-default-features --bins --quiet
 	$(CARGO) deny --offline check licenses bans sources
 
 fmt:
