@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 # trainguard image: build with the Rust toolchain, run as non-root on distroless.
-#   docker build --build-arg TRAINGUARD_GIT_COMMIT=$(git rev-parse --short=12 HEAD) -t REGISTRY/trainguard:0.1.0 .
+#   docker build --build-arg TRAINGUARD_GIT_COMMIT=$(git rev-parse --short=12 HEAD) -t REGISTRY/trainguard:0.2.0 .
 # Built and pushed for linux/amd64 and linux/arm64 by .github/workflows/release.yml; `make test`
 # lints it with hadolint (no container engine on the development machines).
 

@@ -44,9 +44,9 @@ if [[ "$last" == *:* ]]; then
   image_name="${image_name%:*}"
 fi
 if [[ "$image_name" != */* ]]; then
-  fail "IMAGE=$IMAGE names no registry: the default image \`trainguard\` is not published anywhere, so the pods would never start (ImagePullBackOff) behind failurePolicy: Fail webhooks. Give the image you pushed, e.g. IMAGE=ghcr.io/OWNER/trainguard:0.1.0"
+  fail "IMAGE=$IMAGE names no registry: the default image \`trainguard\` is not published anywhere, so the pods would never start (ImagePullBackOff) behind failurePolicy: Fail webhooks. Give the image you pushed, e.g. IMAGE=ghcr.io/OWNER/trainguard:0.2.0"
 fi
-[[ -n "$tag" || -n "$digest" ]] || fail "IMAGE=$IMAGE has no tag or digest; name the release, e.g. $IMAGE:0.1.0"
+[[ -n "$tag" || -n "$digest" ]] || fail "IMAGE=$IMAGE has no tag or digest; name the release, e.g. $IMAGE:0.2.0"
 
 case "$OVERLAY" in
   cert-manager | static-certs) ;;

@@ -1443,6 +1443,21 @@ fn chart_version_follows_the_crate() {
         .image
         .unwrap();
     assert_eq!(image, format!("r.example.com/tg:{version}"));
+    // The manifests' tag and every install line of the README and docs name the version the
+    // binary says (`trainguard --version`): what main ships, not an older release.
+    let tag = container(&render_cert_manager().deployment()).image.unwrap();
+    assert_eq!(tag, format!("trainguard:{version}"));
+    for doc in ["README.md", "docs/operations.md", "certs/README.md"] {
+        let text = std::fs::read_to_string(repo().join(doc)).unwrap();
+        let mut lines = 0;
+        let installs =
+            text.lines().filter(|l| l.contains("make deploy IMAGE=REGISTRY/trainguard:") && !l.contains(":TAG"));
+        for line in installs {
+            assert!(line.contains(&format!("IMAGE=REGISTRY/trainguard:{version}")), "{doc}: {line}");
+            lines += 1;
+        }
+        assert!(lines > 0, "{doc} shows the install command");
+    }
 }
 
 #[test]

@@ -16,7 +16,11 @@ fn targets_named_like_directories_are_phony() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     for line in text.lines() {
         let Some((target, _)) = line.split_once(':') else { continue };
-        if target.is_empty() || target.contains([' ', '\t', '$', '.', '=']) || line.contains(":=") || line.contains("?=") {
+        if target.is_empty()
+            || target.contains([' ', '\t', '$', '.', '='])
+            || line.contains(":=")
+            || line.contains("?=")
+        {
             continue;
         }
         if root.join(target).is_dir() {
