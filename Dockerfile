@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 # trainguard image: build with the Rust toolchain, run as non-root on distroless.
-#   docker build --build-arg TRAINGUARD_GIT_COMMIT=$(git rev-parse --short=12 HEAD) -t REGISTRY/trainguard:0.1.0 .
+#   docker build --build-arg TRAINGUARD_GIT_COMMIT=$(git rev-parse --short=12 HEAD) -t REGISTRY/trainguard:0.2.0 .
 # Built and pushed for linux/amd64 and linux/arm64 by .github/workflows/release.yml; `make test`
 # lints it with hadolint (no container engine on the development machines).
 
@@ -15,6 +15,9 @@ COPY benches ./benches
 # No .git in the build context: the release workflow passes the commit for `--version`.
 ARG TRAINGUARD_GIT_COMMIT=unknown
 ENV TRAINGUARD_GIT_COMMIT=${TRAINGUARD_GIT_COMMIT}
+# The repository `validate -o sarif` names as its informationUri (empty: none).
+ARG TRAINGUARD_REPOSITORY_URL=
+ENV TRAINGUARD_REPOSITORY_URL=${TRAINGUARD_REPOSITORY_URL}
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     cargo build --profile dist --locked --bin trainguard \

@@ -5,7 +5,7 @@ TRAINGUARD_TOOLS ?= $(HOME)/.cache/trainguard-tools
 export TRAINGUARD_TOOLS
 export PATH := $(TRAINGUARD_TOOLS)/bin:$(PATH)
 
-.PHONY: run test build lint fmt bench bench-scale e2e e2e-cluster certs soak deploy oracle generate
+.PHONY: run test build lint fmt bench bench-scale e2e e2e-cluster certs soak deploy oracle generate fuzz
 
 ## run: the webhook on localhost with self-generated certificates, no cluster needed
 ## (dev profile; the first run builds the binary without the tests' dependency features)
@@ -107,11 +107,13 @@ e2e-cluster:
 build:
 	$(CARGO) build --release
 
-## lint: formatting, clippy with warnings as errors, and licenses/bans/sources of the dependencies
+## lint: formatting, clippy with warnings as errors, the fuzz targets type-checked on stable (no libFuzzer
+## build), and licenses/bans/sources of the dependencies
 lint:
 	./scripts/install-lint-deps.sh
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets --features e2e,oracle -- -D warnings
+	$(CARGO) check --manifest-path fuzz/Cargo.toml --no-default-features --bins --quiet
 	$(CARGO) deny --offline check licenses bans sources
 
 fmt:

@@ -187,7 +187,7 @@ fn pod_json(i: usize) -> Vec<u8> {
 
 fn synced_state() -> ControllerState {
     let (base, pods) = cluster();
-    let mut state = ControllerState::new(PlanConfig::default());
+    let mut state = ControllerState::new(PlanConfig::acting());
     for c in base.into_iter().chain(pods) {
         state.apply(c, at(0));
     }
@@ -199,7 +199,7 @@ fn synced_state() -> ControllerState {
 }
 
 fn bench(c: &mut Criterion) {
-    let config = PlanConfig::default();
+    let config = PlanConfig::acting();
     let snap = snapshot();
     let first_seen = HashMap::new();
     let input = PlanInput { snapshot: &snap, now: at(0), config: &config, first_seen_suspended: &first_seen };

@@ -3,7 +3,7 @@
 # the ordered install of docs/operations.md (Install) in one command, against the current
 # kubectl context:
 #   1. refuses the unpublished default image `trainguard:<version>` (no registry serves it);
-#   2. checks the TrainJob CRD, and cert-manager's CRDs for the cert-manager overlay (certs/ for
+#   2. checks that kubectl reaches a cluster (before blaming a missing CRD), the TrainJob CRD, and cert-manager's CRDs for the cert-manager overlay (certs/ for
 #      static-certs), before anything is applied;
 #   3. applies everything but the webhook configurations and waits for the webhook Deployment to
 #      be Available (with failurePolicy Fail, a webhook registered before a replica is ready makes
@@ -44,9 +44,9 @@ if [[ "$last" == *:* ]]; then
   image_name="${image_name%:*}"
 fi
 if [[ "$image_name" != */* ]]; then
-  fail "IMAGE=$IMAGE names no registry: the default image \`trainguard\` is not published anywhere, so the pods would never start (ImagePullBackOff) behind failurePolicy: Fail webhooks. Give the image you pushed, e.g. IMAGE=ghcr.io/OWNER/trainguard:0.1.0"
+  fail "IMAGE=$IMAGE names no registry: the default image \`trainguard\` is not published anywhere, so the pods would never start (ImagePullBackOff) behind failurePolicy: Fail webhooks. Give the image you pushed, e.g. IMAGE=ghcr.io/OWNER/trainguard:0.2.0"
 fi
-[[ -n "$tag" || -n "$digest" ]] || fail "IMAGE=$IMAGE has no tag or digest; name the release, e.g. $IMAGE:0.1.0"
+[[ -n "$tag" || -n "$digest" ]] || fail "IMAGE=$IMAGE has no tag or digest; name the release, e.g. $IMAGE:0.2.0"
 
 case "$OVERLAY" in
   cert-manager | static-certs) ;;
@@ -58,6 +58,13 @@ done
 
 # 2. Prerequisites, before anything is applied.
 command -v "$KUBECTL" >/dev/null || fail "kubectl not found (KUBECTL=$KUBECTL)"
+# A cluster first: without a context kubectl falls back to http://localhost:8080, which may be
+# anything (`make run`'s admin port, for one), and every later check would blame the cluster.
+context="$("$KUBECTL" config current-context 2>/dev/null)" ||
+  fail "no cluster reachable: kubectl has no current context (no kubeconfig, or KUBECONFIG names none); point kubectl at the cluster first (kubectl config use-context NAME)"
+version="$("$KUBECTL" get --raw /version --request-timeout=10s 2>&1)" || version=""
+[[ "$version" == *'"gitVersion"'* ]] ||
+  fail "no cluster reachable: kubectl context \"$context\" does not answer as a Kubernetes API server (kubectl get --raw /version: ${version:-no answer}); check the context and the network first"
 "$KUBECTL" get crd trainjobs.trainer.kubeflow.org >/dev/null ||
   fail "the TrainJob CRD (trainjobs.trainer.kubeflow.org) is not installed: install Kubeflow Trainer first"
 if [[ "$OVERLAY" == cert-manager ]]; then

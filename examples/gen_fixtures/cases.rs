@@ -86,8 +86,10 @@ fn field_cases(f: Field) -> Vec<Case> {
     let suspended = |v: Value| v.with("/spec/suspend", json!(true));
 
     let u2_message = format!(
-        "{p}: Forbidden: can only be changed while the TrainJob is suspended: set spec.suspend to true, wait until \
-         JobSet ml-team/llama has no active jobs, then edit"
+        "{p}: Forbidden: can only be changed while the TrainJob is suspended: set spec.suspend to true (this stops \
+         training and loses progress since the last checkpoint), wait until JobSet ml-team/llama has no active jobs \
+         (kubectl -n ml-team get jobs -l jobset.sigs.k8s.io/jobset-name=llama), then edit, and set spec.suspend back \
+         to false to resume"
     );
     let g1 = format!("{p}: Forbidden: replicated job \"node\" of JobSet ml-team/llama has 1 active job");
     let g3 = format!("{p}: Forbidden: job ml-team/llama-node-0 still has 2 active pods");
@@ -186,7 +188,10 @@ fn field_cases(f: Field) -> Vec<Case> {
                     "{p}: Forbidden: can only be changed while the TrainJob is suspended: the job is queued by Kueue"
                 ),
                 "(queue \"team-a\")",
-                "set spec.active to false on its Workload (kubectl -n ml-team get workloads)",
+                "set spec.active to false on its Workload trainjob-llama-<hash> (kubectl -n ml-team get workloads)",
+                "this stops training and loses progress since the last checkpoint",
+                "(kubectl -n ml-team get jobs -l jobset.sigs.k8s.io/jobset-name=llama)",
+                "then edit, and set the Workload's spec.active back to true to resume",
             ],
         ),
     );

@@ -17,14 +17,14 @@ mod review_check;
 /// terminating one, so every gate rule (G1–G5) has something to find.
 static CLUSTER: LazyLock<StaticView> = LazyLock::new(|| {
     let jobset = JobSetState { deleting: false, replicated_jobs: vec![("node".into(), 2), ("launcher".into(), 0)] };
-    StaticView::new()
-        .with_jobset("ml-team", "llama", jobset)
-        .with_job("ml-team", "llama", ChildJobState { name: "llama-node-0".into(), active: 4, ..Default::default() })
-        .with_job(
-            "ml-team",
-            "llama",
-            ChildJobState { name: "llama-node-1".into(), terminating: Some(3), deleting: true, ..Default::default() },
-        )
+    let mut view = StaticView::new().with_jobset("ml-team", "llama", jobset);
+    view.insert_job("ml-team", "llama", ChildJobState { name: "llama-node-0".into(), active: 4, ..Default::default() });
+    view.insert_job(
+        "ml-team",
+        "llama",
+        ChildJobState { name: "llama-node-1".into(), terminating: Some(3), deleting: true, ..Default::default() },
+    );
+    view
 });
 
 static CONFIGS: LazyLock<[RulesConfig; 2]> = LazyLock::new(|| {

@@ -34,6 +34,9 @@ pub enum Rule {
     Name,
     /// `validate` only: the object does not fit the Trainer release's TrainJob schema.
     Schema,
+    /// `validate` only, offline: suspend and change in one update of a job whose old manifest
+    /// says it runs; the cluster's gate would find its JobSet active (G1/G3) and deny.
+    U5,
     /// The cluster state the gate needs is unknown (retryable).
     ClusterUnknown,
     /// The request body did not arrive before the deadline (retryable).
@@ -59,7 +62,7 @@ pub enum Rule {
 }
 
 impl Rule {
-    pub const ALL: [Rule; 26] = [
+    pub const ALL: [Rule; 27] = [
         Rule::U0,
         Rule::U1,
         Rule::U2,
@@ -74,6 +77,7 @@ impl Rule {
         Rule::Shape,
         Rule::Name,
         Rule::Schema,
+        Rule::U5,
         Rule::ClusterUnknown,
         Rule::Deadline,
         Rule::AllowCreate,
@@ -104,6 +108,7 @@ impl Rule {
             Rule::Shape => "shape",
             Rule::Name => "name",
             Rule::Schema => "schema",
+            Rule::U5 => "U5",
             Rule::ClusterUnknown => "cluster-unknown",
             Rule::Deadline => "deadline",
             Rule::AllowCreate => "allow-create",

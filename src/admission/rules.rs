@@ -384,20 +384,25 @@ impl<'a> Subject<'a> {
         format!("{}/{}", self.namespace, self.name)
     }
 
-    /// How to reach a state in which the overrides may change.
+    /// How to reach a state in which the overrides may change, what it costs, how to check it,
+    /// and how to finish (resume).
     fn suspend_advice(&self) -> String {
+        let (ns, name, jobset) = (self.namespace, self.name, self.jobset());
+        let check = format!("kubectl -n {ns} get jobs -l jobset.sigs.k8s.io/jobset-name={name}");
         match self.kueue_queue {
             Some(queue) => format!(
                 "the job is queued by Kueue (queue {}), which resumes a suspended job whose Workload is still \
-                 admitted, so set spec.active to false on its Workload (kubectl -n {} get workloads), wait \
-                 until JobSet {} has no active jobs, then edit",
+                 admitted, so set spec.active to false on its Workload trainjob-{name}-<hash> (kubectl -n {ns} get \
+                 workloads); this stops training and loses progress since the last checkpoint. Wait until JobSet \
+                 {jobset} has no active jobs ({check}), then edit, and set the Workload's spec.active back to true \
+                 to resume",
                 quote(queue),
-                self.namespace,
-                self.jobset()
             ),
-            None => {
-                format!("set spec.suspend to true, wait until JobSet {} has no active jobs, then edit", self.jobset())
-            }
+            None => format!(
+                "set spec.suspend to true (this stops training and loses progress since the last checkpoint), \
+                 wait until JobSet {jobset} has no active jobs ({check}), then edit, and set spec.suspend back to \
+                 false to resume"
+            ),
         }
     }
 

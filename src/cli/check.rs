@@ -176,6 +176,14 @@ pub(crate) fn check(new: NewObject, old: Option<OldObject<'_>>, ctx: &Context<'_
     if let crate::admission::Outcome::BadRequest { message, .. } = &decision.outcome {
         return Err(DecodeFailure { source_name: source, line, what: label, detail: message.clone() });
     }
+    if ctx.offline
+        && let Some(old) = old
+        && decision.allowed()
+        && decision.rule() == Rule::AllowGate.as_str()
+        && let Some(error) = suspends_a_running_job(old.json, &object, &namespace, &name)
+    {
+        decision = Decision { warnings: Vec::new(), ..Decision::from_errors(error, Rule::AllowGate) };
+    }
     if let Some(version) = ctx.schema {
         decision = with_schema_errors(decision, &object, old.map(|o| o.json), version);
     }
@@ -194,8 +202,59 @@ pub(crate) fn check(new: NewObject, old: Option<OldObject<'_>>, ctx: &Context<'_
     })
 }
 
-/// Puts the schema's findings on `object` (an UPDATE of `old`, or a CREATE) before the rules'
-/// own: the API server would refuse (or prune) these fields before any webhook saw them.
+/// U5 offline: the old manifest says the job runs (`spec.suspend` not true, no finished
+/// condition), and the new one suspends it and changes its overrides in the same update. The
+/// cluster's gate would see the JobSet's active jobs (G1, G3) and deny that single apply; without
+/// `--state`, the old manifest is the evidence. One error per changed overrides field, with the
+/// advice a git workflow can follow: two commits.
+pub(crate) fn suspends_a_running_job(
+    old: &RawValue,
+    new: &RawValue,
+    namespace: &str,
+    name: &str,
+) -> Option<Vec<crate::admission::FieldError>> {
+    use crate::admission::{ErrorType, FieldError};
+    use crate::model::OverridesField;
+    let (old_view, new_view) = (TrainJobView::decode(old).ok()?, TrainJobView::decode(new).ok()?);
+    if old_view.suspended() || !new_view.suspended() || finished(&serde_json::from_str(old.get()).ok()?) {
+        return None;
+    }
+    let changed = OverridesField::ALL
+        .into_iter()
+        .filter(|f| crate::admission::overrides::changed(*f, old_view.overrides(*f), new_view.overrides(*f)));
+    let errors: Vec<FieldError> = changed
+        .map(|field| {
+            FieldError::new(
+                Rule::U5,
+                ErrorType::Forbidden,
+                field.path(),
+                format!(
+                    "the old manifest has spec.suspend false, so TrainJob {namespace}/{name} runs and its JobSet has \
+                     active jobs: the cluster denies suspending and changing in one update (G1). Make it two \
+                     changes: first set spec.suspend to true alone and apply it, wait until JobSet \
+                     {namespace}/{name} has no active jobs (kubectl -n {namespace} get jobs -l \
+                     jobset.sigs.k8s.io/jobset-name={name}), then change the overrides"
+                ),
+            )
+        })
+        .collect();
+    (!errors.is_empty()).then_some(errors)
+}
+
+/// Whether a TrainJob's status says it finished (`Complete` or `Failed` condition true): its
+/// JobSet then runs nothing, whatever `spec.suspend` says.
+fn finished(trainjob: &Value) -> bool {
+    trainjob.pointer("/status/conditions").and_then(Value::as_array).is_some_and(|conditions| {
+        conditions.iter().any(|c| {
+            matches!(c.get("type").and_then(Value::as_str), Some("Complete" | "Failed"))
+                && c.get("status").and_then(Value::as_str) == Some("True")
+        })
+    })
+}
+
+/// Adds the schema's findings on `object` after the rules' own: the webhook's message and rule
+/// stay what the cluster's webhook would say, and the schema's finding (the API server would
+/// refuse or prune these fields first) is said beside it, not instead.
 fn with_schema_errors(
     decision: Decision,
     object: &RawValue,
@@ -221,10 +280,9 @@ pub(crate) fn with_schema_findings(
     }
     let warnings = decision.warnings;
     let mut omitted = 0;
-    if let crate::admission::Outcome::Denied { errors: rule_errors, omitted: rule_omitted } = decision.outcome {
-        // A field the schema already refuses (managedBy outside the CRD's values) is said once.
-        let refused: Vec<String> = errors.iter().map(|e| e.path.clone()).collect();
-        errors.extend(rule_errors.into_iter().filter(|e| !refused.contains(&e.path)));
+    if let crate::admission::Outcome::Denied { errors: mut rule_errors, omitted: rule_omitted } = decision.outcome {
+        rule_errors.append(&mut errors);
+        errors = rule_errors;
         omitted = rule_omitted;
     }
     let mut list = crate::admission::ErrorList::from(errors);

@@ -16,6 +16,7 @@ pub(crate) mod validate;
 
 use std::process::ExitCode;
 
+use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 
 use crate::logging::LogFormat;
@@ -88,8 +89,20 @@ fn completion(args: CompletionArgs) -> anyhow::Result<ExitCode> {
         Shell::Zsh => clap_complete::Shell::Zsh,
         Shell::Fish => clap_complete::Shell::Fish,
     };
-    clap_complete::generate(shell, &mut Cli::command(), "trainguard", &mut std::io::stdout().lock());
-    Ok(ExitCode::SUCCESS)
+    // Generated into memory: clap_complete panics on a failed write, and a reader that stops
+    // early (`| head`) is no error of ours.
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "trainguard", &mut script);
+    write_out(&mut std::io::stdout().lock(), &script)
+}
+
+/// Writes `bytes` and flushes; a closed pipe (the reader stopped, as `head` does) ends quietly.
+fn write_out(out: &mut impl std::io::Write, bytes: &[u8]) -> anyhow::Result<ExitCode> {
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        Err(e) => Err(e).context("writing the completion script"),
+    }
 }
 
 impl Cli {

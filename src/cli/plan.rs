@@ -54,9 +54,14 @@ pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
         eprintln!("trainguard plan: warning: {warning}");
     }
     eprintln!(
-        "trainguard plan: {} object(s) used, {} ignored, planning at {now}{}",
+        "trainguard plan: {} object(s) used, {} ignored, planning at {now} in {} mode{}{}",
         loaded.used,
         loaded.ignored,
+        config.mode.as_str(),
+        match config.mode {
+            crate::controller::config::Mode::Report => " (writes shown as would-…; --controller-mode=act plans them)",
+            crate::controller::config::Mode::Act => "",
+        },
         if snapshot.nodes_listed() { "" } else { " (no nodes in the snapshot: node failures are not judged)" }
     );
     let first_seen = Default::default();
@@ -67,7 +72,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
     let mut out = std::io::BufWriter::new(stdout.lock());
     for (_, key_plan) in plan {
         for action in key_plan.actions {
-            serde_json::to_writer(&mut out, &action.to_line())?;
+            serde_json::to_writer(&mut out, &action.to_line(config.mode))?;
             out.write_all(b"\n")?;
         }
     }

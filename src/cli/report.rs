@@ -18,9 +18,11 @@ pub(crate) enum OutputFormat {
     Json,
     /// GitHub Actions `::error` / `::warning` workflow commands, then a summary line.
     Github,
-    /// One SARIF 2.1.0 log (code scanning): a result per denial, warning and input problem.
+    /// One SARIF 2.1.0 log (code scanning): a result per denied field, warning and input
+    /// problem, and a rule (with help) per rule id.
     Sarif,
-    /// One JUnit XML report: a test case per TrainJob and per input problem.
+    /// One JUnit XML report: a test case per TrainJob (a denial is one failure listing its
+    /// fields) and per unusable input; warnings in system-out (of the test case) or system-err.
     Junit,
 }
 
@@ -35,6 +37,8 @@ struct Record {
     message: String,
     file: Option<String>,
     line: Option<usize>,
+    /// JUnit: each denied field on its line (`file:line: error`), the failure's body.
+    details: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,11 +124,19 @@ pub(crate) struct Reporter<O: Write, E: Write> {
     pub(crate) counts: Counts,
     /// SARIF and JUnit: everything, written by [`Self::finish`].
     records: Vec<Record>,
+    /// SARIF: the tool's `informationUri` (the repository), and its rules' help pages under it.
+    information_uri: Option<String>,
 }
 
 impl<O: Write, E: Write> Reporter<O, E> {
     pub(crate) fn new(format: OutputFormat, quiet: bool, out: O, err: E) -> Self {
-        Reporter { format, quiet, out, err, counts: Counts::default(), records: Vec::new() }
+        Reporter { format, quiet, out, err, counts: Counts::default(), records: Vec::new(), information_uri: None }
+    }
+
+    /// The SARIF `informationUri` (empty: none).
+    pub(crate) fn with_information_uri(mut self, uri: &str) -> Self {
+        self.information_uri = Some(uri.trim_end_matches('/').to_string()).filter(|u| !u.is_empty());
+        self
     }
 
     pub(crate) fn skipped(&mut self) {
@@ -143,6 +155,22 @@ impl<O: Write, E: Write> Reporter<O, E> {
         }
         if matches!(self.format, OutputFormat::Sarif | OutputFormat::Junit) {
             let file = (c.source != "-").then(|| c.source.clone());
+            if denied && self.format == OutputFormat::Junit {
+                // One test case per TrainJob: the webhook's whole message, each field on its line.
+                let details =
+                    c.field_errors().iter().map(|e| format!("{}:{}: {e}", c.source, c.line_of(&e.path))).collect();
+                let rule = if c.strict_denial { "strict".to_string() } else { c.decision.audit_rules() };
+                self.records.push(Record {
+                    level: Level::Denied,
+                    rule,
+                    name: c.object_id(),
+                    message: c.message(),
+                    file,
+                    line: Some(c.line),
+                    details,
+                });
+                return Ok(());
+            }
             if denied && !c.field_errors().is_empty() {
                 // One record per field, on its line.
                 for e in c.field_errors() {
@@ -155,6 +183,7 @@ impl<O: Write, E: Write> Reporter<O, E> {
                         message,
                         file: file.clone(),
                         line,
+                        details: Vec::new(),
                     });
                 }
                 return Ok(());
@@ -167,7 +196,8 @@ impl<O: Write, E: Write> Reporter<O, E> {
             } else {
                 (Level::Warning, "warning".to_string(), c.decision.warnings.join("; "))
             };
-            self.records.push(Record { level, rule, name: c.object_id(), message, file, line: Some(c.line) });
+            let name = c.object_id();
+            self.records.push(Record { level, rule, name, message, file, line: Some(c.line), details: Vec::new() });
             return Ok(());
         }
         if self.quiet && !denied {
@@ -243,6 +273,8 @@ impl<O: Write, E: Write> Reporter<O, E> {
         if self.quiet {
             return Ok(());
         }
+        // Printed, so counted: the summary's warnings are the ones shown.
+        self.counts.input_warnings += 1;
         self.input_record(Level::InputWarning, &format!("{file}:{line}: {message}"), Some(file), Some(line))
     }
 
@@ -286,6 +318,7 @@ impl<O: Write, E: Write> Reporter<O, E> {
             message: message.to_string(),
             file: file.map(str::to_string),
             line,
+            details: Vec::new(),
         });
     }
 
@@ -304,7 +337,7 @@ impl<O: Write, E: Write> Reporter<O, E> {
         }
         match self.format {
             OutputFormat::Sarif => {
-                let log = sarif(&self.records);
+                let log = sarif(&self.records, self.information_uri.as_deref());
                 serde_json::to_writer_pretty(&mut self.out, &log)?;
                 writeln!(self.out)?;
             }
@@ -351,9 +384,90 @@ fn json_verdict(c: &Checked) -> Value {
     })
 }
 
-/// The SARIF 2.1.0 log: one run of the `trainguard` driver, a result per record that is not a
-/// plain allow. Locations only for files of the change (never stdin or another revision).
-fn sarif(records: &[Record]) -> Value {
+/// What a SARIF rule id stands for: (short description, help).
+fn rule_help(id: &str) -> (&'static str, &'static str) {
+    match id {
+        "U2" => (
+            "Overrides changed on a running TrainJob",
+            "The overrides may change only while the TrainJob is suspended and its JobSet has no active jobs. \
+             Suspend it first (training stops; progress since the last checkpoint is lost), wait until its \
+             jobs are gone, change the overrides, then resume. In git: two commits.",
+        ),
+        "U5" => (
+            "Suspend and overrides change in one update of a running TrainJob",
+            "The old manifest says the job runs, so its JobSet is active and the cluster denies the single \
+             update. Commit and apply spec.suspend: true alone, wait until the JobSet has no active jobs, then \
+             change the overrides in a second commit.",
+        ),
+        "G1" | "G2" | "G3" | "G4" | "G5" => (
+            "The old run of the TrainJob is still there",
+            "The JobSet gate found evidence that the old run has not stopped (active jobs or pods, pods still \
+             terminating, a JobSet being deleted). Wait until it has stopped, then apply the change.",
+        ),
+        "M1" => (
+            "spec.managedBy changed",
+            "spec.managedBy is immutable: keep the old value and create a new TrainJob with the other one.",
+        ),
+        "M2" => (
+            "spec.managedBy is not an allowed controller",
+            "Leave spec.managedBy unset for Trainer's own controller, or use one of the allowed values.",
+        ),
+        "O1" => (
+            "Opt-out label set without permission",
+            "Only members of the opt-out groups may set or change the trainguard.io/webhook label.",
+        ),
+        "shape" => ("An overrides item without its target", "List the replicated jobs (targetJobs) or the manager."),
+        "name" => ("metadata.name is not a DNS-1035 label", "Use lower case letters, digits and '-'."),
+        "schema" => (
+            "Not in the Trainer release's TrainJob schema",
+            "The field is unknown, misplaced, from another Trainer release, or wrongly typed: the API server \
+             refuses or prunes it. Check --trainer-version.",
+        ),
+        "strict" => (
+            "Allowed only on cluster state that was not given (--strict)",
+            "Pass --state with the live JobSets and Jobs, or check it with kubectl apply --dry-run=server.",
+        ),
+        "warning" => ("Allowed with a warning", "The verdict rests on what the warning says was not checked."),
+        "input-error" => ("Unusable input", "A file or object could not be read or decoded; fix it and run again."),
+        "input-warning" => (
+            "Input used in part, or not checked",
+            "An old side that could not be read, an object that is not a TrainJob, or a runtime warning.",
+        ),
+        _ => ("Denied by the trainguard webhook's rules", "The message says what to do."),
+    }
+}
+
+/// The SARIF 2.1.0 log: one run of the `trainguard` driver with a rule per rule id used, a
+/// result per record that is not a plain allow. Locations only for files of the change (never
+/// stdin or another revision).
+fn sarif(records: &[Record], information_uri: Option<&str>) -> Value {
+    let mut rule_ids: Vec<&str> = Vec::new();
+    for r in records.iter().filter(|r| r.level != Level::Pass) {
+        let id = if r.rule.is_empty() { "trainguard" } else { r.rule.as_str() };
+        if !rule_ids.contains(&id) {
+            rule_ids.push(id);
+        }
+    }
+    let rules: Vec<Value> = rule_ids
+        .iter()
+        .map(|id| {
+            let (short, help) = rule_help(id);
+            let mut rule = json!({
+                "id": id,
+                "shortDescription": { "text": short },
+                "help": { "text": help },
+            });
+            if let Some(uri) = information_uri {
+                let page = if *id == "schema" || id.starts_with("input") || *id == "strict" || *id == "U5" {
+                    "docs/ci.md"
+                } else {
+                    "docs/webhook.md"
+                };
+                rule["helpUri"] = json!(format!("{uri}/blob/main/{page}"));
+            }
+            rule
+        })
+        .collect();
     let results: Vec<Value> = records
         .iter()
         .filter(|r| r.level != Level::Pass)
@@ -362,8 +476,10 @@ fn sarif(records: &[Record]) -> Value {
                 Level::Denied | Level::InputError => "error",
                 _ => "warning",
             };
+            let id = if r.rule.is_empty() { "trainguard" } else { r.rule.as_str() };
             let mut result = json!({
-                "ruleId": if r.rule.is_empty() { "trainguard" } else { r.rule.as_str() },
+                "ruleId": id,
+                "ruleIndex": rule_ids.iter().position(|r| *r == id),
                 "level": level,
                 "message": { "text": match r.level {
                     // Input messages start with the file already.
@@ -381,14 +497,19 @@ fn sarif(records: &[Record]) -> Value {
             result
         })
         .collect();
+    let mut driver = json!({
+        "name": "trainguard",
+        "version": env!("CARGO_PKG_VERSION"),
+        "rules": rules,
+    });
+    if let Some(uri) = information_uri {
+        driver["informationUri"] = json!(uri);
+    }
     json!({
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
         "runs": [{
-            "tool": { "driver": {
-                "name": "trainguard",
-                "version": env!("CARGO_PKG_VERSION"),
-            } },
+            "tool": { "driver": driver },
             "results": results,
         }],
     })
@@ -408,25 +529,26 @@ fn uri_reference(path: &str) -> String {
     out
 }
 
-/// The JUnit XML report: one suite, a test case per TrainJob (a denial is a failure) and per
-/// input problem (an unusable input is an error, a warning is skipped).
+/// The JUnit XML report: one suite, a test case per TrainJob (a denial is one failure, whatever
+/// the number of its fields) and per unusable input (an error). Warnings are not tests: an
+/// allowed TrainJob's in its test case's system-out, an input's in the suite's system-err.
 fn junit(records: &[Record], counts: &Counts) -> String {
-    let failures = records.iter().filter(|r| r.level == Level::Denied).count();
-    let errors = records.iter().filter(|r| r.level == Level::InputError).count();
-    let skipped = records.iter().filter(|r| r.level == Level::InputWarning).count();
-    let tests = records.len();
+    let cases: Vec<&Record> = records.iter().filter(|r| r.level != Level::InputWarning).collect();
+    let failures = cases.iter().filter(|r| r.level == Level::Denied).count();
+    let errors = cases.iter().filter(|r| r.level == Level::InputError).count();
+    let tests = cases.len();
     let mut x = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     x.push_str(&format!(
-        "<testsuites name=\"trainguard validate\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"{skipped}\">\n"
+        "<testsuites name=\"trainguard validate\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"0\">\n"
     ));
     x.push_str(&format!(
-        "  <testsuite name=\"trainguard validate\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"{skipped}\">\n"
+        "  <testsuite name=\"trainguard validate\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"0\">\n"
     ));
     x.push_str(&format!(
         "    <properties><property name=\"summary\" value=\"{}\"/></properties>\n",
         xml(&counts.summary())
     ));
-    for r in records {
+    for r in cases {
         let place = match (&r.file, r.line) {
             (Some(f), Some(l)) => format!("{f}:{l}"),
             (Some(f), None) => f.clone(),
@@ -436,23 +558,41 @@ fn junit(records: &[Record], counts: &Counts) -> String {
         let name = format!("{} ({place})", r.name);
         x.push_str(&format!("    <testcase classname=\"{}\" name=\"{}\"", xml(classname), xml(&name)));
         let body = match r.level {
-            Level::Pass => None,
+            Level::Pass | Level::InputWarning => None,
             Level::Warning => Some(format!("<system-out>warning: {}</system-out>", xml(&r.message))),
             Level::Denied => {
-                Some(format!("<failure message=\"{0}\" type=\"{1}\">{0}</failure>", xml(&r.message), xml(&r.rule)))
+                let text = if r.details.is_empty() { r.message.clone() } else { r.details.join("\n") };
+                Some(format!(
+                    "<failure message=\"{}\" type=\"{}\">{}</failure>",
+                    xml(&r.message),
+                    xml(&r.rule),
+                    xml_text(&text)
+                ))
             }
             Level::InputError => {
                 Some(format!("<error message=\"{0}\" type=\"input-error\">{0}</error>", xml(&r.message)))
             }
-            Level::InputWarning => Some(format!("<skipped message=\"{}\"/>", xml(&r.message))),
         };
         match body {
             None => x.push_str("/>\n"),
             Some(body) => x.push_str(&format!(">\n      {body}\n    </testcase>\n")),
         }
     }
+    let warnings: Vec<String> = records
+        .iter()
+        .filter(|r| r.level == Level::InputWarning)
+        .map(|r| format!("warning: {}", xml_text(&r.message)))
+        .collect();
+    if !warnings.is_empty() {
+        x.push_str(&format!("    <system-err>{}</system-err>\n", warnings.join("\n")));
+    }
     x.push_str("  </testsuite>\n</testsuites>\n");
     x
+}
+
+/// Escapes element text, keeping line breaks as they are (a failure's body lists one field a line).
+fn xml_text(s: &str) -> String {
+    s.split('\n').map(xml).collect::<Vec<_>>().join("\n")
 }
 
 /// Escapes text and attribute values; drops characters XML 1.0 cannot hold.

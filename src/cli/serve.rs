@@ -281,6 +281,7 @@ async fn serve(
     let mut controller: Option<tokio::task::JoinHandle<Result<(), crate::controller::ControllerError>>> = None;
     let mut controller_progress = None;
 
+    let controller_running = mode != ClusterMode::Offline && args.controller.enabled;
     let client = match &mode {
         ClusterMode::Offline => None,
         ClusterMode::Kubeconfig(_) | ClusterMode::InCluster => {
@@ -345,9 +346,12 @@ async fn serve(
                 (cache.clone(), Some(cache))
             }
         };
-        let running = server::start(settings, cluster, caches, metrics, Arc::new(registry)).await?;
+        let running = server::start(settings, cluster, caches, metrics, Arc::new(registry))
+            .await
+            .map_err(|e| anyhow::anyhow!(start_error_message(&e)))?;
         if let Some(dir) = dev_dir {
-            print_dev_banner(&dir, running.webhook_addr, running.admin_addr);
+            let controller_mode = controller_running.then_some(args.controller.planner.controller_mode);
+            print!("{}", dev_banner(&dir, running.webhook_addr, running.admin_addr, &mode, controller_mode));
         }
         Running::Webhook(running)
     } else {
@@ -399,6 +403,19 @@ async fn serve(
         tracing::warn!(connections = report.connections_cut, "grace period ended with requests still in flight");
     }
     Ok(())
+}
+
+/// Why the webhook could not start, said once (the error's own text already holds its causes,
+/// so no chain), with what to pass when the serving certificate is what is missing.
+fn start_error_message(e: &server::ServerError) -> String {
+    match e {
+        server::ServerError::Tls(_) => format!(
+            "{e}. Pass --tls-cert and --tls-key (env TRAINGUARD_TLS_CERT, TRAINGUARD_TLS_KEY) with a PEM \
+             certificate and its key (`trainguard certs` makes a pair), or use --dev for a generated localhost \
+             certificate"
+        ),
+        other => other.to_string(),
+    }
 }
 
 /// A directory `serve --dev` made itself: its key is good for this run only, so it goes when
@@ -515,18 +532,68 @@ fn write_dev_files(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn print_dev_banner(dir: &Path, webhook: SocketAddr, admin: SocketAddr) {
+/// What `serve --dev` prints once it listens: where, against what, and how to try it. `controller`
+/// is the controller's mode when one runs (a cluster was given and `--controller` is on).
+fn dev_banner(
+    dir: &Path,
+    webhook: SocketAddr,
+    admin: SocketAddr,
+    cluster: &ClusterMode,
+    controller: Option<crate::controller::config::Mode>,
+) -> String {
+    use crate::controller::config::Mode;
     let d = dir.display();
-    println!("trainguard dev webhook on https://localhost:{} (offline; certificates in {d})", webhook.port());
-    println!("Try it (an UPDATE that changes the overrides of a running TrainJob, so it is denied):");
-    println!(
-        "  curl -sS --cacert {d}/ca.crt -H 'Content-Type: application/json' --data @{d}/sample-review.json \
-         https://localhost:{}{}",
-        webhook.port(),
-        Endpoint::Validate.path()
-    );
-    println!("Health: http://{admin}/healthz  Ready: http://{admin}/readyz  Metrics: http://{admin}/metrics");
-    println!("Stop with Ctrl-C.");
+    let state = match cluster {
+        ClusterMode::Offline => "offline: the gate reads only the TrainJob's own status".to_string(),
+        ClusterMode::Kubeconfig(Some(path)) => format!("cluster from {}", path.display()),
+        ClusterMode::Kubeconfig(None) => "cluster from $KUBECONFIG".to_string(),
+        ClusterMode::InCluster => "in-cluster service account".to_string(),
+    };
+    let controller = match controller {
+        None => String::new(),
+        Some(Mode::Report) => "; controller in report mode (no writes)".to_string(),
+        Some(Mode::Act) => "; controller in ACT mode: it deletes and force-deletes in that cluster".to_string(),
+    };
+    let port = webhook.port();
+    let path = Endpoint::Validate.path();
+    format!(
+        "trainguard dev webhook on https://localhost:{port} ({state}{controller}; certificates in {d})\n\
+         Try it (an UPDATE that changes the overrides of a running TrainJob, so it is denied):\n  \
+         curl -sS --cacert {d}/ca.crt -H 'Content-Type: application/json' --data @{d}/sample-review.json \
+         https://localhost:{port}{path}\n\
+         Health: http://{admin}/healthz  Ready: http://{admin}/readyz  Metrics: http://{admin}/metrics\n\
+         Stop with Ctrl-C.\n"
+    )
+}
+
+#[cfg(test)]
+mod dev_banner_tests {
+    use super::*;
+    use crate::controller::config::Mode;
+
+    #[test]
+    fn the_dev_banner_says_what_runs() {
+        let (w, a) = ("127.0.0.1:9443".parse().unwrap(), "127.0.0.1:8080".parse().unwrap());
+        let kubeconfig = ClusterMode::Kubeconfig(Some(PathBuf::from("/home/me/.kube/config")));
+        // (cluster, controller, must contain, must not contain)
+        let cases: &[(ClusterMode, Option<Mode>, &str, &str)] = &[
+            (ClusterMode::Offline, None, "(offline: the gate reads only", "controller"),
+            (
+                kubeconfig.clone(),
+                Some(Mode::Report),
+                "cluster from /home/me/.kube/config; controller in report mode",
+                "offline",
+            ),
+            (kubeconfig.clone(), Some(Mode::Act), "controller in ACT mode", "offline"),
+            (kubeconfig, None, "cluster from /home/me/.kube/config; certificates", "offline"),
+        ];
+        for (cluster, controller, want, not) in cases {
+            let banner = dev_banner(Path::new("/tmp/d"), w, a, cluster, *controller);
+            assert!(banner.contains(want), "{cluster:?} {controller:?}: {banner}");
+            assert!(!banner.contains(not), "{cluster:?} {controller:?}: {banner}");
+            assert!(banner.contains("--cacert /tmp/d/ca.crt"), "{banner}");
+        }
+    }
 }
 
 #[cfg(test)]

@@ -63,9 +63,21 @@ pub struct ValidateArgs {
     #[arg(long)]
     pub(crate) strict: bool,
 
+    /// Pass objects that only look like TrainJobs (kind within two edits of TrainJob, or kind
+    /// TrainJob with another apiVersion) with a warning. Without it each is an input error: a
+    /// typo there leaves the job unchecked, and the cluster has no such kind.
+    #[arg(long, env = "TRAINGUARD_ALLOW_LOOK_ALIKES", value_parser = clap::builder::BoolishValueParser::new())]
+    pub(crate) allow_look_alikes: bool,
+
     /// Output format.
     #[arg(long, short = 'o', value_enum, default_value_t)]
     pub(crate) output: OutputFormat,
+
+    /// The SARIF log's `informationUri` (the tool's repository) and the base of its rules'
+    /// `helpUri`s [default: the repository the binary was built from, when the build named it
+    /// with TRAINGUARD_REPOSITORY_URL; else none]. Empty: none.
+    #[arg(long, env = "TRAINGUARD_SARIF_INFORMATION_URI", value_name = "URI")]
+    pub(crate) sarif_information_uri: Option<String>,
 
     /// Print denials and errors only.
     #[arg(long, short)]
@@ -141,8 +153,10 @@ pub(crate) fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
         schema: args.schema.version(),
     };
     let live = state.as_ref().map(|s| &s.live_trainjobs);
+    let information_uri = args.sarif_information_uri.as_deref().unwrap_or(BUILT_FROM_REPOSITORY);
     let mut reporter =
-        Reporter::new(args.output, args.quiet, BufWriter::with_capacity(64 * 1024, io::stdout().lock()), io::stderr());
+        Reporter::new(args.output, args.quiet, BufWriter::with_capacity(64 * 1024, io::stdout().lock()), io::stderr())
+            .with_information_uri(information_uri);
     let mut write_error = None;
     for message in &early_errors {
         keep_first(&mut write_error, reporter.input_error(message, None, None));
@@ -212,6 +226,7 @@ pub(crate) fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
         live,
         ctx: &ctx,
         parse_old: &parse_old,
+        look_alikes_fail: !args.allow_look_alikes,
     };
     let items = new_sources.into_iter().zip(paired).map(|(source, is_paired)| {
         let old = if is_paired { paired_files.as_mut().and_then(Iterator::next) } else { None };
@@ -275,6 +290,13 @@ fn pair_with_base(
     order.extend(paired_blobs);
     (order, unpaired)
 }
+
+/// The repository the binary was built from (release builds set `TRAINGUARD_REPOSITORY_URL`,
+/// e.g. `https://github.com/OWNER/trainguard`); empty when the build did not say.
+const BUILT_FROM_REPOSITORY: &str = match option_env!("TRAINGUARD_REPOSITORY_URL") {
+    Some(url) => url,
+    None => "",
+};
 
 /// Files in flight at once: enough to keep every core busy, few enough to stay small.
 const WINDOW: usize = 64;
@@ -366,6 +388,8 @@ struct FileContext<'a> {
     live: Option<&'a HashMap<Key, Document>>,
     ctx: &'a Context<'a>,
     parse_old: &'a ParseOld<'a>,
+    /// A near miss (apiVersion or kind) is an input error, not a warning.
+    look_alikes_fail: bool,
 }
 
 impl FileContext<'_> {
@@ -400,6 +424,15 @@ impl FileContext<'_> {
                 let near = near_miss(&doc);
                 outcome.findings.push(match (super::runtime_ttl::warning(&doc, version), near) {
                     (Some(message), _) => Finding::RuntimeWarning { message, file: doc.source, line: doc.line },
+                    (None, Some(message)) if self.look_alikes_fail => Finding::Error {
+                        message: format!(
+                            "{}:{}: {message}; fix it, or pass --allow-look-alikes if the file holds a look-alike \
+                             on purpose",
+                            doc.source, doc.line
+                        ),
+                        file: Some(doc.source.clone()),
+                        line: Some(doc.line),
+                    },
                     (None, Some(message)) => Finding::Warning {
                         message: format!("{}:{}: {message}", doc.source, doc.line),
                         file: Some(doc.source.clone()),

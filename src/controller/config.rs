@@ -6,12 +6,22 @@ use clap::builder::BoolishValueParser;
 use clap::{ArgAction, Args, ValueEnum};
 use k8s_openapi::jiff::SignedDuration;
 
-/// `--controller-mode`: `act` performs the actions, `report` only logs and emits `Would…` events.
+/// `--controller-mode`: `report` (the default) only logs and emits `Would…` events; `act`
+/// performs the actions and is always asked for explicitly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
 pub enum Mode {
-    #[default]
     Act,
+    #[default]
     Report,
+}
+
+impl Mode {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Mode::Act => "act",
+            Mode::Report => "report",
+        }
+    }
 }
 
 /// `--node-failure`: which node states allow escalating a stuck pod deletion.
@@ -86,9 +96,10 @@ pub struct PlanConfig {
 }
 
 impl Default for PlanConfig {
+    /// What the flags give: report mode (no writes).
     fn default() -> Self {
         PlanConfig {
-            mode: Mode::Act,
+            mode: Mode::Report,
             ttl: true,
             ttl_grace: SignedDuration::from_secs(30),
             ttl_propagation: Propagation::Background,
@@ -104,11 +115,19 @@ impl Default for PlanConfig {
     }
 }
 
+impl PlanConfig {
+    /// The defaults in act mode (`--controller-mode=act`), which tests of the writes start from.
+    pub fn acting() -> Self {
+        PlanConfig { mode: Mode::Act, ..PlanConfig::default() }
+    }
+}
+
 /// The planner's flags, shared by `serve` and `plan`.
 #[derive(Debug, Clone, Args)]
 pub struct PlannerArgs {
-    /// `act` performs the actions; `report` does everything but the writes and emits `Would…` events.
-    #[arg(long, env = "TRAINGUARD_CONTROLLER_MODE", value_enum, default_value_t = Mode::Act)]
+    /// `report` (default) does everything but the writes and emits `Would…` events; `act` performs
+    /// the actions (TTL deletes, force deletes of stuck pods) with the credentials it runs with.
+    #[arg(long, env = "TRAINGUARD_CONTROLLER_MODE", value_enum, default_value_t = Mode::Report)]
     pub controller_mode: Mode,
 
     /// Delete finished jobs whose `ttlSecondsAfterFinished` has passed (a backstop for the operator).
@@ -273,6 +292,8 @@ mod tests {
         assert_eq!(d.leader_elect, None);
         assert_eq!(d.lease_name, "trainguard-controller");
         assert_eq!(d.planner.plan_config(), PlanConfig::default());
+        assert_eq!(d.planner.controller_mode, Mode::Report, "no writes unless act is asked for");
+        assert_eq!(parse(&["--controller-mode=act"]).planner.controller_mode, Mode::Act);
         assert!(!parse(&["--controller=false"]).enabled);
         assert!(!parse(&["--ttl=no"]).planner.ttl);
         assert!(parse(&["--stash-ttl-on-stuck-suspend"]).planner.stash_ttl_on_stuck_suspend);

@@ -40,6 +40,19 @@ fn result_label(outcome: Outcome) -> &'static str {
     }
 }
 
+/// What the controller says when it starts: whether it will write to the cluster.
+pub(crate) fn mode_line(mode: crate::controller::config::Mode) -> &'static str {
+    match mode {
+        crate::controller::config::Mode::Report => {
+            "controller starting in report mode: no writes, Would… events only (--controller-mode=act performs them)"
+        }
+        crate::controller::config::Mode::Act => {
+            "controller starting in act mode (--controller-mode=act): it deletes expired jobs and force-deletes \
+             stuck pods with the credentials it runs with"
+        }
+    }
+}
+
 /// Runs the controller until `shutdown` is cancelled, with a force-delete budget of its own that
 /// starts empty.
 pub async fn run(client: Client, config: PlanConfig, metrics: Metrics, shutdown: CancellationToken) {
@@ -56,7 +69,7 @@ pub(crate) async fn run_with_bucket(
     bucket: SharedBucket,
     shutdown: CancellationToken,
 ) {
-    info!(mode = ?config.mode, node_failure = ?config.node_failure, "controller starting");
+    info!(mode = config.mode.as_str(), node_failure = ?config.node_failure, "{}", mode_line(config.mode));
     let watches_stop = shutdown.child_token();
     let (tx, mut rx) = mpsc::channel::<WatchMsg>(4096);
     let watches = watch::spawn_all(client.clone(), tx, watches_stop.clone());

@@ -26,7 +26,7 @@ pub struct Limits {
     /// Largest file (or stdin, or git blob) read, in bytes.
     pub(crate) max_file_bytes: u64,
     /// Deepest nesting of mappings and sequences in a document.
-    pub(crate) max_depth: usize,
+    pub max_depth: usize,
     /// Most nodes replayed through YAML aliases in one file (stops "billion laughs").
     pub(crate) max_alias_replays: usize,
 }
@@ -51,9 +51,9 @@ impl Default for Limits {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Document {
     /// The file path as given (or found in a directory), `-` for stdin, `REV:path` for git.
-    pub(crate) source: String,
+    pub source: String,
     /// 1-based line where the object starts (for JSON list items: the line of the list).
-    pub(crate) line: usize,
+    pub line: usize,
     pub value: Value,
 }
 
@@ -113,8 +113,8 @@ pub enum ManifestError {
 }
 
 impl ManifestError {
-    /// The file the error is about, when there is one.
-    pub(crate) fn source_name(&self) -> Option<&str> {
+    /// The file the error is about, when there is one (`pub`: the fuzz target checks it).
+    pub fn source_name(&self) -> Option<&str> {
         match self {
             ManifestError::Io { source_name, .. }
             | ManifestError::TooLarge { source_name, .. }
@@ -128,7 +128,7 @@ impl ManifestError {
     }
 
     /// 1-based line and column, when known.
-    pub(crate) fn position(&self) -> Option<(usize, usize)> {
+    pub fn position(&self) -> Option<(usize, usize)> {
         match self {
             ManifestError::NotUtf8 { line, column, .. }
             | ManifestError::Yaml { line, column, .. }

@@ -132,11 +132,7 @@ where
 
     if !is_json(parts.headers.get(header::CONTENT_TYPE)) {
         let got = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("none");
-        return status_response(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "UnsupportedMediaType",
-            format!("Content-Type must be application/json, got {got}"),
-        );
+        return unsupported_media_type(endpoint, got);
     }
     let too_large = || {
         status_response(
@@ -313,6 +309,19 @@ fn protocol_error(endpoint: Endpoint, error: ProtocolError) -> Response {
     status_response(StatusCode::BAD_REQUEST, "BadRequest", error.to_string())
 }
 
+fn unsupported_media_type(endpoint: Endpoint, got: &str) -> Response {
+    tracing::warn!(
+        webhook = endpoint.path(),
+        content_type = got,
+        "request with a Content-Type other than application/json"
+    );
+    status_response(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "UnsupportedMediaType",
+        format!("Content-Type must be application/json, got {got}"),
+    )
+}
+
 fn not_found<B>(req: &http::Request<B>) -> Response {
     tracing::warn!(path = req.uri().path(), method = %req.method(), "request for an unknown path");
     status_response(
@@ -372,4 +381,44 @@ fn json_response(code: StatusCode, body: Vec<u8>) -> Response {
     *response.status_mut() = code;
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
+}
+
+#[cfg(test)]
+mod log_tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A 415 is a protocol failure like the others: it says so in the log, with what came.
+    #[test]
+    fn a_wrong_content_type_is_logged() {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber =
+            tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).without_time().finish();
+        let response =
+            tracing::subscriber::with_default(subscriber, || unsupported_media_type(Endpoint::Validate, "text/plain"));
+        assert_eq!(response.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+        let logged = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        assert!(logged.contains("WARN"), "{logged}");
+        assert!(
+            logged.contains("content_type=\"text/plain\"") || logged.contains("content_type=text/plain"),
+            "{logged}"
+        );
+        assert!(logged.contains(Endpoint::Validate.path()), "{logged}");
+    }
 }

@@ -126,6 +126,22 @@ fn inputs_have_defaults_that_need_no_placeholder() {
     assert_eq!(a["runs"]["using"], "composite");
 }
 
+/// docs/ci.md names every input of the action, and its GitLab job fails a run that checked no
+/// TrainJob (`--strict`), as the Action's example does.
+#[test]
+fn the_docs_name_every_input_and_the_gitlab_job_is_strict() {
+    let docs = std::fs::read_to_string(repo().join("docs/ci.md")).unwrap();
+    let inputs_paragraph = docs.split("\nInputs: ").nth(1).expect("the Inputs paragraph");
+    let inputs_paragraph = inputs_paragraph.split("\n\n").next().unwrap();
+    for name in action()["inputs"].as_object().unwrap().keys() {
+        assert!(inputs_paragraph.contains(&format!("`{name}`")), "docs/ci.md does not name the input {name}");
+    }
+    let gitlab = docs.split("## GitLab CI").nth(1).expect("the GitLab section");
+    let job = gitlab.split("```yaml").nth(1).unwrap().split("```").next().unwrap();
+    let run = job.lines().find(|l| l.contains("trainguard validate")).expect("the validate line");
+    assert!(run.contains("--strict"), "{run}");
+}
+
 #[test]
 fn downloads_the_release_checks_it_and_validates() {
     let tmp = tempfile::tempdir().unwrap();

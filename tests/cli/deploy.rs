@@ -874,6 +874,53 @@ fn controller_ships_in_report_mode_and_the_documented_switch_acts() {
     assert_eq!(serve.controller.planner.controller_mode, Mode::Act);
 }
 
+/// The overlay docs/operations.md gives for another namespace, rendered as a user lays it out:
+/// no reference to `trainguard-system` is left (cert-manager's annotations, the certificate's
+/// DNS names, RBAC subjects, the webhooks' Service), and no Namespace object is shipped, so a
+/// shared namespace is never relabelled `restricted`.
+#[test]
+fn the_documented_namespace_overlay_renames_every_reference() {
+    let docs = std::fs::read_to_string(repo().join("docs/operations.md")).unwrap();
+    let start = docs.find("# my-trainguard/kustomization.yaml, another namespace").expect("the recipe in the docs");
+    let yaml: String =
+        docs[start..].lines().take_while(|l| !l.trim_start().starts_with("```")).map(|l| format!("{l}\n")).collect();
+    let tmp = tempfile::tempdir().unwrap();
+    copy_dir(&repo().join("deploy"), &tmp.path().join("trainguard/deploy"));
+    let overlay = tmp.path().join("my-trainguard");
+    std::fs::create_dir_all(&overlay).unwrap();
+    std::fs::write(overlay.join("kustomization.yaml"), yaml).unwrap();
+    let r = render(&overlay);
+    let text = serde_json::to_string(&r.objects).unwrap();
+    assert!(!text.contains("trainguard-system"), "a reference to the old namespace is left:\n{text}");
+    assert!(r.objects.iter().all(|o| o["kind"] != "Namespace"), "no Namespace object: the user's stays as it is");
+    for o in &r.objects {
+        if let Some(ns) = o["metadata"]["namespace"].as_str() {
+            assert_eq!(ns, "ml-platform", "{} {}", o["kind"], o["metadata"]["name"]);
+        }
+    }
+    for kind in ["ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"] {
+        let name = if kind.starts_with("Validating") { "trainguard-validating" } else { "trainguard-mutating" };
+        let w = r.raw(kind, name);
+        assert_eq!(w["metadata"]["annotations"]["cert-manager.io/inject-ca-from"], "ml-platform/trainguard-serving");
+        for hook in w["webhooks"].as_array().unwrap() {
+            assert_eq!(hook["clientConfig"]["service"]["namespace"], "ml-platform", "{kind}");
+        }
+    }
+    let cert = r.raw("Certificate", "trainguard-serving");
+    assert_eq!(
+        cert["spec"]["dnsNames"],
+        json!(["trainguard-webhook.ml-platform.svc", "trainguard-webhook.ml-platform.svc.cluster.local"])
+    );
+    let mut subjects = 0;
+    for o in r.objects.iter().filter(|o| o["kind"] == "ClusterRoleBinding" || o["kind"] == "RoleBinding") {
+        for s in o["subjects"].as_array().unwrap() {
+            assert_eq!(s["namespace"], "ml-platform", "{}", o["metadata"]["name"]);
+            subjects += 1;
+        }
+    }
+    assert!(subjects >= 3, "the bindings of both service accounts: {subjects}");
+}
+
 /// The webhook-only install (kustomize component, Helm `controller.enabled=false`) is the split
 /// install without anything of the controller: no controller Deployment, ServiceAccount,
 /// ClusterRole or Lease Role; the webhook's Deployment and RBAC as in the full install.
@@ -919,7 +966,7 @@ fn webhook_only_install_grants_only_what_the_webhook_reads() {
         without_instance_label(o);
     }
     let chart = by_kind_and_name(&chart);
-    let mut kustomize = by_kind_and_name(&kustomize);
+    let mut kustomize = by_kind_and_name(&with_chart_test_image(kustomize));
     assert!(kustomize.remove("Namespace \"trainguard-system\"").is_some());
     assert_eq!(chart.keys().collect::<Vec<_>>(), kustomize.keys().collect::<Vec<_>>());
     for (key, object) in &kustomize {
@@ -1163,14 +1210,44 @@ fn helm(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// `helm template RELEASE` in `namespace` with `overrides` as a values file.
+/// The image a user sets (the chart refuses its unpublished default).
+const CHART_TEST_IMAGE: &str = "registry.example.com/trainguard";
+
+/// What `helm install` finds on a Kubernetes >= 1.30 cluster and `helm template` is told.
+const SERVES_POLICY: [&str; 2] = ["--api-versions", "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy"];
+
+/// `helm template RELEASE` in `namespace` with `overrides` as a values file (and an image with a
+/// registry unless the overrides set one).
 fn render_release(release: &str, namespace: &str, overrides: Value) -> Rendered {
+    render_release_with(release, namespace, overrides, &SERVES_POLICY)
+}
+
+fn render_release_with(release: &str, namespace: &str, mut overrides: Value, extra: &[&str]) -> Rendered {
+    if overrides.pointer("/image/repository").is_none() {
+        overrides["image"]["repository"] = json!(CHART_TEST_IMAGE);
+    }
     let values = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(values.path(), overrides.to_string()).unwrap();
-    let text = helm(&["template", release, CHART, "-n", namespace, "-f", values.path().to_str().unwrap()]);
+    let mut args = vec!["template", release, CHART, "-n", namespace, "-f", values.path().to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let text = helm(&args);
     let objects: Vec<Value> = serde_saphyr::from_multiple(&text).expect("helm output is YAML");
     let objects = objects.into_iter().filter(|o| !o.is_null()).collect();
     Rendered { what: format!("{CHART} as {release} in {namespace}"), objects }
+}
+
+/// The overlay's objects with the chart's test image: the chart needs an image with a registry,
+/// the overlay's `images:` is what `make deploy` sets.
+fn with_chart_test_image(mut r: Rendered) -> Rendered {
+    r.objects = r
+        .objects
+        .into_iter()
+        .map(|o| {
+            let text = o.to_string().replace("\"image\":\"trainguard:", &format!("\"image\":\"{CHART_TEST_IMAGE}:"));
+            serde_json::from_str(&text).unwrap()
+        })
+        .collect();
+    r
 }
 
 fn render_chart(namespace: &str, overrides: Value) -> Rendered {
@@ -1202,13 +1279,49 @@ fn chart_renders_the_cert_manager_overlay() {
         without_instance_label(o);
     }
     let chart = by_kind_and_name(&chart);
-    let mut kustomize = by_kind_and_name(&render_cert_manager());
+    let mut kustomize = by_kind_and_name(&with_chart_test_image(render_cert_manager()));
     // Helm installs into an existing namespace (`--create-namespace`); the chart has no Namespace.
     assert!(kustomize.remove("Namespace \"trainguard-system\"").is_some());
     assert_eq!(chart.keys().collect::<Vec<_>>(), kustomize.keys().collect::<Vec<_>>());
     for (key, object) in &kustomize {
         assert_eq!(&chart[key], object, "{key}: chart and kustomize differ");
     }
+}
+
+/// The chart refuses the unpublished default image, as `make deploy` does, and renders the
+/// opt-out ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1) only where the cluster
+/// serves it: not on Kubernetes 1.29, which the chart supports.
+#[test]
+fn chart_refuses_the_default_image_and_gates_the_admission_policy() {
+    let values = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(values.path(), "{}").unwrap();
+    let out = Command::new(tool("helm"))
+        .args(["template", "trainguard", CHART, "-n", NAMESPACE, "-f", values.path().to_str().unwrap()])
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the default image renders");
+    assert!(stderr.contains("image.repository \"trainguard\" names no registry"), "{stderr}");
+
+    let policy = |r: &Rendered| r.objects.iter().any(|o| o["kind"] == "ValidatingAdmissionPolicy");
+    // (extra helm flags, policy rendered)
+    let cases: &[(&[&str], bool)] = &[
+        (&SERVES_POLICY, true),
+        (&["--kube-version", "1.30.0", SERVES_POLICY[0], SERVES_POLICY[1]], true),
+        // A 1.29 cluster, or a render told nothing: no v1 policy the API server would refuse.
+        (&["--kube-version", "1.29.4"], false),
+        (&[], false),
+    ];
+    for (extra, want) in cases {
+        let r = render_release_with("trainguard", NAMESPACE, json!({}), extra);
+        assert_eq!(policy(&r), *want, "{extra:?}");
+        let bindings = r.objects.iter().any(|o| o["kind"] == "ValidatingAdmissionPolicyBinding");
+        assert_eq!(bindings, *want, "{extra:?}: the binding goes with its policy");
+    }
+    let chart: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(repo().join(CHART).join("Chart.yaml")).unwrap()).unwrap();
+    assert_eq!(chart["kubeVersion"], ">=1.29.0-0", "1.29 stays supported, without the policy");
 }
 
 #[test]
@@ -1440,6 +1553,21 @@ fn chart_version_follows_the_crate() {
         .image
         .unwrap();
     assert_eq!(image, format!("r.example.com/tg:{version}"));
+    // The manifests' tag and every install line of the README and docs name the version the
+    // binary says (`trainguard --version`): what main ships, not an older release.
+    let tag = container(&render_cert_manager().deployment()).image.unwrap();
+    assert_eq!(tag, format!("trainguard:{version}"));
+    for doc in ["README.md", "docs/operations.md", "certs/README.md"] {
+        let text = std::fs::read_to_string(repo().join(doc)).unwrap();
+        let mut lines = 0;
+        let installs =
+            text.lines().filter(|l| l.contains("make deploy IMAGE=REGISTRY/trainguard:") && !l.contains(":TAG"));
+        for line in installs {
+            assert!(line.contains(&format!("IMAGE=REGISTRY/trainguard:{version}")), "{doc}: {line}");
+            lines += 1;
+        }
+        assert!(lines > 0, "{doc} shows the install command");
+    }
 }
 
 #[test]
@@ -1501,7 +1629,7 @@ fn chart_second_release_collides_with_nothing() {
 /// NOTES.txt as `helm install` prints it, for the values that change what is left to do.
 #[test]
 fn chart_passes_helm_lint_and_renders_its_notes() {
-    helm(&["lint", "--strict", CHART]);
+    helm(&["lint", "--strict", CHART, "--set", "image.repository=registry.example.com/trainguard"]);
     // (values, must contain, must not contain)
     let cases: &[(&[&str], &[&str], &[&str])] = &[
         (
@@ -1529,6 +1657,7 @@ fn chart_passes_helm_lint_and_renders_its_notes() {
     ];
     for (sets, want, not) in cases {
         let mut args = vec!["install", "team-b", CHART, "-n", "ml", "--dry-run=client"];
+        args.extend(["--set", "image.repository=registry.example.com/trainguard"]);
         for set in *sets {
             args.extend(["--set", set]);
         }
@@ -1608,6 +1737,7 @@ fn chart_refuses_values_that_would_be_silently_wrong() {
         std::fs::write(file.path(), values.to_string()).unwrap();
         let out = Command::new(tool("helm"))
             .args(["template", "trainguard", CHART, "-f", file.path().to_str().unwrap()])
+            .args(["--set", "image.repository=registry.example.com/trainguard"])
             .current_dir(repo())
             .output()
             .unwrap();
@@ -1648,7 +1778,12 @@ const FAKE_KUBECTL: &str = r#"#!/usr/bin/env bash
 echo "$*" >>"$FAKE_DIR/calls"
 case "$1" in
   kustomize) exec "$REAL_KUBECTL" "$@" ;;
+  config) grep -qx NO-CONTEXT "$FAKE_DIR/crds" && exit 1; echo fake-context ;;
   get)
+    if [[ "$2" == --raw ]]; then
+      grep -qx NO-CLUSTER "$FAKE_DIR/crds" && { echo "the server could not find the requested resource"; exit 1; }
+      echo '{"major":"1","minor":"31","gitVersion":"v1.31.0"}'; exit 0
+    fi
     shift 2
     for crd in "$@"; do grep -qx "$crd" "$FAKE_DIR/crds" || { echo "crd $crd not found" >&2; exit 1; }; done ;;
   apply) cp "$3" "$FAKE_DIR/applied.yaml" ;;
@@ -1718,7 +1853,11 @@ fn make_deploy_installs_in_order_and_refuses_what_would_break_writes() {
     let cm = ["certificates.cert-manager.io", "issuers.cert-manager.io"];
     let all = [trainjob, cm[0], cm[1]];
     let only_trainjob = [trainjob];
+    let no_context = ["NO-CONTEXT", trainjob, cm[0], cm[1]];
+    let no_cluster = ["NO-CLUSTER", trainjob, cm[0], cm[1]];
     let ordered = [
+        "config current-context",
+        "get --raw /version",
         "get crd trainjobs.trainer.kubeflow.org",
         "get crd certificates.cert-manager.io issuers.cert-manager.io",
         "kustomize",
@@ -1733,15 +1872,34 @@ fn make_deploy_installs_in_order_and_refuses_what_would_break_writes() {
         (&["IMAGE=trainguard:0.1.0"], &all, 0, 2, "names no registry", &[], None),
         (&["IMAGE=registry.example.com/trainguard"], &all, 0, 2, "has no tag or digest", &[], None),
         (&["IMAGE=r.example.com/tg:1", "OVERLAY=plain"], &all, 0, 2, "use cert-manager or static-certs", &[], None),
-        (&["IMAGE=r.example.com/tg:1"], &cm, 0, 2, "the TrainJob CRD", &ordered[..1], None),
-        (&["IMAGE=r.example.com/tg:1"], &only_trainjob, 0, 2, "cert-manager is not installed", &ordered[..2], None),
+        // No cluster: said first, not "the TrainJob CRD is not installed".
+        (
+            &["IMAGE=r.example.com/tg:1"],
+            &no_context,
+            0,
+            2,
+            "no cluster reachable: kubectl has no current context",
+            &ordered[..1],
+            None,
+        ),
+        (
+            &["IMAGE=r.example.com/tg:1"],
+            &no_cluster,
+            0,
+            2,
+            "no cluster reachable: kubectl context \"fake-context\"",
+            &ordered[..2],
+            None,
+        ),
+        (&["IMAGE=r.example.com/tg:1"], &cm, 0, 2, "the TrainJob CRD", &ordered[..3], None),
+        (&["IMAGE=r.example.com/tg:1"], &only_trainjob, 0, 2, "cert-manager is not installed", &ordered[..4], None),
         (
             &["IMAGE=r.example.com/tg:1"],
             &all,
             1,
             2,
             "the webhooks were NOT registered",
-            &ordered[..5],
+            &ordered[..7],
             Some("r.example.com/tg:1"),
         ),
         (&["IMAGE=r.example.com/tg:1"], &all, 0, 0, "registering the webhooks", &ordered, Some("r.example.com/tg:1")),

@@ -6,8 +6,10 @@ mod support;
 
 mod action;
 mod deploy;
+mod makefile;
 mod monitoring;
 mod plan_cli;
 mod review;
 mod schema;
+mod serve_cli;
 mod validate;

@@ -169,6 +169,7 @@ fn helm_rendered_rule() -> Value {
     let helm = tool("helm");
     let out = Command::new(&helm)
         .args(["template", "trainguard", "deploy/helm/trainguard", "-n", "trainguard-system"])
+        .args(["--set", "image.repository=registry.example.com/trainguard"])
         .args(["--set", "monitoring.prometheusRule.enabled=true", "--show-only", "templates/prometheusrule.yaml"])
         .current_dir(repo())
         .output()
@@ -385,6 +386,7 @@ fn monitoring_component_and_chart_values_scrape_the_metrics_service() {
     let helm = tool("helm");
     let out = Command::new(&helm)
         .args(["template", "team-b", "deploy/helm/trainguard", "-n", "ml"])
+        .args(["--set", "image.repository=registry.example.com/trainguard"])
         .args(["--set", "monitoring.serviceMonitor.enabled=true", "--set", "monitoring.prometheusRule.enabled=true"])
         .current_dir(repo())
         .output()

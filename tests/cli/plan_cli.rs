@@ -52,6 +52,10 @@ fn fixtures_line_by_line() {
     ];
     for (snapshot, flags, expected) in cases {
         let mut args = vec!["--snapshot".to_string(), data(snapshot)];
+        // The expected plans are act mode's, asked for as a user must; report mode is the default.
+        if !flags.contains(&"--controller-mode") {
+            args.extend(["--controller-mode".to_string(), "act".to_string()]);
+        }
         args.extend(flags.iter().map(|s| s.to_string()));
         let out = plan(&args.iter().map(String::as_str).collect::<Vec<_>>());
         assert!(out.status.success(), "{snapshot}: {}", String::from_utf8_lossy(&out.stderr));
@@ -69,8 +73,14 @@ fn fixtures_line_by_line() {
 #[test]
 fn every_line_has_the_fields_spec_5_requires() {
     for snapshot in ["ttl-and-suspend.yaml", "node-failure.yaml", "brake.yaml", "restore.json", "upstream-gaps.yaml"] {
-        let out =
-            plan(&["--snapshot", &data(snapshot), "--now", "2025-01-01T00:08:00Z", "--stash-ttl-on-stuck-suspend"]);
+        let out = plan(&[
+            "--snapshot",
+            &data(snapshot),
+            "--now",
+            "2025-01-01T00:08:00Z",
+            "--stash-ttl-on-stuck-suspend",
+            "--controller-mode=act",
+        ]);
         for line in String::from_utf8(out.stdout).unwrap().lines() {
             let v: Value = serde_json::from_str(line).unwrap();
             for field in ["action", "kind", "namespace", "name", "uid", "rule", "reason"] {
@@ -90,6 +100,42 @@ fn every_line_has_the_fields_spec_5_requires() {
                 assert!(v["patch"].is_object(), "{line}");
             }
         }
+    }
+}
+
+/// Without `--controller-mode`, and with `report`, no line is a write: each is `would-…`, and the
+/// same plan as act mode's otherwise (the same objects, in the same order).
+#[test]
+fn report_is_the_default_and_prints_no_writes() {
+    const WRITES: [&str; 4] = ["delete-job", "force-delete-pod", "patch-pod-status", "patch-job"];
+    for snapshot in ["ttl-and-suspend.yaml", "node-failure.yaml", "upstream-gaps.yaml", "restore.json"] {
+        let base = ["--snapshot", &data(snapshot), "--now", "2025-01-01T00:08:00Z"].map(str::to_string);
+        let run = |extra: &[&str]| {
+            let args: Vec<&str> = base.iter().map(String::as_str).chain(extra.iter().copied()).collect();
+            let out = plan(&args);
+            assert!(out.status.success(), "{snapshot}");
+            let lines: Vec<Value> =
+                String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+            (lines, String::from_utf8(out.stderr).unwrap())
+        };
+        let (default, stderr) = run(&[]);
+        let (report, _) = run(&["--controller-mode=report"]);
+        let (act, act_stderr) = run(&["--controller-mode=act"]);
+        assert_eq!(default, report, "{snapshot}: report is the default");
+        assert!(stderr.contains("in report mode"), "{snapshot}: {stderr}");
+        assert!(act_stderr.contains("in act mode"), "{snapshot}: {act_stderr}");
+        assert_eq!(default.len(), act.len(), "{snapshot}");
+        let mut would = 0;
+        for (r, a) in default.iter().zip(&act) {
+            let (r_action, a_action) = (r["action"].as_str().unwrap(), a["action"].as_str().unwrap());
+            assert!(!WRITES.contains(&r_action), "{snapshot}: report mode printed a write: {r}");
+            if WRITES.contains(&a_action) {
+                assert_eq!(r_action, format!("would-{a_action}"), "{snapshot}");
+                would += 1;
+            }
+            assert_eq!((&r["kind"], &r["name"], &r["rule"]), (&a["kind"], &a["name"], &a["rule"]), "{snapshot}");
+        }
+        assert!(would > 0, "{snapshot}: the fixture plans some write in act mode");
     }
 }
 

@@ -6,7 +6,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 const U2_MESSAGE: &str = "spec.podSpecOverrides: Forbidden: can only be changed while the TrainJob is suspended: \
-     set spec.suspend to true, wait until JobSet ml-team/llama has no active jobs, then edit";
+     set spec.suspend to true (this stops training and loses progress since the last checkpoint), wait until JobSet \
+     ml-team/llama has no active jobs (kubectl -n ml-team get jobs -l jobset.sigs.k8s.io/jobset-name=llama), then \
+     edit, and set spec.suspend back to false to resume";
+const U5_DETAIL: &str = "the old manifest has spec.suspend false, so TrainJob ml-team/llama runs and its JobSet \
+     has active jobs: the cluster denies suspending and changing in one update (G1). Make it two changes: first set \
+     spec.suspend to true alone and apply it, wait until JobSet ml-team/llama has no active jobs (kubectl -n ml-team \
+     get jobs -l jobset.sigs.k8s.io/jobset-name=llama), then change the overrides";
 const OFFLINE_WARNING: &str = "trainguard: JobSet ml-team/llama was not consulted (no cluster state); only the \
      TrainJob's own status was checked";
 
@@ -105,8 +111,12 @@ fn spec_rows() {
         ("u3-g4-status-active", &[], 1, "replicated job \"node\" of TrainJob ml-team/llama has 3 active jobs"),
         ("u4-resume", &[], 0, warned),
         ("u4-resume", &["--suspend-rule", "new"], 1, "(--suspend-rule=new)"),
-        ("u5-suspend-and-change", &[], 0, warned),
-        ("u5-suspend-and-change", &["--strict"], 1, "denied: trainguard: JobSet ml-team/llama was not consulted"),
+        // U5 offline: the old manifest says the job runs, so its JobSet is active and the cluster
+        // denies the single update; a finished job's status says nothing runs.
+        ("u5-suspend-and-change", &[], 1, &format!("denied: spec.runtimePatches: Forbidden: {U5_DETAIL}")),
+        ("u5-suspend-and-change", &["--strict"], 1, "denied: spec.runtimePatches: Forbidden: the old manifest"),
+        ("u5-finished-job", &[], 0, warned),
+        ("u5-finished-job", &["--strict"], 1, "denied: trainguard: JobSet ml-team/llama was not consulted"),
         // M rules
         (
             "m1-managedby-changed",
@@ -333,19 +343,34 @@ mod git {
         assert!(run.stdout.contains("1 TrainJob checked: 0 allowed, 1 denied"), "{}", run.stdout);
     }
 
+    /// Following a U2 denial's advice in one commit (suspend and change) is what the cluster
+    /// denies next: the base says the job runs. Two commits (suspend first, then the change) pass.
     #[test]
-    fn suspending_and_changing_together_passes_with_a_warning_and_fails_strict() {
+    fn suspending_and_changing_in_one_commit_fails_and_two_commits_pass() {
         let dir = repo(|d| std::fs::write(d.join("jobs/llama.yaml"), job(true, "h100")).unwrap());
         let run = validate(dir.path(), &["--git-base", "HEAD~1", "."]);
-        assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
-        assert!(run.stdout.contains(&format!("(jobs/llama.yaml:1): allowed (UPDATE); warning: {OFFLINE_WARNING}")));
-        let strict = validate(dir.path(), &["--git-base", "HEAD~1", "--strict", "."]);
-        assert_eq!(strict.code, 1, "{}", strict.stdout);
+        assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
         assert!(
-            strict.stdout.contains("denied: trainguard: JobSet ml-team/llama was not consulted"),
+            run.stdout.contains(&format!("(jobs/llama.yaml:1): denied: spec.podSpecOverrides: Forbidden: {U5_DETAIL}")),
             "{}",
-            strict.stdout
+            run.stdout
         );
+        // First commit: suspend only (U1, no check); second: change while suspended (U3, offline).
+        let d = dir.path();
+        std::fs::write(d.join("jobs/llama.yaml"), job(false, "a100")).unwrap();
+        git(d, &["commit", "-qam", "back"]);
+        std::fs::write(d.join("jobs/llama.yaml"), job(true, "a100")).unwrap();
+        git(d, &["commit", "-qam", "suspend"]);
+        let suspend = validate(d, &["--git-base", "HEAD~1", "."]);
+        assert_eq!(suspend.code, 0, "{}", suspend.stdout);
+        assert!(suspend.stdout.contains("(jobs/llama.yaml:1): allowed (UPDATE)\n"), "{}", suspend.stdout);
+        std::fs::write(d.join("jobs/llama.yaml"), job(true, "h100")).unwrap();
+        git(d, &["commit", "-qam", "change"]);
+        let change = validate(d, &["--git-base", "HEAD~1", "."]);
+        assert_eq!(change.code, 0, "{}", change.stdout);
+        assert!(change.stdout.contains(&format!("allowed (UPDATE); warning: {OFFLINE_WARNING}")), "{}", change.stdout);
+        let strict = validate(d, &["--git-base", "HEAD~1", "--strict", "."]);
+        assert_eq!(strict.code, 1, "{}", strict.stdout);
     }
 
     #[test]
@@ -500,7 +525,8 @@ fn records(format: &str, run: &Run) -> (usize, usize, usize) {
         }
         "junit" => {
             let suite = check_junit(&run.stdout);
-            (suite.errors, suite.skipped, suite.tests - suite.errors - suite.skipped)
+            assert_eq!(suite.skipped, 0, "nothing is skipped: warnings are not test cases");
+            (suite.errors, suite.warnings, suite.tests - suite.errors)
         }
         other => panic!("{other}"),
     }
@@ -565,8 +591,11 @@ fn the_sarif_schema_refuses_a_broken_log() {
 #[derive(Debug)]
 struct Suite {
     tests: usize,
+    failures: usize,
     errors: usize,
     skipped: usize,
+    /// Input warnings: lines `warning: …` in the suite's system-err.
+    warnings: usize,
 }
 
 /// JUnit XML as Jenkins' junit-10.xsd (the schema GitLab, Jenkins and most CI readers follow)
@@ -586,9 +615,14 @@ fn check_junit(text: &str) -> Suite {
     };
     assert!(suite.attribute("name").is_some());
     let mut seen = [0usize; 4]; // tests, failures, errors, skipped
+    let mut warnings = 0;
     for case in suite.children().filter(|n| n.is_element()) {
         match case.tag_name().name() {
             "properties" => continue,
+            "system-err" => {
+                warnings += case.text().unwrap_or("").lines().filter(|l| l.starts_with("warning: ")).count();
+                continue;
+            }
             "testcase" => {}
             other => panic!("<{other}> in a testsuite"),
         }
@@ -618,7 +652,7 @@ fn check_junit(text: &str) -> Suite {
             "attribute counts match the test cases"
         );
     }
-    Suite { tests: seen[0], errors: seen[2], skipped: seen[3] }
+    Suite { tests: seen[0], failures: seen[1], errors: seen[2], skipped: seen[3], warnings }
 }
 
 /// (case, args, exit, errors, warnings, TrainJobs checked, part of the summary, part of the output)
@@ -673,9 +707,21 @@ fn every_input_is_one_record_in_every_format() {
             "; 1 input warning",
             "missing-old.yaml: cannot read",
         ),
+        // A look-alike fails the run by default: the cluster has no such kind, and the job was
+        // not checked.
         (
             "near misses",
             &["../near"],
+            2,
+            2,
+            0,
+            0,
+            "0 TrainJobs checked",
+            "did you mean apiVersion: trainer.kubeflow.org/v1alpha1?",
+        ),
+        (
+            "near misses, allowed look-alikes",
+            &["--allow-look-alikes", "../near"],
             0,
             0,
             3,
@@ -684,8 +730,8 @@ fn every_input_is_one_record_in_every_format() {
             "did you mean apiVersion: trainer.kubeflow.org/v1alpha1?",
         ),
         (
-            "near misses, strict",
-            &["--strict", "../near"],
+            "near misses, allowed look-alikes, strict",
+            &["--strict", "--allow-look-alikes", "../near"],
             1,
             0,
             3,
@@ -735,11 +781,16 @@ fn every_input_is_one_record_in_every_format() {
             assert!(!run.stderr.contains("(os error 2): No such file"), "{what}");
         }
     }
-    // Near misses point at the object's line.
-    let run = validate(&data("near"), &["-o", "github", "typos.yaml"]);
-    let lines: Vec<&str> = run.stdout.lines().filter(|l| l.starts_with("::warning")).collect();
-    assert!(lines[0].starts_with("::warning file=typos.yaml,line=1,"), "{}", run.stdout);
-    assert!(lines[1].starts_with("::warning file=typos.yaml,line=10,"), "{}", run.stdout);
+    // Near misses point at the object's line: errors by default, warnings when allowed.
+    for (args, command) in [
+        (&["-o", "github", "typos.yaml"][..], "::error"),
+        (&["-o", "github", "--allow-look-alikes", "typos.yaml"][..], "::warning"),
+    ] {
+        let run = validate(&data("near"), args);
+        let lines: Vec<&str> = run.stdout.lines().filter(|l| l.starts_with(command)).collect();
+        assert!(lines[0].starts_with(&format!("{command} file=typos.yaml,line=1,")), "{}", run.stdout);
+        assert!(lines[1].starts_with(&format!("{command} file=typos.yaml,line=10,")), "{}", run.stdout);
+    }
 }
 
 /// Denials and warnings in SARIF and JUnit: where they are, and what they say.
@@ -772,6 +823,24 @@ fn sarif_and_junit_carry_denials_and_warnings() {
     assert!(run.stdout.contains("classname=\"new/second.yaml\""), "{}", run.stdout);
 }
 
+/// A reader that stops early (`trainguard completion fish | head -2`) is no panic: exit 0.
+#[test]
+fn completion_into_a_closed_pipe_exits_cleanly() {
+    for shell in ["bash", "zsh", "fish"] {
+        let mut child = Command::new(bin())
+            .args(["completion", shell])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take()); // the reader is gone before the first write
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{shell}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{shell}: {stderr}");
+    }
+}
+
 #[test]
 fn completion_scripts_and_help() {
     for (shell, marker) in [("bash", "complete -F"), ("zsh", "#compdef trainguard"), ("fish", "complete -c trainguard")]
@@ -790,6 +859,29 @@ fn completion_scripts_and_help() {
     }
     let help = String::from_utf8(trainguard(&data("rows"), &["--help"], None).stdout).unwrap();
     assert!(help.contains("Examples:") && help.contains("completion"), "{help}");
+}
+
+/// When the schema check also sees a field the webhook denies, `validate` still says what the
+/// webhook says (its rule first, its advice), and the schema's finding beside it.
+#[test]
+fn the_webhook_message_and_rule_stay_beside_the_schema_finding() {
+    let job = "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: llama\n  namespace: ml\n\
+        spec:\n  managedBy: example.com/other\n  runtimeRef:\n    name: torch-distributed\n";
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("job.yaml"), job).unwrap();
+    let run = validate(dir.path(), &["--schema", "on", "-o", "json", "job.yaml"]);
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    let v: serde_json::Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    assert_eq!(v["rule"], "M2,schema", "{v}");
+    let message = v["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "[spec.managedBy: Invalid value: \"example.com/other\": must be one of \"trainer.kubeflow.org/trainjob-controller\", \"kueue.x-k8s.io/multikueue\"; leave it unset for Trainer's own controller, spec.managedBy: "
+        ),
+        "the webhook's own message first: {message}"
+    );
+    let causes = v["causes"].as_array().unwrap();
+    assert_eq!(causes.len(), 2, "{causes:?}");
 }
 
 /// (directory, args, (field, line) of each error)
@@ -814,9 +906,9 @@ fn field_errors_carry_their_lines() {
         (
             dir.path(),
             &["--schema", "on", "multi.yaml"],
-            // The schema's findings first: the unknown numNode (the API server's 400 comes before
-            // validation), then managedBy outside the CRD's rule.
-            &[("spec.trainer.numNode", 15), ("spec.managedBy", 11), ("metadata.name", 8)],
+            // The webhook's errors as the webhook says them (M2, name), then the schema's findings
+            // beside them (managedBy outside the CRD's values, the unknown numNode).
+            &[("spec.managedBy", 11), ("metadata.name", 8), ("spec.managedBy", 11), ("spec.trainer.numNode", 15)],
         ),
     ];
     for (dir, args, want) in cases {
@@ -921,4 +1013,75 @@ spec:
 
     let quiet = validate_stdin(&dir, &["-", "--quiet"], Some(runtime));
     assert_eq!((quiet.code, quiet.stdout.as_str(), quiet.stderr.as_str()), (0, "", ""));
+
+    // The summary counts the warning it printed; JUnit has it in system-err, not as a test.
+    assert!(text.stdout.contains("; 1 input warning"), "{}", text.stdout);
+    let junit = validate_stdin(&dir, &["-", "--output", "junit"], Some(runtime));
+    let suite = check_junit(&junit.stdout);
+    assert_eq!((suite.tests, suite.failures, suite.skipped, suite.warnings), (1, 0, 0, 1), "{}", junit.stdout);
+    assert!(junit.stderr.contains("; 1 input warning"), "{}", junit.stderr);
+}
+
+/// JUnit counts TrainJobs, not fields: 4 TrainJobs, 3 denied with 2 fields each, are 4 tests and
+/// 3 failures, each failure listing its fields on their lines.
+#[test]
+fn junit_has_one_test_case_per_trainjob() {
+    let job = |name: &str, managed_by: &str| {
+        format!(
+            "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: {name}\n  namespace: ml\n\
+             spec:\n  managedBy: {managed_by}\n  runtimeRef:\n    name: torch\n"
+        )
+    };
+    let ok = "trainer.kubeflow.org/trainjob-controller";
+    let text = [job("good", ok), job("Bad_1", "x/y"), job("Bad_2", "x/y"), job("Bad_3", "x/y")].join("---\n");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("jobs.yaml"), text).unwrap();
+    let run = validate(dir.path(), &["-o", "junit", "jobs.yaml"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let suite = check_junit(&run.stdout);
+    assert_eq!((suite.tests, suite.failures, suite.errors), (4, 3, 0), "{}", run.stdout);
+    let doc = roxmltree::Document::parse(&run.stdout).unwrap();
+    let failures: Vec<_> = doc.descendants().filter(|n| n.has_tag_name("failure")).collect();
+    for failure in failures {
+        assert_eq!(failure.attribute("type"), Some("M2,name"));
+        let body = failure.text().unwrap();
+        assert_eq!(body.lines().count(), 2, "{body}");
+        assert!(
+            body.lines().any(|l| l.starts_with("jobs.yaml:") && l.contains("spec.managedBy: Invalid value")),
+            "{body}"
+        );
+        assert!(failure.attribute("message").unwrap().starts_with("[spec.managedBy"), "the webhook's message");
+    }
+}
+
+/// SARIF: every ruleId a result uses is a rule of the driver, with a description and help; the
+/// information URI is the repository's (a flag or env sets it), with help pages under it.
+#[test]
+fn sarif_names_its_rules_with_help_and_an_information_uri() {
+    let uri = "https://example.com/acme/trainguard";
+    for args in [
+        vec!["-o", "sarif", "--sarif-information-uri", uri, "--old", "old", "new"],
+        vec!["-o", "sarif", "--old", "old", "new"],
+    ] {
+        let mut cmd = Command::new(bin());
+        cmd.arg("validate").args(&args).env("TRAINGUARD_SCHEMA", "off").current_dir(data("moved"));
+        if !args.contains(&"--sarif-information-uri") {
+            cmd.env("TRAINGUARD_SARIF_INFORMATION_URI", uri);
+        }
+        let out = cmd.output().unwrap();
+        let log: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        check_sarif(&log);
+        let driver = &log["runs"][0]["tool"]["driver"];
+        assert_eq!(driver["informationUri"], uri);
+        let rules = driver["rules"].as_array().expect("rules");
+        for (i, result) in log["runs"][0]["results"].as_array().unwrap().iter().enumerate() {
+            let index = result["ruleIndex"].as_u64().expect("ruleIndex") as usize;
+            let rule = &rules[index];
+            assert_eq!(rule["id"], result["ruleId"], "result {i}");
+            assert!(rule["shortDescription"]["text"].as_str().is_some_and(|t| !t.is_empty()));
+            assert!(rule["help"]["text"].as_str().is_some_and(|t| t.len() > 20));
+            assert!(rule["helpUri"].as_str().unwrap().starts_with(&format!("{uri}/blob/main/docs/")));
+        }
+        assert!(rules.iter().any(|r| r["id"] == "U2"), "{rules:?}");
+    }
 }

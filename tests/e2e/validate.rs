@@ -18,20 +18,7 @@ const RELEASES: &[(&str, &str)] = &[("v2.0.1", "v2.0"), ("v2.1.0", "v2.1"), ("v2
 
 /// (release, row) pairs where `validate` and the API server disagree on purpose, with the reason
 /// (docs/ci.md); `*` matches every release.
-const KNOWN: &[(&str, &str, &str)] = &[
-    (
-        "v2.2.1",
-        "u5-suspend-and-change",
-        "suspend and change in one commit of a running job: the cluster denies it (its JobSet is still \
-     active when the change arrives); validate allows it with a warning",
-    ),
-    (
-        "v2.3.0",
-        "u5-suspend-and-change",
-        "suspend and change in one commit of a running job: the cluster denies it (its JobSet is still \
-     active when the change arrives); validate allows it with a warning",
-    ),
-];
+const KNOWN: &[(&str, &str, &str)] = &[];
 
 fn rows() -> Vec<std::path::PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/validate/rows");

@@ -22,8 +22,8 @@ use crate::trainer::{self, equality};
 
 /// Whether `field` differs between old and new. Byte-identical JSON (the API server re-serialises
 /// the stored object) is decided without reading it. (The rules ask [`changed_shape_errors`], which
-/// also returns the shape errors; the equality tables ask this.)
-#[cfg(test)]
+/// also returns the shape errors; the equality tables and `validate`'s offline U5 prediction ask
+/// this.)
 pub(crate) fn changed(field: OverridesField, old: Option<&RawValue>, new: Option<&RawValue>) -> bool {
     changed_shape_errors(field, old, new).is_some()
 }

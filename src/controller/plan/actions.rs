@@ -258,7 +258,6 @@ impl Action {
     }
 
     /// Writes to the cluster other than events.
-    #[cfg(test)]
     pub(crate) fn is_write(&self) -> bool {
         matches!(
             self,
@@ -278,11 +277,16 @@ pub struct Planned {
 }
 
 impl Planned {
-    /// The JSON line `trainguard plan` prints (docs/controller.md (`trainguard plan`)).
-    pub(crate) fn to_line(&self) -> Value {
+    /// The JSON line `trainguard plan` prints (docs/controller.md (`trainguard plan`)). In report
+    /// mode a write is never printed as one: its action is `would-<action>`.
+    pub(crate) fn to_line(&self, mode: Mode) -> Value {
         let target = self.action.target();
         let mut line = Map::new();
-        line.insert("action".into(), json!(self.action.name()));
+        if mode == Mode::Report && self.action.is_write() {
+            line.insert("action".into(), json!(format!("would-{}", self.action.name())));
+        } else {
+            line.insert("action".into(), json!(self.action.name()));
+        }
         line.insert("kind".into(), json!(target.kind.kind()));
         line.insert("namespace".into(), json!(&*target.id.namespace));
         line.insert("name".into(), json!(&*target.id.name));

@@ -280,7 +280,7 @@ pub(crate) fn plan_json(
     let mut bucket = TokenBucket::per_minute(config.max_force_deletes_per_minute);
     plan_all(&input, &mut bucket)
         .into_iter()
-        .flat_map(|(_, plan)| plan.actions.into_iter().map(|a| a.to_line()))
+        .flat_map(|(_, plan)| plan.actions.into_iter().map(|a| a.to_line(config.mode)))
         .collect()
 }
 

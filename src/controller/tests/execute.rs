@@ -86,7 +86,7 @@ async fn ttl_delete_carries_uid_and_resource_version_preconditions() {
     let job = expired_job();
     let api = FakeApi::new();
     api.on("GET", JOB_PATH, 200, job.clone()).on("DELETE", JOB_PATH, 200, success());
-    let reports = execute(&api, &PlanConfig::default(), 90, works(&[job], 90, &PlanConfig::default())).await;
+    let reports = execute(&api, &PlanConfig::acting(), 90, works(&[job], 90, &PlanConfig::acting())).await;
     assert_eq!(outcomes(&reports), [Outcome::Done]);
     assert_eq!(api.calls(), [format!("GET {JOB_PATH}"), format!("DELETE {JOB_PATH}")]);
     let delete = &api.seen()[1];
@@ -109,7 +109,7 @@ async fn ttl_delete_uses_the_live_resource_version_and_propagation_flag() {
     let job = expired_job();
     let live = set(job.clone(), "/metadata/resourceVersion", json!("456"));
     let config =
-        PlanConfig { ttl_propagation: crate::controller::config::Propagation::Foreground, ..PlanConfig::default() };
+        PlanConfig { ttl_propagation: crate::controller::config::Propagation::Foreground, ..PlanConfig::acting() };
     let api = FakeApi::new();
     api.on("GET", JOB_PATH, 200, live).on("DELETE", JOB_PATH, 200, success());
     execute(&api, &config, 90, works(&[job], 90, &config)).await;
@@ -122,7 +122,7 @@ async fn ttl_delete_uses_the_live_resource_version_and_propagation_flag() {
 #[tokio::test]
 async fn ttl_delete_status_handling() {
     let job = expired_job();
-    let c = PlanConfig::default();
+    let c = PlanConfig::acting();
     // (name, live GET, DELETE answer, outcome, non-event calls, events)
     let cases: Vec<TtlCase> = vec![
         ("gone before the GET", (404, status(404, "NotFound")), None, Outcome::Done, 1, vec![]),
@@ -186,7 +186,7 @@ async fn ttl_delete_status_handling() {
 #[tokio::test]
 async fn repeated_delete_failures_publish_one_event_per_episode() {
     let job = expired_job();
-    let c = PlanConfig::default();
+    let c = PlanConfig::acting();
     let api = FakeApi::new();
     api.on("GET", JOB_PATH, 200, job.clone()).on("DELETE", JOB_PATH, 500, status(500, "InternalError"));
     let mut w = works(std::slice::from_ref(&job), 90, &c);
@@ -211,7 +211,7 @@ fn stuck_pod_world() -> Vec<Value> {
 #[tokio::test]
 async fn force_delete_patches_status_then_deletes_with_grace_zero_and_uid() {
     let objects = stuck_pod_world();
-    let c = PlanConfig::default();
+    let c = PlanConfig::acting();
     let api = FakeApi::new();
     api.on("GET", POD_PATH, 200, objects[1].clone())
         .on("GET", NODE_PATH, 200, objects[2].clone())
@@ -244,7 +244,7 @@ async fn force_delete_patches_status_then_deletes_with_grace_zero_and_uid() {
 #[tokio::test]
 async fn force_delete_rechecks_on_live_state() {
     let objects = stuck_pod_world();
-    let c = PlanConfig::default();
+    let c = PlanConfig::acting();
     let pod = objects[1].clone();
     let dead = objects[2].clone();
     let recreated = set(v1_pod(&objects[0], "a-master-0", "n2"), "/metadata/uid", json!("uid-new"));
@@ -350,7 +350,7 @@ async fn force_delete_rechecks_on_live_state() {
 async fn finalizer_warning_predicted_by_the_plan_is_published_once_after_the_delete() {
     let mut objects = stuck_pod_world();
     objects[1] = set(objects[1].clone(), "/metadata/finalizers", json!(["example.com/keep"]));
-    let c = PlanConfig::default();
+    let c = PlanConfig::acting();
     let w = works(&objects, 420, &c);
     let planned: Vec<&str> = w[0]
         .actions
@@ -392,7 +392,7 @@ async fn force_delete_brake_rechecked_with_the_live_node() {
         node("n5", Some("z")),
         node("n6", Some("z")),
     ];
-    let c = PlanConfig::default();
+    let c = PlanConfig::acting();
     // 3 of 6 (0.5) at planning: it acts.
     let w = works(&objects, 420, &c);
     assert!(w[0].actions.iter().any(|a| matches!(a.action, Action::ForceDeletePod { .. })));
@@ -415,7 +415,7 @@ async fn force_delete_brake_rechecked_with_the_live_node() {
 async fn stash_and_restore_patch_with_the_live_resource_version() {
     let stuck = set(suspended(with_ttl(pytorchjob("a"), 3600)), "/metadata/resourceVersion", json!("200"));
     let evicted = workload(&stuck, vec![cond("Evicted", "True", Some(0))]);
-    let c = PlanConfig { stash_ttl_on_stuck_suspend: true, ..PlanConfig::default() };
+    let c = PlanConfig { stash_ttl_on_stuck_suspend: true, ..PlanConfig::acting() };
     let live = set(stuck.clone(), "/metadata/resourceVersion", json!("201"));
     let api = FakeApi::new();
     api.on("GET", JOB_PATH, 200, live.clone()).on("PATCH", JOB_PATH, 200, live);
@@ -463,7 +463,7 @@ async fn stash_and_restore_patch_with_the_live_resource_version() {
 
 #[tokio::test]
 async fn report_mode_writes_nothing_but_events() {
-    let c = PlanConfig { mode: Mode::Report, stash_ttl_on_stuck_suspend: true, ..PlanConfig::default() };
+    let c = PlanConfig { mode: Mode::Report, stash_ttl_on_stuck_suspend: true, ..PlanConfig::acting() };
     let job = expired_job();
     let pods = stuck_pod_world();
     let stuck = set(suspended(with_ttl(pytorchjob("s"), 3600)), "/metadata/resourceVersion", json!("200"));
@@ -499,7 +499,7 @@ async fn report_mode_writes_nothing_but_events() {
 async fn every_executor_call_is_in_the_api_call_table() {
     // One run touching every kind of call the executor makes; the fake checks each against the
     // table (see `execute`), and here the set of calls is pinned so a new one cannot slip in.
-    let c = PlanConfig { stash_ttl_on_stuck_suspend: true, ..PlanConfig::default() };
+    let c = PlanConfig { stash_ttl_on_stuck_suspend: true, ..PlanConfig::acting() };
     let job = expired_job();
     let pods = stuck_pod_world();
     let stuck = set(suspended(with_ttl(pytorchjob("s"), 3600)), "/metadata/resourceVersion", json!("200"));
@@ -553,7 +553,7 @@ fn many_stuck_pods(n: usize) -> Vec<Value> {
 #[tokio::test]
 async fn lease_lost_with_destructive_work_queued_makes_no_write_after_the_loss() {
     let objects = many_stuck_pods(6);
-    let c = PlanConfig::default();
+    let c = PlanConfig::acting();
     let queued = works(&objects, 420, &c);
     assert_eq!(queued.len(), 6, "one force delete per pod");
     let api = FakeApi::with_objects(objects);
@@ -616,7 +616,7 @@ async fn executor_does_nothing_once_leadership_has_ended() {
         stuck.clone(),
         workload(&stuck, vec![cond("Evicted", "True", Some(0))]),
     ]);
-    let c = PlanConfig { stash_ttl_on_stuck_suspend: true, ..PlanConfig::default() };
+    let c = PlanConfig { stash_ttl_on_stuck_suspend: true, ..PlanConfig::acting() };
     let queued = works(&objects, 420, &c);
     assert_eq!(queued.len(), 3);
     let api = FakeApi::with_objects(objects);
@@ -631,7 +631,7 @@ async fn executor_does_nothing_once_leadership_has_ended() {
 #[tokio::test]
 async fn rate_limit_tokens_are_taken_at_execution_only() {
     let objects = many_stuck_pods(3);
-    let c = PlanConfig { max_force_deletes_per_minute: 1, ..PlanConfig::default() };
+    let c = PlanConfig { max_force_deletes_per_minute: 1, ..PlanConfig::acting() };
     let bucket = |tokens: u32| {
         let b = Shared::full_bucket(1);
         // Start from `tokens` of 1 by spending the difference at T0+420.
@@ -641,7 +641,7 @@ async fn rate_limit_tokens_are_taken_at_execution_only() {
         b
     };
     let planned = |objects: &[Value]| {
-        let w = works(objects, 420, &PlanConfig::default());
+        let w = works(objects, 420, &PlanConfig::acting());
         assert!(w.iter().all(|w| w.actions.iter().any(|a| matches!(a.action, Action::ForceDeletePod { .. }))));
         w
     };
@@ -713,7 +713,7 @@ async fn cluster_brake_decided_at_execution_on_fresh_counts() {
         node("c1", Some("c")),
         node("c2", Some("c")),
     ];
-    let c = PlanConfig::default();
+    let c = PlanConfig::acting();
     let w = works(&calm, 420, &c);
     assert!(w[0].actions.iter().any(|a| matches!(a.action, Action::ForceDeletePod { .. })));
     // By execution, nodes of b and c failed a few seconds ago: no zone trips on its own (2 of 2
@@ -747,7 +747,7 @@ fn expired_trainjob() -> Value {
 #[tokio::test]
 async fn trainjob_ttl_delete_rechecks_live_and_carries_preconditions() {
     let tj = expired_trainjob();
-    let c = PlanConfig::default();
+    let c = PlanConfig::acting();
     let api = FakeApi::new();
     api.on("GET", TRAINJOB_PATH, 200, set(tj.clone(), "/metadata/resourceVersion", json!("322"))).on(
         "DELETE",
@@ -839,7 +839,7 @@ async fn trainjob_ttl_delete_rechecks_live_and_carries_preconditions() {
     }
 
     // Report mode: the GET and the re-check, no DELETE, the Would event.
-    let report = PlanConfig { mode: Mode::Report, ..PlanConfig::default() };
+    let report = PlanConfig { mode: Mode::Report, ..PlanConfig::acting() };
     let api = FakeApi::new();
     api.on("GET", TRAINJOB_PATH, 200, tj.clone());
     execute(&api, &report, 90, works(std::slice::from_ref(&tj), 90, &report)).await;
@@ -858,8 +858,7 @@ fn kueue_pod_world() -> Vec<Value> {
 #[tokio::test]
 async fn kueue_annotated_pod_someone_else_deleted_first_is_quiet_success() {
     let objects = kueue_pod_world();
-    let c =
-        PlanConfig { force_delete_after: k8s_openapi::jiff::SignedDuration::from_secs(30), ..PlanConfig::default() };
+    let c = PlanConfig { force_delete_after: k8s_openapi::jiff::SignedDuration::from_secs(30), ..PlanConfig::acting() };
     let pod = objects[1].clone();
     let dead = objects[2].clone();
     let patch_path = format!("{POD_PATH}/status");
@@ -949,7 +948,7 @@ async fn kueue_annotated_pod_someone_else_deleted_first_is_quiet_success() {
 #[tokio::test]
 async fn a_pod_that_succeeded_since_planning_keeps_its_phase() {
     let objects = stuck_pod_world();
-    let c = PlanConfig::default();
+    let c = PlanConfig::acting();
     let succeeded_live = set(objects[1].clone(), "/status/phase", json!("Succeeded"));
     let api = FakeApi::new();
     api.on("GET", POD_PATH, 200, succeeded_live.clone())
@@ -978,7 +977,7 @@ async fn a_hanging_write_is_cut_when_leadership_ends() {
     let api = FakeApi::new();
     api.on("GET", JOB_PATH, 200, job.clone());
     api.stall("DELETE", JOB_PATH);
-    let c = PlanConfig::default();
+    let c = PlanConfig::acting();
     let leading = CancellationToken::new();
     let shared = Shared::new(leading.clone(), Shared::full_bucket(c.max_force_deletes_per_minute));
     let (client, server) = api.client();
@@ -1006,7 +1005,7 @@ async fn a_hanging_event_is_cut_when_leadership_ends() {
     api.on("GET", JOB_PATH, 200, job.clone()).on("DELETE", JOB_PATH, 200, success());
     let events_path = "/apis/events.k8s.io/v1/namespaces/ml/events";
     api.stall("POST", events_path);
-    let c = PlanConfig::default();
+    let c = PlanConfig::acting();
     let leading = CancellationToken::new();
     let shared = Shared::new(leading.clone(), Shared::full_bucket(c.max_force_deletes_per_minute));
     let (client, server) = api.client();

@@ -58,7 +58,7 @@ async fn acts_on_the_initial_list_then_on_watch_events_and_is_silent_when_idle()
     let api = FakeApi::with_objects(world());
     let (client, _server) = api.client();
     let stop = CancellationToken::new();
-    let config = quick_bucket(PlanConfig::default());
+    let config = quick_bucket(PlanConfig::acting());
     let run = tokio::spawn(live::run(client, config, Metrics::unregistered(), stop.clone()));
 
     wait_for(&api, "the TTL delete and the force delete", |api| {
@@ -115,7 +115,7 @@ async fn watch_event_and_timer_drive_a_ttl_deletion() {
     api.serve("/apis/kubeflow.org/v1/pytorchjobs");
     let (client, _server) = api.client();
     let stop = CancellationToken::new();
-    let config = PlanConfig { ttl_grace: k8s_openapi::jiff::SignedDuration::ZERO, ..PlanConfig::default() };
+    let config = PlanConfig { ttl_grace: k8s_openapi::jiff::SignedDuration::ZERO, ..PlanConfig::acting() };
     let run = tokio::spawn(live::run(client, config, Metrics::unregistered(), stop.clone()));
     wait_for(&api, "the pytorchjobs watch", |api| {
         api.seen().iter().any(|s| s.path == "/apis/kubeflow.org/v1/pytorchjobs" && s.query.contains("watch=true"))
@@ -140,7 +140,7 @@ async fn report_mode_writes_nothing() {
     let api = FakeApi::with_objects(world());
     let (client, _server) = api.client();
     let stop = CancellationToken::new();
-    let config = quick_bucket(PlanConfig { mode: Mode::Report, ..PlanConfig::default() });
+    let config = quick_bucket(PlanConfig { mode: Mode::Report, ..PlanConfig::acting() });
     let run = tokio::spawn(live::run(client, config, Metrics::unregistered(), stop.clone()));
     wait_for(&api, "the Would events", |api| {
         let r = api.event_reasons();
@@ -174,7 +174,7 @@ async fn leader_election_runs_the_controller_and_releases_the_lease() {
     let stop = CancellationToken::new();
     let run = tokio::spawn(crate::controller::run(
         client,
-        args(&["--lease-name", "tg", "--lease-namespace", "trainguard-system"]),
+        args(&["--lease-name", "tg", "--lease-namespace", "trainguard-system", "--controller-mode=act"]),
         metrics,
         stop.clone(),
     ));
@@ -302,7 +302,7 @@ async fn a_stopped_controller_exports_no_leader_gauges() {
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
     let stop = CancellationToken::new();
-    let config = PlanConfig { mode: Mode::Report, ..PlanConfig::default() };
+    let config = PlanConfig { mode: Mode::Report, ..PlanConfig::acting() };
     let run = tokio::spawn(live::run(client, config, metrics, stop.clone()));
     let exported = |registry: &Registry| {
         let mut text = String::new();
@@ -347,7 +347,7 @@ async fn trainjob_pods_are_proven_through_the_watched_owner_chain() {
     let api = FakeApi::with_objects(objects);
     let (client, _server) = api.client();
     let stop = CancellationToken::new();
-    let config = quick_bucket(PlanConfig::default());
+    let config = quick_bucket(PlanConfig::acting());
     let run = tokio::spawn(live::run(client, config, Metrics::unregistered(), stop.clone()));
     wait_for(&api, "the force delete of the TrainJob pod", |api| {
         api.writes().contains(&"DELETE /api/v1/namespaces/ml/pods/t-node-0-0-x".to_string())
@@ -374,7 +374,7 @@ async fn an_annotated_trainjob_is_deleted_at_its_ttl_and_an_unfinished_one_is_no
     let api = FakeApi::with_objects([done, running, node("n1", None)]);
     let (client, _server) = api.client();
     let stop = CancellationToken::new();
-    let run = tokio::spawn(live::run(client, PlanConfig::default(), Metrics::unregistered(), stop.clone()));
+    let run = tokio::spawn(live::run(client, PlanConfig::acting(), Metrics::unregistered(), stop.clone()));
     let trainjobs = "/apis/trainer.kubeflow.org/v1alpha1/namespaces/ml/trainjobs";
     wait_for(&api, "the TrainJob TTL delete", |api| api.writes().contains(&format!("DELETE {trainjobs}/t"))).await;
     // Give the unfinished one every chance to be (wrongly) deleted too: a quiet period, real time.

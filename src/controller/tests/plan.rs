@@ -20,7 +20,7 @@ struct Case {
 }
 
 fn case(name: &'static str, objects: Vec<Value>, steps: Vec<(i64, Vec<&'static str>)>) -> Case {
-    Case { name, objects, config: PlanConfig::default(), steps }
+    Case { name, objects, config: PlanConfig::acting(), steps }
 }
 
 fn run(cases: Vec<Case>) {
@@ -37,7 +37,7 @@ fn run(cases: Vec<Case>) {
 }
 
 fn cfg(f: impl FnOnce(&mut PlanConfig)) -> PlanConfig {
-    let mut c = PlanConfig::default();
+    let mut c = PlanConfig::acting();
     f(&mut c);
     c
 }
@@ -158,7 +158,7 @@ fn ttl_scenarios() {
 fn ttl_resumed_before_expiry_and_edited() {
     // Time-stepped over changing objects: finished at 0 with ttl 60 …
     let job = with_ttl(succeeded(pytorchjob("a"), 0), 60);
-    let c = PlanConfig::default();
+    let c = PlanConfig::acting();
     assert_eq!(plan_lines(std::slice::from_ref(&job), 30, &c), ["requeue PyTorchJob ml/a ttl ttl-expiry @+90"]);
     // … suspended by Kueue at 60: no deletion at expiry …
     let job = suspended(job);
@@ -257,7 +257,7 @@ fn suspend_scenarios() {
 fn suspend_message_names_the_pre_v1_8_1_stall_when_the_job_has_a_ttl() {
     let stuck = suspended(with_ttl(pytorchjob("a"), 600));
     let objects = [stuck.clone(), workload(&stuck, vec![cond("Evicted", "True", Some(0))])];
-    let lines = plan_json(&objects, 300, &PlanConfig::default(), &HashMap::new());
+    let lines = plan_json(&objects, 300, &PlanConfig::acting(), &HashMap::new());
     let message = lines[0]["message"].as_str().unwrap();
     assert!(message.contains("no Suspended=True condition"), "{message}");
     assert!(message.contains("before v1.8.1"), "{message}");
@@ -265,7 +265,7 @@ fn suspend_message_names_the_pre_v1_8_1_stall_when_the_job_has_a_ttl() {
 
     let no_ttl = suspended(pytorchjob("b"));
     let objects = [no_ttl.clone(), workload(&no_ttl, vec![cond("Evicted", "True", Some(0))])];
-    let lines = plan_json(&objects, 300, &PlanConfig::default(), &HashMap::new());
+    let lines = plan_json(&objects, 300, &PlanConfig::acting(), &HashMap::new());
     assert!(!lines[0]["message"].as_str().unwrap().contains("v1.8.1"));
 }
 
@@ -273,7 +273,7 @@ fn suspend_message_names_the_pre_v1_8_1_stall_when_the_job_has_a_ttl() {
 fn suspend_first_seen_memory_is_the_fallback() {
     let stuck = suspended(pytorchjob("a"));
     let first_seen: HashMap<Str, _> = [(Str::from("uid-a"), at(1000))].into();
-    let c = PlanConfig::default();
+    let c = PlanConfig::acting();
     assert_eq!(
         plan_lines_with(std::slice::from_ref(&stuck), 1100, &c, &first_seen),
         ["requeue PyTorchJob ml/a suspend suspend-stuck-after @+1120"]
@@ -324,7 +324,7 @@ fn stash_patch_shape_and_restore_on_resume() {
         "/spec/runPolicy/suspend",
         json!(false),
     );
-    for config in [stash.clone(), PlanConfig::default()] {
+    for config in [stash.clone(), PlanConfig::acting()] {
         let lines = plan_json(std::slice::from_ref(&stashed), 500, &config, &HashMap::new());
         assert_eq!(
             lines.iter().map(short).collect::<Vec<_>>(),
@@ -537,7 +537,7 @@ fn leak(s: String) -> &'static str {
 fn node_failure_status_patch_shape() {
     let (job, pod, dead) = failed_node_world();
     let lines =
-        plan_json(&[job, pod, dead, node("h1", None), node("h2", None)], 420, &PlanConfig::default(), &HashMap::new());
+        plan_json(&[job, pod, dead, node("h1", None), node("h2", None)], 420, &PlanConfig::acting(), &HashMap::new());
     assert_eq!(
         lines[0]["patch"],
         json!({
@@ -583,7 +583,7 @@ fn zone_brake_and_small_zone_floor() {
     let verdict = |nodes: Vec<Value>| {
         let mut objects = vec![job.clone(), pod.clone()];
         objects.extend(nodes);
-        plan_lines(&objects, 420, &PlanConfig::default())
+        plan_lines(&objects, 420, &PlanConfig::acting())
             .into_iter()
             .find(|l| l.contains("ForceDeleteSuppressed") || l.contains("force-delete-pod"))
             .unwrap_or_default()
@@ -664,7 +664,7 @@ fn zone_brake_and_small_zone_floor() {
             let n = node(&format!("n{i}"), None);
             objects.push(if i <= down_count { unreachable(n, 0) } else { n });
         }
-        plan_lines(&objects, 420, &PlanConfig::default()).join("|")
+        plan_lines(&objects, 420, &PlanConfig::acting()).join("|")
     };
     assert!(unzoned(3, 4).contains("ForceDeleteSuppressed"));
     assert!(unzoned(2, 5).contains("force-delete-pod"));
@@ -711,7 +711,7 @@ fn finalizers_after_the_force_delete() {
         objects.extend([pod, unreachable(node("n1", None), 0), node("h1", None)]);
         objects
     };
-    let c = PlanConfig::default();
+    let c = PlanConfig::acting();
     // The Job controller's job-tracking finalizer is expected: wait, never warn.
     assert_eq!(plan_lines(&world(ours(json!(["batch.kubernetes.io/job-tracking"]))), 10_000, &c), Vec::<String>::new());
     // Any other finalizer is reported; trainguard never strips it.
@@ -741,7 +741,7 @@ fn trainjob_pods_handled_and_unrelated_jobset_pods_ignored() {
         node("h1", None),
         node("h2", None),
     ];
-    let lines = plan_lines(&objects, 420, &PlanConfig::default());
+    let lines = plan_lines(&objects, 420, &PlanConfig::acting());
     assert_eq!(
         lines,
         [
@@ -754,7 +754,7 @@ fn trainjob_pods_handled_and_unrelated_jobset_pods_ignored() {
     // A MultiKueue TrainJob's pods are not ours either.
     let mut objects = objects;
     objects[0] = set(tj, "/spec/managedBy", json!("kueue.x-k8s.io/multikueue"));
-    assert_eq!(plan_lines(&objects, 420, &PlanConfig::default()), Vec::<String>::new());
+    assert_eq!(plan_lines(&objects, 420, &PlanConfig::acting()), Vec::<String>::new());
 }
 
 #[test]
@@ -847,7 +847,7 @@ fn only_pods_proven_ours_by_the_owner_reference_chain() {
     ];
     for (name, mut objects, want) in cases {
         objects.extend(rest());
-        let lines = plan_lines(&objects, 420, &PlanConfig::default());
+        let lines = plan_lines(&objects, 420, &PlanConfig::acting());
         assert_eq!(lines.iter().any(|l| l == acts), want, "{name}: {lines:#?}");
         if !want {
             assert!(!lines.iter().any(|l| l.contains("t-node-0-0-x")), "{name}: not even an event: {lines:#?}");
@@ -894,7 +894,7 @@ fn trainjob_suspend_counts_only_running_pods() {
 fn finalizer_warning_is_predicted_with_the_force_delete() {
     let (job, pod, dead) = failed_node_world();
     let held = set(pod, "/metadata/finalizers", json!(["example.com/keep-logs"]));
-    let lines = plan_lines(&[job, held, dead, node("h1", None)], 420, &PlanConfig::default());
+    let lines = plan_lines(&[job, held, dead, node("h1", None)], 420, &PlanConfig::acting());
     assert_eq!(
         lines,
         [
@@ -908,7 +908,7 @@ fn finalizer_warning_is_predicted_with_the_force_delete() {
     // The Job controller's own finalizer is expected: no warning.
     let (job, pod, dead) = failed_node_world();
     let tracked = set(pod, "/metadata/finalizers", json!(["batch.kubernetes.io/job-tracking"]));
-    let lines = plan_lines(&[job, tracked, dead, node("h1", None)], 420, &PlanConfig::default());
+    let lines = plan_lines(&[job, tracked, dead, node("h1", None)], 420, &PlanConfig::acting());
     assert!(!lines.iter().any(|l| l.contains("PodBlockedByFinalizers")), "{lines:#?}");
 }
 
@@ -932,7 +932,7 @@ fn terminal_phases_stay() {
             status["conditions"] = disrupted.clone();
         }
         let objects = [job.clone(), set(pod.clone(), "/status", status), dead.clone(), node("h1", None)];
-        let lines = plan_json(&objects, 420, &PlanConfig::default(), &HashMap::new());
+        let lines = plan_json(&objects, 420, &PlanConfig::acting(), &HashMap::new());
         let patch = lines.iter().find(|l| l["action"] == "patch-pod-status").map(|l| l["patch"]["status"].clone());
         assert!(lines.iter().any(|l| l["action"] == "force-delete-pod"), "{phase}/{has_condition}: {lines:#?}");
         match (patch, want) {
@@ -995,7 +995,7 @@ fn node_failure_values() {
     // The default leaves a node whose kubelet still reports alone, and says why.
     let mut objects = vec![job.clone(), pod.clone(), not_ready(node("n1", None), 0)];
     objects.extend(healthy);
-    let lines = plan_json(&objects, 10_000, &PlanConfig::default(), &HashMap::new());
+    let lines = plan_json(&objects, 10_000, &PlanConfig::acting(), &HashMap::new());
     let message = lines[0]["message"].as_str().unwrap();
     assert!(message.contains("kubelet still reports") && message.contains("--node-failure=not-ready"), "{message}");
     // not-ready still waits --node-not-ready-for (5m) from the Ready transition: at 400 → due at 700.
@@ -1063,7 +1063,7 @@ fn kueue_force_delete_window() {
         Case {
             name: "annotated, default --force-delete-after (2m) is past Kueue's window already",
             objects: world(&marked),
-            config: PlanConfig::default(),
+            config: PlanConfig::acting(),
             steps: vec![(420, acts.clone())],
         },
     ]);
@@ -1172,7 +1172,7 @@ fn trainjob_ttl() {
             vec![(90, deleted.clone())],
         ),
     ]);
-    let lines = plan_json(std::slice::from_ref(&complete), 90, &PlanConfig::default(), &HashMap::new());
+    let lines = plan_json(std::slice::from_ref(&complete), 90, &PlanConfig::acting(), &HashMap::new());
     assert_eq!(lines[0]["propagation"], "Background");
     assert_eq!(lines[0]["finishedAt"], ts(0));
     assert_eq!(lines[0]["expiredAt"], ts(90));
@@ -1266,7 +1266,7 @@ fn admitted_but_suspended() {
 
     // One Warning per admission: the episode is the admission time, the message names the Workload.
     let objects = [job.clone(), admitted(&job, vec![cond("Admitted", "True", Some(0))])];
-    let lines = plan_json(&objects, 400, &PlanConfig::default(), &HashMap::new());
+    let lines = plan_json(&objects, 400, &PlanConfig::acting(), &HashMap::new());
     let message = lines[0]["message"].as_str().unwrap();
     assert!(message.contains("Workload ml/pytorchjob-a") && message.contains("6m40s ago"), "{message}");
     assert!(message.contains("spec.runPolicy.suspend: true"), "{message}");
@@ -1275,7 +1275,7 @@ fn admitted_but_suspended() {
     let input = crate::controller::plan::PlanInput {
         snapshot: &snapshot,
         now: at(400),
-        config: &PlanConfig::default(),
+        config: &PlanConfig::acting(),
         first_seen_suspended: &first_seen,
     };
     let mut bucket = crate::controller::plan::TokenBucket::per_minute(20);
@@ -1352,7 +1352,7 @@ fn jobset_recreated_after_failure() {
         let objects = [failed.clone(), created(set(jobset_of(&failed, 0), "/metadata/uid", json!(jobset_uid)), 600)];
         let (snapshot, _) = crate::controller::objects::snapshot_from_values(&objects).unwrap();
         let first_seen = HashMap::new();
-        let config = PlanConfig::default();
+        let config = PlanConfig::acting();
         let input = crate::controller::plan::PlanInput {
             snapshot: &snapshot,
             now: at(700),
@@ -1377,7 +1377,7 @@ fn jobset_recreated_after_failure() {
     // With the TTL annotation too, the TTL still runs alongside.
     let both = annotate(failed.clone(), "trainguard.io/ttl-seconds-after-finished", "60");
     assert_eq!(
-        plan_lines(&[both, created(jobset_of(&failed, 0), 600)], 700, &PlanConfig::default()),
+        plan_lines(&[both, created(jobset_of(&failed, 0), 600)], 700, &PlanConfig::acting()),
         [
             "delete-job TrainJob ml/t ttl ttl-expired",
             "event TrainJob ml/t ttl TTLExpiredDeleted",

@@ -46,7 +46,7 @@ fn reasons(work: &Work) -> Vec<&'static str> {
 }
 
 fn synced(objects: &[Value], now: i64) -> ControllerState {
-    let mut state = ControllerState::new(PlanConfig::default());
+    let mut state = ControllerState::new(PlanConfig::acting());
     for o in objects {
         apply(&mut state, o, now);
     }
@@ -56,7 +56,7 @@ fn synced(objects: &[Value], now: i64) -> ControllerState {
 
 #[test]
 fn nothing_is_planned_before_the_first_full_sync() {
-    let mut state = ControllerState::new(PlanConfig::default());
+    let mut state = ControllerState::new(PlanConfig::acting());
     apply(&mut state, &with_ttl(succeeded(pytorchjob("a"), 0), 0), 100);
     assert!(plan(&mut state, 100).is_empty());
     state.set_synced();
@@ -202,7 +202,7 @@ fn relist_removes_objects_that_are_gone() {
 #[test]
 fn report_events_dedupe_by_uid_reason_and_episode() {
     // In report mode nothing changes after a `Would…` event: later passes must stay silent.
-    let config = PlanConfig { mode: crate::controller::config::Mode::Report, ..PlanConfig::default() };
+    let config = PlanConfig { mode: crate::controller::config::Mode::Report, ..PlanConfig::acting() };
     let job = with_ttl(succeeded(pytorchjob("a"), 0), 0);
     let mut state = ControllerState::new(config);
     apply(&mut state, &job, 100);
@@ -248,7 +248,7 @@ fn force_deletes(work: &[Work]) -> usize {
 
 #[test]
 fn the_bucket_starts_empty_and_planning_spends_no_token() {
-    let config = PlanConfig { max_force_deletes_per_minute: 2, ..PlanConfig::default() };
+    let config = PlanConfig { max_force_deletes_per_minute: 2, ..PlanConfig::acting() };
     let mut state = ControllerState::new(config);
     for o in stuck_pods(2) {
         apply(&mut state, &o, 0);

@@ -43,3 +43,27 @@ would let the webhook and the opt-out policy disagree, or on a value renamed sin
 {{- define "trainguard.optOutGroupsCel" -}}
 [{{- range $i, $g := .Values.optOut.groups -}}{{- if $i -}}, {{ end -}}'{{ $g | replace "\\" "\\\\" | replace "'" "\\'" }}'{{- end -}}]
 {{- end -}}
+
+{{/*
+The image both Deployments run. Refuses a repository without a registry: the default
+`trainguard` is published nowhere, so the pods would never start behind failurePolicy: Fail
+webhooks (as `make deploy` refuses it).
+*/}}
+{{- define "trainguard.image" -}}
+{{- if not (contains "/" .Values.image.repository) -}}
+{{- fail (printf "image.repository %q names no registry: the default image is published nowhere, so the pods would never start (ImagePullBackOff) behind failurePolicy: Fail webhooks; set image.repository to the image you pushed, e.g. ghcr.io/OWNER/trainguard" .Values.image.repository) -}}
+{{- end -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+
+{{/*
+Whether the cluster serves ValidatingAdmissionPolicy v1 (Kubernetes >= 1.30): the opt-out policy
+is rendered only then. `helm install` and `helm upgrade` read the cluster's API versions; `helm
+template` knows none of its own, so pass `--api-versions
+admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy` for a cluster that serves it.
+*/}}
+{{- define "trainguard.servesAdmissionPolicy" -}}
+{{- if .Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy" -}}
+true
+{{- end -}}
+{{- end -}}
