@@ -64,7 +64,7 @@ fn api_server_verdict(row: &Path, ns: &str) -> (bool, String) {
         let old = without_namespace(&row.join("old.yaml"));
         let created = k().args(["create", "-f", "-"]).output_with(&old);
         if !created.status.success() {
-            return (false, format!("old object refused: {}", String::from_utf8_lossy(&created.stderr)));
+            return (false, format!("{OLD_REFUSED}{}", String::from_utf8_lossy(&created.stderr)));
         }
         let name = old.lines().find_map(|l| l.strip_prefix("  name: ")).expect("old object's name").trim().to_string();
         if old.contains("suspend: false") || !old.contains("suspend:") {
@@ -160,6 +160,14 @@ fn validate_agrees_with_the_api_server_on_every_row_the_cluster_can_hold_for_eac
             })
             .collect();
         for (id, (tg, tg_text), (api, api_text)) in verdicts {
+            // An old object the API server refuses cannot exist in this cluster (a legacy value
+            // stored before the CRD's rule): its UPDATE is not comparable here; the oracle
+            // (`make oracle`) judges it, ratcheting included.
+            if api_text.starts_with(OLD_REFUSED) {
+                table
+                    .push_str(&format!("{release} {id:<30} validate={:<6} (old object cannot be held)\n", verdict(tg)));
+                continue;
+            }
             let (tg_field, api_field) = (first_field(&tg_text), first_field(&api_text));
             table.push_str(&format!(
                 "{release} {id:<30} validate={:<6} {tg_field:<28?} api-server={:<6} {api_field:?}\n",
@@ -185,6 +193,8 @@ fn validate_agrees_with_the_api_server_on_every_row_the_cluster_can_hold_for_eac
 }
 
 type Verdict = (bool, String);
+
+const OLD_REFUSED: &str = "old object refused: ";
 
 /// One row under one release: its id, validate's verdict and the API server's, each with its text.
 fn judge(row: &Path, version: &str, with_trainer: bool) -> (String, Verdict, Verdict) {
