@@ -906,9 +906,16 @@ fn field_errors_carry_their_lines() {
         (
             dir.path(),
             &["--schema", "on", "multi.yaml"],
-            // The webhook's errors as the webhook says them (M2, name), then the schema's findings
-            // beside them (managedBy outside the CRD's values, the unknown numNode).
-            &[("spec.managedBy", 11), ("metadata.name", 8), ("spec.managedBy", 11), ("spec.trainer.numNode", 15)],
+            // The webhook's errors as the webhook says them (M2, name), then the CRD's findings
+            // beside them, in the API server's order: the unknown numNode (a 400 before
+            // validation), managedBy outside the CRD's CEL rule, the name under the CRD's root rule.
+            &[
+                ("spec.managedBy", 11),
+                ("metadata.name", 8),
+                ("spec.trainer.numNode", 15),
+                ("spec.managedBy", 11),
+                ("metadata.name", 8),
+            ],
         ),
     ];
     for (dir, args, want) in cases {
