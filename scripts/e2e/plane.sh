@@ -8,6 +8,10 @@
 #   scripts/e2e/plane.sh down               stop everything (logs stay in the run directory)
 #   scripts/e2e/plane.sh stop webhook       stop trainguard's webhook (failurePolicy tests) or controller
 #   scripts/e2e/plane.sh start controller --controller-mode=act   start one again, extra args appended
+#   scripts/e2e/plane.sh kwok start NAME SELECTOR   a kwok of its own for the nodes SELECTOR matches
+#   scripts/e2e/plane.sh kwok stop NAME             stop it: those nodes' kubelets are gone
+#   scripts/e2e/plane.sh replica start NAME PORT [ARGS]   one more controller process (admin on PORT)
+#   scripts/e2e/plane.sh replica stop|kill NAME     SIGTERM it, or SIGKILL it at once
 #
 # The run directory ($TRAINGUARD_E2E_RUN, default /tmp/trainguard-e2e) holds env (sourced by the
 # tests: KUBECONFIG, ports, paths), certs/, logs/ and pids/. Every start and stop has a bounded
@@ -346,10 +350,51 @@ ENV
   echo "$run"
 }
 
+# A kwok of its own for some nodes (label selector), so a test can lose exactly those nodes by
+# stopping it: their Lease and status stop, as when a kubelet dies. The shared kwok manages only
+# type=kwok, so such nodes carry another type. Its stages are the shared kwok's plus kwok's chaos
+# node-not-ready stage (a node labelled node-not-ready.stage.kwok.x-k8s.io=true reports Ready=False
+# while its Lease stays fresh: a kubelet that still reports).
+start_kwok() { # name selector
+  local name="$1" selector="$2" port
+  [[ -n "${BIN:-}" ]] || BIN="$(grep '^E2E_BIN=' "$run/env" | cut -d= -f2)"
+  if [[ ! -f "$run/kwok-chaos.yaml" ]]; then
+    local dir
+    dir="$(cd "$run" && go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+    { cat "$run/kwok.yaml"; cat "$dir/kustomize/stage/node/chaos/node-not-ready.yaml"; echo "---"; } >"$run/kwok-chaos.yaml"
+  fi
+  port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+  stop "kwok-$name"
+  start "kwok-$name" "$BIN/kwok" --kubeconfig "$run/admin.kubeconfig" --config "$run/kwok-chaos.yaml" \
+    --manage-nodes-with-label-selector "$selector" --server-address "127.0.0.1:$port" \
+    --node-lease-duration-seconds 10
+  started "kwok-$name" "kwok $name" 30 curl -sf "http://127.0.0.1:$port/healthz"
+}
+
+# A second controller process (leader election tests): the shipped controller args with its own
+# name (POD_NAME, so its own Lease identity), admin port and log, extra args appended.
+start_controller_replica() { # name admin-port extra args...
+  local name="$1" port="$2"; shift 2
+  [[ -x "${TRAINGUARD_BIN:-}" ]] || TRAINGUARD_BIN="$(grep '^TRAINGUARD_BIN=' "$run/env" | cut -d= -f2)"
+  local args=() envs=(POD_NAME="$name" POD_NAMESPACE=trainguard-system) line
+  while IFS= read -r line; do
+    case "$line" in
+      arg:--admin-bind=*) args+=("--admin-bind=127.0.0.1:$port") ;;
+      arg:*) args+=("${line#arg:}") ;;
+      env:*) envs+=("${line#env:}") ;;
+    esac
+  done <"$run/trainguard-controller.args"
+  start "$name" env "${envs[@]}" "$TRAINGUARD_BIN" "${args[@]}" \
+    --kubeconfig "$run/trainguard-controller.kubeconfig" "$@"
+  started "$name" "controller replica $name" 60 curl -sf "http://127.0.0.1:$port/healthz"
+}
+
 down() {
   for name in trainguard-webhook trainguard-controller trainer jobset kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
     stop "$name"
   done
+  local extra
+  for extra in "$run"/pids/*; do [[ -f "$extra" ]] && stop "$(basename "$extra")"; done
   if [[ -f "$run/env" ]]; then
     local data; data="$(grep '^ETCD_DATA=' "$run/env" | cut -d= -f2 || true)"
     [[ -n "$data" ]] && rm -rf "$data"
@@ -362,5 +407,16 @@ case "${1:-}" in
   down) down ;;
   stop) stop "trainguard-${2:?component}" ;;
   start) shift; start_trainguard "$@" ;;
+  kwok) case "${2:-}" in
+      start) start_kwok "${3:?name}" "${4:?label selector}" ;;
+      stop) stop "kwok-${3:?name}" ;;
+      *) die "usage: $0 kwok start NAME SELECTOR | kwok stop NAME" ;;
+    esac ;;
+  replica) case "${2:-}" in
+      start) shift 2; start_controller_replica "$@" ;;
+      stop) stop "${3:?name}" ;;
+      kill) [[ -f "$run/pids/${3:?name}" ]] && kill -KILL -- "-$(cat "$run/pids/$3")"; rm -f "$run/pids/$3" ;;
+      *) die "usage: $0 replica start NAME ADMIN_PORT [ARGS] | replica stop|kill NAME" ;;
+    esac ;;
   *) die "usage: $0 up | down | stop webhook|controller | start webhook|controller [ARGS...]" ;;
 esac

@@ -6,6 +6,7 @@
 
 mod cluster;
 mod controller;
+mod node_loss;
 mod policy;
 mod validate;
 mod webhook;
