@@ -153,6 +153,15 @@ struct ShippedController;
 impl Drop for ShippedController {
     fn drop(&mut self) {
         plane().script(&["stop", "controller"]);
+        // Keep this run's log: the restart below starts a new one.
+        let logs = plane().run_dir().join("logs");
+        let _ = std::fs::copy(
+            logs.join("trainguard-controller.log"),
+            logs.join(format!(
+                "trainguard-controller.{}.log",
+                std::thread::current().name().unwrap_or("test").replace("::", ".")
+            )),
+        );
         plane().script(&["start", "controller"]);
     }
 }
