@@ -8,7 +8,8 @@
 #   scripts/e2e/plane.sh down               stop everything (logs stay in the run directory)
 #   scripts/e2e/plane.sh stop webhook       stop trainguard's webhook (failurePolicy tests) or controller
 #   scripts/e2e/plane.sh start controller --controller-mode=act   start one again, extra args appended
-#   scripts/e2e/plane.sh kwok start NAME SELECTOR   a kwok of its own for the nodes SELECTOR matches
+#   scripts/e2e/plane.sh kwok start NAME SELECTOR [no-pod-delete]   a kwok of its own for the nodes
+#                                                   SELECTOR matches (never finishing a pod's deletion)
 #   scripts/e2e/plane.sh kwok stop NAME             stop it: those nodes' kubelets are gone
 #   scripts/e2e/plane.sh replica start NAME PORT [ARGS]   one more controller process (admin on PORT)
 #   scripts/e2e/plane.sh replica stop|kill NAME     SIGTERM it, or SIGKILL it at once
@@ -355,17 +356,24 @@ ENV
 # type=kwok, so such nodes carry another type. Its stages are the shared kwok's plus kwok's chaos
 # node-not-ready stage (a node labelled node-not-ready.stage.kwok.x-k8s.io=true reports Ready=False
 # while its Lease stays fresh: a kubelet that still reports).
-start_kwok() { # name selector
-  local name="$1" selector="$2" port
+start_kwok() { # name selector [no-pod-delete]
+  local name="$1" selector="$2" port config="$run/kwok-chaos.yaml"
   [[ -n "${BIN:-}" ]] || BIN="$(grep '^E2E_BIN=' "$run/env" | cut -d= -f2)"
   if [[ ! -f "$run/kwok-chaos.yaml" ]]; then
     local dir
     dir="$(cd "$run" && go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
     { cat "$run/kwok.yaml"; cat "$dir/kustomize/stage/node/chaos/node-not-ready.yaml"; echo "---"; } >"$run/kwok-chaos.yaml"
   fi
+  if [[ "${3:-}" == no-pod-delete ]]; then
+    # A kubelet that reports but never finishes a pod's deletion (a hung container runtime).
+    config="$run/kwok-chaos-no-pod-delete.yaml"
+    python3 -c 'import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["metadata"]["name"] != "pod-delete"]
+yaml.safe_dump_all(docs, open(sys.argv[2], "w"), sort_keys=False)' "$run/kwok-chaos.yaml" "$config"
+  fi
   port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
   stop "kwok-$name"
-  start "kwok-$name" "$BIN/kwok" --kubeconfig "$run/admin.kubeconfig" --config "$run/kwok-chaos.yaml" \
+  start "kwok-$name" "$BIN/kwok" --kubeconfig "$run/admin.kubeconfig" --config "$config" \
     --manage-nodes-with-label-selector "$selector" --server-address "127.0.0.1:$port" \
     --node-lease-duration-seconds 10
   started "kwok-$name" "kwok $name" 30 curl -sf "http://127.0.0.1:$port/healthz"
@@ -408,7 +416,7 @@ case "${1:-}" in
   stop) stop "trainguard-${2:?component}" ;;
   start) shift; start_trainguard "$@" ;;
   kwok) case "${2:-}" in
-      start) start_kwok "${3:?name}" "${4:?label selector}" ;;
+      start) start_kwok "${3:?name}" "${4:?label selector}" "${5:-}" ;;
       stop) stop "kwok-${3:?name}" ;;
       *) die "usage: $0 kwok start NAME SELECTOR | kwok stop NAME" ;;
     esac ;;

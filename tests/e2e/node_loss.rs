@@ -38,6 +38,12 @@ impl Story {
 
     /// Adds a node in `zone`; `kwok` names its own kwok, or `None` for the shared one (type=kwok).
     fn node(&mut self, name: &str, zone: &str, kwok: Option<&str>) {
+        self.node_with(name, zone, kwok, "");
+    }
+
+    /// `node`, with `kwok_arg` for its kwok (`no-pod-delete`: a kubelet that never finishes a
+    /// pod's deletion).
+    fn node_with(&mut self, name: &str, zone: &str, kwok: Option<&str>, kwok_arg: &str) {
         let (ty, managed) = match kwok {
             Some(k) => ("kwok-story", format!("\n    e2e.trainguard.io/kwok: {k}")),
             None => ("kwok", String::new()),
@@ -65,7 +71,7 @@ status:
         if let Some(k) = kwok {
             if !self.kwoks.iter().any(|x| x == k) {
                 self.kwoks.push(k.into());
-                plane().script(&["kwok", "start", k, &format!("e2e.trainguard.io/kwok={k}")]);
+                plane().script(&["kwok", "start", k, &format!("e2e.trainguard.io/kwok={k}"), kwok_arg]);
             }
         }
         eventually(&format!("node {name} Ready"), || node_ready(name).then_some(()));
@@ -73,12 +79,8 @@ status:
 
     /// A ClusterTrainingRuntime whose pods go to this story's nodes, run for an hour, tolerate a
     /// lost node for 2s, and whose JobSet restarts when a Job fails (backoffLimit 0).
-    /// `kwok_delete_delay` holds kwok's pod-delete stage (a kubelet that cannot finish deletions).
-    fn runtime(&self, num_nodes: u32, kwok_delete_delay: Option<&str>) -> String {
+    fn runtime(&self, num_nodes: u32) -> String {
         let name = format!("e2e-{}", self.pool);
-        let delay = kwok_delete_delay
-            .map(|d| format!("\n                    pod-delete.stage.kwok.x-k8s.io/delay: {d}"))
-            .unwrap_or_default();
         plane().kubectl().args(["apply", "--server-side", "-f", "-"]).output_with(&format!(
             "apiVersion: trainer.kubeflow.org/v1alpha1
 kind: ClusterTrainingRuntime
@@ -105,7 +107,7 @@ spec:
               template:
                 metadata:
                   annotations:
-                    pod-complete.stage.kwok.x-k8s.io/delay: 1h{delay}
+                    pod-complete.stage.kwok.x-k8s.io/delay: 1h
                 spec:
                   terminationGracePeriodSeconds: 1
                   nodeSelector:
@@ -267,7 +269,7 @@ fn secs(since: Instant) -> f64 {
 fn node_loss_hangs_a_restarting_trainjob_until_act_mode_force_deletes_its_pods() {
     let mut story = Story::new("story-loss", "e2e-node-loss");
     story.node("tg-loss-0", "zone-loss", Some("loss-0"));
-    let runtime = story.runtime(2, None);
+    let runtime = story.runtime(2);
     let _ns = plane().namespace(&story.ns, &[]);
     let _shipped = controller("report", &[]);
     story.kubectl().apply(&crate::cluster::trainjob("ddp", &runtime, false, ""));
@@ -343,7 +345,7 @@ fn a_zone_outage_trips_the_brake_and_nothing_is_force_deleted() {
     for i in 0..3 {
         story.node(&format!("tg-zone-{i}"), "zone-brake", Some("zone-brake"));
     }
-    let runtime = story.runtime(3, None);
+    let runtime = story.runtime(3);
     let _ns = plane().namespace(&story.ns, &[]);
     let _shipped = controller("act", &[]);
     story.kubectl().apply(&crate::cluster::trainjob("ddp", &runtime, false, ""));
@@ -386,13 +388,13 @@ fn a_zone_outage_trips_the_brake_and_nothing_is_force_deleted() {
 }
 
 /// A node whose kubelet still reports (kwok's not-ready stage: Ready=False, Lease fresh) but does
-/// not finish the deletion: under the default `--node-failure unreachable` the stuck pods are
+/// not finish the deletion (its kwok runs without the pod-delete stage): under the default `--node-failure unreachable` the stuck pods are
 /// reported (`PodStuckTerminating`) and left alone.
 #[test]
 fn a_not_ready_node_that_still_reports_is_left_alone_by_default() {
     let mut story = Story::new("story-notready", "e2e-not-ready");
-    story.node("tg-notready-0", "zone-notready", Some("notready-0"));
-    let runtime = story.runtime(1, Some("1h"));
+    story.node_with("tg-notready-0", "zone-notready", Some("notready-0"), "no-pod-delete");
+    let runtime = story.runtime(1);
     let _ns = plane().namespace(&story.ns, &[]);
     let _shipped = controller("act", &[]);
     story.kubectl().apply(&crate::cluster::trainjob("ddp", &runtime, false, ""));
