@@ -88,3 +88,54 @@ fn ttl_reports_in_report_mode_then_deletes_a_finished_trainjob_and_keeps_a_suspe
         "the delete was not made with the controller's ServiceAccount"
     );
 }
+
+/// A runtime whose Job fails 2s after it starts (`activeDeadlineSeconds`): the JobSet and then the
+/// TrainJob fail.
+fn failing_runtime() {
+    let runtime = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/e2e/manifests/runtimes.yaml"))
+        .expect("runtimes.yaml");
+    let quick = runtime.split("---").find(|d| d.contains("name: e2e-torch-quick")).expect("e2e-torch-quick");
+    let failing = quick
+        .replace("name: e2e-torch-quick", "name: e2e-torch-fail")
+        .replace(
+            "            spec:\n              template:",
+            "            spec:\n              activeDeadlineSeconds: 2\n              template:",
+        )
+        .replace("delay: 2s", "delay: 1h")
+        .replace("jitter-delay: 1s", "jitter-delay: 1h");
+    assert!(failing.contains("activeDeadlineSeconds: 2"), "{failing}");
+    let out = plane().kubectl().args(["apply", "--server-side", "-f", "-"]).output_with(&failing);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn ttl_deletes_a_failed_trainjob_never_a_running_one_and_a_later_change_wins() {
+    failing_runtime();
+    let ns = plane().namespace("e2e-ttl-failed", &[]);
+    let k = || plane().kubectl().args(["-n", &ns.name]);
+    let _restore = BackToReport;
+    plane().script(&["stop", "controller"]);
+    plane().script(&["start", "controller", "--controller-mode=act", "--ttl-grace=15s"]);
+    k().apply(&ttl_job("failed", "e2e-torch-fail", false));
+    k().apply(&ttl_job("running", "e2e-torch", false));
+    k().apply(&ttl_job("changed", "e2e-torch-quick", false));
+    eventually("'changed' Complete", || {
+        condition_true(&k().args(["get", "trainjob", "changed"]).get_json()?, "Complete").then_some(())
+    });
+    // Inside the grace, the owner asks for an hour: the later change wins over the expiry the
+    // controller had scheduled.
+    k().args(["annotate", "--overwrite", "trainjob", "changed", "trainguard.io/ttl-seconds-after-finished=3600"]).ok();
+    eventually("'failed' Failed", || {
+        condition_true(&k().args(["get", "trainjob", "failed"]).get_json()?, "Failed").then_some(())
+    });
+    eventually("the Failed TrainJob deleted by its TTL", || {
+        k().args(["get", "trainjob", "failed"]).get_json().is_none().then_some(())
+    });
+    assert!(event_reasons(&ns.name, "failed").iter().any(|r| r == "TTLExpiredDeleted"));
+    // 'changed' finished before 'failed': its old expiry has passed too.
+    std::thread::sleep(std::time::Duration::from_secs(5));
+    for kept in ["running", "changed"] {
+        let job = k().args(["get", "trainjob", kept]).get_json();
+        assert!(job.is_some_and(|j| j["metadata"]["deletionTimestamp"].is_null()), "'{kept}' was deleted");
+    }
+}

@@ -108,6 +108,7 @@ spec:
                 metadata:
                   annotations:
                     pod-complete.stage.kwok.x-k8s.io/delay: 1h
+                    pod-complete.stage.kwok.x-k8s.io/jitter-delay: 1h
                 spec:
                   terminationGracePeriodSeconds: 1
                   nodeSelector:
