@@ -50,6 +50,13 @@ pub(crate) fn user_agent(replica: &str) -> String {
     format!("trainguard/{} ({replica})", env!("CARGO_PKG_VERSION"))
 }
 
+/// Caches that must have synced once before the webhook is ready (`/readyz`).
+pub trait CacheStatus: Send + Sync {
+    /// Names of the caches that have not listed their objects yet (a cache whose CRD is absent
+    /// counts as synced).
+    fn unsynced(&self) -> Vec<&'static str>;
+}
+
 #[cfg(test)]
 mod user_agent_tests {
     #[test]
@@ -60,11 +67,4 @@ mod user_agent_tests {
         assert!(http::HeaderValue::from_str(&odd).is_ok(), "{odd}");
         assert!(odd.ends_with("(a_b_c__)"), "{odd}");
     }
-}
-
-/// Caches that must have synced once before the webhook is ready (`/readyz`).
-pub trait CacheStatus: Send + Sync {
-    /// Names of the caches that have not listed their objects yet (a cache whose CRD is absent
-    /// counts as synced).
-    fn unsynced(&self) -> Vec<&'static str>;
 }

@@ -91,7 +91,7 @@ fn ttl_reports_in_report_mode_then_deletes_a_finished_trainjob_and_keeps_a_suspe
 
 /// A runtime whose Job fails 2s after it starts (`activeDeadlineSeconds`): the JobSet and then the
 /// TrainJob fail.
-fn failing_runtime() {
+fn failing_runtime_yaml() -> String {
     let runtime = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/e2e/manifests/runtimes.yaml"))
         .expect("runtimes.yaml");
     let quick = runtime.split("---").find(|d| d.contains("name: e2e-torch-quick")).expect("e2e-torch-quick");
@@ -104,7 +104,11 @@ fn failing_runtime() {
         .replace("delay: 2s", "delay: 1h")
         .replace("jitter-delay: 1s", "jitter-delay: 1h");
     assert!(failing.contains("activeDeadlineSeconds: 2"), "{failing}");
-    let out = plane().kubectl().args(["apply", "--server-side", "-f", "-"]).output_with(&failing);
+    failing
+}
+
+fn failing_runtime() {
+    let out = plane().kubectl().args(["apply", "--server-side", "-f", "-"]).output_with(&failing_runtime_yaml());
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
@@ -138,4 +142,54 @@ fn ttl_deletes_a_failed_trainjob_never_a_running_one_and_a_later_change_wins() {
         let job = k().args(["get", "trainjob", kept]).get_json();
         assert!(job.is_some_and(|j| j["metadata"]["deletionTimestamp"].is_null()), "'{kept}' was deleted");
     }
+}
+
+/// Trainer ≤ v2.3's JobSet-TTL loop: a runtime whose JobSet template sets
+/// `ttlSecondsAfterFinished`, and a job that fails. JobSet deletes the finished JobSet after its
+/// TTL, Trainer recreates it for the Failed TrainJob, over and over; trainguard raises
+/// `JobSetRecreatedAfterFailure` and its gauge, and `validate` warns about the runtime.
+#[test]
+fn trainers_jobset_ttl_loop_is_reported_and_validate_warns_on_the_runtime() {
+    let looping = failing_runtime_yaml().replace("name: e2e-torch-fail", "name: e2e-torch-jobset-ttl").replacen(
+        "  template:\n    spec:\n",
+        "  template:\n    spec:\n      ttlSecondsAfterFinished: 2\n",
+        1,
+    );
+    assert!(looping.contains("ttlSecondsAfterFinished: 2"), "{looping}");
+    let file = plane().run_dir().join("e2e-torch-jobset-ttl.yaml");
+    std::fs::write(&file, &looping).expect("write runtime");
+    plane().kubectl().args(["apply", "--server-side", "--force-conflicts", "-f", file.to_str().expect("path")]).ok();
+    let out = std::process::Command::new(plane().var("TRAINGUARD_BIN"))
+        .args(["validate", "--trainer-version", "v2.3"])
+        .arg(&file)
+        .output()
+        .expect("run trainguard validate");
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(said.contains("ttlSecondsAfterFinished"), "validate did not warn about the runtime: {said}");
+
+    let ns = plane().namespace("e2e-jobset-ttl", &[]);
+    let k = || plane().kubectl().args(["-n", &ns.name]);
+    k().apply(&trainjob("loop", "e2e-torch-jobset-ttl", false, ""));
+    eventually("'loop' Failed", || {
+        condition_true(&k().args(["get", "trainjob", "loop"]).get_json()?, "Failed").then_some(())
+    });
+    let first = k().args(["get", "jobset", "loop"]).get_json().expect("JobSet")["metadata"]["uid"].clone();
+    eventually("the JobSet recreated by Trainer after the failure", || {
+        let js = k().args(["get", "jobset", "loop"]).get_json()?;
+        (js["metadata"]["uid"] != first).then_some(())
+    });
+    eventually("a JobSetRecreatedAfterFailure event on the TrainJob", || {
+        event_reasons(&ns.name, "loop").iter().any(|r| r == "JobSetRecreatedAfterFailure").then_some(())
+    });
+    let port = plane().var("TRAINGUARD_CONTROLLER_ADMIN_PORT");
+    eventually("trainguard_jobset_recreated_after_failure_trainjobs at 1", || {
+        let out = std::process::Command::new("curl")
+            .args(["-sf", "--max-time", "10", &format!("http://127.0.0.1:{port}/metrics")])
+            .output()
+            .ok()?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        (crate::cluster::metric_sum(&text, "trainguard_jobset_recreated_after_failure_trainjobs", &[]) >= 1.0)
+            .then_some(())
+    });
+    let _ = plane().kubectl().args(["delete", "clustertrainingruntime", "e2e-torch-jobset-ttl"]).output();
 }

@@ -5,8 +5,6 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
 use crate::cluster::{eventually, plane, trainjob};
 
 const SA: &str = "system:serviceaccount:trainguard-system:trainguard-controller";
@@ -46,6 +44,7 @@ fn gone(ns: &str, name: &str) -> bool {
 #[test]
 fn a_sigkilled_leader_is_replaced_within_the_lease_and_no_object_is_written_by_both() {
     let ns = plane().namespace("e2e-leadership", &[]);
+    let since = crate::cluster::audit_now();
     let port: u16 = plane().var("TRAINGUARD_CONTROLLER_ADMIN_PORT").parse().expect("port");
     plane().script(&["stop", "controller"]);
     let _replicas = Replicas;
@@ -80,9 +79,8 @@ fn a_sigkilled_leader_is_replaced_within_the_lease_and_no_object_is_written_by_b
     // The audit log: every pod or TrainJob the controller's ServiceAccount wrote was written by
     // one replica only (told apart by their User-Agent), and each replica wrote one of the two.
     std::thread::sleep(Duration::from_secs(2));
-    let audit = std::fs::read_to_string(plane().run_dir().join("logs/audit.log")).expect("audit log");
     let mut writers: HashMap<String, HashSet<String>> = HashMap::new();
-    for e in audit.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()) {
+    for e in crate::cluster::audit_since(&since) {
         let r = &e["objectRef"];
         if e["user"]["username"] != SA
             || e["stage"] != "ResponseComplete"

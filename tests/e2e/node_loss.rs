@@ -25,6 +25,8 @@ struct Story {
     nodes: Vec<String>,
     kwoks: Vec<String>,
     ns: String,
+    /// When the story began, for the audit log.
+    since: String,
 }
 
 impl Story {
@@ -33,7 +35,7 @@ impl Story {
             .kubectl()
             .args(["delete", "namespace", ns, "--wait=true", "--timeout=60s", "--ignore-not-found"])
             .output();
-        Story { pool: pool.into(), nodes: vec![], kwoks: vec![], ns: ns.into() }
+        Story { pool: pool.into(), nodes: vec![], kwoks: vec![], ns: ns.into(), since: crate::cluster::audit_now() }
     }
 
     /// Adds a node in `zone`; `kwok` names its own kwok, or `None` for the shared one (type=kwok).
@@ -68,11 +70,11 @@ status:
             pool = self.pool
         ));
         self.nodes.push(name.into());
-        if let Some(k) = kwok {
-            if !self.kwoks.iter().any(|x| x == k) {
-                self.kwoks.push(k.into());
-                plane().script(&["kwok", "start", k, &format!("e2e.trainguard.io/kwok={k}"), kwok_arg]);
-            }
+        if let Some(k) = kwok
+            && !self.kwoks.iter().any(|x| x == k)
+        {
+            self.kwoks.push(k.into());
+            plane().script(&["kwok", "start", k, &format!("e2e.trainguard.io/kwok={k}"), kwok_arg]);
         }
         eventually(&format!("node {name} Ready"), || node_ready(name).then_some(()));
     }
@@ -238,12 +240,10 @@ fn controller_metrics() -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// Pod deletions in the audit log: (pod name, user) for each `delete` of a pod in `ns`.
-fn audited_pod_deletes(ns: &str) -> Vec<(String, String)> {
-    let audit = std::fs::read_to_string(plane().run_dir().join("logs/audit.log")).expect("audit log");
-    audit
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+/// Pod deletions in the audit log since `since`: (pod name, user) for each `delete` of a pod in `ns`.
+fn audited_pod_deletes(ns: &str, since: &str) -> Vec<(String, String)> {
+    crate::cluster::audit_since(since)
+        .into_iter()
         .filter(|e| {
             e["verb"] == "delete"
                 && e["stage"] == "ResponseComplete"
@@ -309,7 +309,7 @@ fn node_loss_hangs_a_restarting_trainjob_until_act_mode_force_deletes_its_pods()
     assert_eq!(job["status"]["terminating"].as_i64(), Some(2), "{}", job["status"]);
     assert!(
         running_on(&story, "tg-loss-spare", 0)
-            && audited_pod_deletes(&story.ns).iter().all(|(_, u)| u != CONTROLLER_SA),
+            && audited_pod_deletes(&story.ns, &story.since).iter().all(|(_, u)| u != CONTROLLER_SA),
         "report mode wrote"
     );
 
@@ -321,8 +321,11 @@ fn node_loss_hangs_a_restarting_trainjob_until_act_mode_force_deletes_its_pods()
     eventually("the job running again on tg-loss-spare", || running_on(&story, "tg-loss-spare", 2).then_some(()));
     let recovered_after_taint = secs(t_taint);
     let recovered_after_act = secs(t_act);
-    let mut deleted: Vec<String> =
-        audited_pod_deletes(&story.ns).into_iter().filter(|(_, u)| u == CONTROLLER_SA).map(|(n, _)| n).collect();
+    let mut deleted: Vec<String> = audited_pod_deletes(&story.ns, &story.since)
+        .into_iter()
+        .filter(|(_, u)| u == CONTROLLER_SA)
+        .map(|(n, _)| n)
+        .collect();
     deleted.sort();
     let mut want = stuck.clone();
     want.sort();
@@ -368,7 +371,7 @@ fn a_zone_outage_trips_the_brake_and_nothing_is_force_deleted() {
     let braked_after = secs(t0);
     std::thread::sleep(Duration::from_secs(10));
     assert!(
-        audited_pod_deletes(&story.ns).iter().all(|(_, u)| u != CONTROLLER_SA),
+        audited_pod_deletes(&story.ns, &story.since).iter().all(|(_, u)| u != CONTROLLER_SA),
         "a pod was force-deleted through the zone brake"
     );
     assert_eq!(count_events(&story.ns, "ForceDeletedStuckPod"), 0);
@@ -413,6 +416,9 @@ fn a_not_ready_node_that_still_reports_is_left_alone_by_default() {
         pods_on(&story, "tg-notready-0").iter().any(|p| !p["metadata"]["deletionTimestamp"].is_null()),
         "the stuck pod is gone"
     );
-    assert!(audited_pod_deletes(&story.ns).iter().all(|(_, u)| u != CONTROLLER_SA), "trainguard deleted a pod");
+    assert!(
+        audited_pod_deletes(&story.ns, &story.since).iter().all(|(_, u)| u != CONTROLLER_SA),
+        "trainguard deleted a pod"
+    );
     assert_eq!(count_events(&story.ns, "ForceDeletedStuckPod"), 0);
 }
