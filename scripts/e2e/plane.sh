@@ -8,6 +8,11 @@
 #   scripts/e2e/plane.sh down               stop everything (logs stay in the run directory)
 #   scripts/e2e/plane.sh stop webhook       stop trainguard's webhook (failurePolicy tests) or controller
 #   scripts/e2e/plane.sh start controller --controller-mode=act   start one again, extra args appended
+#   scripts/e2e/plane.sh kwok start NAME SELECTOR [no-pod-delete]   a kwok of its own for the nodes
+#                                                   SELECTOR matches (never finishing a pod's deletion)
+#   scripts/e2e/plane.sh kwok stop NAME             stop it: those nodes' kubelets are gone
+#   scripts/e2e/plane.sh replica start NAME PORT [ARGS]   one more controller process (admin on PORT)
+#   scripts/e2e/plane.sh replica stop|kill NAME     SIGTERM it, or SIGKILL it at once
 #
 # The run directory ($TRAINGUARD_E2E_RUN, default /tmp/trainguard-e2e) holds env (sourced by the
 # tests: KUBECONFIG, ports, paths), certs/, logs/ and pids/. Every start and stop has a bounded
@@ -15,14 +20,16 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 run="${TRAINGUARD_E2E_RUN:-/tmp/trainguard-e2e}"
-base="${TRAINGUARD_E2E_PORT_BASE:-36000}"
+base="${TRAINGUARD_E2E_PORT_BASE:-24000}"
 # shellcheck source=../../e2e/versions.env
 source "$root/e2e/versions.env"
 
 log() { echo "e2e/plane: $*" >&2; }
 die() { log "$*"; exit 1; }
 
-# Ports: one block above $base, far from every component's default (9443, 8080-8082, 8443, 10443).
+# Ports: one block above $base, far from every component's default (9443, 8080-8082, 8443, 10443)
+# and below Linux's ephemeral range (32768-60999), where an outgoing connection's local port could
+# take one of them first.
 P_ETCD=$((base + 1)) P_ETCD_PEER=$((base + 2)) P_APISERVER=$((base + 443))
 P_KCM=$((base + 257)) P_SCHED=$((base + 259)) P_KWOK=$((base + 10))
 P_JOBSET_WH=$((base + 20)) P_JOBSET_METRICS=$((base + 21)) P_JOBSET_PROBE=$((base + 22))
@@ -356,10 +363,58 @@ ENV
   echo "$run"
 }
 
+# A kwok of its own for some nodes (label selector), so a test can lose exactly those nodes by
+# stopping it: their Lease and status stop, as when a kubelet dies. The shared kwok manages only
+# type=kwok, so such nodes carry another type. Its stages are the shared kwok's plus kwok's chaos
+# node-not-ready stage (a node labelled node-not-ready.stage.kwok.x-k8s.io=true reports Ready=False
+# while its Lease stays fresh: a kubelet that still reports).
+start_kwok() { # name selector [no-pod-delete]
+  local name="$1" selector="$2" port config="$run/kwok-chaos.yaml"
+  [[ -n "${BIN:-}" ]] || BIN="$(grep '^E2E_BIN=' "$run/env" | cut -d= -f2)"
+  if [[ ! -f "$run/kwok-chaos.yaml" ]]; then
+    local dir
+    dir="$(cd "$run" && go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+    { cat "$run/kwok.yaml"; cat "$dir/kustomize/stage/node/chaos/node-not-ready.yaml"; echo "---"; } >"$run/kwok-chaos.yaml"
+  fi
+  if [[ "${3:-}" == no-pod-delete ]]; then
+    # A kubelet that reports but never finishes a pod's deletion (a hung container runtime).
+    config="$run/kwok-chaos-no-pod-delete.yaml"
+    python3 -c 'import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["metadata"]["name"] != "pod-delete"]
+yaml.safe_dump_all(docs, open(sys.argv[2], "w"), sort_keys=False)' "$run/kwok-chaos.yaml" "$config"
+  fi
+  port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+  stop "kwok-$name"
+  start "kwok-$name" "$BIN/kwok" --kubeconfig "$run/admin.kubeconfig" --config "$config" \
+    --manage-nodes-with-label-selector "$selector" --server-address "127.0.0.1:$port" \
+    --node-lease-duration-seconds 10
+  started "kwok-$name" "kwok $name" 30 curl -sf "http://127.0.0.1:$port/healthz"
+}
+
+# A second controller process (leader election tests): the shipped controller args with its own
+# name (POD_NAME, so its own Lease identity), admin port and log, extra args appended.
+start_controller_replica() { # name admin-port extra args...
+  local name="$1" port="$2"; shift 2
+  [[ -x "${TRAINGUARD_BIN:-}" ]] || TRAINGUARD_BIN="$(grep '^TRAINGUARD_BIN=' "$run/env" | cut -d= -f2)"
+  local args=() envs=(POD_NAME="$name" POD_NAMESPACE=trainguard-system) line
+  while IFS= read -r line; do
+    case "$line" in
+      arg:--admin-bind=*) args+=("--admin-bind=127.0.0.1:$port") ;;
+      arg:*) args+=("${line#arg:}") ;;
+      env:*) envs+=("${line#env:}") ;;
+    esac
+  done <"$run/trainguard-controller.args"
+  start "$name" env "${envs[@]}" "$TRAINGUARD_BIN" "${args[@]}" \
+    --kubeconfig "$run/trainguard-controller.kubeconfig" "$@"
+  started "$name" "controller replica $name" 60 curl -sf "http://127.0.0.1:$port/healthz"
+}
+
 down() {
   for name in trainguard-webhook trainguard-controller trainer jobset kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
     stop "$name"
   done
+  local extra
+  for extra in "$run"/pids/*; do [[ -f "$extra" ]] && stop "$(basename "$extra")"; done
   if [[ -f "$run/env" ]]; then
     local data; data="$(grep '^ETCD_DATA=' "$run/env" | cut -d= -f2 || true)"
     [[ -n "$data" ]] && rm -rf "$data"
@@ -372,5 +427,16 @@ case "${1:-}" in
   down) down ;;
   stop) stop "trainguard-${2:?component}" ;;
   start) shift; start_trainguard "$@" ;;
+  kwok) case "${2:-}" in
+      start) start_kwok "${3:?name}" "${4:?label selector}" "${5:-}" ;;
+      stop) stop "kwok-${3:?name}" ;;
+      *) die "usage: $0 kwok start NAME SELECTOR | kwok stop NAME" ;;
+    esac ;;
+  replica) case "${2:-}" in
+      start) shift 2; start_controller_replica "$@" ;;
+      stop) stop "${3:?name}" ;;
+      kill) [[ -f "$run/pids/${3:?name}" ]] && kill -KILL -- "-$(cat "$run/pids/$3")"; rm -f "$run/pids/$3" ;;
+      *) die "usage: $0 replica start NAME ADMIN_PORT [ARGS] | replica stop|kill NAME" ;;
+    esac ;;
   *) die "usage: $0 up | down | stop webhook|controller | start webhook|controller [ARGS...]" ;;
 esac

@@ -34,7 +34,11 @@ pub(crate) async fn client(kubeconfig: &Option<PathBuf>) -> Result<kube::Client,
         }
         None => kube::Config::infer().await?,
     };
-    Ok(kube::Client::try_from(with_timeouts(config))?)
+    let mut config = with_timeouts(config);
+    if let Ok(agent) = http::HeaderValue::from_str(&user_agent(&crate::controller::leader::identity())) {
+        config.headers.push((http::header::USER_AGENT, agent));
+    }
+    Ok(kube::Client::try_from(config)?)
 }
 
 /// Server-side length of every watch call: a watch that has said nothing for this long (plus
@@ -60,6 +64,16 @@ pub(crate) fn watch_config() -> kube::runtime::watcher::Config {
     kube::runtime::watcher::Config::default().timeout(WATCH_TIMEOUT_SECONDS)
 }
 
+/// The User-Agent of every request: kube's client sends none, so an audit log could not tell one
+/// replica's writes from another's (both use the same ServiceAccount). `trainguard/<version>
+/// (<replica>)`, the replica as in its Lease identity (`POD_NAME`, else the host name); characters
+/// a header cannot carry become `_`.
+pub(crate) fn user_agent(replica: &str) -> String {
+    let replica: String =
+        replica.chars().map(|c| if c.is_ascii_graphic() && c != '(' && c != ')' { c } else { '_' }).collect();
+    format!("trainguard/{} ({replica})", env!("CARGO_PKG_VERSION"))
+}
+
 /// Caches that must have synced once before the webhook is ready (`/readyz`).
 pub trait CacheStatus: Send + Sync {
     /// Names of the caches that have not listed their objects yet (a cache whose CRD is absent
@@ -79,5 +93,17 @@ mod timeout_tests {
         assert_eq!(watch_config().timeout, Some(WATCH_TIMEOUT_SECONDS));
         assert!(u64::from(WATCH_TIMEOUT_SECONDS) + 5 <= 60, "kube adds 5 s to notice a silent watch");
         assert!(READ_TIMEOUT > Duration::from_secs(u64::from(WATCH_TIMEOUT_SECONDS) + 5));
+    }
+}
+
+#[cfg(test)]
+mod user_agent_tests {
+    #[test]
+    fn names_the_version_and_the_replica_in_a_valid_header() {
+        let agent = super::user_agent("trainguard-controller-7d9f-x2k");
+        assert_eq!(agent, format!("trainguard/{} (trainguard-controller-7d9f-x2k)", env!("CARGO_PKG_VERSION")));
+        let odd = super::user_agent("a b(c)\u{e9}");
+        assert!(http::HeaderValue::from_str(&odd).is_ok(), "{odd}");
+        assert!(odd.ends_with("(a_b_c__)"), "{odd}");
     }
 }

@@ -46,6 +46,10 @@ use crate::model::trainjob_state::TrainJobStateView;
 /// Field manager of every write.
 pub(crate) const FIELD_MANAGER: &str = "trainguard";
 
+/// The `reason` labels of `trainguard_force_delete_suppressed_total`, which are also the episodes
+/// of the planner's `ForceDeleteSuppressed` events.
+const SUPPRESSED_REASONS: [&str; 3] = ["zone-brake", "cluster-brake", "rate-limit"];
+
 /// Where the executor reads the time: the wall clock in production, a fixed one in tests.
 pub(crate) type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
 
@@ -212,6 +216,13 @@ impl Executor {
             }
             let step = match &planned.action {
                 Action::Event(e) => {
+                    // A brake or the rate limit that held a force delete back when it was
+                    // planned counts like one found at execution (the episode is the reason).
+                    if e.reason == Reason::ForceDeleteSuppressed
+                        && let Some(reason) = SUPPRESSED_REASONS.iter().find(|r| **r == e.episode)
+                    {
+                        self.metrics.suppressed(reason);
+                    }
                     let write_ok = wrote.is_some_and(|(r, ok)| r == rule && ok);
                     if (!e.after_write || write_ok) && self.publish(e, rule).await {
                         published.push((e.target.uid.clone(), e.reason, e.episode.clone()));

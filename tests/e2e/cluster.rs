@@ -78,6 +78,36 @@ impl Plane {
     }
 }
 
+/// The API server's clock as the audit log writes it, to the second (`2026-01-02T03:04:05`):
+/// entries at or after it compare greater as strings. Tests filter the audit log with it, since
+/// the log spans every run on the plane and namespaces are reused.
+pub(crate) fn audit_now() -> String {
+    let out = Command::new("date").args(["-u", "+%Y-%m-%dT%H:%M:%S"]).output().expect("run date");
+    String::from_utf8(out.stdout).expect("utf-8").trim().to_string()
+}
+
+/// Audit events (parsed) whose `stageTimestamp` is at or after `since` (see `audit_now`).
+pub(crate) fn audit_since(since: &str) -> Vec<Value> {
+    let audit = std::fs::read_to_string(plane().run_dir().join("logs/audit.log")).expect("audit log");
+    audit
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["stageTimestamp"].as_str().is_some_and(|t| t >= since))
+        .collect()
+}
+
+/// Grants or takes back the controller's act-mode write permissions (deploy/components/act-rbac,
+/// rendered aside by the plane), as an operator does when switching modes: the shipped install
+/// runs in report mode, with no delete or status-patch verbs.
+pub(crate) fn act_rbac(granted: bool) {
+    let rbac = plane().run_dir().join("trainguard-act-rbac.yaml");
+    if granted {
+        plane().kubectl().args(["apply", "-f"]).args([&rbac]).ok();
+    } else {
+        let _ = plane().kubectl().args(["delete", "--ignore-not-found", "-f"]).args([&rbac]).output();
+    }
+}
+
 /// Sums the samples of `metric` whose labels contain every `label="value"` pair in `labels`.
 pub(crate) fn metric_sum(text: &str, metric: &str, labels: &[&str]) -> f64 {
     text.lines()

@@ -6,6 +6,8 @@
 
 mod cluster;
 mod controller;
+mod leadership;
+mod node_loss;
 mod policy;
 mod validate;
 mod webhook;

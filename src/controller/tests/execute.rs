@@ -13,7 +13,7 @@ use crate::controller::events::EventSink;
 use crate::controller::execute::{Executor, Shared};
 use crate::controller::metrics::Metrics;
 use crate::controller::objects::snapshot_from_values;
-use crate::controller::plan::{Action, PlanInput, TokenBucket, ZoneHealth, plan_all};
+use crate::controller::plan::{Action, PlanInput, Reason, TokenBucket, ZoneHealth, plan_all};
 use crate::controller::state::{Outcome, Report, Work};
 use controller_support::api::{FakeApi, status, success};
 use controller_support::*;
@@ -696,6 +696,52 @@ async fn rate_limit_tokens_are_taken_at_execution_only() {
         assert!(api.calls().contains(&format!("{method} {path}")), "{:?}", api.calls());
         assert_eq!(b.lock().unwrap().available(at(420)), 1.0, "{method} {code}: token given back");
     }
+}
+
+#[tokio::test]
+async fn a_brake_found_at_planning_is_counted_in_the_suppressed_metric() {
+    // A whole zone down (3 of 3) when the delete is planned: the planner holds it back with an
+    // event and no write. The e2e zone outage showed the counter staying absent: only brakes
+    // found at execution were counted.
+    let job = pytorchjob("a");
+    let objects = vec![
+        job.clone(),
+        deleting(v1_pod(&job, "a-master-0", "n1"), 300),
+        unreachable(node("n1", Some("z")), 0),
+        unreachable(node("n2", Some("z")), 0),
+        unreachable(node("n3", Some("z")), 0),
+        node("h1", Some("y")),
+    ];
+    let c = PlanConfig::default();
+    let (snapshot, _) = snapshot_from_values(&objects).unwrap();
+    let input = PlanInput { snapshot: &snapshot, now: at(420), config: &c, first_seen_suspended: &HashMap::new() };
+    let mut bucket = TokenBucket::per_minute(c.max_force_deletes_per_minute);
+    let works: Vec<Work> = plan_all(&input, &mut bucket)
+        .into_iter()
+        .filter(|(_, plan)| {
+            plan.actions
+                .iter()
+                .any(|a| matches!(&a.action, Action::Event(e) if e.reason == Reason::ForceDeleteSuppressed))
+        })
+        .map(|(key, plan)| Work { key, actions: plan.actions, live_pods: 0 })
+        .collect();
+    assert_eq!(works.len(), 1);
+    let api = FakeApi::new();
+    let (client, server) = api.client();
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let events = EventSink::new(client.clone(), Some("trainguard-0".into()));
+    let mut executor = Executor::new(client, c.clone(), events, metrics, Arc::new(|| at(420)), shared(&c));
+    for work in works {
+        executor.execute(work).await;
+    }
+    drop(executor);
+    server.abort();
+    assert_eq!(api.writes(), Vec::<String>::new());
+    assert_eq!(api.event_reasons(), ["ForceDeleteSuppressed"]);
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    assert!(text.contains(r#"trainguard_force_delete_suppressed_total{reason="zone-brake"} 1"#), "{text}");
 }
 
 #[tokio::test]
