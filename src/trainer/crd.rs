@@ -307,10 +307,28 @@ const OBJECT_META: &[&str] = &[
 
 /// Judges `new` (CREATE) or the UPDATE `old` → `new` against `version`'s CRD. `version_name` is for
 /// messages.
+/// `object` with the name the API server would generate from its `generateName`, when it has no
+/// name of its own; `None` when nothing is generated.
+pub(crate) fn generated_name(object: &Value) -> Option<Value> {
+    let metadata = object.get("metadata")?;
+    let has_name = metadata.get("name").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
+    let prefix = metadata.get("generateName").and_then(Value::as_str)?;
+    if has_name {
+        return None;
+    }
+    let mut named = object.clone();
+    // apiserver's names.SimpleNameGenerator: the prefix cut to 58 characters, then 5 random ones.
+    let prefix: String = prefix.chars().take(58).collect();
+    named["metadata"]["name"] = Value::String(format!("{prefix}bcdfg"));
+    Some(named)
+}
+
 pub(crate) fn judge(new: &Value, old: Option<&Value>, version: TrainerVersion) -> Verdict {
     let schema = schema(version);
     let mut verdict = Verdict::default();
-    let mut new = new.clone();
+    // A CREATE with only `generateName`: the API server generates the name before any
+    // validation, so the CRD's name rules judge a generated name.
+    let mut new = generated_name(new).unwrap_or_else(|| new.clone());
     let mut malformed = Vec::new();
     decode(&mut new, schema, &mut verdict.unknown, &mut malformed);
     let old = old.map(|o| {

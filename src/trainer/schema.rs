@@ -156,3 +156,31 @@ fn one_edit(a: &str, b: &str) -> bool {
     }
     if short.len() == long.len() { short[head + 1..] == long[head + 1..] } else { short[head..] == long[head + 1..] }
 }
+
+#[cfg(test)]
+mod generated_name_tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_create_with_only_generate_name_is_judged_with_a_generated_name() {
+        let cases = [
+            (json!({"metadata": {"generateName": "llama-"}}), Some("llama-bcdfg")),
+            (json!({"metadata": {"generateName": "llama-", "name": ""}}), Some("llama-bcdfg")),
+            (json!({"metadata": {"generateName": "llama-", "name": "own"}}), None),
+            (json!({"metadata": {"name": "own"}}), None),
+        ];
+        for (object, want) in cases {
+            let got =
+                crd::generated_name(&object).map(|o| o["metadata"]["name"].as_str().unwrap_or_default().to_string());
+            assert_eq!(got.as_deref(), want, "{object}");
+        }
+        // And the v2.3 CRD's name rules pass on such a CREATE.
+        let create = json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+            "metadata": {"generateName": "llama-", "namespace": "ml"},
+            "spec": {"runtimeRef": {"name": "torch-distributed"}}});
+        let errors = check(&create, None, TrainerVersion::V2_3);
+        assert!(errors.iter().all(|e| e.path != "metadata.name"), "{errors:?}");
+    }
+}
