@@ -70,6 +70,10 @@ fn kubectl_edit_of_a_running_jobs_runtime_patches_prints_trainguards_denial() {
     let shown = String::from_utf8_lossy(&out.stderr);
     assert!(shown.contains(TRAINGUARD), "kubectl edit's error is not trainguard's: {shown}");
     assert_golden("kubectl-edit-running.txt", &normalise(&shown));
+    // kubectl keeps the rejected edit in the temporary file its message names: remove it.
+    if let Some(kept) = shown.split("kubectl replace -f ").nth(1).and_then(|rest| rest.split('`').next()) {
+        let _ = std::fs::remove_file(kept.trim());
+    }
 }
 
 #[test]
