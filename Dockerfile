@@ -8,9 +8,11 @@ ARG RUST_VERSION=1.89
 
 FROM docker.io/library/rust:${RUST_VERSION}-bookworm AS build
 WORKDIR /src
-# Manifest and sources only (see .dockerignore); benches/ because Cargo.toml declares a bench.
+# Manifests and sources only (see .dockerignore): the binary in src/, the pure core in crates/core;
+# benches/ because Cargo.toml declares a bench.
 COPY Cargo.toml Cargo.lock build.rs ./
 COPY src ./src
+COPY crates ./crates
 COPY benches ./benches
 # No .git in the build context: the release workflow passes the commit for `--version`.
 ARG TRAINGUARD_GIT_COMMIT=unknown

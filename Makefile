@@ -20,7 +20,7 @@ test:
 	./scripts/install-test-deps.sh
 	actionlint
 	hadolint Dockerfile
-	$(CARGO) nextest run --no-fail-fast --lib --bins --tests
+	$(CARGO) nextest run --workspace --no-fail-fast --lib --bins --tests
 
 ## oracle: upstream's own code as the oracle (docs/ci.md, "The oracle"): one Go program per Trainer
 ## release (e2e/oracle/<tag>: the API server's CRD validation and Trainer's JobSet plugin) judges every
@@ -32,12 +32,12 @@ oracle:
 	./scripts/oracle/build.sh
 	TRAINGUARD_ORACLE_DIR="$${TRAINGUARD_ORACLE_DIR:-$${CARGO_TARGET_DIR:-$$PWD/target}/oracle}" \
 		TRAINGUARD_ORACLE_CASES=$(ORACLE_CASES) \
-		$(CARGO) test --features oracle --lib trainer::differential -- --nocapture
+		$(CARGO) test --features oracle --test oracle -- --nocapture
 	./scripts/oracle/generate.sh
-	git diff --exit-code -- e2e/oracle src/trainer/crd
+	git diff --exit-code -- e2e/oracle crates/core/src/trainer/crd
 
 ## generate: every per-release file from upstream's Go modules, through each release's oracle
-## (e2e/oracle/<tag>/main.go from e2e/oracle/shared, src/trainer/crd/<tag>.json from the tag's CRD)
+## (e2e/oracle/<tag>/main.go from e2e/oracle/shared, crates/core/src/trainer/crd/<tag>.json from the tag's CRD)
 generate:
 	./scripts/oracle/generate.sh
 
@@ -107,12 +107,14 @@ e2e-cluster:
 build:
 	$(CARGO) build --release
 
-## lint: formatting, clippy with warnings as errors, the fuzz targets type-checked on stable (no libFuzzer
-## build), and licenses/bans/sources of the dependencies
+## lint: formatting, clippy with warnings as errors, the core crate's dependency tree kept pure (no
+## tokio, hyper or clap), the fuzz targets type-checked on stable (no libFuzzer build), and
+## licenses/bans/sources of the dependencies
 lint:
 	./scripts/install-lint-deps.sh
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --all-targets --features e2e,oracle -- -D warnings
+	$(CARGO) clippy --workspace --all-targets --features e2e,oracle -- -D warnings
+	./scripts/check-core-deps.sh
 	$(CARGO) check --manifest-path fuzz/Cargo.toml --no-default-features --bins --quiet
 	$(CARGO) deny --offline check licenses bans sources
 

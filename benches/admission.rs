@@ -6,7 +6,7 @@ mod payloads;
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use trainguard::admission::{Endpoint, RulesConfig, review};
+use trainguard_core::admission::{Endpoint, RulesConfig, review};
 
 // The server's allocator (src/main.rs): the decision's few allocations cost what they cost there.
 #[global_allocator]
@@ -37,9 +37,9 @@ fn decision_path(c: &mut Criterion) {
     group.finish();
 
     // Breakdown: the one-pass decode alone, and skipping the whole body without reading anything.
-    type Envelope<'a> = trainguard::model::ReviewEnvelope<
+    type Envelope<'a> = trainguard_core::model::ReviewEnvelope<
         'a,
-        Box<trainguard::model::object_only::ObjectOnly<trainguard::model::TrainJobView<'a>>>,
+        Box<trainguard_core::model::object_only::ObjectOnly<trainguard_core::model::TrainJobView<'a>>>,
     >;
     let mut group = c.benchmark_group("decode_only");
     for (name, body, _) in [&cases[0], &cases[5]] {

@@ -5,7 +5,7 @@
 mod counting_alloc;
 
 use trainguard::cluster::ClusterCache;
-use trainguard::model::jobset::JobSetView;
+use trainguard_core::model::jobset::JobSetView;
 
 const JOBSETS: usize = 100_000;
 const BUDGET_BYTES: f64 = 512.0;

@@ -13,15 +13,15 @@ use criterion::{BatchSize, Criterion, criterion_group};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 use trainguard::controller::config::PlanConfig;
-use trainguard::controller::facts::{
+use trainguard::controller::state::ControllerState;
+use trainguard_core::model::kubeflow_v1::TrainingKind;
+use trainguard_core::model::pod::PodView;
+use trainguard_core::planner::facts::{
     FinishKind, Finished, JobFacts, JobKey, NodeFacts, NsName, PodFacts, PodOwner, PodPhase, ReadyStatus, Str,
     WorkloadFacts,
 };
-use trainguard::controller::plan::{PlanInput, TokenBucket, plan_all};
-use trainguard::controller::snapshot::{Change, Snapshot};
-use trainguard::controller::state::ControllerState;
-use trainguard::model::kubeflow_v1::TrainingKind;
-use trainguard::model::pod::PodView;
+use trainguard_core::planner::snapshot::{Change, Snapshot};
+use trainguard_core::planner::{PlanInput, TokenBucket, plan_all};
 
 const JOBS: usize = 10_000;
 const PODS_PER_JOB: usize = 5;
@@ -192,7 +192,7 @@ fn synced_state() -> ControllerState {
         state.apply(c, at(0));
     }
     let seen = (0..NODES).map(|i| NsName::new("", &node_name(i))).collect();
-    state.apply(Change::Relisted(trainguard::controller::snapshot::Source::Nodes, seen), at(0));
+    state.apply(Change::Relisted(trainguard_core::planner::snapshot::Source::Nodes, seen), at(0));
     state.set_synced();
     state.plan_dirty(at(0));
     state

@@ -17,15 +17,15 @@ mod payloads;
 
 use std::hint::black_box;
 
-use trainguard::admission::{Endpoint, RulesConfig, review};
-use trainguard::model::TrainJobView;
-use trainguard::model::object_only::ObjectOnly;
+use trainguard_core::admission::{Endpoint, RulesConfig, review};
+use trainguard_core::model::TrainJobView;
+use trainguard_core::model::object_only::ObjectOnly;
 
 // The server's allocator (src/main.rs).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-type Envelope<'a> = trainguard::model::ReviewEnvelope<'a, Box<ObjectOnly<TrainJobView<'a>>>>;
+type Envelope<'a> = trainguard_core::model::ReviewEnvelope<'a, Box<ObjectOnly<TrainJobView<'a>>>>;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();

@@ -2,16 +2,12 @@
 
 #![forbid(unsafe_code)]
 
-pub mod admission;
 pub mod build_info;
 pub mod certgen;
 pub mod cli;
 pub mod cluster;
 pub mod controller;
-pub(crate) mod duration;
 pub mod logging;
 pub mod manifests;
-pub mod model;
 pub mod rbac;
 pub mod server;
-pub(crate) mod trainer;

@@ -8,7 +8,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Value, json};
-use trainguard::admission::{Endpoint, RulesConfig};
+use trainguard_core::admission::{Endpoint, RulesConfig};
 use trainguard::cluster::Offline;
 use trainguard::manifests::{Format, Limits, ManifestError, parse};
 

@@ -1,4 +1,4 @@
-//! AdmissionReview bytes → `trainguard::admission::review` (decode + decide + response), on both
+//! AdmissionReview bytes → `trainguard_core::admission::review` (decode + decide + response), on both
 //! endpoints and both `--suspend-rule` settings, against a cluster where the gate has evidence.
 //! The answer is checked with the same properties as tests/admission/fuzz_review.rs: no panic, uid echoed,
 //! bounded non-empty denial messages, and a mutating patch that applies and is idempotent.
@@ -7,7 +7,7 @@
 use std::sync::LazyLock;
 
 use libfuzzer_sys::fuzz_target;
-use trainguard::admission::{Endpoint, RulesConfig, SuspendRule};
+use trainguard_core::admission::{Endpoint, RulesConfig, SuspendRule};
 use trainguard::cluster::{ChildJobState, JobSetState, StaticView};
 
 #[path = "../../tests/support/fuzz.rs"]

@@ -2,7 +2,7 @@
 # `make generate`: writes every per-release file from upstream's modules, through each release's
 # own oracle (scripts/oracle/build.sh builds them):
 #   e2e/oracle/<tag>/main.go      the oracle's shared source (scripts/oracle/sync.sh)
-#   src/trainer/crd/<tag>.json    the tag's TrainJob CRD schema (`oracle schema`), which
+#   crates/core/src/trainer/crd/<tag>.json    the tag's TrainJob CRD schema (`oracle schema`), which
 #                                 `validate`'s schema check applies
 # CI runs it and fails on any difference from the committed files (`make oracle`).
 set -euo pipefail
@@ -10,8 +10,8 @@ cd "$(dirname "$0")/../.."
 ./scripts/oracle/sync.sh
 ./scripts/oracle/build.sh
 out="${TRAINGUARD_ORACLE_DIR:-${CARGO_TARGET_DIR:-$PWD/target}/oracle}"
-mkdir -p src/trainer/crd
+mkdir -p crates/core/src/trainer/crd
 for dir in e2e/oracle/v*/; do
 	tag="$(basename "$dir")"
-	"$out/oracle-$tag" schema "$out/crd-$tag.yaml" >"src/trainer/crd/$tag.json"
+	"$out/oracle-$tag" schema "$out/crd-$tag.yaml" >"crates/core/src/trainer/crd/$tag.json"
 done

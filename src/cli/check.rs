@@ -5,11 +5,11 @@
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::admission::{Decision, Endpoint, Operation, Rule, RuleInput, RulesConfig, rules};
 use crate::cluster::ClusterView;
 use crate::manifests::Document;
-use crate::model::TrainJobView;
-use crate::trainer::{TrainerVersion, schema};
+use trainguard_core::admission::{Decision, Endpoint, Operation, Rule, RuleInput, RulesConfig, rules};
+use trainguard_core::model::TrainJobView;
+use trainguard_core::trainer::{TrainerVersion, schema};
 
 /// Where an UPDATE's old object comes from.
 #[derive(Debug, Clone, Copy)]
@@ -65,9 +65,9 @@ impl Checked {
     }
 
     /// The field errors of a denial (none for a `--strict` denial, which has no field).
-    pub(crate) fn field_errors(&self) -> &[crate::admission::FieldError] {
+    pub(crate) fn field_errors(&self) -> &[trainguard_core::admission::FieldError] {
         match &self.decision.outcome {
-            crate::admission::Outcome::Denied { errors, .. } if !self.strict_denial => errors,
+            trainguard_core::admission::Outcome::Denied { errors, .. } if !self.strict_denial => errors,
             _ => &[],
         }
     }
@@ -173,7 +173,7 @@ pub(crate) fn check(new: NewObject, old: Option<OldObject<'_>>, ctx: &Context<'_
         groups: None,
     };
     let mut decision = input.decide(Endpoint::Validate, |decoded| rules::validate(decoded, ctx.config, ctx.cluster));
-    if let crate::admission::Outcome::BadRequest { message, .. } = &decision.outcome {
+    if let trainguard_core::admission::Outcome::BadRequest { message, .. } = &decision.outcome {
         return Err(DecodeFailure { source_name: source, line, what: label, detail: message.clone() });
     }
     if ctx.offline
@@ -212,16 +212,16 @@ pub(crate) fn suspends_a_running_job(
     new: &RawValue,
     namespace: &str,
     name: &str,
-) -> Option<Vec<crate::admission::FieldError>> {
-    use crate::admission::{ErrorType, FieldError};
-    use crate::model::OverridesField;
+) -> Option<Vec<trainguard_core::admission::FieldError>> {
+    use trainguard_core::admission::{ErrorType, FieldError};
+    use trainguard_core::model::OverridesField;
     let (old_view, new_view) = (TrainJobView::decode(old).ok()?, TrainJobView::decode(new).ok()?);
     if old_view.suspended() || !new_view.suspended() || finished(&serde_json::from_str(old.get()).ok()?) {
         return None;
     }
     let changed = OverridesField::ALL
         .into_iter()
-        .filter(|f| crate::admission::overrides::changed(*f, old_view.overrides(*f), new_view.overrides(*f)));
+        .filter(|f| trainguard_core::admission::overrides::changed(*f, old_view.overrides(*f), new_view.overrides(*f)));
     let errors: Vec<FieldError> = changed
         .map(|field| {
             FieldError::new(
@@ -280,12 +280,14 @@ pub(crate) fn with_schema_findings(
     }
     let warnings = decision.warnings;
     let mut omitted = 0;
-    if let crate::admission::Outcome::Denied { errors: mut rule_errors, omitted: rule_omitted } = decision.outcome {
+    if let trainguard_core::admission::Outcome::Denied { errors: mut rule_errors, omitted: rule_omitted } =
+        decision.outcome
+    {
         rule_errors.append(&mut errors);
         errors = rule_errors;
         omitted = rule_omitted;
     }
-    let mut list = crate::admission::ErrorList::from(errors);
+    let mut list = trainguard_core::admission::ErrorList::from(errors);
     list.omitted += omitted;
     Decision { warnings, ..Decision::from_errors(list, Rule::Schema) }
 }

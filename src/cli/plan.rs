@@ -11,9 +11,9 @@ use clap::Args;
 use k8s_openapi::jiff::Timestamp;
 
 use crate::controller::config::PlannerArgs;
-use crate::controller::objects::SnapshotBuilder;
-use crate::controller::plan::{PlanInput, TokenBucket, plan_all};
 use crate::manifests::{Limits, read_documents};
+use trainguard_core::planner::objects::SnapshotBuilder;
+use trainguard_core::planner::{PlanInput, TokenBucket, plan_all};
 
 #[derive(Debug, Args)]
 pub struct PlanArgs {

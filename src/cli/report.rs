@@ -7,7 +7,7 @@ use clap::ValueEnum;
 use serde_json::{Value, json};
 
 use super::check::Checked;
-use crate::admission::response;
+use trainguard_core::admission::response;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
 pub(crate) enum OutputFormat {

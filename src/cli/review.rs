@@ -14,9 +14,9 @@ use clap::{Args, ValueEnum};
 use super::state;
 
 use super::args::RulesArgs;
-use crate::admission::{self, Endpoint};
 use crate::cluster::{ClusterView, Offline};
 use crate::manifests::Limits;
+use trainguard_core::admission::{self, Endpoint};
 
 /// Largest request read, as the server's default body limit (docs/webhook.md §1).
 pub(crate) const DEFAULT_MAX_BODY_BYTES: u64 = 7 * 1024 * 1024;

@@ -7,8 +7,8 @@
 use serde_json::Value;
 
 use crate::manifests::Document;
-use crate::model::TRAINJOB_GROUP;
-use crate::trainer::TrainerVersion;
+use trainguard_core::model::TRAINJOB_GROUP;
+use trainguard_core::trainer::TrainerVersion;
 
 const RUNTIME_KINDS: [&str; 2] = ["ClusterTrainingRuntime", "TrainingRuntime"];
 

@@ -14,14 +14,14 @@ use clap::{ArgAction, Args};
 use prometheus_client::registry::Registry;
 
 use super::args::RulesArgs;
-use crate::admission::Endpoint;
 use crate::certgen;
 use crate::cluster::CacheStatus;
 use crate::cluster::{ClusterView, Offline};
-use crate::duration::parse as parse_duration;
 use crate::logging::LogFormat;
 use crate::server::metrics::WebhookMetrics;
 use crate::server::{self, ServerSettings};
+use trainguard_core::admission::Endpoint;
+use trainguard_core::duration::parse as parse_duration;
 
 const DEFAULT_BIND: &str = "0.0.0.0:9443";
 const DEFAULT_ADMIN_BIND: &str = "0.0.0.0:8080";
@@ -350,7 +350,7 @@ async fn serve(
             .await
             .map_err(|e| anyhow::anyhow!(start_error_message(&e)))?;
         if let Some(dir) = dev_dir {
-            let controller_mode = controller_running.then_some(args.controller.planner.controller_mode);
+            let controller_mode = controller_running.then_some(args.controller.planner.mode());
             print!("{}", dev_banner(&dir, running.webhook_addr, running.admin_addr, &mode, controller_mode));
         }
         Running::Webhook(running)

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 
 use crate::cluster::StaticView;
 use crate::manifests::{self, Document, Limits};
-use crate::model::{TRAINJOB_GROUP, TRAINJOB_KIND, TRAINJOB_VERSION};
 use anyhow::Context as _;
+use trainguard_core::model::{TRAINJOB_GROUP, TRAINJOB_KIND, TRAINJOB_VERSION};
 
 /// What `--state` files say about the cluster.
 #[derive(Debug, Default)]

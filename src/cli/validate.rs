@@ -15,7 +15,7 @@ use anyhow::Context as _;
 use clap::Args;
 use serde_json::value::RawValue;
 
-use super::args::RulesArgs;
+use super::args::{RulesArgs, TrainerVersionArg};
 use super::check::{self, Checked, Context, NewObject, OldObject};
 use super::lines;
 use super::parallel;
@@ -23,8 +23,8 @@ use super::report::{OutputFormat, Reporter};
 use super::state;
 use crate::cluster::{ClusterView, Offline};
 use crate::manifests::{self, Document, GitBlob, Limits, ManifestError, RawFile, Revision, Source};
-use crate::model::TrainJobView;
-use crate::trainer::TrainerVersion;
+use trainguard_core::model::TrainJobView;
+use trainguard_core::trainer::TrainerVersion;
 
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  \
@@ -101,7 +101,7 @@ pub(crate) struct SchemaArgs {
     /// Kubeflow Trainer release whose TrainJob schema the manifests must fit: unknown,
     /// misplaced and other-release fields under spec, and wrongly typed values, are denied.
     #[arg(long, env = "TRAINGUARD_TRAINER_VERSION", value_enum, value_name = "VERSION", default_value_t)]
-    pub(crate) trainer_version: TrainerVersion,
+    pub(crate) trainer_version: TrainerVersionArg,
 
     /// `off`: skip the schema check (unknown fields pass, as the webhook lets them).
     #[arg(long, env = "TRAINGUARD_SCHEMA", value_enum, value_name = "on|off", default_value_t)]
@@ -111,7 +111,7 @@ pub(crate) struct SchemaArgs {
 impl SchemaArgs {
     /// The release to check against, or `None` with `--schema off`.
     pub(crate) fn version(&self) -> Option<TrainerVersion> {
-        (self.schema == SchemaCheck::On).then_some(self.trainer_version)
+        (self.schema == SchemaCheck::On).then_some(self.trainer_version.into())
     }
 }
 

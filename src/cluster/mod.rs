@@ -3,14 +3,13 @@
 //! static objects ([`StaticView`]).
 
 pub(crate) mod reflect;
-pub(crate) mod view;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 pub use reflect::ClusterCache;
-pub use view::StateError;
-pub use view::{ChildJobState, ClusterView, GateFacts, JobSetFacts, JobSetState, Offline, StaticView};
+pub use trainguard_core::view::StateError;
+pub use trainguard_core::view::{ChildJobState, ClusterView, GateFacts, JobSetFacts, JobSetState, Offline, StaticView};
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ClientError {

@@ -24,9 +24,9 @@ use kube::runtime::watcher::{self, Event};
 use tokio_util::sync::CancellationToken;
 
 use super::CacheStatus;
-use super::view::{ChildJobState, ClusterView, GateFacts, JobSetFacts, JobSetState};
-use crate::model::jobset::{BatchJobView, JOBSET_NAME_LABEL, JobSetView};
 use crate::server::metrics::{CacheLabels, WebhookMetrics};
+use trainguard_core::model::jobset::{BatchJobView, JOBSET_NAME_LABEL, JobSetView};
+use trainguard_core::view::{ChildJobState, ClusterView, GateFacts, JobSetFacts, JobSetState};
 
 pub(crate) const JOBSETS: &str = "jobsets";
 pub(crate) const JOBS: &str = "jobs";

@@ -5,31 +5,31 @@
 use clap::builder::BoolishValueParser;
 use clap::{ArgAction, Args, ValueEnum};
 use k8s_openapi::jiff::SignedDuration;
+use trainguard_core::duration::parse_signed;
 
-/// `--controller-mode`: `report` (the default) only logs and emits `Would…` events; `act`
-/// performs the actions and is always asked for explicitly.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
-pub enum Mode {
+pub use trainguard_core::planner::config::{Mode, NodeFailureMode, PlanConfig, Propagation};
+
+/// `--controller-mode`: the planner's [`Mode`], with the help `--help` shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ModeArg {
     Act,
-    #[default]
     Report,
 }
 
-impl Mode {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Mode::Act => "act",
-            Mode::Report => "report",
+impl From<ModeArg> for Mode {
+    fn from(arg: ModeArg) -> Mode {
+        match arg {
+            ModeArg::Act => Mode::Act,
+            ModeArg::Report => Mode::Report,
         }
     }
 }
 
-/// `--node-failure`: which node states allow escalating a stuck pod deletion.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
-pub(crate) enum NodeFailureMode {
+/// `--node-failure`: the planner's [`NodeFailureMode`], plus a deprecated spelling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum NodeFailureArg {
     /// Missing, out-of-service, or kubelet gone (`Ready` Unknown/absent with the `unreachable`
     /// NoExecute taint) past `--node-not-ready-for`: the nodes Kueue's own force delete trusts.
-    #[default]
     Unreachable,
     /// Also a node whose kubelet still reports `Ready=False` with the `not-ready` NoExecute taint.
     NotReady,
@@ -42,21 +42,21 @@ pub(crate) enum NodeFailureMode {
     NodeUnhealthy,
 }
 
-impl NodeFailureMode {
-    /// The mode the planner runs with: a deprecated spelling is read as its replacement.
-    pub(crate) fn effective(self) -> Self {
-        match self {
-            NodeFailureMode::NodeUnhealthy => NodeFailureMode::NotReady,
-            other => other,
+impl From<NodeFailureArg> for NodeFailureMode {
+    /// A deprecated spelling is read as its replacement.
+    fn from(arg: NodeFailureArg) -> NodeFailureMode {
+        match arg {
+            NodeFailureArg::Unreachable => NodeFailureMode::Unreachable,
+            NodeFailureArg::NotReady | NodeFailureArg::NodeUnhealthy => NodeFailureMode::NotReady,
+            NodeFailureArg::OutOfService => NodeFailureMode::OutOfService,
+            NodeFailureArg::Off => NodeFailureMode::Off,
         }
     }
 }
 
-/// `--ttl-propagation`: the propagation policy of the TTL delete.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
-pub enum Propagation {
-    // Kubernetes' spelling; lower case accepted too.
-    #[default]
+/// `--ttl-propagation`: the planner's [`Propagation`], in Kubernetes' spelling (lower case too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum PropagationArg {
     /// Delete the job now, its pods in the background
     #[value(name = "Background", alias = "background")]
     Background,
@@ -68,57 +68,13 @@ pub enum Propagation {
     Orphan,
 }
 
-impl Propagation {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Propagation::Background => "Background",
-            Propagation::Foreground => "Foreground",
-            Propagation::Orphan => "Orphan",
+impl From<PropagationArg> for Propagation {
+    fn from(arg: PropagationArg) -> Propagation {
+        match arg {
+            PropagationArg::Background => Propagation::Background,
+            PropagationArg::Foreground => Propagation::Foreground,
+            PropagationArg::Orphan => Propagation::Orphan,
         }
-    }
-}
-
-/// What the planner needs to know; built from the flags.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PlanConfig {
-    pub(crate) mode: Mode,
-    pub(crate) ttl: bool,
-    pub(crate) ttl_grace: SignedDuration,
-    pub(crate) ttl_propagation: Propagation,
-    pub(crate) suspend_stuck_after: SignedDuration,
-    pub(crate) stash_ttl_on_stuck_suspend: bool,
-    pub(crate) admitted_suspended_after: SignedDuration,
-    pub(crate) node_failure: NodeFailureMode,
-    pub(crate) node_not_ready_for: SignedDuration,
-    pub(crate) force_delete_after: SignedDuration,
-    pub(crate) pause_unhealthy_fraction: f64,
-    pub(crate) max_force_deletes_per_minute: u32,
-}
-
-impl Default for PlanConfig {
-    /// What the flags give: report mode (no writes).
-    fn default() -> Self {
-        PlanConfig {
-            mode: Mode::Report,
-            ttl: true,
-            ttl_grace: SignedDuration::from_secs(30),
-            ttl_propagation: Propagation::Background,
-            suspend_stuck_after: SignedDuration::from_mins(2),
-            stash_ttl_on_stuck_suspend: false,
-            admitted_suspended_after: SignedDuration::from_mins(5),
-            node_failure: NodeFailureMode::Unreachable,
-            node_not_ready_for: SignedDuration::from_mins(5),
-            force_delete_after: SignedDuration::from_mins(2),
-            pause_unhealthy_fraction: 0.55,
-            max_force_deletes_per_minute: 20,
-        }
-    }
-}
-
-impl PlanConfig {
-    /// The defaults in act mode (`--controller-mode=act`), which tests of the writes start from.
-    pub fn acting() -> Self {
-        PlanConfig { mode: Mode::Act, ..PlanConfig::default() }
     }
 }
 
@@ -127,8 +83,8 @@ impl PlanConfig {
 pub struct PlannerArgs {
     /// `report` (default) does everything but the writes and emits `Would…` events; `act` performs
     /// the actions (TTL deletes, force deletes of stuck pods) with the credentials it runs with.
-    #[arg(long, env = "TRAINGUARD_CONTROLLER_MODE", value_enum, default_value_t = Mode::Report)]
-    pub controller_mode: Mode,
+    #[arg(long, env = "TRAINGUARD_CONTROLLER_MODE", value_enum, default_value = "report")]
+    pub controller_mode: ModeArg,
 
     /// Delete finished jobs whose `ttlSecondsAfterFinished` has passed (a backstop for the operator).
     #[arg(long, env = "TRAINGUARD_TTL", action = ArgAction::Set, value_parser = BoolishValueParser::new(),
@@ -136,15 +92,15 @@ pub struct PlannerArgs {
     pub(crate) ttl: bool,
 
     /// Extra wait after a job's TTL expires, so an operator that does its own TTL acts first.
-    #[arg(long, env = "TRAINGUARD_TTL_GRACE", value_parser = crate::duration::parse_signed, default_value = "30s")]
+    #[arg(long, env = "TRAINGUARD_TTL_GRACE", value_parser = parse_signed, default_value = "30s")]
     pub(crate) ttl_grace: SignedDuration,
 
     /// Propagation policy of the TTL delete.
-    #[arg(long, env = "TRAINGUARD_TTL_PROPAGATION", value_enum, default_value_t = Propagation::Background)]
-    pub(crate) ttl_propagation: Propagation,
+    #[arg(long, env = "TRAINGUARD_TTL_PROPAGATION", value_enum, default_value = "Background")]
+    pub(crate) ttl_propagation: PropagationArg,
 
     /// How long a suspended job may keep pods or lack its Suspended condition before it is reported.
-    #[arg(long, env = "TRAINGUARD_SUSPEND_STUCK_AFTER", value_parser = crate::duration::parse_signed, default_value = "2m")]
+    #[arg(long, env = "TRAINGUARD_SUSPEND_STUCK_AFTER", value_parser = parse_signed, default_value = "2m")]
     pub(crate) suspend_stuck_after: SignedDuration,
 
     /// Opt-in remedy: move ttlSecondsAfterFinished of a stuck suspended job into an annotation,
@@ -155,20 +111,20 @@ pub struct PlannerArgs {
     pub(crate) stash_ttl_on_stuck_suspend: bool,
 
     /// How long a Kueue Workload may be Admitted while its job stays suspended before it is reported.
-    #[arg(long, env = "TRAINGUARD_ADMITTED_SUSPENDED_AFTER", value_parser = crate::duration::parse_signed, default_value = "5m")]
+    #[arg(long, env = "TRAINGUARD_ADMITTED_SUSPENDED_AFTER", value_parser = parse_signed, default_value = "5m")]
     pub(crate) admitted_suspended_after: SignedDuration,
 
     /// Which node states allow force-deleting a training pod stuck Terminating on them
     /// (`node-unhealthy`, deprecated, is read as `not-ready`).
-    #[arg(long, env = "TRAINGUARD_NODE_FAILURE", value_enum, default_value_t = NodeFailureMode::Unreachable)]
-    pub(crate) node_failure: NodeFailureMode,
+    #[arg(long, env = "TRAINGUARD_NODE_FAILURE", value_enum, default_value = "unreachable")]
+    pub(crate) node_failure: NodeFailureArg,
 
     /// How long a node must be NotReady (with the NoExecute taint) before it counts as unhealthy.
-    #[arg(long, env = "TRAINGUARD_NODE_NOT_READY_FOR", value_parser = crate::duration::parse_signed, default_value = "5m")]
+    #[arg(long, env = "TRAINGUARD_NODE_NOT_READY_FOR", value_parser = parse_signed, default_value = "5m")]
     pub(crate) node_not_ready_for: SignedDuration,
 
     /// How long past its deletionTimestamp a pod must be stuck before its deletion is escalated.
-    #[arg(long, env = "TRAINGUARD_FORCE_DELETE_AFTER", value_parser = crate::duration::parse_signed, default_value = "2m")]
+    #[arg(long, env = "TRAINGUARD_FORCE_DELETE_AFTER", value_parser = parse_signed, default_value = "2m")]
     pub(crate) force_delete_after: SignedDuration,
 
     /// Safety brake: pause force deletes in a zone when more than 2 of its nodes, and at least this
@@ -182,10 +138,15 @@ pub struct PlannerArgs {
 }
 
 impl PlannerArgs {
+    /// `--controller-mode`, as the planner reads it.
+    pub fn mode(&self) -> Mode {
+        self.controller_mode.into()
+    }
+
     /// Warnings about deprecated flag values, for the caller to log once at start.
     pub(crate) fn deprecations(&self) -> Vec<String> {
         let mut out = Vec::new();
-        if self.node_failure == NodeFailureMode::NodeUnhealthy {
+        if self.node_failure == NodeFailureArg::NodeUnhealthy {
             out.push(
                 "--node-failure=node-unhealthy is deprecated: it is read as --node-failure=not-ready; the default is \
                  now unreachable (set --node-failure=not-ready to keep acting on nodes whose kubelet still reports)"
@@ -197,14 +158,14 @@ impl PlannerArgs {
 
     pub(crate) fn plan_config(&self) -> PlanConfig {
         PlanConfig {
-            mode: self.controller_mode,
+            mode: self.mode(),
             ttl: self.ttl,
             ttl_grace: self.ttl_grace,
-            ttl_propagation: self.ttl_propagation,
+            ttl_propagation: self.ttl_propagation.into(),
             suspend_stuck_after: self.suspend_stuck_after,
             stash_ttl_on_stuck_suspend: self.stash_ttl_on_stuck_suspend,
             admitted_suspended_after: self.admitted_suspended_after,
-            node_failure: self.node_failure.effective(),
+            node_failure: self.node_failure.into(),
             node_not_ready_for: self.node_not_ready_for,
             force_delete_after: self.force_delete_after,
             pause_unhealthy_fraction: self.pause_unhealthy_fraction,
@@ -292,8 +253,8 @@ mod tests {
         assert_eq!(d.leader_elect, None);
         assert_eq!(d.lease_name, "trainguard-controller");
         assert_eq!(d.planner.plan_config(), PlanConfig::default());
-        assert_eq!(d.planner.controller_mode, Mode::Report, "no writes unless act is asked for");
-        assert_eq!(parse(&["--controller-mode=act"]).planner.controller_mode, Mode::Act);
+        assert_eq!(d.planner.plan_config().mode, Mode::Report, "no writes unless act is asked for");
+        assert_eq!(parse(&["--controller-mode=act"]).planner.plan_config().mode, Mode::Act);
         assert!(!parse(&["--controller=false"]).enabled);
         assert!(!parse(&["--ttl=no"]).planner.ttl);
         assert!(parse(&["--stash-ttl-on-stuck-suspend"]).planner.stash_ttl_on_stuck_suspend);
@@ -317,7 +278,7 @@ mod tests {
         assert_eq!(c.max_force_deletes_per_minute, 5);
         assert_eq!(c.ttl_propagation, Propagation::Foreground);
         assert_eq!(c.admitted_suspended_after, SignedDuration::from_secs(90));
-        assert_eq!(parse(&["--ttl-propagation", "Orphan"]).planner.ttl_propagation, Propagation::Orphan);
+        assert_eq!(parse(&["--ttl-propagation", "Orphan"]).planner.plan_config().ttl_propagation, Propagation::Orphan);
         assert!(parse(&[]).planner.deprecations().is_empty());
     }
 

@@ -5,7 +5,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
 use kube::runtime::events::{Event, EventType as KubeEventType, Recorder, Reporter};
 
-use super::plan::{EventType, PlannedEvent, Rule, Target};
+use trainguard_core::planner::{EventType, PlannedEvent, Rule, Target};
 
 pub(crate) const REPORTING_CONTROLLER: &str = "trainguard";
 

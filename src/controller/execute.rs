@@ -26,22 +26,22 @@ use tracing::{debug, info, warn};
 
 use super::config::{Mode, PlanConfig, Propagation};
 use super::events::EventSink;
-use super::facts::{JobFacts, NodeFacts, PodFacts, PodPhase, TrainJobFacts};
 use super::metrics::Metrics;
-use super::plan::node_failure::{
+use super::state::{Outcome, Report, SharedBucket, Work};
+use trainguard_core::model::kubeflow_v1::{TrainingJobView, TrainingKind};
+use trainguard_core::model::pod::{NodeView, PodView};
+use trainguard_core::model::trainjob_state::TrainJobStateView;
+use trainguard_core::planner::facts::{JobFacts, NodeFacts, PodFacts, PodPhase, TrainJobFacts};
+use trainguard_core::planner::node_failure::{
     NodeHealth, blocking_finalizers, brake_message, escalate_from, finalizers_episode, finalizers_message, node_health,
     trusted,
 };
-use super::plan::suspend::{RestoreVerdict, restore_patch, restore_verdict, stash_patch, v1_stuck};
-use super::plan::ttl::{TtlVerdict, delete_failed_message, trainjob_verdict, verdict};
-use super::plan::{
+use trainguard_core::planner::suspend::{RestoreVerdict, restore_patch, restore_verdict, stash_patch, v1_stuck};
+use trainguard_core::planner::ttl::{TtlVerdict, delete_failed_message, trainjob_verdict, verdict};
+use trainguard_core::planner::{
     Action, EventType, JobPatchKind, NodeState, PlannedEvent, Reason, Rule, Target, TargetKind, ZoneHealth, job_guard,
     plus,
 };
-use super::state::{Outcome, Report, SharedBucket, Work};
-use crate::model::kubeflow_v1::{TrainingJobView, TrainingKind};
-use crate::model::pod::{NodeView, PodView};
-use crate::model::trainjob_state::TrainJobStateView;
 
 /// Field manager of every write.
 pub(crate) const FIELD_MANAGER: &str = "trainguard";
@@ -76,7 +76,7 @@ impl Shared {
     /// A bucket of `per_minute` tokens that starts full (tests, one-shot runs).
     #[cfg(test)]
     pub(crate) fn full_bucket(per_minute: u32) -> SharedBucket {
-        Arc::new(std::sync::Mutex::new(super::plan::TokenBucket::per_minute(per_minute)))
+        Arc::new(std::sync::Mutex::new(trainguard_core::planner::TokenBucket::per_minute(per_minute)))
     }
 }
 

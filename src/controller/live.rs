@@ -15,9 +15,9 @@ use super::config::PlanConfig;
 use super::events::EventSink;
 use super::execute::{self, Executor, Shared, system_clock};
 use super::metrics::Metrics;
-use super::snapshot::Key;
 use super::state::{ControllerState, Outcome, Report, SharedBucket, Work, new_bucket};
 use super::watch::{self, WatchMsg};
+use trainguard_core::planner::snapshot::Key;
 
 /// Watch messages handled before planning, at most, so a flood of events is planned in batches.
 const BATCH: usize = 1024;
@@ -158,7 +158,12 @@ pub(crate) async fn run_with_bucket(
     }
 }
 
-fn handle(state: &mut ControllerState, pending: &mut HashSet<super::snapshot::Source>, msg: WatchMsg, now: Timestamp) {
+fn handle(
+    state: &mut ControllerState,
+    pending: &mut HashSet<trainguard_core::planner::snapshot::Source>,
+    msg: WatchMsg,
+    now: Timestamp,
+) {
     match msg {
         WatchMsg::Change(change) => state.apply(*change, now),
         WatchMsg::Ready(source) => {

@@ -11,7 +11,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use super::plan::Observation;
+use trainguard_core::planner::Observation;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ControllerLabels {
@@ -246,7 +246,7 @@ mod tests {
     use prometheus_client::encoding::text::encode;
 
     use super::*;
-    use crate::controller::plan::NodeState;
+    use trainguard_core::planner::NodeState;
 
     #[test]
     fn names_match_controller_runtime_and_spec() {

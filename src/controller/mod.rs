@@ -8,14 +8,10 @@
 pub mod config;
 pub mod events;
 pub mod execute;
-pub mod facts;
 pub mod health;
 pub mod leader;
 pub mod live;
 pub mod metrics;
-pub mod objects;
-pub mod plan;
-pub mod snapshot;
 pub mod state;
 pub mod watch;
 

@@ -9,11 +9,11 @@ use std::sync::{Arc, Mutex};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::config::PlanConfig;
-use super::facts::{PodOwner, Str};
-use super::plan::{
+use trainguard_core::planner::facts::{PodOwner, Str};
+use trainguard_core::planner::snapshot::{Change, Key, Snapshot};
+use trainguard_core::planner::{
     Action, Budget, KeyPlan, Observation, PlanInput, Planned, Reason, TokenBucket, ZoneHealth, plan_key, plus,
 };
-use super::snapshot::{Change, Key, Snapshot};
 
 /// Work for the executor: the actions planned for one key, in order.
 #[derive(Debug, Clone, PartialEq)]

@@ -17,15 +17,15 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::facts::{
+use trainguard_core::model::jobset::{BatchJobView, JOBSET_NAME_LABEL, JobSetView};
+use trainguard_core::model::kubeflow_v1::{JOB_NAME_LABEL, TrainingJobView, TrainingKind};
+use trainguard_core::model::pod::{NodeView, PodView};
+use trainguard_core::model::trainjob_state::TrainJobStateView;
+use trainguard_core::model::workload::{WORKLOAD_VERSIONS, WorkloadView, workload_api_resource};
+use trainguard_core::planner::facts::{
     BatchJobFacts, FactsError, JobFacts, JobKey, JobSetFacts, NodeFacts, NsName, PodFacts, TrainJobFacts, WorkloadFacts,
 };
-use super::snapshot::{Change, Source};
-use crate::model::jobset::{BatchJobView, JOBSET_NAME_LABEL, JobSetView};
-use crate::model::kubeflow_v1::{JOB_NAME_LABEL, TrainingJobView, TrainingKind};
-use crate::model::pod::{NodeView, PodView};
-use crate::model::trainjob_state::TrainJobStateView;
-use crate::model::workload::{WORKLOAD_VERSIONS, WorkloadView, workload_api_resource};
+use trainguard_core::planner::snapshot::{Change, Source};
 
 /// How long to wait before looking again for a CRD that is not installed.
 const ABSENT_RETRY: Duration = Duration::from_secs(300);

@@ -147,7 +147,7 @@ impl ManifestError {
 /// Reads every document under `paths` (files, directories walked for `*.yaml`, `*.yml`,
 /// `*.json`, or `-` for stdin), in order; stops at the first file that cannot be read. For
 /// large trees prefer [`sources`] + [`read_source`], which hold one file at a time.
-pub(crate) fn read_documents(paths: &[PathBuf], limits: &Limits) -> Result<Vec<Document>, ManifestError> {
+pub fn read_documents(paths: &[PathBuf], limits: &Limits) -> Result<Vec<Document>, ManifestError> {
     let mut documents = Vec::new();
     for source in sources(paths)? {
         documents.extend(read_source(&source, limits)?);
@@ -156,6 +156,6 @@ pub(crate) fn read_documents(paths: &[PathBuf], limits: &Limits) -> Result<Vec<D
 }
 
 /// `true` for the extensions a directory walk picks up.
-pub(crate) fn is_manifest_path(path: &Path) -> bool {
+pub fn is_manifest_path(path: &Path) -> bool {
     matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml" | "json"))
 }

@@ -13,7 +13,7 @@ pub(crate) fn parse_timeout_query(query: Option<&str>) -> Option<Duration> {
         .split('&')
         .filter_map(|pair| pair.split_once('='))
         .find(|(k, _)| *k == "timeout")
-        .and_then(|(_, v)| crate::duration::parse(v).ok())
+        .and_then(|(_, v)| trainguard_core::duration::parse(v).ok())
         .map(|d| d.min(MAX_TIMEOUT))
 }
 

@@ -33,11 +33,11 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::admission::RulesConfig;
 use crate::cluster::CacheStatus;
 use crate::cluster::ClusterView;
 use admin::Readiness;
 use metrics::WebhookMetrics;
+use trainguard_core::admission::RulesConfig;
 
 /// Everything the server needs besides the cluster view.
 #[derive(Debug, Clone)]

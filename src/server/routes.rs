@@ -15,9 +15,9 @@ use super::body::{Response, ResponseBody};
 use super::budget::{BodyBudget, BodyClass, ConnShare, Held};
 use super::conn::ConnService;
 use super::limits::{DEFAULT_TIMEOUT, handler_deadline, parse_timeout_query};
-use crate::admission::{self, Decision, Endpoint, ErrorType, FieldError, ProtocolError, Rule, RulesConfig};
 use crate::cluster::ClusterView;
 use crate::server::metrics::{DecisionLabels, WebhookCodeLabels, WebhookMetrics, WebhookSeries, code_label};
+use trainguard_core::admission::{self, Decision, Endpoint, ErrorType, FieldError, ProtocolError, Rule, RulesConfig};
 
 /// What every admission request needs; cloned per request (one Arc).
 #[derive(Clone)]

@@ -14,7 +14,7 @@ use std::path::Path;
 use cel::{Context, Program, Value as CelValue};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
-use trainguard::model::TrainJobView;
+use trainguard_core::model::TrainJobView;
 
 const OPT_OUT_LABEL: &str = "trainguard.io/webhook";
 const JUDGED_SPEC_FIELDS: [&str; 4] = ["podSpecOverrides", "podTemplateOverrides", "runtimePatches", "managedBy"];
@@ -342,7 +342,7 @@ fn opt_out_policy_groups_are_the_flag_default() {
     let policy = Policy::load();
     let (_, program) = policy.variables.iter().find(|(n, _)| n == "optOutGroups").expect("optOutGroups");
     let groups = program.execute(&Context::default()).expect("a constant").json().expect("JSON");
-    assert_eq!(groups, json!(trainguard::model::DEFAULT_OPT_OUT_GROUPS));
+    assert_eq!(groups, json!(trainguard_core::model::DEFAULT_OPT_OUT_GROUPS));
 }
 
 #[test]

@@ -18,10 +18,10 @@ use proptest::prelude::*;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
-use trainguard::admission::overrides;
 use trainguard::cluster::{ChildJobState, ClusterView, GateFacts, JobSetFacts, JobSetState, StaticView};
-use trainguard::model::jobset::{BatchJobView, JobSetView};
-use trainguard::model::{KUEUE_QUEUE_LABEL, OPT_OUT_LABEL, OverridesField, ReviewEnvelope, TrainJobView};
+use trainguard_core::admission::overrides;
+use trainguard_core::model::jobset::{BatchJobView, JobSetView};
+use trainguard_core::model::{KUEUE_QUEUE_LABEL, OPT_OUT_LABEL, OverridesField, ReviewEnvelope, TrainJobView};
 
 // ---- AdmissionReview and TrainJob, on every fixture ---------------------------------------------
 
@@ -334,7 +334,7 @@ struct UpstreamJobStatus {
     active: Option<i32>,
 }
 
-fn ours_decodes(v: &Value) -> Result<(), trainguard::model::trainjob::DecodeError> {
+fn ours_decodes(v: &Value) -> Result<(), trainguard_core::model::trainjob::DecodeError> {
     let raw = RawValue::from_string(v.to_string()).expect("valid JSON");
     TrainJobView::decode(&raw).map(|_| ())
 }
@@ -572,7 +572,7 @@ proptest! {
 /// answer to every fixture that has no patch (a patch is re-encoded as base64 on purpose).
 #[test]
 fn response_bytes_agree_with_kube_types_on_every_fixture() {
-    use trainguard::admission::response::review_response;
+    use trainguard_core::admission::response::review_response;
     let mut compared = std::collections::BTreeSet::new();
     for case in common::load_cases().into_iter().chain(common::load_bench_cases()) {
         let Ok(reviewed) = case.run() else { continue };

@@ -8,8 +8,8 @@ use std::sync::OnceLock;
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use trainguard::admission::{Endpoint, ProtocolError, Reviewed, RulesConfig, review};
 use trainguard::cluster::Offline;
+use trainguard_core::admission::{Endpoint, ProtocolError, Reviewed, RulesConfig, review};
 
 fn fixture(name: &str) -> Value {
     let case = common::load_cases().into_iter().find(|c| c.name == name).unwrap_or_else(|| panic!("{name}"));
@@ -285,7 +285,7 @@ proptest! {
             Ok(sent) => sent,
             Err(e) => {
                 prop_assert!(e.to_string().contains("unicode"), "answered a body that is not JSON: {}", e);
-                let envelope: trainguard::model::ReviewEnvelope<'_, serde::de::IgnoredAny> =
+                let envelope: trainguard_core::model::ReviewEnvelope<'_, serde::de::IgnoredAny> =
                     serde_json::from_slice(&body).expect("answered, so the envelope reads");
                 let uid = envelope.request.as_ref().and_then(|r| r.uid.as_deref());
                 serde_json::json!({"apiVersion": envelope.api_version, "request": {"uid": uid}})

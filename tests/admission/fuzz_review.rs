@@ -1,4 +1,4 @@
-//! Time-bounded fuzzing of the admission path (`trainguard::admission::review`) inside
+//! Time-bounded fuzzing of the admission path (`trainguard_core::admission::review`) inside
 //! `make test`: realistic AdmissionReviews for TrainJobs, the same with JSON values replaced or
 //! removed, the same with bytes flipped, inserted or cut, and plain random bytes. For every input:
 //! no panic; every `Ok` is an AdmissionReview whose `response.uid` echoes `request.uid`; every
@@ -16,8 +16,8 @@ use proptest::prelude::*;
 use proptest::strategy::ValueTree as _;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde_json::{Value, json};
-use trainguard::admission::{Endpoint, RulesConfig, SuspendRule};
 use trainguard::cluster::{ChildJobState, JobSetState, StaticView};
+use trainguard_core::admission::{Endpoint, RulesConfig, SuspendRule};
 
 use crate::support::fuzz as review_check;
 

@@ -5,8 +5,8 @@ use crate::support::fixtures as common;
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use trainguard::admission::{Endpoint, RulesConfig, review};
 use trainguard::cluster::Offline;
+use trainguard_core::admission::{Endpoint, RulesConfig, review};
 
 const OVERRIDES: [&str; 3] = ["podSpecOverrides", "podTemplateOverrides", "runtimePatches"];
 

@@ -1,4 +1,4 @@
-//! Every fixture through `trainguard::admission::review`, held to its expected verdict: HTTP
+//! Every fixture through `trainguard_core::admission::review`, held to its expected verdict: HTTP
 //! outcome, allowed, status code, audit rule, message, warnings, patch, uid echo, and the denial
 //! format of docs/webhook.md §6 (see `common::check_verdict`).
 
@@ -128,7 +128,7 @@ fn u0_and_u1_never_look_at_the_cluster() {
     for case in cases {
         let known = case.run().expect("answered");
         let unknown =
-            trainguard::admission::review(case.endpoint(), &case.review, &case.config(), &common::UnknownCluster)
+            trainguard_core::admission::review(case.endpoint(), &case.review, &case.config(), &common::UnknownCluster)
                 .expect("answered");
         assert_eq!(known.body, unknown.body, "{}", case.name);
     }
@@ -142,7 +142,7 @@ fn create_never_looks_at_the_cluster() {
     for case in cases {
         let mine = case.run().expect("answered");
         let unknown =
-            trainguard::admission::review(case.endpoint(), &case.review, &case.config(), &common::UnknownCluster)
+            trainguard_core::admission::review(case.endpoint(), &case.review, &case.config(), &common::UnknownCluster)
                 .expect("answered");
         assert_eq!(mine.body, unknown.body, "{}", case.name);
     }
@@ -186,13 +186,13 @@ fn opt_out_groups_decide_who_may_set_the_label() {
     for (name, allowed_groups, groups, want) in table {
         let mut body = review.clone();
         body["request"]["userInfo"]["groups"] = groups.clone();
-        let config = trainguard::admission::RulesConfig {
+        let config = trainguard_core::admission::RulesConfig {
             opt_out_groups: allowed_groups.iter().map(|g| g.to_string()).collect(),
             ..case.config()
         };
         let bytes = serde_json::to_vec(&body).unwrap();
-        let got =
-            trainguard::admission::review(case.endpoint(), &bytes, &config, case.cluster().as_ref()).expect("answered");
+        let got = trainguard_core::admission::review(case.endpoint(), &bytes, &config, case.cluster().as_ref())
+            .expect("answered");
         assert_eq!(got.decision.allowed(), *want, "{name}: {}", got.decision.message());
         let rule = if *want { "U1" } else { "O1" };
         assert_eq!(got.decision.rule(), rule, "{name}");

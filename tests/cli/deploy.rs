@@ -34,12 +34,12 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::{ByteString, Resource};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use trainguard::admission::Endpoint;
 use trainguard::cli::certs::{
     DEFAULT_NAMESPACE, DEFAULT_SECRET, DEFAULT_SERVICE, MUTATING_CONFIGURATION, MUTATING_WEBHOOK, Target,
     VALIDATING_CONFIGURATION, VALIDATING_WEBHOOK,
 };
 use trainguard::rbac::{API_CALLS, ApiCall, Scope};
+use trainguard_core::admission::Endpoint;
 
 const NAMESPACE: &str = DEFAULT_NAMESPACE;
 /// Admin paths of docs/webhook.md §1, served on `--admin-bind` (checked against the admin router).
@@ -802,7 +802,7 @@ fn rbac_follows_the_controller_mode() {
     ];
     for (what, r, mode) in cases {
         let controller = r.controller();
-        assert_eq!(serve_args(&container(&controller)).controller.planner.controller_mode, mode, "{what}");
+        assert_eq!(serve_args(&container(&controller)).controller.planner.mode(), mode, "{what}");
         let sa = pod_spec(&controller).service_account_name.expect("serviceAccountName");
         let granted = grants_of(&r, &sa);
         let writes: Grants =
@@ -849,7 +849,7 @@ fn controller_lease_lives_where_the_role_grants_it() {
     assert_eq!(Some(lease_namespace), role.metadata.namespace);
     assert_eq!(serve.controller.lease_name, "trainguard-controller");
     assert!(serve.controller.enabled, "the controller runs (on the elected leader)");
-    assert_eq!(serve.controller.planner.controller_mode, Mode::Report, "the shipped mode is report");
+    assert_eq!(serve.controller.planner.mode(), Mode::Report, "the shipped mode is report");
 }
 
 /// The shipped controller mode is `report` everywhere a user installs from (both overlays, the
@@ -866,12 +866,12 @@ fn controller_ships_in_report_mode_and_the_documented_switch_acts() {
     for (what, r, mode) in cases {
         let serve = serve_args(&container(&r.controller()));
         assert!(serve.controller.enabled, "{what}");
-        assert_eq!(serve.controller.planner.controller_mode, mode, "{what}");
+        assert_eq!(serve.controller.planner.mode(), mode, "{what}");
     }
 
     // As the docs lay it out: the checkout in trainguard/, the overlay beside it.
     let serve = serve_args(&container(&render_documented_act_overlay().controller()));
-    assert_eq!(serve.controller.planner.controller_mode, Mode::Act);
+    assert_eq!(serve.controller.planner.mode(), Mode::Act);
 }
 
 /// The overlay docs/operations.md gives for another namespace, rendered as a user lays it out:
@@ -1374,7 +1374,7 @@ fn chart_values_and_namespace_reach_every_object() {
     // The container's command line, as the binary parses it.
     let controller = r.controller();
     let cc = container(&controller);
-    assert_eq!(serve_args(&cc).controller.planner.controller_mode, Mode::Report);
+    assert_eq!(serve_args(&cc).controller.planner.mode(), Mode::Report);
     for c in [&c, &cc] {
         let args = c.args.clone().unwrap();
         for extra in ["--suspend-rule=new", "--cache-stale-after=2m"] {

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
-use trainguard::admission::{self, Endpoint, RulesConfig, SuspendRule};
 use trainguard::cluster::{ClusterView, Offline, StaticView};
 use trainguard::manifests;
+use trainguard_core::admission::{self, Endpoint, RulesConfig, SuspendRule};
 
 /// The binary under test; `TRAINGUARD_BIN` overrides it (see tests/cli/validate.rs).
 fn bin() -> PathBuf {

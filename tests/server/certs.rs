@@ -19,10 +19,10 @@ use rustls::{ClientConfig, RootCertStore, ServerConfig};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
-use trainguard::admission::{Endpoint, RulesConfig};
 use trainguard::cluster::Offline;
 use trainguard::server::ServerSettings;
 use trainguard::server::metrics::WebhookMetrics;
+use trainguard_core::admission::{Endpoint, RulesConfig};
 use x509_parser::extensions::GeneralName;
 
 const SERVICE: &str = "guard";

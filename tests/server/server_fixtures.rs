@@ -25,8 +25,8 @@ async fn every_fixture_gets_its_verdict_over_tls() {
             support::start(support::Options { http2, rules: case.config(), cluster, ..Default::default() }).await;
         let client = support::client(&server.ca_pem, http2);
         let path = match case.endpoint() {
-            trainguard::admission::Endpoint::Validate => support::VALIDATE,
-            trainguard::admission::Endpoint::Mutate => support::MUTATE,
+            trainguard_core::admission::Endpoint::Validate => support::VALIDATE,
+            trainguard_core::admission::Endpoint::Mutate => support::MUTATE,
         };
         let reply = support::post_json(&client, &server.url(path), &case.review).await;
         let observed = if reply.status == 200 {
@@ -64,10 +64,10 @@ fn review_cli(case: &common::Case) -> Option<std::process::Child> {
     }
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_trainguard"));
     cmd.arg("review").arg(&case.review_path);
-    if case.endpoint() == trainguard::admission::Endpoint::Mutate {
+    if case.endpoint() == trainguard_core::admission::Endpoint::Mutate {
         cmd.args(["--webhook", "mutate"]);
     }
-    if case.config().suspend_rule == trainguard::admission::SuspendRule::New {
+    if case.config().suspend_rule == trainguard_core::admission::SuspendRule::New {
         cmd.args(["--suspend-rule", "new"]);
     }
     if let Some(state) = &case.state_path {

@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use serde_json::Value;
-use trainguard::admission::{self, Endpoint, ProtocolError, Reviewed, RulesConfig, SuspendRule};
 use trainguard::cluster::{ClusterView, GateFacts, Offline, StaticView};
+use trainguard_core::admission::{self, Endpoint, ProtocolError, Reviewed, RulesConfig, SuspendRule};
 
 /// `<crate root>/fixtures`.
 pub(crate) fn fixtures_dir() -> PathBuf {

@@ -1,11 +1,11 @@
-//! The properties every answer of `trainguard::admission::review` must have, shared by the
+//! The properties every answer of `trainguard_core::admission::review` must have, shared by the
 //! time-bounded test (`tests/admission/fuzz_review.rs`) and the libFuzzer target (`fuzz/fuzz_targets/review.rs`).
 
 use k8s_openapi::ByteString;
 use serde::Deserialize;
 use serde_json::Value;
-use trainguard::admission::{Endpoint, RulesConfig, review};
 use trainguard::cluster::ClusterView;
+use trainguard_core::admission::{Endpoint, RulesConfig, review};
 
 /// Denial messages stay under this (docs/webhook.md §6).
 pub(crate) const MAX_MESSAGE_BYTES: usize = 1024;

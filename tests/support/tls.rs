@@ -16,11 +16,11 @@ use hyper_util::rt::TokioExecutor;
 use prometheus_client::registry::Registry;
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
-use trainguard::admission::RulesConfig;
 use trainguard::certgen::{GeneratedChain, generate_chain};
 use trainguard::cluster::{ClusterView, Offline};
 use trainguard::server::metrics::WebhookMetrics;
 use trainguard::server::{self, RunningServer, ServerSettings};
+use trainguard_core::admission::RulesConfig;
 
 pub(crate) const VALIDATE: &str = "/validate-trainer-kubeflow-org-v1alpha1-trainjob";
 pub(crate) const MUTATE: &str = "/mutate-trainer-kubeflow-org-v1alpha1-trainjob";

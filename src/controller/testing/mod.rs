@@ -8,11 +8,11 @@ pub(crate) mod wait;
 use std::collections::HashMap;
 
 use crate::controller::config::PlanConfig;
-use crate::controller::facts::Str;
-use crate::controller::objects::snapshot_from_values;
-use crate::controller::plan::{PlanInput, TokenBucket, plan_all};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
+use trainguard_core::planner::facts::Str;
+use trainguard_core::planner::objects::snapshot_from_values;
+use trainguard_core::planner::{PlanInput, TokenBucket, plan_all};
 
 pub(crate) const T0: i64 = 1_735_689_600;
 

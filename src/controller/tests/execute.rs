@@ -12,13 +12,13 @@ use crate::controller::config::{Mode, PlanConfig};
 use crate::controller::events::EventSink;
 use crate::controller::execute::{Executor, Shared};
 use crate::controller::metrics::Metrics;
-use crate::controller::objects::snapshot_from_values;
-use crate::controller::plan::{Action, PlanInput, Reason, TokenBucket, ZoneHealth, plan_all};
 use crate::controller::state::{Outcome, Report, Work};
 use controller_support::api::{FakeApi, status, success};
 use controller_support::*;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
+use trainguard_core::planner::objects::snapshot_from_values;
+use trainguard_core::planner::{Action, PlanInput, Reason, TokenBucket, ZoneHealth, plan_all};
 
 type Answer = (u16, Value);
 /// (name, live GET, DELETE, outcome, non-event calls, events)

@@ -6,10 +6,10 @@ use crate::controller::testing as controller_support;
 use std::collections::HashMap;
 
 use crate::controller::config::{Mode, NodeFailureMode, PlanConfig};
-use crate::controller::facts::Str;
 use controller_support::*;
 use k8s_openapi::jiff::SignedDuration;
 use serde_json::{Value, json};
+use trainguard_core::planner::facts::Str;
 
 struct Case {
     name: &'static str,
@@ -975,7 +975,6 @@ fn node_failure_values() {
     let table: Vec<(NodeFailureMode, [bool; 5])> = vec![
         (Unreachable, [true, true, false, true, true]),
         (NotReady, [true, true, true, true, true]),
-        (NodeUnhealthy, [true, true, true, true, true]),
         (OutOfService, [false, false, false, true, true]),
         (Off, [false, false, false, false, false]),
     ];
@@ -1270,20 +1269,20 @@ fn admitted_but_suspended() {
     let message = lines[0]["message"].as_str().unwrap();
     assert!(message.contains("Workload ml/pytorchjob-a") && message.contains("6m40s ago"), "{message}");
     assert!(message.contains("spec.runPolicy.suspend: true"), "{message}");
-    let (snapshot, _) = crate::controller::objects::snapshot_from_values(&objects).unwrap();
+    let (snapshot, _) = trainguard_core::planner::objects::snapshot_from_values(&objects).unwrap();
     let first_seen = HashMap::new();
-    let input = crate::controller::plan::PlanInput {
+    let input = trainguard_core::planner::PlanInput {
         snapshot: &snapshot,
         now: at(400),
         config: &PlanConfig::acting(),
         first_seen_suspended: &first_seen,
     };
-    let mut bucket = crate::controller::plan::TokenBucket::per_minute(20);
-    let plans = crate::controller::plan::plan_all(&input, &mut bucket);
+    let mut bucket = trainguard_core::planner::TokenBucket::per_minute(20);
+    let plans = trainguard_core::planner::plan_all(&input, &mut bucket);
     let observations: Vec<_> = plans.iter().flat_map(|(_, p)| p.observations.clone()).collect();
-    assert_eq!(observations, [crate::controller::plan::Observation::AdmittedSuspended("PyTorchJob")]);
+    assert_eq!(observations, [trainguard_core::planner::Observation::AdmittedSuspended("PyTorchJob")]);
     match &plans[0].1.actions[0].action {
-        crate::controller::plan::Action::Event(e) => assert_eq!(e.episode, format!("admitted@{}", ts(0))),
+        trainguard_core::planner::Action::Event(e) => assert_eq!(e.episode, format!("admitted@{}", ts(0))),
         other => panic!("{other:?}"),
     }
 }
@@ -1350,20 +1349,20 @@ fn jobset_recreated_after_failure() {
     // Once per JobSet UID, naming the Trainer issue and both fixes; a gauge observation.
     let episode = |jobset_uid: &str| {
         let objects = [failed.clone(), created(set(jobset_of(&failed, 0), "/metadata/uid", json!(jobset_uid)), 600)];
-        let (snapshot, _) = crate::controller::objects::snapshot_from_values(&objects).unwrap();
+        let (snapshot, _) = trainguard_core::planner::objects::snapshot_from_values(&objects).unwrap();
         let first_seen = HashMap::new();
         let config = PlanConfig::acting();
-        let input = crate::controller::plan::PlanInput {
+        let input = trainguard_core::planner::PlanInput {
             snapshot: &snapshot,
             now: at(700),
             config: &config,
             first_seen_suspended: &first_seen,
         };
-        let mut bucket = crate::controller::plan::TokenBucket::per_minute(20);
-        let plans = crate::controller::plan::plan_all(&input, &mut bucket);
-        assert_eq!(plans[0].1.observations, [crate::controller::plan::Observation::JobSetRecreated]);
+        let mut bucket = trainguard_core::planner::TokenBucket::per_minute(20);
+        let plans = trainguard_core::planner::plan_all(&input, &mut bucket);
+        assert_eq!(plans[0].1.observations, [trainguard_core::planner::Observation::JobSetRecreated]);
         match &plans[0].1.actions[0].action {
-            crate::controller::plan::Action::Event(e) => {
+            trainguard_core::planner::Action::Event(e) => {
                 assert!(e.message.contains("kubeflow/trainer#3779"), "{}", e.message);
                 assert!(e.message.contains("Remove ttlSecondsAfterFinished from the JobSet template"), "{}", e.message);
                 assert!(e.message.contains("upgrade Trainer past v2.3.0"), "{}", e.message);
@@ -1391,8 +1390,8 @@ fn jobset_recreated_after_failure() {
 /// de-duplication episode is the hash, so distinct 200 KB values each cost a few bytes.
 #[test]
 fn invalid_annotations_are_kept_as_a_prefix_and_a_hash() {
-    use crate::controller::plan::actions::Action;
-    use crate::controller::plan::{PlanInput, TokenBucket, plan_all};
+    use trainguard_core::planner::actions::Action;
+    use trainguard_core::planner::{PlanInput, TokenBucket, plan_all};
     let huge = |c: char| c.to_string().repeat(200_000);
     let cases = [
         ("trainguard.io/ttl-seconds-after-finished", trainjob_finished(trainjob("t"), "Complete", 0)),
@@ -1405,7 +1404,7 @@ fn invalid_annotations_are_kept_as_a_prefix_and_a_hash() {
         let mut episodes = Vec::new();
         for c in ['x', 'y'] {
             let annotated = annotate(object.clone(), annotation, &huge(c));
-            let (snapshot, _) = crate::controller::objects::snapshot_from_values(&[annotated]).expect("decodes");
+            let (snapshot, _) = trainguard_core::planner::objects::snapshot_from_values(&[annotated]).expect("decodes");
             let facts = format!("{snapshot:?}");
             assert!(facts.len() < 20_000, "{annotation}: the snapshot keeps {} bytes", facts.len());
             let input = PlanInput {

@@ -6,13 +6,13 @@ use crate::controller::testing as controller_support;
 use std::collections::HashSet;
 
 use crate::controller::config::PlanConfig;
-use crate::controller::facts::NsName;
-use crate::controller::objects::change_from_value;
-use crate::controller::plan::{Action, NodeState, Observation, Reason};
-use crate::controller::snapshot::{Change, Key, Source};
 use crate::controller::state::{ControllerState, Outcome, Report, Work};
 use controller_support::*;
 use serde_json::{Value, json};
+use trainguard_core::planner::facts::NsName;
+use trainguard_core::planner::objects::change_from_value;
+use trainguard_core::planner::snapshot::{Change, Key, Source};
+use trainguard_core::planner::{Action, NodeState, Observation, Reason};
 
 fn apply(state: &mut ControllerState, object: &Value, now: i64) {
     state.apply(change_from_value(object).unwrap().unwrap(), at(now));
@@ -184,14 +184,17 @@ fn relist_removes_objects_that_are_gone() {
     plan(&mut state, 10);
     assert_eq!(state.gauges().get(&Observation::TtlScheduled("PyTorchJob")), Some(&2));
     let seen: HashSet<NsName> = [NsName::new("ml", "a")].into();
-    state.apply(Change::Relisted(Source::Jobs(crate::model::kubeflow_v1::TrainingKind::PyTorchJob), seen), at(20));
+    state.apply(
+        Change::Relisted(Source::Jobs(trainguard_core::model::kubeflow_v1::TrainingKind::PyTorchJob), seen),
+        at(20),
+    );
     plan(&mut state, 20);
     assert_eq!(state.gauges().get(&Observation::TtlScheduled("PyTorchJob")), Some(&1));
     assert!(
         state
             .snapshot()
-            .job(&crate::controller::facts::JobKey {
-                kind: crate::model::kubeflow_v1::TrainingKind::PyTorchJob,
+            .job(&trainguard_core::planner::facts::JobKey {
+                kind: trainguard_core::model::kubeflow_v1::TrainingKind::PyTorchJob,
                 id: NsName::new("ml", "b")
             })
             .is_none()
@@ -228,7 +231,7 @@ fn relist_forgets_the_memory_of_objects_that_are_gone() {
     done(&mut state, &work[0], Outcome::Done, 120);
     assert_eq!(state.remembered(), 2, "first sighting and the published alarm");
     // Deleted while the watch was down: the relist removes it, and its memory goes too.
-    let kind = crate::model::kubeflow_v1::TrainingKind::PyTorchJob;
+    let kind = trainguard_core::model::kubeflow_v1::TrainingKind::PyTorchJob;
     state.apply(Change::Relisted(Source::Jobs(kind), HashSet::new()), at(200));
     assert_eq!(state.remembered(), 0);
 }

@@ -1,0 +1,153 @@
+//! Slim views of the six Training Operator v1 job kinds (`kubeflow.org/v1`): only metadata,
+//! `spec.runPolicy` and `status`, which is all the companion controller reads. Replica specs and
+//! everything else are skipped by serde without being built; unknown fields are tolerated.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kube_core::ApiResource;
+use serde::{Deserialize, Serialize};
+
+pub(crate) const KUBEFLOW_GROUP: &str = "kubeflow.org";
+pub(crate) const KUBEFLOW_VERSION: &str = "v1";
+pub(crate) const KUBEFLOW_API_VERSION: &str = "kubeflow.org/v1";
+/// `spec.runPolicy.managedBy` of the training operator itself (unset means the same).
+pub(crate) const TRAINING_OPERATOR_MANAGED_BY: &str = "kubeflow.org/training-operator";
+/// Label the operator puts on every pod of a job.
+pub const JOB_NAME_LABEL: &str = "training.kubeflow.org/job-name";
+
+/// The six job kinds of Training Operator v1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TrainingKind {
+    TFJob,
+    PyTorchJob,
+    MPIJob,
+    XGBoostJob,
+    PaddleJob,
+    JAXJob,
+}
+
+impl TrainingKind {
+    pub const ALL: [TrainingKind; 6] = [
+        TrainingKind::TFJob,
+        TrainingKind::PyTorchJob,
+        TrainingKind::MPIJob,
+        TrainingKind::XGBoostJob,
+        TrainingKind::PaddleJob,
+        TrainingKind::JAXJob,
+    ];
+
+    pub fn kind(self) -> &'static str {
+        match self {
+            TrainingKind::TFJob => "TFJob",
+            TrainingKind::PyTorchJob => "PyTorchJob",
+            TrainingKind::MPIJob => "MPIJob",
+            TrainingKind::XGBoostJob => "XGBoostJob",
+            TrainingKind::PaddleJob => "PaddleJob",
+            TrainingKind::JAXJob => "JAXJob",
+        }
+    }
+
+    pub(crate) fn plural(self) -> &'static str {
+        match self {
+            TrainingKind::TFJob => "tfjobs",
+            TrainingKind::PyTorchJob => "pytorchjobs",
+            TrainingKind::MPIJob => "mpijobs",
+            TrainingKind::XGBoostJob => "xgboostjobs",
+            TrainingKind::PaddleJob => "paddlejobs",
+            TrainingKind::JAXJob => "jaxjobs",
+        }
+    }
+
+    pub(crate) fn from_kind(kind: &str) -> Option<Self> {
+        TrainingKind::ALL.into_iter().find(|k| k.kind() == kind)
+    }
+
+    pub fn api_resource(self) -> ApiResource {
+        ApiResource {
+            group: KUBEFLOW_GROUP.to_string(),
+            version: KUBEFLOW_VERSION.to_string(),
+            api_version: KUBEFLOW_API_VERSION.to_string(),
+            kind: self.kind().to_string(),
+            plural: self.plural().to_string(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TrainingJobView {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Without `managedFields` and the last-applied copy: see [`crate::model::watched_meta`].
+    #[serde(default, deserialize_with = "crate::model::watched_meta::deserialize")]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: TrainingJobSpecView,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) status: Option<TrainingJobStatusView>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TrainingJobSpecView {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) run_policy: Option<RunPolicyView>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct RunPolicyView {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspend: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) ttl_seconds_after_finished: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub managed_by: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct TrainingJobStatusView {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) conditions: Option<Vec<JobConditionView>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_time: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) replica_statuses: Option<BTreeMap<String, ReplicaStatusView>>,
+}
+
+/// One `status.conditions[]` entry, the shape shared by v1 jobs, TrainJobs and Kueue Workloads.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct JobConditionView {
+    #[serde(rename = "type", default)]
+    pub(crate) type_: String,
+    #[serde(default)]
+    pub(crate) status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) last_transition_time: Option<Time>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ReplicaStatusView {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active: Option<i64>,
+}
+
+impl TrainingJobView {
+    pub(crate) fn run_policy(&self) -> Option<&RunPolicyView> {
+        self.spec.run_policy.as_ref()
+    }
+
+    pub(crate) fn conditions(&self) -> &[JobConditionView] {
+        self.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or(&[])
+    }
+}
+
+dynamic_resource!(TrainingJobView);

@@ -1,0 +1,67 @@
+//! An owned view of a TrainJob (`trainer.kubeflow.org/v1alpha1`) for the companion controller's
+//! watch: metadata, `spec.suspend`, `spec.managedBy` and the status it reads. The admission path
+//! keeps its own borrowed view (`trainjob.rs`), which never outlives one request.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube_core::DynamicResourceScope;
+use serde::{Deserialize, Serialize};
+
+use super::kubeflow_v1::JobConditionView;
+use super::{TRAINJOB_GROUP, TRAINJOB_KIND, TRAINJOB_RESOURCE, TRAINJOB_VERSION};
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TrainJobStateView {
+    /// Without `managedFields` and the last-applied copy: see [`crate::model::watched_meta`].
+    #[serde(default, deserialize_with = "crate::model::watched_meta::deserialize")]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: TrainJobStateSpec,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) status: Option<TrainJobStateStatus>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TrainJobStateSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspend: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub managed_by: Option<String>,
+    /// Not in any released Trainer (≤ v2.3.0); read so that the field wins once the CRD has it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) ttl_seconds_after_finished: Option<i64>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct TrainJobStateStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) conditions: Option<Vec<JobConditionView>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) jobs_status: Option<Vec<TrainJobJobStatus>>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct TrainJobJobStatus {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active: Option<i64>,
+}
+
+impl TrainJobStateView {
+    pub(crate) fn conditions(&self) -> &[JobConditionView] {
+        self.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or(&[])
+    }
+}
+
+static_resource!(
+    TrainJobStateView,
+    DynamicResourceScope,
+    group = TRAINJOB_GROUP,
+    version = TRAINJOB_VERSION,
+    kind = TRAINJOB_KIND,
+    plural = TRAINJOB_RESOURCE
+);

@@ -1,0 +1,232 @@
+//! The planner: `(snapshot, now, config) → actions`. Pure — no I/O, no clock, no kube client. The
+//! live controller plans one key at a time as watch events and timers arrive; `trainguard plan`
+//! plans every key of a file snapshot. Both call the functions here.
+//!
+//! Guard order (docs/controller.md (How it decides)): gone or deleting → stop; not managed by the operator → stop; opted out →
+//! stop; finished (job or Workload) → only TTL (and putting a stashed TTL back); a job that is not
+//! suspended raises no suspend alarm, whatever its Workload says.
+
+pub mod config;
+pub mod facts;
+pub mod objects;
+pub mod snapshot;
+
+pub mod actions;
+pub(crate) mod jobset_loop;
+pub mod node_failure;
+pub(crate) mod ratelimit;
+pub mod suspend;
+pub mod ttl;
+
+use std::collections::HashMap;
+
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+pub use actions::{Action, Target};
+pub use actions::{EventType, JobPatchKind, KeyPlan, PlannedEvent, Rule, TargetKind};
+pub use actions::{NodeState, Observation, Planned, Reason};
+pub use node_failure::Budget;
+pub use node_failure::ZoneHealth;
+pub use ratelimit::TokenBucket;
+
+use self::config::{Mode, PlanConfig};
+use self::facts::{JobFacts, PodOwner, Str, TrainJobFacts};
+use self::snapshot::{Key, Snapshot};
+
+/// Everything a planning pass reads besides the force-delete budget.
+pub struct PlanInput<'a> {
+    pub snapshot: &'a Snapshot,
+    pub now: Timestamp,
+    pub config: &'a PlanConfig,
+    /// The live controller's memory: when it first saw each (job UID) suspended. Empty for `plan`.
+    pub first_seen_suspended: &'a HashMap<Str, Timestamp>,
+}
+
+/// Plans one key. `zones` must have been computed from the same snapshot.
+pub fn plan_key(input: &PlanInput<'_>, key: &Key, zones: &ZoneHealth, budget: &mut Budget<'_>) -> KeyPlan {
+    let mut out = KeyPlan::default();
+    match key {
+        Key::Job(k) => {
+            if let Some(job) = input.snapshot.job(k) {
+                plan_job(input, job, &mut out);
+            }
+        }
+        Key::TrainJob(id) => {
+            if let Some(tj) = input.snapshot.trainjob(id) {
+                plan_trainjob(input, tj, &mut out);
+            }
+        }
+        Key::Pod(id) => {
+            if let Some(pod) = input.snapshot.pod(id) {
+                node_failure::plan(pod, input.snapshot, zones, budget, input.now, input.config, &mut out);
+            }
+        }
+    }
+    out
+}
+
+/// Plans every key of the snapshot, in a stable order: jobs, TrainJobs, then terminating pods
+/// oldest deletion first (so the rate limit serves them in that order). Keys with nothing to do
+/// are left out.
+pub fn plan_all(input: &PlanInput<'_>, bucket: &mut TokenBucket) -> Vec<(Key, KeyPlan)> {
+    let zones = ZoneHealth::compute(input.snapshot);
+    let mut budget = Budget { bucket, waiting: 0 };
+    let mut keys: Vec<Key> = input.snapshot.jobs().map(|j| Key::Job(j.key.clone())).collect();
+    keys.sort();
+    let mut trainjobs: Vec<Key> = input.snapshot.trainjobs().map(|t| Key::TrainJob(t.id.clone())).collect();
+    trainjobs.sort();
+    keys.extend(trainjobs);
+    let mut pods: Vec<_> = input
+        .snapshot
+        .terminating_pods()
+        .filter_map(|id| input.snapshot.pod(id))
+        .map(|p| (p.deletion, Key::Pod(p.id.clone())))
+        .collect();
+    pods.sort();
+    keys.extend(pods.into_iter().map(|(_, k)| k));
+    keys.into_iter()
+        .map(|key| {
+            let plan = plan_key(input, &key, &zones, &mut budget);
+            (key, plan)
+        })
+        .filter(|(_, plan)| !plan.actions.is_empty() || !plan.observations.is_empty())
+        .collect()
+}
+
+/// docs/controller.md (How it decides) first guards for a v1 job: `Some(reason)` when nothing may be done to it.
+pub fn job_guard(job: &JobFacts) -> Option<&'static str> {
+    if job.deleting {
+        Some("being deleted")
+    } else if !job.managed() {
+        Some("not managed by the training operator (runPolicy.managedBy)")
+    } else if job.ignored {
+        Some("opted out (trainguard.io/ignore)")
+    } else {
+        None
+    }
+}
+
+pub(crate) fn job_target(job: &JobFacts) -> Target {
+    Target {
+        kind: TargetKind::Job(job.key.kind),
+        id: job.key.id.clone(),
+        uid: job.uid.clone(),
+        resource_version: job.resource_version.clone(),
+    }
+}
+
+pub(crate) fn trainjob_target(tj: &TrainJobFacts) -> Target {
+    Target {
+        kind: TargetKind::TrainJob,
+        id: tj.id.clone(),
+        uid: tj.uid.clone(),
+        resource_version: tj.resource_version.clone(),
+    }
+}
+
+fn plan_job(input: &PlanInput<'_>, job: &JobFacts, out: &mut KeyPlan) {
+    if job_guard(job).is_some() {
+        return;
+    }
+    let target = job_target(job);
+    let config = input.config;
+    // Putting a stashed TTL back comes before the TTL itself, which needs it in spec.
+    suspend::plan_restore(job, &target, config, out);
+    ttl::plan(job, &target, input.now, config, out);
+    let workload = input.snapshot.workload_for(&job.uid);
+    if job.finished.is_some() || workload.is_some_and(|w| w.finished) {
+        return;
+    }
+    suspend::plan_admitted(&target, job.key.kind.kind(), job.suspend, workload, input.now, config, out);
+    let owner = PodOwner::V1 { job: job.key.clone(), uid: job.uid.clone() };
+    let why = suspend::v1_stuck(job, input.snapshot.live_pods(&owner));
+    let first_seen = input.first_seen_suspended.get(&job.uid).copied();
+    suspend::plan(
+        suspend::SuspendInput {
+            target: &target,
+            kind: job.key.kind.kind(),
+            why,
+            since: suspend::suspended_since(workload, job.suspended_condition, first_seen),
+            first_seen,
+            ttl: job.ttl_seconds,
+            stashable: true,
+        },
+        input.now,
+        config,
+        out,
+    );
+}
+
+fn plan_trainjob(input: &PlanInput<'_>, tj: &TrainJobFacts, out: &mut KeyPlan) {
+    if tj.deleting || !tj.managed() || tj.ignored {
+        return;
+    }
+    let target = trainjob_target(tj);
+    ttl::plan_trainjob(tj, &target, input.now, input.config, out);
+    jobset_loop::plan(tj, input.snapshot.jobset_of(tj), &target, input.config, out);
+    let workload = input.snapshot.workload_for(&tj.uid);
+    if tj.finished || workload.is_some_and(|w| w.finished) {
+        return;
+    }
+    suspend::plan_admitted(&target, "TrainJob", tj.suspend, workload, input.now, input.config, out);
+    let jobset_active = input.snapshot.jobset_of(tj).map_or(0, |js| js.active);
+    let live = input.snapshot.live_pods(&PodOwner::JobSet(tj.id.clone()));
+    let first_seen = input.first_seen_suspended.get(&tj.uid).copied();
+    suspend::plan(
+        suspend::SuspendInput {
+            target: &target,
+            kind: "TrainJob",
+            why: suspend::trainjob_stuck(tj, jobset_active, live),
+            since: suspend::suspended_since(workload, tj.suspended_condition, first_seen),
+            first_seen,
+            ttl: None,
+            stashable: false,
+        },
+        input.now,
+        input.config,
+        out,
+    );
+}
+
+/// An event action (not after a write; callers set `after_write` where it reports one).
+pub(crate) fn event(
+    config: &PlanConfig,
+    target: &Target,
+    type_: EventType,
+    reason: Reason,
+    message: String,
+    episode: String,
+) -> Action {
+    Action::Event(PlannedEvent {
+        target: target.clone(),
+        type_,
+        reason,
+        published_reason: reason.published(config.mode),
+        message,
+        episode,
+        after_write: false,
+        related: None,
+    })
+}
+
+/// The verb of a message: what was done, or in report mode what would be.
+pub(crate) fn verb(config: &PlanConfig, act: &'static str, report: &'static str) -> &'static str {
+    if config.mode == Mode::Report { report } else { act }
+}
+
+/// `t + d`, saturating at the ends of time instead of panicking on absurd TTLs.
+pub fn plus(t: Timestamp, d: SignedDuration) -> Timestamp {
+    t.checked_add(d).unwrap_or(if d.is_negative() { Timestamp::MIN } else { Timestamp::MAX })
+}
+
+/// A duration as `1h2m3s` (Go's notation, as the flags take it).
+pub(crate) fn fmt_duration(d: SignedDuration) -> String {
+    let secs = d.as_secs();
+    let (sign, secs) = if secs < 0 { ("-", -secs) } else { ("", secs) };
+    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+    match (h, m) {
+        (0, 0) => format!("{sign}{s}s"),
+        (0, _) => format!("{sign}{m}m{s}s"),
+        _ => format!("{sign}{h}h{m}m{s}s"),
+    }
+}

@@ -1,0 +1,1031 @@
+//! Each release's TrainJob CRD, applied as the API server applies it to a write.
+//!
+//! `crd/<tag>.json` is the `openAPIV3Schema` of the release tag's TrainJob CRD (descriptions
+//! dropped), written by `make generate` from the tag's Go module. The steps follow the API server's
+//! custom-resource handler: prune the fields the schema does not have (kubectl's strict field
+//! validation refuses them), drop non-nullable `null`s, apply the schema's defaults, then validate:
+//! types (a structural schema's, not JSON Schema's: `integer` takes `2.0`, `x-kubernetes-int-or-string`
+//! takes an integer or a string), `enum`, bounds, lengths, `pattern`, kube-openapi's `date-time`,
+//! `maxItems`, `required`, list-map and set uniqueness, and the CRD's CEL rules. On UPDATE,
+//! validation ratchets (an unchanged value is not re-judged, correlated by key for list maps and by
+//! value for sets) and transition rules (`oldSelf`) run only where the old value exists.
+//! `e2e/oracle` runs upstream's own code on the same cases (`make oracle`).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde_json::{Map, Value};
+
+use super::TrainerVersion;
+
+/// A CRD that cannot be read: a bug in `make generate`'s output, caught by the tests.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CrdError {
+    #[error("{path}: invalid pattern {pattern:?}: {source}")]
+    Pattern { path: String, pattern: String, source: regex::Error },
+    #[error("{path}: CEL rule {rule:?} does not compile: {detail}")]
+    Rule { path: String, rule: String, detail: String },
+    #[error("{path}: unsupported schema: {detail}")]
+    Unsupported { path: String, detail: String },
+    #[error("the CRD is not JSON: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+/// The JSON types of a structural schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Type {
+    Object,
+    Array,
+    String,
+    Integer,
+    Number,
+    Boolean,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ListType {
+    Atomic,
+    Set,
+    Map(Vec<String>),
+}
+
+/// One CEL rule of `x-kubernetes-validations`.
+pub(crate) struct CelRule {
+    pub(crate) source: String,
+    program: cel::Program,
+    pub(crate) message: Option<String>,
+    /// A transition rule: it reads `oldSelf`, so it runs only on UPDATE where the old value exists.
+    pub(crate) transition: bool,
+    field_path: Option<String>,
+}
+
+impl std::fmt::Debug for CelRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CelRule").field("source", &self.source).finish()
+    }
+}
+
+/// A node of a structural schema.
+#[derive(Debug, Default)]
+pub(crate) struct Node {
+    pub(crate) ty: Option<Type>,
+    pub(crate) int_or_string: bool,
+    pub(crate) nullable: bool,
+    pub(crate) properties: BTreeMap<String, Node>,
+    pub(crate) additional: Option<Box<Node>>,
+    pub(crate) items: Option<Box<Node>>,
+    pub(crate) required: Vec<String>,
+    pub(crate) enumeration: Vec<Value>,
+    pub(crate) minimum: Option<f64>,
+    pub(crate) maximum: Option<f64>,
+    pub(crate) min_length: Option<usize>,
+    pub(crate) max_length: Option<usize>,
+    pub(crate) pattern: Option<Regex>,
+    pub(crate) format: Option<String>,
+    pub(crate) min_items: Option<usize>,
+    pub(crate) max_items: Option<usize>,
+    pub(crate) min_properties: Option<usize>,
+    pub(crate) max_properties: Option<usize>,
+    pub(crate) default: Option<Value>,
+    pub(crate) preserve_unknown: bool,
+    pub(crate) list: Option<ListType>,
+    pub(crate) rules: Vec<CelRule>,
+}
+
+// A compiled CEL program is read-only after compilation; the schema is shared by threads.
+// (cel::Program holds `Arc`s only.)
+static SCHEMAS: [LazyLock<Node>; 4] = [
+    LazyLock::new(|| load(include_str!("crd/v2.0.1.json"))),
+    LazyLock::new(|| load(include_str!("crd/v2.1.0.json"))),
+    LazyLock::new(|| load(include_str!("crd/v2.2.1.json"))),
+    LazyLock::new(|| load(include_str!("crd/v2.3.0.json"))),
+];
+
+fn load(text: &str) -> Node {
+    // The files are generated and tested (`every_release_crd_loads`); a failure is a build bug.
+    parse(text).unwrap_or_else(|e| panic!("a committed CRD schema does not load: {e}"))
+}
+
+pub(crate) fn parse(text: &str) -> Result<Node, CrdError> {
+    let value: Value = serde_json::from_str(text)?;
+    Node::from_json(&value, "")
+}
+
+/// The release's TrainJob schema.
+pub(crate) fn schema(version: TrainerVersion) -> &'static Node {
+    let index = TrainerVersion::ALL.iter().position(|v| *v == version).unwrap_or(3);
+    &SCHEMAS[index]
+}
+
+/// The quantity pattern of `resource.Quantity` in every CRD.
+const QUANTITY_PATTERN: &str = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$";
+
+impl Node {
+    fn from_json(v: &Value, path: &str) -> Result<Node, CrdError> {
+        let unsupported = |detail: &str| CrdError::Unsupported { path: path.to_string(), detail: detail.to_string() };
+        let Value::Object(o) = v else { return Err(unsupported("not an object")) };
+        let mut node = Node::default();
+        for (key, value) in o {
+            match key.as_str() {
+                "type" => {
+                    node.ty = Some(match value.as_str() {
+                        Some("object") => Type::Object,
+                        Some("array") => Type::Array,
+                        Some("string") => Type::String,
+                        Some("integer") => Type::Integer,
+                        Some("number") => Type::Number,
+                        Some("boolean") => Type::Boolean,
+                        _ => return Err(unsupported("type")),
+                    })
+                }
+                "properties" => {
+                    for (name, child) in value.as_object().ok_or_else(|| unsupported("properties"))? {
+                        node.properties.insert(name.clone(), Node::from_json(child, &format!("{path}.{name}"))?);
+                    }
+                }
+                "additionalProperties" => match value {
+                    Value::Bool(_) => {}
+                    child => node.additional = Some(Box::new(Node::from_json(child, &format!("{path}[*]"))?)),
+                },
+                "items" => node.items = Some(Box::new(Node::from_json(value, &format!("{path}[*]"))?)),
+                "required" => {
+                    node.required = value
+                        .as_array()
+                        .ok_or_else(|| unsupported("required"))?
+                        .iter()
+                        .filter_map(|s| s.as_str().map(str::to_string))
+                        .collect()
+                }
+                "enum" => node.enumeration = value.as_array().cloned().unwrap_or_default(),
+                "minimum" => node.minimum = value.as_f64(),
+                "maximum" => node.maximum = value.as_f64(),
+                "minLength" => node.min_length = value.as_u64().map(|n| n as usize),
+                "maxLength" => node.max_length = value.as_u64().map(|n| n as usize),
+                "minItems" => node.min_items = value.as_u64().map(|n| n as usize),
+                "maxItems" => node.max_items = value.as_u64().map(|n| n as usize),
+                "minProperties" => node.min_properties = value.as_u64().map(|n| n as usize),
+                "maxProperties" => node.max_properties = value.as_u64().map(|n| n as usize),
+                "pattern" => {
+                    let pattern = value.as_str().ok_or_else(|| unsupported("pattern"))?;
+                    node.pattern = Some(Regex::new(pattern).map_err(|source| CrdError::Pattern {
+                        path: path.to_string(),
+                        pattern: pattern.to_string(),
+                        source,
+                    })?);
+                }
+                "format" => node.format = value.as_str().map(str::to_string),
+                "default" => node.default = Some(value.clone()),
+                "nullable" => node.nullable = value.as_bool().unwrap_or(false),
+                "x-kubernetes-int-or-string" => node.int_or_string = value.as_bool().unwrap_or(false),
+                "x-kubernetes-preserve-unknown-fields" => node.preserve_unknown = value.as_bool().unwrap_or(false),
+                "x-kubernetes-list-type" => {
+                    node.list = Some(match value.as_str() {
+                        Some("atomic") => ListType::Atomic,
+                        Some("set") => ListType::Set,
+                        // `x-kubernetes-list-map-keys` may come first (the keys are sorted).
+                        Some("map") => match node.list.take() {
+                            Some(ListType::Map(keys)) => ListType::Map(keys),
+                            _ => ListType::Map(Vec::new()),
+                        },
+                        _ => return Err(unsupported("x-kubernetes-list-type")),
+                    })
+                }
+                "x-kubernetes-list-map-keys" => {
+                    let keys =
+                        value.as_array().into_iter().flatten().filter_map(|k| k.as_str().map(str::to_string)).collect();
+                    if let Some(ListType::Map(k)) = &mut node.list {
+                        *k = keys;
+                    } else {
+                        node.list = Some(ListType::Map(keys));
+                    }
+                }
+                "x-kubernetes-validations" => {
+                    for rule in value.as_array().ok_or_else(|| unsupported("x-kubernetes-validations"))? {
+                        node.rules.push(CelRule::from_json(rule, path)?);
+                    }
+                }
+                // `anyOf` appears only beside `x-kubernetes-int-or-string` (integer or string);
+                // the map type changes merging, not validation.
+                "anyOf" | "x-kubernetes-map-type" | "description" | "example" => {}
+                other => return Err(unsupported(&format!("keyword {other}"))),
+            }
+        }
+        Ok(node)
+    }
+
+    fn is_quantity(&self) -> bool {
+        self.int_or_string && self.pattern.as_ref().is_some_and(|p| p.as_str() == QUANTITY_PATTERN)
+    }
+
+    /// What a value of this node must be, for messages.
+    pub(crate) fn describe(&self) -> &'static str {
+        if self.is_quantity() {
+            return "a quantity such as 500m, 2Gi or 4";
+        }
+        if self.int_or_string {
+            return "of type integer or string";
+        }
+        match self.ty {
+            Some(Type::Object) => "of type object",
+            Some(Type::Array) => "of type array",
+            Some(Type::String) if self.format.as_deref() == Some("date-time") => "an RFC 3339 date-time string",
+            Some(Type::String) => "of type string",
+            Some(Type::Integer) => "of type integer",
+            Some(Type::Number) => "of type number",
+            Some(Type::Boolean) => "of type boolean",
+            None => "any value",
+        }
+    }
+}
+
+impl CelRule {
+    fn from_json(rule: &Value, path: &str) -> Result<CelRule, CrdError> {
+        let source = rule["rule"].as_str().unwrap_or_default().to_string();
+        let program = cel::Program::compile(&source).map_err(|e| CrdError::Rule {
+            path: path.to_string(),
+            rule: source.clone(),
+            detail: e.to_string(),
+        })?;
+        let transition = program.references().has_variable("oldSelf");
+        Ok(CelRule {
+            message: rule["message"].as_str().map(str::to_string),
+            field_path: rule["fieldPath"].as_str().map(str::to_string),
+            transition,
+            program,
+            source,
+        })
+    }
+}
+
+/// What the API server says about a write, before any webhook.
+#[derive(Debug, Default)]
+pub struct Verdict {
+    /// Field paths the schema does not have: pruned, or with strict field validation a 400.
+    pub unknown: Vec<String>,
+    /// The 422's causes.
+    pub errors: Vec<Finding>,
+}
+
+/// One cause of a 422, in the API server's terms.
+#[derive(Debug, Clone)]
+pub struct Finding {
+    pub(crate) kind: Kind,
+    pub path: String,
+    pub(crate) value: Option<Value>,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Required,
+    /// Wrong type, too long, too many, not supported: the errors after which the API server does not
+    /// run the CEL rules.
+    Blocking,
+    Invalid,
+    Duplicate,
+}
+
+/// The fields of `metadata` a custom resource may carry (`metav1.ObjectMeta`).
+const OBJECT_META: &[&str] = &[
+    "name",
+    "generateName",
+    "namespace",
+    "selfLink",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+    "managedFields",
+];
+
+/// Judges `new` (CREATE) or the UPDATE `old` → `new` against `version`'s CRD. `version_name` is for
+/// messages.
+/// `object` with the name the API server would generate from its `generateName`, when it has no
+/// name of its own; `None` when nothing is generated.
+pub(crate) fn generated_name(object: &Value) -> Option<Value> {
+    let metadata = object.get("metadata")?;
+    let has_name = metadata.get("name").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
+    let prefix = metadata.get("generateName").and_then(Value::as_str)?;
+    if has_name {
+        return None;
+    }
+    let mut named = object.clone();
+    // apiserver's names.SimpleNameGenerator: the prefix cut to 58 characters, then 5 random ones.
+    let prefix: String = prefix.chars().take(58).collect();
+    named["metadata"]["name"] = Value::String(format!("{prefix}bcdfg"));
+    Some(named)
+}
+
+pub fn judge(new: &Value, old: Option<&Value>, version: TrainerVersion) -> Verdict {
+    let schema = schema(version);
+    let mut verdict = Verdict::default();
+    // A CREATE with only `generateName`: the API server generates the name before any
+    // validation, so the CRD's name rules judge a generated name.
+    let mut new = generated_name(new).unwrap_or_else(|| new.clone());
+    let mut malformed = Vec::new();
+    decode(&mut new, schema, &mut verdict.unknown, &mut malformed);
+    let old = old.map(|o| {
+        let mut o = o.clone();
+        decode(&mut o, schema, &mut Vec::new(), &mut Vec::new());
+        o
+    });
+    // The status subresource: a write to the main resource keeps the old status (none on CREATE).
+    for object in std::iter::once(&mut new) {
+        if let Value::Object(o) = object {
+            o.remove("status");
+        }
+    }
+    let old = old.map(|mut o| {
+        if let Value::Object(m) = &mut o {
+            m.remove("status");
+        }
+        o
+    });
+    let mut walk = Validate { version: version.name(), errors: Vec::new(), rules: Vec::new() };
+    // Labels or annotations that are not strings: the API server cannot read the object (400).
+    for path in malformed {
+        walk.push(Kind::Blocking, &path, None, "must be a map of strings".to_string());
+    }
+    walk.node(&new, old.as_ref(), schema, "", true);
+    // List-map and set uniqueness: on UPDATE only when the old object had no duplicate itself.
+    let old_duplicates = old.as_ref().is_some_and(|o| {
+        let mut found = Vec::new();
+        duplicates(o, schema, "", &mut found);
+        !found.is_empty()
+    });
+    if !old_duplicates {
+        duplicates(&new, schema, "", &mut walk.errors);
+    }
+    let blocked = walk.errors.iter().any(|e| matches!(e.kind, Kind::Blocking | Kind::Required));
+    if !blocked {
+        walk.errors.append(&mut walk.rules);
+    }
+    verdict.errors = walk.errors;
+    verdict
+}
+
+/// The object as the API server stores it and a webhook receives it: pruned to `version`'s
+/// schema, non-nullable `null`s dropped, defaults applied. (For the differential tests.)
+#[cfg(feature = "oracle")]
+pub fn admitted(object: &Value, version: TrainerVersion) -> Value {
+    let mut object = object.clone();
+    decode(&mut object, schema(version), &mut Vec::new(), &mut Vec::new());
+    object
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() { key.to_string() } else { format!("{path}.{key}") }
+}
+
+/// Pruning, `null` dropping and defaulting, as the API server decodes a custom resource.
+fn decode(object: &mut Value, schema: &Node, unknown: &mut Vec<String>, malformed: &mut Vec<String>) {
+    if let Value::Object(o) = object {
+        if let Some(Value::Object(meta)) = o.get_mut("metadata") {
+            for key in ["labels", "annotations"] {
+                let strings = meta
+                    .get(key)
+                    .is_none_or(|v| v.is_null() || v.as_object().is_some_and(|m| m.values().all(Value::is_string)));
+                if !strings {
+                    malformed.push(format!("metadata.{key}"));
+                }
+            }
+            meta.retain(|k, _| {
+                let known = OBJECT_META.contains(&k.as_str());
+                if !known {
+                    unknown.push(format!("metadata.{k}"));
+                }
+                known
+            });
+        }
+        let keys: Vec<String> = o.keys().cloned().collect();
+        for key in keys {
+            if matches!(key.as_str(), "apiVersion" | "kind" | "metadata") {
+                continue;
+            }
+            prune_child(o, &key, schema, "", unknown);
+        }
+    }
+    default(object, schema);
+    unknown.sort();
+}
+
+fn prune_child(o: &mut Map<String, Value>, key: &str, schema: &Node, path: &str, unknown: &mut Vec<String>) {
+    let child_path = join(path, key);
+    match schema.properties.get(key) {
+        Some(child) => {
+            let drop = o.get(key).is_some_and(Value::is_null) && !child.nullable && child.default.is_none();
+            if drop {
+                o.remove(key);
+            } else if let Some(value) = o.get_mut(key) {
+                prune(value, child, &child_path, unknown);
+            }
+        }
+        None if schema.preserve_unknown => {}
+        None => {
+            unknown.push(child_path);
+            o.remove(key);
+        }
+    }
+}
+
+fn prune(value: &mut Value, schema: &Node, path: &str, unknown: &mut Vec<String>) {
+    match value {
+        Value::Object(o) => {
+            if let Some(additional) = &schema.additional {
+                for (key, child) in o.iter_mut() {
+                    prune(child, additional, &format!("{path}[{key}]"), unknown);
+                }
+                return;
+            }
+            if schema.ty != Some(Type::Object) {
+                return;
+            }
+            let keys: Vec<String> = o.keys().cloned().collect();
+            for key in keys {
+                prune_child(o, &key, schema, path, unknown);
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item) = &schema.items {
+                for (i, child) in items.iter_mut().enumerate() {
+                    prune(child, item, &format!("{path}[{i}]"), unknown);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn default(value: &mut Value, schema: &Node) {
+    match value {
+        Value::Object(o) => {
+            if let Some(additional) = &schema.additional {
+                for child in o.values_mut() {
+                    default(child, additional);
+                }
+                return;
+            }
+            for (key, child) in &schema.properties {
+                if let Some(d) = &child.default {
+                    let missing = match o.get(key) {
+                        None => true,
+                        Some(Value::Null) => !child.nullable,
+                        Some(_) => false,
+                    };
+                    if missing {
+                        o.insert(key.clone(), d.clone());
+                    }
+                }
+                if let Some(v) = o.get_mut(key) {
+                    default(v, child);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item) = &schema.items {
+                for child in items {
+                    default(child, item);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+struct Validate {
+    version: &'static str,
+    errors: Vec<Finding>,
+    /// CEL rule failures, reported only when no blocking error was found.
+    rules: Vec<Finding>,
+}
+
+impl Validate {
+    fn push(&mut self, kind: Kind, path: &str, value: Option<&Value>, detail: String) {
+        self.errors.push(Finding { kind, path: path.to_string(), value: value.cloned(), detail });
+    }
+
+    /// `old` is the correlated old value (UPDATE), if any.
+    fn node(&mut self, value: &Value, old: Option<&Value>, s: &Node, path: &str, root: bool) {
+        // Ratcheting: an unchanged value is not judged again, but its transition rules still run
+        // (they pass on an unchanged value CEL can read).
+        // The object itself always counts as changed: a write touches its metadata.
+        if !root && old.is_some_and(|o| unchanged(value, o, s)) {
+            self.unchanged_transitions(value, s, path);
+            return;
+        }
+        if value.is_null() {
+            if !s.nullable {
+                let detail = format!("must be {} in TrainJob {}", s.describe(), self.version);
+                self.push(Kind::Blocking, path, Some(value), detail);
+            }
+            return;
+        }
+        let fits = if s.int_or_string {
+            integer(value) || value.is_string()
+        } else {
+            match s.ty {
+                None => true,
+                Some(Type::Object) => value.is_object(),
+                Some(Type::Array) => value.is_array(),
+                Some(Type::String) => value.is_string(),
+                Some(Type::Integer) => integer(value),
+                Some(Type::Number) => value.is_number(),
+                Some(Type::Boolean) => value.is_boolean(),
+            }
+        };
+        if !fits {
+            let detail = format!("must be {} in TrainJob {}", s.describe(), self.version);
+            self.push(Kind::Blocking, path, Some(value), detail);
+            return;
+        }
+        if !s.enumeration.is_empty() && !s.enumeration.contains(value) {
+            let supported: Vec<String> = s.enumeration.iter().map(Value::to_string).collect();
+            self.push(Kind::Blocking, path, Some(value), format!("supported values: {}", supported.join(", ")));
+        }
+        match value {
+            Value::String(text) => self.string(text, value, s, path),
+            Value::Number(n) => {
+                let n = n.as_f64().unwrap_or(0.0);
+                if let Some(min) = s.minimum
+                    && n < min
+                {
+                    self.push(Kind::Invalid, path, Some(value), format!("must be greater than or equal to {min}"));
+                }
+                if let Some(max) = s.maximum
+                    && n > max
+                {
+                    self.push(Kind::Invalid, path, Some(value), format!("must be less than or equal to {max}"));
+                }
+            }
+            Value::Array(items) => {
+                if let Some(max) = s.max_items
+                    && items.len() > max
+                {
+                    let detail = format!("must have at most {max} items in TrainJob {}", self.version);
+                    self.push(Kind::Blocking, path, None, detail);
+                }
+                if let Some(min) = s.min_items
+                    && items.len() < min
+                {
+                    self.push(Kind::Invalid, path, None, format!("must have at least {min} items"));
+                }
+                if let Some(item) = &s.items {
+                    let old_items = old.and_then(Value::as_array);
+                    for (i, child) in items.iter().enumerate() {
+                        let correlated = old_items.and_then(|o| correlate(s.list.as_ref(), child, o));
+                        self.node(child, correlated, item, &format!("{path}[{i}]"), false);
+                    }
+                }
+            }
+            Value::Object(o) => {
+                let old_object = old.and_then(Value::as_object);
+                if let Some(max) = s.max_properties
+                    && o.len() > max
+                {
+                    self.push(Kind::Blocking, path, None, format!("must have at most {max} properties"));
+                }
+                if let Some(min) = s.min_properties
+                    && o.len() < min
+                {
+                    self.push(Kind::Invalid, path, None, format!("must have at least {min} properties"));
+                }
+                for key in &s.required {
+                    if !o.contains_key(key) {
+                        let detail = format!("required in TrainJob {}", self.version);
+                        self.push(Kind::Required, &join(path, key), None, detail);
+                    }
+                }
+                for (key, child) in o {
+                    let old_child = old_object.and_then(|m| m.get(key));
+                    if let Some(additional) = &s.additional {
+                        self.node(child, old_child, additional, &join(path, key), false);
+                    } else if let Some(schema) = s.properties.get(key) {
+                        if root && key == "metadata" {
+                            continue;
+                        }
+                        self.node(child, old_child, schema, &join(path, key), false);
+                    }
+                }
+            }
+            _ => {}
+        }
+        self.rules(value, old, s, path);
+    }
+
+    fn string(&mut self, text: &str, value: &Value, s: &Node, path: &str) {
+        let chars = text.chars().count();
+        if let Some(max) = s.max_length
+            && chars > max
+        {
+            let detail = format!("may not be more than {max} characters in TrainJob {}", self.version);
+            self.push(Kind::Blocking, path, Some(value), detail);
+        }
+        if let Some(min) = s.min_length
+            && chars < min
+        {
+            let detail = format!("must be at least {min} characters long in TrainJob {}", self.version);
+            self.push(Kind::Invalid, path, Some(value), detail);
+        }
+        if let Some(pattern) = &s.pattern
+            && !pattern.is_match(text)
+        {
+            let detail = if s.is_quantity() {
+                "must be a quantity such as 500m, 2Gi or 4".to_string()
+            } else {
+                format!("must match the pattern {}", pattern.as_str())
+            };
+            self.push(Kind::Invalid, path, Some(value), detail);
+        }
+        if s.format.as_deref() == Some("date-time") && !is_date_time(text) {
+            let detail = format!("must be an RFC 3339 date-time string in TrainJob {}", self.version);
+            self.push(Kind::Blocking, path, Some(value), detail);
+        }
+    }
+
+    /// The transition rules inside an unchanged value: `self == oldSelf` holds, unless CEL cannot
+    /// read the value under its schema (the API server then reports the rule as failed).
+    fn unchanged_transitions(&mut self, value: &Value, s: &Node, path: &str) {
+        if s.rules.iter().any(|r| r.transition) && !cel_fits(value, s) {
+            for rule in s.rules.iter().filter(|r| r.transition) {
+                self.rule_failed(rule, path, value);
+            }
+        }
+        match value {
+            Value::Object(o) => {
+                for (key, child) in o {
+                    if let Some(additional) = &s.additional {
+                        self.unchanged_transitions(child, additional, &join(path, key));
+                    } else if let Some(schema) = s.properties.get(key) {
+                        self.unchanged_transitions(child, schema, &join(path, key));
+                    }
+                }
+            }
+            Value::Array(items) => {
+                if let Some(item) = &s.items {
+                    for (i, child) in items.iter().enumerate() {
+                        self.unchanged_transitions(child, item, &format!("{path}[{i}]"));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A failed rule, quoting a scalar value as the API server does.
+    fn rule_failed(&mut self, rule: &CelRule, path: &str, value: &Value) {
+        let at = match &rule.field_path {
+            Some(field) => format!("{path}{field}"),
+            None => path.to_string(),
+        };
+        let detail = rule.message.clone().unwrap_or_else(|| format!("failed rule: {}", rule.source));
+        let value = (!value.is_object() && !value.is_array() && rule.field_path.is_none()).then(|| value.clone());
+        self.rules.push(Finding { kind: Kind::Invalid, path: at, value, detail });
+    }
+
+    fn rules(&mut self, value: &Value, old: Option<&Value>, s: &Node, path: &str) {
+        for rule in &s.rules {
+            if rule.transition && old.is_none() {
+                continue;
+            }
+            // A value CEL cannot read under its schema (`1.0` where an int is expected) fails the rule.
+            // CEL reads values lazily: only a rule that compares whole values (`self == oldSelf`)
+            // reads every member.
+            if rule.transition && (!cel_fits(value, s) || old.is_some_and(|o| !cel_fits(o, s))) {
+                self.rule_failed(rule, path, value);
+                continue;
+            }
+            let mut context = cel::Context::default();
+            context.add_variable_from_value("self", to_cel(value, Some(s)));
+            if let Some(old) = old {
+                context.add_variable_from_value("oldSelf", to_cel(old, Some(s)));
+            }
+            if !matches!(rule.program.execute(&context), Ok(cel::Value::Bool(true))) {
+                self.rule_failed(rule, path, value);
+            }
+        }
+    }
+}
+
+/// An integer as a structural schema's `integer` takes it: a whole number, `2.0` included.
+fn integer(v: &Value) -> bool {
+    match v {
+        Value::Number(n) => n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0),
+        _ => false,
+    }
+}
+
+/// Whether the API server's ratcheting takes `value` as unchanged from `old` (`CachedDeepEqual`):
+/// equal, with list-map items compared to their correlated old item.
+fn unchanged(value: &Value, old: &Value, s: &Node) -> bool {
+    match (value, old) {
+        (Value::Object(a), Value::Object(b)) => {
+            a.len() == b.len()
+                && a.iter().all(|(k, v)| {
+                    let child = s.additional.as_deref().or_else(|| s.properties.get(k));
+                    b.get(k).is_some_and(|w| child.map_or(v == w, |c| unchanged(v, w, c)))
+                })
+        }
+        (Value::Array(a), Value::Array(b)) => {
+            if matches!(s.list, Some(ListType::Map(_))) {
+                // Correlated by key (a repeated key with its first old item), so a reordered list
+                // map is unchanged.
+                return a.len() == b.len()
+                    && a.iter().all(|v| {
+                        correlate(s.list.as_ref(), v, b)
+                            .is_some_and(|w| s.items.as_deref().map_or(v == w, |item| unchanged(v, w, item)))
+                    });
+            }
+            // Other lists are not correlated: compared whole.
+            a == b
+        }
+        _ => value == old,
+    }
+}
+
+/// Two items of a list map with the same key but different contents: CEL, which compares a list
+/// map item by item through its key, cannot find the list equal even to itself.
+fn conflicting_key(items: &[Value], s: &Node) -> bool {
+    let Some(ListType::Map(keys)) = &s.list else { return false };
+    let key = |v: &Value| -> Vec<Option<Value>> { keys.iter().map(|k| v.get(k).cloned()).collect() };
+    items.iter().enumerate().any(|(i, v)| items[..i].iter().any(|w| key(w) == key(v) && w != v))
+}
+
+/// Whether CEL can read `value` under `s`: the API server converts it by the schema's types, and
+/// a float where an integer is declared (`1.0`), a wrong type, a non-nullable `null` or a list map
+/// whose key repeats with different contents fails.
+fn cel_fits(value: &Value, s: &Node) -> bool {
+    let integer = |n: &serde_json::Number| n.is_i64() || n.is_u64();
+    match value {
+        Value::Null => s.nullable,
+        Value::Number(n) if s.int_or_string || s.ty == Some(Type::Integer) => integer(n),
+        Value::String(_) if s.int_or_string => true,
+        _ if s.int_or_string => false,
+        Value::Bool(_) => matches!(s.ty, None | Some(Type::Boolean)),
+        Value::Number(_) => matches!(s.ty, None | Some(Type::Number)),
+        Value::String(_) => matches!(s.ty, None | Some(Type::String)),
+        Value::Array(items) => {
+            matches!(s.ty, None | Some(Type::Array))
+                && !conflicting_key(items, s)
+                && s.items.as_deref().is_none_or(|item| items.iter().all(|v| cel_fits(v, item)))
+        }
+        Value::Object(o) => {
+            matches!(s.ty, None | Some(Type::Object))
+                && o.iter().all(|(k, v)| match s.additional.as_deref().or_else(|| s.properties.get(k)) {
+                    Some(child) => cel_fits(v, child),
+                    None => true,
+                })
+        }
+    }
+}
+
+/// The old list item correlated with `item`: same key values in a list map; none in a set or an
+/// atomic list.
+fn correlate<'a>(list: Option<&ListType>, item: &Value, old: &'a [Value]) -> Option<&'a Value> {
+    match list {
+        // The first old item with the key (a repeated key correlates with its first item).
+        Some(ListType::Map(keys)) => old.iter().find(|o| keys.iter().all(|k| o.get(k) == item.get(k))),
+        // Set and atomic list items are not correlated (apiserver's CorrelatedObject).
+        _ => None,
+    }
+}
+
+/// The list maps with two items of the same key, and sets with two equal items, everywhere in
+/// `value`.
+fn duplicates(value: &Value, s: &Node, path: &str, out: &mut Vec<Finding>) {
+    match value {
+        Value::Array(items) => {
+            let Some(item) = &s.items else { return };
+            match &s.list {
+                Some(ListType::Map(keys)) => {
+                    let mut seen: Vec<Vec<Option<&Value>>> = Vec::new();
+                    for (i, child) in items.iter().enumerate() {
+                        let key: Vec<Option<&Value>> = keys
+                            .iter()
+                            .map(|k| child.get(k).or_else(|| item.properties.get(k)?.default.as_ref()))
+                            .collect();
+                        if seen.contains(&key) {
+                            let shown: Vec<String> = keys
+                                .iter()
+                                .zip(&key)
+                                .map(|(k, v)| format!("{k}={}", v.map_or("null".to_string(), Value::to_string)))
+                                .collect();
+                            out.push(Finding {
+                                kind: Kind::Duplicate,
+                                path: format!("{path}[{i}]"),
+                                value: None,
+                                detail: format!("duplicate entry with {}", shown.join(", ")),
+                            });
+                        } else {
+                            seen.push(key);
+                        }
+                    }
+                }
+                Some(ListType::Set) => {
+                    for (i, child) in items.iter().enumerate() {
+                        if items[..i].contains(child) {
+                            out.push(Finding {
+                                kind: Kind::Duplicate,
+                                path: format!("{path}[{i}]"),
+                                value: Some(child.clone()),
+                                detail: "duplicate entry in a set".to_string(),
+                            });
+                        }
+                    }
+                }
+                _ => {}
+            }
+            for (i, child) in items.iter().enumerate() {
+                duplicates(child, item, &format!("{path}[{i}]"), out);
+            }
+        }
+        Value::Object(o) => {
+            for (key, child) in o {
+                if let Some(additional) = &s.additional {
+                    duplicates(child, additional, &join(path, key), out);
+                } else if let Some(schema) = s.properties.get(key) {
+                    duplicates(child, schema, &join(path, key), out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// kube-openapi's `date-time` check (`strfmt.IsDateTime`): the date before the first `t` (either
+/// case), then `hh:mm:ss`, an optional fraction, and `z` or an offset; hours ≤ 23, minutes and
+/// seconds ≤ 59 (no leap second).
+pub(crate) fn is_date_time(text: &str) -> bool {
+    static TIME: LazyLock<Regex> = LazyLock::new(|| {
+        // A fixed pattern: it compiles.
+        Regex::new(r"^([0-9]{2}):([0-9]{2}):([0-9]{2})(.[0-9]+)?(z|([+-][0-9]{2}:[0-9]{2}))$").expect("pattern")
+    });
+    if text.len() < 4 {
+        return false;
+    }
+    let lower = text.to_lowercase();
+    let mut parts = lower.split('t');
+    let (Some(date), Some(time)) = (parts.next(), parts.next()) else { return false };
+    if !is_date(date) {
+        return false;
+    }
+    let Some(c) = TIME.captures(time) else { return false };
+    let num = |i: usize| c.get(i).and_then(|m| m.as_str().parse::<u32>().ok()).unwrap_or(99);
+    num(1) <= 23 && num(2) <= 59 && num(3) <= 59
+}
+
+/// Go's `time.Parse("2006-01-02", s)`: four-digit year, two-digit month and a day the month has.
+fn is_date(s: &str) -> bool {
+    let b = s.as_bytes();
+    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
+        return false;
+    }
+    let digits = |r: std::ops::Range<usize>| {
+        b[r.clone()].iter().all(u8::is_ascii_digit).then(|| s[r].parse::<u32>().ok()).flatten()
+    };
+    let (Some(year), Some(month), Some(day)) = (digits(0..4), digits(5..7), digits(8..10)) else { return false };
+    let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+    let days = match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return false,
+    };
+    (1..=days).contains(&day)
+}
+
+/// A JSON value as CEL sees it under its schema: integers as `int`, list maps and sets in a
+/// canonical order (the API server compares them ignoring order).
+fn to_cel(value: &Value, s: Option<&Node>) -> cel::Value {
+    match value {
+        Value::Null => cel::Value::Null,
+        Value::Bool(b) => cel::Value::Bool(*b),
+        Value::Number(n) => {
+            let as_int = s.is_some_and(|s| s.int_or_string || s.ty == Some(Type::Integer)) || !n.is_f64();
+            match (as_int, n.as_i64(), n.as_f64()) {
+                (true, Some(i), _) => cel::Value::Int(i),
+                (true, None, Some(f)) if f.fract() == 0.0 && f.abs() < 9.2e18 => cel::Value::Int(f as i64),
+                (_, _, Some(f)) => cel::Value::Float(f),
+                _ => cel::Value::Null,
+            }
+        }
+        Value::String(text) => cel::Value::String(text.clone().into()),
+        Value::Array(items) => {
+            let item = s.and_then(|s| s.items.as_deref());
+            let mut list: Vec<(String, cel::Value)> = items.iter().map(|v| (canonical(v), to_cel(v, item))).collect();
+            if matches!(s.and_then(|s| s.list.as_ref()), Some(ListType::Map(_) | ListType::Set)) {
+                list.sort_by(|a, b| a.0.cmp(&b.0));
+            }
+            cel::Value::List(std::sync::Arc::new(list.into_iter().map(|(_, v)| v).collect()))
+        }
+        Value::Object(o) => {
+            let map: HashMap<String, cel::Value> = o
+                .iter()
+                .map(|(k, v)| {
+                    let child = s.and_then(|s| s.additional.as_deref().or_else(|| s.properties.get(k)));
+                    (k.clone(), to_cel(v, child))
+                })
+                .collect();
+            cel::Value::Map(map.into())
+        }
+    }
+}
+
+/// A value's JSON with object keys sorted (serde_json's map is ordered), for sorting.
+fn canonical(v: &Value) -> String {
+    v.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_release_crd_loads() {
+        for version in TrainerVersion::ALL {
+            let node = schema(version);
+            assert!(node.properties.contains_key("spec"), "{}", version.name());
+        }
+    }
+
+    #[test]
+    fn date_time_as_kube_openapi_checks_it() {
+        for ok in [
+            "2026-01-01T00:00:00Z",
+            "2026-01-01t00:00:00z",
+            "2026-01-01T00:00:00.1234567890Z",
+            "2024-02-29T23:59:59+01:00",
+        ] {
+            assert!(is_date_time(ok), "{ok}");
+        }
+        for bad in [
+            "2026-01-01 00:00:00Z",
+            "2026-01-01T00:00:60Z",
+            "2026-02-29T00:00:00Z",
+            "2026-01-01T24:00:00Z",
+            "2026-1-01T00:00:00Z",
+        ] {
+            assert!(!is_date_time(bad), "{bad}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod transition_tests {
+    use super::*;
+    use serde_json::json;
+
+    fn job(spec: Value) -> Value {
+        json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "job", "namespace": "ns"}, "spec": spec})
+    }
+
+    #[test]
+    fn transition_rules_refuse_edits_of_immutable_fields() {
+        let old = job(json!({"runtimeRef": {"name": "t"}, "trainer": {"image": "a"}}));
+        let new = job(json!({"runtimeRef": {"name": "t"}, "trainer": {"image": "b"}}));
+        let verdict = judge(&new, Some(&old), TrainerVersion::V2_3);
+        let paths: Vec<&str> = verdict.errors.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(paths, ["spec.trainer"], "{verdict:?}");
+        assert!(judge(&new, Some(&old), TrainerVersion::V2_1).errors.is_empty());
+        assert!(judge(&new, None, TrainerVersion::V2_3).errors.is_empty());
+    }
+}
+
+#[cfg(test)]
+mod root_rule_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_name_rules_apply_on_update() {
+        let old = json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "Job_1", "namespace": "ns"}, "spec": {"runtimeRef": {"name": "torch"}}});
+        let mut new = old.clone();
+        new["spec"]["suspend"] = json!(false);
+        let verdict = judge(&new, Some(&old), TrainerVersion::V2_1);
+        assert_eq!(verdict.errors.len(), 1, "{verdict:?}");
+    }
+}
+
+#[cfg(test)]
+mod ratchet_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_unchanged_list_over_max_items_is_ratcheted() {
+        let patches: Vec<Value> = (0..17).map(|i| json!({"manager": format!("example.com/m{i}")})).collect();
+        let old = json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "job", "namespace": "ns"}, "spec": {"runtimeRef": {"name": "t"}, "runtimePatches": patches}});
+        let mut new = old.clone();
+        new["spec"]["suspend"] = json!(true);
+        let verdict = judge(&new, Some(&old), TrainerVersion::V2_3);
+        assert!(verdict.errors.is_empty(), "{verdict:?}");
+        assert_eq!(judge(&new, None, TrainerVersion::V2_3).errors.len(), 1);
+    }
+}

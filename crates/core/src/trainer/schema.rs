@@ -1,0 +1,186 @@
+//! `validate`'s schema check: a TrainJob against one release's own CRD ([`super::crd`]), as the
+//! API server applies it before any webhook sees the object: a field the CRD does not have (with
+//! kubectl's default strict field validation: 400 `BadRequest`), a value of the wrong type, out of
+//! its bounds, enum or pattern, too long or too many, missing where required, a duplicate key in a
+//! list map, or refused by the CRD's CEL rules — transition rules included on UPDATE, with the API
+//! server's ratcheting (422 `Invalid`). An unknown field gets a hint from the typed model
+//! ([`super::releases`]): the same place in another release, or a near name.
+
+use serde_json::Value;
+
+use super::TrainerVersion;
+use super::crd::{self, Kind};
+use super::model::{Field, Struct, Ty};
+use crate::admission::errors::quote;
+use crate::admission::{ErrorType, FieldError, Rule};
+
+/// The rule on schema findings.
+const RULE: Rule = Rule::Schema;
+
+/// Checks a TrainJob object against `version`'s CRD: as a CREATE, or as an UPDATE of `old`.
+pub fn check(object: &Value, old: Option<&Value>, version: TrainerVersion) -> Vec<FieldError> {
+    if !object.is_object() {
+        // Not an object: the decoder's to report.
+        return Vec::new();
+    }
+    let verdict = crd::judge(object, old, version);
+    let mut errors = Vec::new();
+    for path in verdict.unknown {
+        let detail = format!("not a field of TrainJob {}{}", version.name(), unknown_hint(version, &path));
+        errors.push(FieldError::new(RULE, ErrorType::UnsupportedField, path, detail));
+    }
+    for mut finding in verdict.errors {
+        // A CRD rule on the whole object has no field; the ones at these tags are about the name.
+        if finding.path.is_empty() {
+            finding.path =
+                if finding.detail.contains("metadata.name") { "metadata.name" } else { "metadata" }.to_string();
+        }
+        errors.push(match finding.kind {
+            Kind::Required => FieldError::new(RULE, ErrorType::Required, finding.path, finding.detail),
+            Kind::Blocking | Kind::Invalid | Kind::Duplicate => {
+                let rendered = match &finding.value {
+                    Some(Value::String(s)) => quote(s),
+                    Some(Value::Object(_)) => "\"object\"".to_string(),
+                    Some(Value::Array(_)) => "\"array\"".to_string(),
+                    Some(other) => other.to_string(),
+                    None => String::new(),
+                };
+                if finding.value.is_some() {
+                    FieldError::invalid(RULE, finding.path, rendered, finding.detail)
+                } else {
+                    FieldError::new(RULE, ErrorType::Invalid, finding.path, finding.detail)
+                }
+            }
+        });
+    }
+    errors
+}
+
+/// What the author likely meant by the unknown field at `path` (`spec.a[0].b`): the same place in
+/// other releases, a sibling one edit away, the same name elsewhere in this release, or in another
+/// one. Nothing for `metadata`.
+fn unknown_hint(version: TrainerVersion, path: &str) -> String {
+    let Some(rest) = path.strip_prefix("spec.") else { return String::new() };
+    let keys: Vec<String> = rest.split('.').map(|k| k.split('[').next().unwrap_or(k).to_string()).collect();
+    let Some((key, parents)) = keys.split_last() else { return String::new() };
+    let shown = &path[..path.len() - path.rsplit('.').next().map_or(0, |k| k.len() + 1)];
+    let s = if parents.is_empty() {
+        Some(version.spec())
+    } else {
+        resolve(version.spec(), parents).and_then(|f| struct_of(&f.ty))
+    };
+    hint(version, s, &keys, shown, key)
+}
+
+fn hint(version: TrainerVersion, s: Option<&'static Struct>, keys: &[String], shown: &str, key: &str) -> String {
+    let others: Vec<&str> = TrainerVersion::ALL
+        .iter()
+        .filter(|v| **v != version && resolve(v.spec(), keys).is_some())
+        .map(|v| v.name())
+        .collect();
+    if let Some(newest) = others.last() {
+        return format!(
+            " (a field of TrainJob {}: pass --trainer-version {newest} or set TRAINGUARD_TRAINER_VERSION)",
+            others.join(", ")
+        );
+    }
+    if let Some(field) = s.and_then(|s| s.fields.iter().find(|f| one_edit(f.json, key))) {
+        return format!(" (did you mean {shown}.{}?)", field.json);
+    }
+    if let Some(found) = find_by_name(version.spec(), key) {
+        return format!(" (did you mean {found}?)");
+    }
+    for other in TrainerVersion::ALL.iter().rev().filter(|v| **v != version) {
+        if let Some(found) = find_by_name(other.spec(), key) {
+            return format!(" ({found} is a field of TrainJob {})", other.name());
+        }
+    }
+    String::new()
+}
+
+/// The shallowest field named `key` under `spec` (`spec.a[].b`), down to a few levels: deeper
+/// matches inside the embedded Kubernetes types would be guesses, not hints.
+fn find_by_name(spec: &'static Struct, key: &str) -> Option<String> {
+    let mut level: Vec<(String, &'static Struct)> = vec![("spec".to_string(), spec)];
+    for _ in 0..4 {
+        let mut next = Vec::new();
+        for (path, s) in &level {
+            for field in s.fields {
+                let child = format!("{path}.{}", field.json);
+                if field.json == key {
+                    return Some(child);
+                }
+                if let Some(inner) = struct_of(&field.ty) {
+                    let index = if matches!(field.ty, Ty::List(_)) { "[]" } else { "" };
+                    next.push((format!("{child}{index}"), inner));
+                }
+            }
+        }
+        level = next;
+    }
+    None
+}
+
+/// The struct a field's values are made of (directly, or as list items or map values).
+fn struct_of(ty: &'static Ty) -> Option<&'static Struct> {
+    match ty {
+        Ty::Struct(s) => Some(s),
+        Ty::List(item) | Ty::Map(item) => struct_of(item),
+        _ => None,
+    }
+}
+
+/// The field at `keys` under `s`, following structs through lists and maps.
+fn resolve(s: &'static Struct, keys: &[String]) -> Option<&'static Field> {
+    let (first, rest) = keys.split_first()?;
+    let field = s.field(first)?;
+    if rest.is_empty() {
+        return Some(field);
+    }
+    resolve(struct_of(&field.ty)?, rest)
+}
+
+/// Equal but for case, or one insertion, deletion or substitution apart.
+fn one_edit(a: &str, b: &str) -> bool {
+    if a.eq_ignore_ascii_case(b) {
+        return true;
+    }
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let (short, long) = if a.len() <= b.len() { (&a, &b) } else { (&b, &a) };
+    if long.len() - short.len() > 1 {
+        return false;
+    }
+    let head = short.iter().zip(long.iter()).take_while(|(x, y)| x == y).count();
+    if head == short.len() {
+        return true;
+    }
+    if short.len() == long.len() { short[head + 1..] == long[head + 1..] } else { short[head..] == long[head + 1..] }
+}
+
+#[cfg(test)]
+mod generated_name_tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_create_with_only_generate_name_is_judged_with_a_generated_name() {
+        let cases = [
+            (json!({"metadata": {"generateName": "llama-"}}), Some("llama-bcdfg")),
+            (json!({"metadata": {"generateName": "llama-", "name": ""}}), Some("llama-bcdfg")),
+            (json!({"metadata": {"generateName": "llama-", "name": "own"}}), None),
+            (json!({"metadata": {"name": "own"}}), None),
+        ];
+        for (object, want) in cases {
+            let got =
+                crd::generated_name(&object).map(|o| o["metadata"]["name"].as_str().unwrap_or_default().to_string());
+            assert_eq!(got.as_deref(), want, "{object}");
+        }
+        // And the v2.3 CRD's name rules pass on such a CREATE.
+        let create = json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+            "metadata": {"generateName": "llama-", "namespace": "ml"},
+            "spec": {"runtimeRef": {"name": "torch-distributed"}}});
+        let errors = check(&create, None, TrainerVersion::V2_3);
+        assert!(errors.iter().all(|e| e.path != "metadata.name"), "{errors:?}");
+    }
+}

@@ -1,0 +1,656 @@
+//! Differential tests against upstream's own code: every admission fixture, every TrainJob manifest
+//! under tests/data and thousands of generated cases per release go through trainguard and through
+//! the oracle of that Trainer release (`e2e/oracle/<tag>`: apiextensions-apiserver on the tag's CRD,
+//! and Trainer's JobSet plugin), streamed as JSON lines to one oracle process per release.
+//!
+//! Compared: the API server's verdict and field paths against `validate`'s schema check
+//! ([`super::schema`]), and on UPDATE, where the API server admits the write and both objects are
+//! unsuspended, Trainer's "the overrides changed" against the webhook's ([`trainguard_core::admission::overrides`]).
+//! Differences docs/webhook.md lists as deliberate are counted, not failed ([`deliberate`]).
+//!
+//! Run by `make oracle` (built with `--features oracle`; needs the oracles that
+//! scripts/oracle/build.sh builds into `TRAINGUARD_ORACLE_DIR`). `TRAINGUARD_ORACLE_CASES` sets the
+//! generated cases per release (default 10000).
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use proptest::prelude::Rng;
+use proptest::test_runner::{RngAlgorithm, TestRng};
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+
+use trainguard::manifests::{Limits, read_documents};
+use trainguard_core::admission::overrides;
+use trainguard_core::model::OverridesField;
+use trainguard_core::trainer::{TrainerVersion, crd};
+
+/// The Trainer tag each release line is checked against.
+fn tag(version: TrainerVersion) -> &'static str {
+    match version {
+        TrainerVersion::V2_0 => "v2.0.1",
+        TrainerVersion::V2_1 => "v2.1.0",
+        TrainerVersion::V2_2 => "v2.2.1",
+        TrainerVersion::V2_3 => "v2.3.0",
+    }
+}
+
+fn overrides_field(version: TrainerVersion) -> OverridesField {
+    match version {
+        TrainerVersion::V2_0 => OverridesField::PodSpecOverrides,
+        TrainerVersion::V2_1 => OverridesField::PodTemplateOverrides,
+        TrainerVersion::V2_2 | TrainerVersion::V2_3 => OverridesField::RuntimePatches,
+    }
+}
+
+struct Case {
+    id: String,
+    old: Option<Value>,
+    new: Value,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct Cause {
+    #[serde(rename = "type")]
+    kind: String,
+    field: String,
+    detail: String,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct Answer {
+    id: String,
+    #[serde(default)]
+    decode: Option<String>,
+    unknown: Vec<String>,
+    schema: Vec<Cause>,
+    changed: Vec<Cause>,
+    #[serde(default)]
+    plugin_error: Option<String>,
+}
+
+/// Streams `cases` through the oracle of `version` (one process) and returns its answers in order.
+fn ask(dir: &Path, version: TrainerVersion, cases: &[Case]) -> Vec<Answer> {
+    let tag = tag(version);
+    let mut child = Command::new(dir.join(format!("oracle-{tag}")))
+        .arg("serve")
+        .arg(dir.join(format!("crd-{tag}.yaml")))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("oracle {tag}: {e}"));
+    let mut stdin = child.stdin.take().expect("piped");
+    let lines: Vec<String> =
+        cases.iter().map(|c| json!({"id": c.id, "old": c.old, "new": c.new, "jobset": null}).to_string()).collect();
+    let writer = std::thread::spawn(move || {
+        for line in lines {
+            writeln!(stdin, "{line}").expect("write to the oracle");
+        }
+    });
+    let stdout = BufReader::new(child.stdout.take().expect("piped"));
+    let answers: Vec<Answer> =
+        stdout.lines().map(|l| serde_json::from_str(&l.expect("oracle output")).expect("an answer")).collect();
+    writer.join().expect("writer");
+    assert!(child.wait().expect("oracle exits").success(), "oracle {tag} failed");
+    assert_eq!(answers.len(), cases.len(), "oracle {tag} answered every case");
+    answers
+}
+
+/// A difference docs/webhook.md ("Where `validate` differs from the API server") lists as
+/// deliberate, by name; `None` for a difference that fails the test.
+fn deliberate(case: &Case, answer: &Answer, tg: &BTreeSet<String>, api: &BTreeSet<String>) -> Option<&'static str> {
+    // ObjectMeta checks beyond unknown fields (name syntax, labels, annotations): the webhook's own
+    // `name` rule (DNS-1035) covers the name; the rest is not modelled.
+    let only_api: BTreeSet<&String> = api.difference(tg).collect();
+    let only_tg: BTreeSet<&String> = tg.difference(api).collect();
+    if only_tg.is_empty() && !only_api.is_empty() && only_api.iter().all(|p| p.starts_with("metadata.")) {
+        return Some("ObjectMeta validation (labels, annotations, name syntax)");
+    }
+    let _ = (case, answer);
+    None
+}
+
+/// The API server's causes as paths. A rule on the whole object has no field (`<nil>`), like
+/// trainguard's (`""`); anyOf's summaries and the "rules were not checked" note repeat a cause
+/// already given.
+fn api_paths(answer: &Answer) -> BTreeSet<String> {
+    let mut paths: BTreeSet<String> = answer.unknown.iter().cloned().collect();
+    for cause in &answer.schema {
+        let summary = cause.detail.contains("some validation rules were not checked")
+            || cause.detail.contains("must validate at least one schema (anyOf)")
+            || cause.detail.contains("Checked value must be of type");
+        if !summary {
+            paths.insert(if cause.field == "<nil>" { String::new() } else { cause.field.clone() });
+        }
+    }
+    paths
+}
+
+fn suspended(object: &Value) -> bool {
+    object.pointer("/spec/suspend").and_then(Value::as_bool).unwrap_or(false)
+}
+
+fn raw(value: Option<&Value>) -> Option<Box<RawValue>> {
+    value.map(|v| RawValue::from_string(v.to_string()).expect("JSON"))
+}
+
+#[derive(Default)]
+struct Tally {
+    cases: usize,
+    changed_compared: usize,
+    deliberate: std::collections::BTreeMap<&'static str, usize>,
+    differences: Vec<String>,
+}
+
+fn compare(version: TrainerVersion, case: &Case, answer: &Answer, tally: &mut Tally) {
+    assert_eq!(case.id, answer.id);
+    tally.cases += 1;
+    let verdict = crd::judge(&case.new, case.old.as_ref(), version);
+    let mut tg: BTreeSet<String> = verdict.unknown.iter().cloned().collect();
+    tg.extend(verdict.errors.iter().map(|e| e.path.clone()));
+    let api = if answer.decode.is_some() { BTreeSet::new() } else { api_paths(answer) };
+    let api_denies = answer.decode.is_some() || !answer.unknown.is_empty() || !answer.schema.is_empty();
+    let tg_denies = !tg.is_empty();
+    // A body the API server cannot read at all: only the verdict is compared.
+    let agree = tg_denies == api_denies && (answer.decode.is_some() || tg == api);
+    if !agree {
+        match deliberate(case, answer, &tg, &api) {
+            Some(name) => *tally.deliberate.entry(name).or_default() += 1,
+            None => {
+                let shown: Vec<String> =
+                    answer.schema.iter().map(|c| format!("{} {}: {}", c.kind, c.field, c.detail)).collect();
+                let ours: Vec<String> = verdict.errors.iter().map(|e| format!("{} {}", e.path, e.detail)).collect();
+                tally.differences.push(format!(
+                    "{} [{}]: trainguard {tg:?}, API server {api:?} {}\n  API server: {shown:?}\n  trainguard: {ours:?}\n  old: {}\n  new: {}",
+                    case.id,
+                    version.name(),
+                    answer.decode.as_deref().unwrap_or(""),
+                    case.old.as_ref().map_or("-".to_string(), Value::to_string),
+                    case.new
+                ));
+            }
+        }
+        return;
+    }
+    let Some(old) = &case.old else { return };
+    if !api.is_empty() || answer.plugin_error.is_some() || suspended(old) || suspended(&case.new) {
+        return;
+    }
+    tally.changed_compared += 1;
+    let field = overrides_field(version);
+    let (old_admitted, new_admitted) = (crd::admitted(old, version), crd::admitted(&case.new, version));
+    let pointer = format!("/spec/{}", field.json_name());
+    let (o, n) = (raw(old_admitted.pointer(&pointer)), raw(new_admitted.pointer(&pointer)));
+    let ours = overrides::changed(field, o.as_deref(), n.as_deref());
+    let theirs = !answer.changed.is_empty();
+    if ours != theirs {
+        tally.differences.push(format!(
+            "{} [{}]: changed: trainguard {ours}, Trainer {theirs} ({:?})\n  old: {}\n  new: {}",
+            case.id,
+            version.name(),
+            answer.changed.iter().map(|c| &c.detail).collect::<Vec<_>>(),
+            old,
+            case.new
+        ));
+    }
+}
+
+/// The TrainJobs of the admission fixtures (object, and oldObject on UPDATE).
+fn fixture_cases() -> Vec<Case> {
+    let mut cases = Vec::new();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/admission");
+    let mut files: Vec<PathBuf> =
+        walk(&root).into_iter().filter(|p| p.to_string_lossy().ends_with(".review.json")).collect();
+    files.sort();
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("fixture");
+        let Ok(review) = serde_json::from_str::<Value>(&text) else { continue };
+        let request = &review["request"];
+        let Some(new) = request.get("object").filter(|o| o["kind"] == "TrainJob") else { continue };
+        if request["subResource"].is_string() {
+            continue;
+        }
+        let old = request.get("oldObject").filter(|o| o.is_object()).cloned();
+        cases.push(Case { id: format!("fixture {}", file.display()), old, new: new.clone() });
+    }
+    cases
+}
+
+/// Every TrainJob manifest under tests/data (CREATE), and the `old.yaml`/`new.yaml` pairs (UPDATE).
+fn manifest_cases() -> Vec<Case> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let mut files: Vec<PathBuf> =
+        walk(&root).into_iter().filter(|p| trainguard::manifests::is_manifest_path(p)).collect();
+    files.sort();
+    let trainjobs = |path: &Path| -> Vec<Value> {
+        read_documents(&[path.to_path_buf()], &Limits::default())
+            .map(|docs| {
+                // What `validate` checks as a TrainJob (other API versions are near misses).
+                docs.into_iter()
+                    .filter(|d| d.kind() == "TrainJob" && d.api_version() == "trainer.kubeflow.org/v1alpha1")
+                    .map(|d| d.value)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut cases = Vec::new();
+    for file in &files {
+        for (i, new) in trainjobs(file).into_iter().enumerate() {
+            cases.push(Case { id: format!("manifest {}#{i}", file.display()), old: None, new });
+        }
+        if file.file_name().is_some_and(|n| n == "new.yaml") {
+            let old_file = file.with_file_name("old.yaml");
+            let olds = trainjobs(&old_file);
+            for (i, new) in trainjobs(file).into_iter().enumerate() {
+                let old = olds.iter().find(|o| o["metadata"]["name"] == new["metadata"]["name"]).cloned();
+                if old.is_some() {
+                    cases.push(Case { id: format!("manifest {} (update)#{i}", file.display()), old, new });
+                }
+            }
+        }
+    }
+    cases
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+/// A seeded source of choices.
+struct Gen {
+    rng: TestRng,
+}
+
+impl Gen {
+    fn below(&mut self, n: usize) -> usize {
+        (self.rng.next_u64() % n.max(1) as u64) as usize
+    }
+
+    fn chance(&mut self, percent: usize) -> bool {
+        self.below(100) < percent
+    }
+
+    fn pick<T: Clone>(&mut self, items: &[T]) -> T {
+        items[self.below(items.len())].clone()
+    }
+
+    fn quantity(&mut self) -> Value {
+        self.pick(&[
+            json!("1"),
+            json!(1),
+            json!("1000m"),
+            json!("500m"),
+            json!("0.5"),
+            json!("1n"),
+            json!("0.5n"),
+            json!("1Gi"),
+            json!("1024Mi"),
+            json!("8Ei"),
+            json!("16Ei"),
+            json!("1e3"),
+            json!("1k"),
+            json!(0.5),
+            json!(2.0),
+            json!("lots"),
+            json!(""),
+        ])
+    }
+
+    fn env(&mut self) -> Value {
+        let mut list = Vec::new();
+        for _ in 0..self.below(3) {
+            let name = self.pick(&["A", "B", "A"]);
+            let mut e = json!({"name": name});
+            if self.chance(60) {
+                e["value"] = json!(self.pick(&["x", "", "y"]));
+            }
+            if self.chance(10) {
+                e["valueFrom"] = json!({"fileKeyRef": {"volumeName": "v", "path": "p", "key": "k"}});
+            }
+            if self.chance(10) {
+                e["valueFrom"] = json!({"fieldRef": {"fieldPath": "metadata.name"}});
+            }
+            list.push(e);
+        }
+        Value::Array(list)
+    }
+
+    /// A pod-level override body, with the members `version`'s override type may have, and now
+    /// and then a member it does not have.
+    fn pod(&mut self, version: TrainerVersion) -> Value {
+        let mut pod = serde_json::Map::new();
+        if self.chance(40) {
+            pod.insert(
+                "nodeSelector".into(),
+                self.pick(&[json!({}), json!({"zone": "a"}), json!({"zone": "b"}), json!(null)]),
+            );
+        }
+        if self.chance(40) {
+            let mut t = json!({"key": self.pick(&["k", "gpu"]), "operator": self.pick(&["Exists", "Equal"])});
+            if self.chance(50) {
+                t["tolerationSeconds"] = self.pick(&[json!(0), json!(30), json!("soon"), json!(null)]);
+            }
+            if self.chance(30) {
+                t["value"] = json!("");
+            }
+            if self.chance(20) {
+                t["effect"] = self.pick(&[json!("NoSchedule"), json!("Sometimes")]);
+            }
+            pod.insert("tolerations".into(), json!([t]));
+        }
+        if self.chance(30) {
+            pod.insert(
+                "schedulingGates".into(),
+                self.pick(&[json!([{"name": "g"}]), json!([]), json!([{"name": "g"}, {"name": "g"}])]),
+            );
+        }
+        if self.chance(25) {
+            pod.insert("serviceAccountName".into(), self.pick(&[json!(""), json!("sa"), json!(null)]));
+        }
+        if self.chance(30) {
+            let mut v = json!({"name": self.pick(&["data", "cache", ""])});
+            match self.below(4) {
+                0 => v["emptyDir"] = json!({}),
+                1 => v["emptyDir"] = json!({"sizeLimit": self.quantity()}),
+                2 => v["downwardAPI"] = json!({}),
+                _ => {}
+            }
+            pod.insert("volumes".into(), json!([v]));
+        }
+        if self.chance(30) {
+            let mut c = json!({"name": self.pick(&["node", "sidecar"])});
+            if self.chance(50) {
+                c["env"] = self.env();
+            }
+            if self.chance(30) {
+                c["volumeMounts"] = json!([{"name": "data", "mountPath": self.pick(&["/d", ""])}]);
+            }
+            if self.chance(15) {
+                c["resources"] = json!({"limits": {"cpu": self.quantity()}});
+            }
+            if self.chance(15) {
+                c["securityContext"] = self.pick(&[json!({}), json!({"runAsUser": 1})]);
+            }
+            pod.insert(self.pick(&["containers", "initContainers"]).into(), json!([c]));
+        }
+        if version >= TrainerVersion::V2_1 && self.chance(25) {
+            pod.insert(
+                "affinity".into(),
+                self.pick(&[json!({}), json!({"nodeAffinity": {}}), json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "k", "labelSelector": {}}]}})]),
+            );
+        }
+        if version >= TrainerVersion::V2_1 && self.chance(15) {
+            pod.insert("imagePullSecrets".into(), self.pick(&[json!([{"name": "r"}]), json!([{}]), json!([])]));
+        }
+        if version >= TrainerVersion::V2_2 && self.chance(15) {
+            pod.insert("securityContext".into(), self.pick(&[json!({}), json!({"runAsNonRoot": true})]));
+        }
+        if self.chance(15) {
+            pod.insert("terminationGracePeriodSeconds".into(), self.pick(&[json!(0), json!(30), json!(-1)]));
+        }
+        if self.chance(8) {
+            pod.insert("priorityClassName".into(), json!("high"));
+        }
+        Value::Object(pod)
+    }
+
+    fn overrides(&mut self, version: TrainerVersion) -> Value {
+        let mut items = Vec::new();
+        let count = if self.chance(3) { 17 } else { self.below(3) };
+        for i in 0..count {
+            let pod = self.pod(version);
+            let target = self.pick(&["node", "dataset-initializer"]);
+            items.push(match version {
+                TrainerVersion::V2_0 => {
+                    let mut item = pod;
+                    item["targetJobs"] = self.pick(&[json!([{"name": target}]), json!([]), json!([{"name": ""}])]);
+                    item
+                }
+                TrainerVersion::V2_1 => {
+                    let mut item = json!({"targetJobs": [{"name": target}]});
+                    if self.chance(70) {
+                        item["spec"] = pod;
+                    }
+                    if self.chance(30) {
+                        item["metadata"] =
+                            self.pick(&[json!({}), json!({"labels": {"a": "b"}}), json!({"annotations": {"x": "y"}})]);
+                    }
+                    item
+                }
+                _ => {
+                    let manager = if count == 17 {
+                        format!("example.com/m{i}")
+                    } else {
+                        self.pick(&["kueue.x-k8s.io/kueue", "example.com/ctl", "kueue.x-k8s.io/kueue", ""]).to_string()
+                    };
+                    let mut item = json!({"manager": manager});
+                    if self.chance(30) {
+                        item["time"] = self.pick(&[
+                            json!("2026-01-01T00:00:00Z"),
+                            json!("2026-01-01 00:00:00Z"),
+                            json!("2026-01-01T00:00:60Z"),
+                            json!("2026-01-01T00:00:00.1234567890Z"),
+                            json!("2026-01-01t00:00:00z"),
+                        ]);
+                    }
+                    if self.chance(80) {
+                        let mut rjob = json!({"name": target});
+                        if self.chance(85) {
+                            rjob["template"] = json!({"spec": {"template": {"spec": pod}}});
+                            if self.chance(15) {
+                                rjob["template"]["metadata"] = json!({"labels": {"a": "b"}});
+                            }
+                        }
+                        if self.chance(5) {
+                            rjob["replicas"] = json!(2);
+                        }
+                        item["trainingRuntimeSpec"] = json!({"template": {"spec": {"replicatedJobs": [rjob]}}});
+                    } else if self.chance(50) {
+                        item["trainingRuntimeSpec"] = json!({});
+                    }
+                    if self.chance(5) {
+                        item["futureMember"] = json!({"a": 1});
+                    }
+                    item
+                }
+            });
+        }
+        Value::Array(items)
+    }
+
+    fn spec(&mut self, version: TrainerVersion) -> Value {
+        let mut spec = json!({"runtimeRef": {"name": self.pick(&["torch", "torch", ""])}});
+        if self.chance(40) {
+            let mut trainer = json!({});
+            if self.chance(50) {
+                trainer["image"] =
+                    if self.chance(5) { json!("x".repeat(501)) } else { json!(self.pick(&["img:1", "img:2"])) };
+            }
+            if self.chance(30) {
+                trainer["numNodes"] = self.pick(&[json!(1), json!(2), json!(1.0), json!(1.5), json!("2"), json!(0)]);
+            }
+            if self.chance(25) {
+                trainer["numProcPerNode"] = self.pick(&[json!(1), json!("auto"), json!(8), json!(0)]);
+            }
+            if self.chance(25) {
+                trainer["resourcesPerNode"] = json!({"limits": {"cpu": self.quantity()}});
+            }
+            if self.chance(25) {
+                trainer["env"] = self.env();
+            }
+            if self.chance(15) {
+                trainer["command"] = self.pick(&[json!(["torchrun"]), json!("torchrun"), json!([null])]);
+            }
+            spec["trainer"] = trainer;
+        }
+        if self.chance(20) {
+            spec["initializer"] = json!({"dataset": {"storageUri": self.pick(&["hf://d", "abc", "", "s3://b/k"])}});
+        }
+        if self.chance(15) {
+            spec["activeDeadlineSeconds"] = self.pick(&[json!(60), json!(0), json!(3600)]);
+        }
+        if self.chance(15) {
+            spec["managedBy"] = self.pick(&[
+                json!("kueue.x-k8s.io/multikueue"),
+                json!("kueue"),
+                json!(""),
+                json!("trainer.kubeflow.org/trainjob-controller"),
+            ]);
+        }
+        if self.chance(10) {
+            spec["labels"] = json!({"a": "b"});
+        }
+        if self.chance(5) {
+            spec["unknownTop"] = json!(1);
+        }
+        let field = overrides_field(version).json_name();
+        if self.chance(80) {
+            spec[field] = self.overrides(version);
+        }
+        if self.chance(3) {
+            // The overrides field of another release.
+            let other = self.pick(&["podSpecOverrides", "podTemplateOverrides", "runtimePatches"]);
+            spec[other] = json!([]);
+        }
+        spec
+    }
+
+    fn object(&mut self, spec: Value) -> Value {
+        let mut metadata = json!({"name": "job", "namespace": "ns"});
+        if self.chance(3) {
+            metadata["lables"] = json!({"a": "b"});
+        }
+        if self.chance(2) {
+            metadata["name"] = json!("Job_1");
+        }
+        json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": metadata, "spec": spec})
+    }
+
+    /// An edit of `spec`: the kind of change a controller or a person makes.
+    fn edit(&mut self, version: TrainerVersion, spec: &Value) -> Value {
+        let mut spec = spec.clone();
+        let field = overrides_field(version).json_name();
+        for _ in 0..=self.below(2) {
+            match self.below(9) {
+                0 => spec[field] = self.overrides(version),
+                1 => {
+                    if let Some(items) = spec[field].as_array_mut() {
+                        items.reverse();
+                    }
+                }
+                2 => {
+                    if let Some(items) = spec[field].as_array_mut()
+                        && let Some(first) = items.first_mut()
+                    {
+                        let pod = self.pod(version);
+                        match version {
+                            TrainerVersion::V2_0 => {
+                                let targets = first["targetJobs"].clone();
+                                *first = pod;
+                                first["targetJobs"] = targets;
+                            }
+                            TrainerVersion::V2_1 => first["spec"] = pod,
+                            _ => {
+                                first["trainingRuntimeSpec"] = json!({"template": {"spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {"template": {"spec": pod}}}}]}}})
+                            }
+                        }
+                    }
+                }
+                3 => {
+                    if let Some(items) = spec[field].as_array_mut()
+                        && let Some(first) = items.first_mut()
+                        && version >= TrainerVersion::V2_2
+                    {
+                        first["time"] = json!("2027-06-01T00:00:00Z");
+                    }
+                }
+                4 => spec["trainer"] = json!({"image": self.pick(&["img:1", "img:3"])}),
+                5 => spec["initializer"] = json!({"model": {"storageUri": "hf://m"}}),
+                6 => spec["activeDeadlineSeconds"] = self.pick(&[json!(60), json!(120)]),
+                7 => spec["suspend"] = self.pick(&[json!(true), json!(false), json!(null)]),
+                _ => {
+                    if let Some(items) = spec[field].as_array_mut()
+                        && let Some(first) = items.first_mut()
+                    {
+                        first["futureMember"] = json!(self.below(3));
+                    }
+                }
+            }
+        }
+        spec
+    }
+}
+
+/// `count` generated cases for `version`: a third CREATEs, the rest UPDATEs of a generated object.
+fn generated_cases(version: TrainerVersion, count: usize) -> Vec<Case> {
+    let mut seed = [0u8; 32];
+    seed[..4].copy_from_slice(&(version as u32 + 36).to_le_bytes());
+    let mut g = Gen { rng: TestRng::from_seed(RngAlgorithm::ChaCha, &seed) };
+    (0..count)
+        .map(|i| {
+            let spec = g.spec(version);
+            if i % 3 == 0 {
+                Case { id: format!("generated {}#{i}", version.name()), old: None, new: g.object(spec) }
+            } else {
+                let old = g.object(spec.clone());
+                let mut new = old.clone();
+                new["spec"] = g.edit(version, &spec);
+                Case { id: format!("generated {}#{i}", version.name()), old: Some(old), new }
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn trainguard_agrees_with_upstream() {
+    let Some(dir) = std::env::var_os("TRAINGUARD_ORACLE_DIR").map(PathBuf::from) else {
+        panic!("TRAINGUARD_ORACLE_DIR is not set: run `make oracle`");
+    };
+    let count: usize = std::env::var("TRAINGUARD_ORACLE_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(10_000);
+    let mut failed = Vec::new();
+    for version in TrainerVersion::ALL {
+        let tag = tag(version);
+        if !dir.join(format!("oracle-{tag}")).exists() {
+            failed.push(format!("{tag}: no oracle in {}", dir.display()));
+            continue;
+        }
+        let mut cases = fixture_cases();
+        cases.extend(manifest_cases());
+        let fixed = cases.len();
+        cases.extend(generated_cases(version, count));
+        let started = std::time::Instant::now();
+        let answers = ask(&dir, version, &cases);
+        let mut tally = Tally::default();
+        for (case, answer) in cases.iter().zip(&answers) {
+            compare(version, case, answer, &mut tally);
+        }
+        eprintln!(
+            "oracle {tag}: {} cases ({fixed} fixtures and manifests, {count} generated), \"changed\" compared on {}, \
+             deliberate differences {:?}, other differences {}, {:.1} s",
+            tally.cases,
+            tally.changed_compared,
+            tally.deliberate,
+            tally.differences.len(),
+            started.elapsed().as_secs_f64()
+        );
+        for d in tally.differences.iter().take(25) {
+            eprintln!("  {d}");
+        }
+        if !tally.differences.is_empty() {
+            failed.push(format!("{tag}: {} differences", tally.differences.len()));
+        }
+    }
+    assert!(failed.is_empty(), "{failed:?}");
+}
