@@ -1,6 +1,7 @@
 //! Records the git commit the binary is built from, for `--version`, the startup log line and
 //! the `trainguard_build_info` gauge. Outside a git checkout (a Docker build, a crates.io
 //! package) `TRAINGUARD_GIT_COMMIT` names it, else it is "unknown".
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a build script: a panic is its failure report")]
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -1,5 +1,6 @@
 //! Decision path: parse + rules + response encode, on the ~5 KB and ~150 KB reviews.
 //! `make bench` runs it; figures go to docs/benchmarks.md.
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a benchmark: a panic is its failure report")]
 
 mod payloads;
 

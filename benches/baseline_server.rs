@@ -7,6 +7,7 @@
 //! plane); without it the answer is a fixed byte string, the cheapest possible.
 //!
 //! Usage: baseline_server ADDR CERT KEY [--http2] [--echo-uid]
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a benchmark: a panic is its failure report")]
 
 use std::convert::Infallible;
 use std::sync::Arc;

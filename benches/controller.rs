@@ -3,6 +3,7 @@
 //! touches, with and without decoding the pod's JSON), and the snapshot's heap bytes per pod.
 //!
 //! Run: `cargo bench --bench controller` (figures go to docs/benchmarks.md).
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a benchmark: a panic is its failure report")]
 
 mod counting_alloc;
 

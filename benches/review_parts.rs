@@ -11,6 +11,7 @@
 //! decided by the rule its name stands for.
 //!
 //! Usage: review_parts skip|decode|review small|gated|denied|retimed|create|large|restamped N
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a benchmark: a panic is its failure report")]
 
 #[path = "payloads.rs"]
 mod payloads;

@@ -13,6 +13,7 @@
 //! churn on a node that has been unreachable for an hour, terminating for an hour: each is a
 //! force-delete the controller plans (in report mode it only reports it). Its latency is measured
 //! from the fake API writing the watch event to the controller logging the planned action.
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a benchmark: a panic is its failure report")]
 
 use std::collections::HashMap;
 use std::convert::Infallible;

@@ -5,6 +5,7 @@
 //! position inside it, documents whose lines are inside the file and whose nesting respects the
 //! depth limit, and the review properties of tests/support/fuzz.rs.
 #![no_main]
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a fuzz target: a panic is its failure report")]
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Value, json};

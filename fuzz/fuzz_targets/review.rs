@@ -3,6 +3,7 @@
 //! The answer is checked with the same properties as tests/admission/fuzz_review.rs: no panic, uid echoed,
 //! bounded non-empty denial messages, and a mutating patch that applies and is idempotent.
 #![no_main]
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a fuzz target: a panic is its failure report")]
 
 use std::sync::LazyLock;
 

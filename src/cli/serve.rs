@@ -2,7 +2,7 @@
 //! the companion controller, in one process or, with `--controller=false` / `--webhook=false`,
 //! in two Deployments whose availability does not depend on each other.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -23,10 +23,10 @@ use crate::server::{self, ServerSettings};
 use trainguard_core::admission::Endpoint;
 use trainguard_core::duration::parse as parse_duration;
 
-const DEFAULT_BIND: &str = "0.0.0.0:9443";
-const DEFAULT_ADMIN_BIND: &str = "0.0.0.0:8080";
-const DEV_BIND: &str = "127.0.0.1:9443";
-const DEV_ADMIN_BIND: &str = "127.0.0.1:8080";
+const DEFAULT_BIND: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 9443);
+const DEFAULT_ADMIN_BIND: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 8080);
+const DEV_BIND: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 9443);
+const DEV_ADMIN_BIND: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 8080);
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -254,9 +254,7 @@ async fn serve(
 ) -> anyhow::Result<()> {
     tracing::info!(version = crate::build_info::VERSION, commit = crate::build_info::COMMIT, "trainguard starting");
     let stop = stop_signal();
-    let default_bind = |dev: &str, prod: &str| -> SocketAddr {
-        (if args.dev { dev } else { prod }).parse().expect("constant address parses")
-    };
+    let default_bind = |dev: SocketAddr, prod: SocketAddr| if args.dev { dev } else { prod };
     let bind = args.bind.unwrap_or_else(|| default_bind(DEV_BIND, DEFAULT_BIND));
     let admin_bind = args.admin_bind.unwrap_or_else(|| default_bind(DEV_ADMIN_BIND, DEFAULT_ADMIN_BIND));
 

@@ -339,6 +339,7 @@ const RELIST_DELAY: Duration = Duration::from_secs(1);
 
 /// Feeds the watch streams `make_stream` creates into the cache until `shutdown`; a new stream
 /// (a fresh list) replaces one told 404 after the sync.
+#[allow(clippy::disallowed_methods, reason = "waits before a relist, as client-go's reflector does")]
 async fn drive<K, S, F, St>(cache: Arc<ClusterCache>, make_stream: F, sink: S, shutdown: CancellationToken)
 where
     S: Sink<K>,

@@ -132,6 +132,7 @@ pub(crate) fn identity() -> String {
 /// Runs `lead` while this replica holds the lease, until `shutdown`. `lead` gets a token that is
 /// cancelled when leadership ends; it must return promptly then. The lease is released on
 /// shutdown so the next leader does not wait for it to expire.
+#[allow(clippy::disallowed_methods, reason = "waits out the retry period before the next election attempt")]
 pub(crate) async fn run_elected<F, Fut>(
     client: Client,
     lease: LeaseConfig,

@@ -62,6 +62,7 @@ pub async fn run(client: Client, config: PlanConfig, metrics: Metrics, shutdown:
 
 /// Runs the controller until `shutdown` is cancelled (for an elected controller: until leadership
 /// ends). `bucket` is the force-delete budget, carried from one leadership term to the next.
+#[allow(clippy::disallowed_methods, reason = "the live loop's timer: wakes when the next rule can fire")]
 pub(crate) async fn run_with_bucket(
     client: Client,
     config: PlanConfig,

@@ -77,10 +77,11 @@ impl Timers {
 
     fn pop_due(&mut self, now: Timestamp) -> Vec<Key> {
         let mut due = Vec::new();
-        while let Some((at, _)) = self.queue.first()
-            && *at <= now
-        {
-            let (_, key) = self.queue.pop_first().expect("first exists");
+        while let Some((at, key)) = self.queue.pop_first() {
+            if at > now {
+                self.queue.insert((at, key));
+                break;
+            }
             self.by_key.remove(&key);
             due.push(key);
         }

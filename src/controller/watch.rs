@@ -190,6 +190,7 @@ fn not_found(err: &watcher::Error) -> bool {
 }
 
 /// Watches the first API of `apis` the server serves; relists replace the source's objects.
+#[allow(clippy::disallowed_methods, reason = "retries a watch whose CRD is absent after a delay")]
 async fn watch_loop<K, F>(
     apis: Vec<Api<K>>,
     config: watcher::Config,

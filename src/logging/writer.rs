@@ -131,6 +131,7 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for BatchWriter {
 
 /// The writer thread: waits for a first line, lets more gather for [`BATCH_DELAY`], writes them
 /// all at once; until the guard is dropped, then writes what is left.
+#[allow(clippy::disallowed_methods, reason = "batches log lines for a short real-time delay")]
 fn drain<W: Write>(shared: &Shared, mut sink: W) {
     let mut out = Vec::new();
     loop {
@@ -192,6 +193,7 @@ mod tests {
     }
 
     impl Write for Recorder {
+        #[allow(clippy::disallowed_methods, reason = "a slow sink is what is tested")]
         fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
             self.begun.fetch_add(1, Ordering::SeqCst);
             std::thread::sleep(self.delay);
@@ -206,6 +208,7 @@ mod tests {
     }
 
     /// Polls `check` every millisecond until it holds; fails naming `what` after 5 s.
+    #[allow(clippy::disallowed_methods, reason = "a sync poll with a deadline: no runtime in these tests")]
     fn wait_until(what: &str, check: impl Fn() -> bool) {
         let deadline = Instant::now() + Duration::from_secs(5);
         while !check() {

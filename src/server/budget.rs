@@ -371,6 +371,10 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "lets the waiter park on the budget before it is released (real tokio time)"
+    )]
     async fn a_waiting_body_goes_on_when_budget_comes_back() {
         let budget = std::sync::Arc::new(BodyBudget::new(400 * KIB, 100 * KIB, Gauge::default()).unwrap());
         let mut big = Held::new(&budget, BodyClass::Large);

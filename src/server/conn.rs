@@ -118,6 +118,7 @@ pin_project_lite::pin_project! {
 }
 
 /// A write or flush that returned Pending for the write timeout fails with `TimedOut`.
+#[allow(clippy::disallowed_methods, reason = "the write-stall timer itself")]
 fn write_deadline<T>(
     stalled: &mut Option<Pin<Box<tokio::time::Sleep>>>,
     timeout: Duration,
@@ -424,7 +425,12 @@ where
                     }
                 }
             }
-            () = async { idle_handle.expect("guarded").evicted().await }, if evictable => {
+            () = async {
+                match idle_handle {
+                    Some(handle) => handle.evicted().await,
+                    None => std::future::pending().await,
+                }
+            }, if evictable => {
                 // Chosen to make room at the connection cap: close if still between requests.
                 let no_byte_yet = !header_timer || activity.want_byte.load(Ordering::Relaxed);
                 if seen.0 == seen.1 && !waiting_for_headers && !closing && no_byte_yet {

@@ -306,6 +306,7 @@ mod tests {
         /// A log sink that is slower than the lines coming in.
         struct Slow;
         impl Write for Slow {
+            #[allow(clippy::disallowed_methods, reason = "a slow writer is what is tested")]
             fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
                 std::thread::sleep(std::time::Duration::from_millis(20));
                 Ok(buf.len())

@@ -274,6 +274,10 @@ pub(crate) async fn start_admin(
 
 impl RunningAdmin {
     /// Readiness false, wait the drain delay, then close the admin port.
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the drain delay is real time: endpoints must see readiness false before the port closes"
+    )]
     pub(crate) async fn shutdown(self) {
         self.readiness.set_shutting_down();
         tokio::time::sleep(self.settings.drain_delay).await;
@@ -286,6 +290,10 @@ impl RunningAdmin {
 impl RunningServer {
     /// Readiness false, keep accepting for the drain delay, stop accepting, let in-flight
     /// requests finish (idle keep-alive connections close at once), then stop the rest.
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the drain delay is real time: endpoints must see readiness false before the port closes"
+    )]
     pub async fn shutdown(self) -> ShutdownReport {
         self.readiness.set_shutting_down();
         tracing::info!(drain_delay = ?self.settings.drain_delay, "shutting down: readiness is now false");
@@ -334,6 +342,7 @@ struct Bounds<'a> {
 /// cap, the accepted connection waits for a slot (the next ones wait in the kernel's backlog:
 /// back-pressure); meanwhile, when given, the probe reserve serves it, and `idle` is asked to close
 /// the connection idle the longest ([`idle::EVICT_FLOOR`]) to make room.
+#[allow(clippy::disallowed_methods, reason = "backs off after a failed accept instead of spinning")]
 async fn next_connection(
     listener: &TcpListener,
     bounds: &Bounds<'_>,

@@ -158,6 +158,7 @@ pub fn server_config(
     http2: bool,
     client_auth: Option<Arc<dyn rustls::server::danger::ClientCertVerifier>>,
 ) -> Arc<rustls::ServerConfig> {
+    #[allow(clippy::expect_used, reason = "ring supports TLS 1.2 and 1.3: the builder cannot fail")]
     let builder = rustls::ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
         .expect("ring supports TLS 1.2 and 1.3");

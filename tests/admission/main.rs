@@ -1,5 +1,6 @@
 //! The admission core: every fixture and table through the rules, the views against kube's full types, Trainer's equality, bad input, the shipped matchConditions.
 //! One test binary; each file is a module, run by `cargo nextest` one test per process.
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a panic is its failure report")]
 
 // The fixture generator's table (`cargo run --example gen_fixtures`), for fixtures_fresh.
 #[path = "../../examples/gen_fixtures/builders.rs"]

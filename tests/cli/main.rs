@@ -1,5 +1,6 @@
 //! The command line and what ships: `validate`, `review`, `plan`, the schema check, the GitHub Action, deploy manifests and monitoring.
 //! One test binary; each file is a module, run by `cargo nextest` one test per process.
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a panic is its failure report")]
 
 #[path = "../support/mod.rs"]
 mod support;

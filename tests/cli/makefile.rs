@@ -42,3 +42,29 @@ fn lint_type_checks_the_fuzz_targets() {
         "{lint:?}"
     );
 }
+
+/// `make lint` keeps the core crate pure (its dependency tree checked for tokio, hyper, clap …)
+/// and lints and tests the whole workspace, not only the root package.
+#[test]
+fn lint_checks_the_core_crate_and_the_whole_workspace() {
+    let text = makefile();
+    let target = |name: &str| -> Vec<String> {
+        text.split(&format!("\n{name}:\n"))
+            .nth(1)
+            .unwrap_or_else(|| panic!("a {name} target"))
+            .lines()
+            .take_while(|l| l.starts_with('\t'))
+            .map(str::to_string)
+            .collect()
+    };
+    let lint = target("lint");
+    assert!(lint.iter().any(|l| l.contains("scripts/check-core-deps.sh")), "{lint:?}");
+    assert!(lint.iter().any(|l| l.contains("clippy --workspace")), "{lint:?}");
+    let test = target("test");
+    assert!(test.iter().any(|l| l.contains("nextest run --workspace")), "{test:?}");
+    let script =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/check-core-deps.sh")).unwrap();
+    for forbidden in ["tokio", "hyper", "clap"] {
+        assert!(script.contains(forbidden), "check-core-deps.sh does not forbid {forbidden}");
+    }
+}

@@ -203,6 +203,7 @@ impl Kubectl {
 pub(crate) const DEADLINE: Duration = Duration::from_secs(90);
 
 /// Polls `check` every 250 ms until it returns `Some`, failing the test after `DEADLINE`.
+#[allow(clippy::disallowed_methods, reason = "eventually's poll interval against the real cluster")]
 pub(crate) fn eventually<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
     let until = Instant::now() + DEADLINE;
     loop {

@@ -124,6 +124,7 @@ fn failing_runtime() {
 }
 
 #[test]
+#[allow(clippy::disallowed_methods, reason = "a quiet period showing the later change wins and nothing is deleted")]
 fn ttl_deletes_a_failed_trainjob_never_a_running_one_and_a_later_change_wins() {
     failing_runtime();
     let ns = plane().namespace("e2e-ttl-failed", &[]);

@@ -43,6 +43,7 @@ fn gone(ns: &str, name: &str) -> bool {
 }
 
 #[test]
+#[allow(clippy::disallowed_methods, reason = "lets the audit log flush to disk before it is read")]
 fn a_sigkilled_leader_is_replaced_within_the_lease_and_no_object_is_written_by_both() {
     let ns = plane().namespace("e2e-leadership", &[]);
     let since = crate::cluster::audit_now();

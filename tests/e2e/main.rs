@@ -3,6 +3,7 @@
 //! controllers, and trainguard registered from deploy/. Built only with the `e2e` feature, so
 //! `make test` stays cluster-free; `make e2e` starts the plane, runs these one at a time, and
 //! stops it.
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a panic is its failure report")]
 
 mod cluster;
 mod controller;

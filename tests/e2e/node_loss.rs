@@ -269,6 +269,7 @@ fn secs(since: Instant) -> f64 {
 /// The TrainJob story: report mode only reports while the restart hangs; act mode force-deletes
 /// exactly the stuck pods after its grace, and the JobSet's restart goes through.
 #[test]
+#[allow(clippy::disallowed_methods, reason = "a quiet period showing nothing is force-deleted")]
 fn node_loss_hangs_a_restarting_trainjob_until_act_mode_force_deletes_its_pods() {
     let mut story = Story::new("story-loss", "e2e-node-loss");
     story.node("tg-loss-0", "zone-loss", Some("loss-0"));
@@ -346,6 +347,7 @@ fn node_loss_hangs_a_restarting_trainjob_until_act_mode_force_deletes_its_pods()
 /// One zone's nodes go down together while the other zones stay healthy: the zone brake holds
 /// every force delete; the kubelets come back and the job runs again without trainguard.
 #[test]
+#[allow(clippy::disallowed_methods, reason = "a quiet period showing nothing is force-deleted")]
 fn a_zone_outage_trips_the_brake_and_nothing_is_force_deleted() {
     let mut story = Story::new("story-zone", "e2e-zone-brake");
     for i in 0..3 {
@@ -397,6 +399,7 @@ fn a_zone_outage_trips_the_brake_and_nothing_is_force_deleted() {
 /// not finish the deletion (its kwok runs without the pod-delete stage): under the default `--node-failure unreachable` the stuck pods are
 /// reported (`PodStuckTerminating`) and left alone.
 #[test]
+#[allow(clippy::disallowed_methods, reason = "a quiet period showing nothing is force-deleted")]
 fn a_not_ready_node_that_still_reports_is_left_alone_by_default() {
     let mut story = Story::new("story-notready", "e2e-not-ready");
     story.node_with("tg-notready-0", "zone-notready", Some("notready-0"), "no-pod-delete");

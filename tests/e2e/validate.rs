@@ -57,6 +57,7 @@ fn validate_verdict(row: &Path, version: &str) -> (bool, String) {
     (out.status.success(), text)
 }
 
+#[allow(clippy::disallowed_methods, reason = "polls the real API server until the CRD is served")]
 fn api_server_verdict(row: &Path, ns: &str) -> (bool, String) {
     let k = || plane().kubectl().args(["-n", ns]);
     let new = without_namespace(&row.join("new.yaml"));

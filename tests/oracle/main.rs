@@ -11,6 +11,7 @@
 //! Run by `make oracle` (built with `--features oracle`; needs the oracles that
 //! scripts/oracle/build.sh builds into `TRAINGUARD_ORACLE_DIR`). `TRAINGUARD_ORACLE_CASES` sets the
 //! generated cases per release (default 10000).
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a panic is its failure report")]
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Write};

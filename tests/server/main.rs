@@ -1,5 +1,6 @@
 //! The HTTPS server and what runs around it: fixtures over real TLS, limits, lifecycle, memory, certificates, the cluster cache.
 //! One test binary; each file is a module, run by `cargo nextest` one test per process.
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a panic is its failure report")]
 
 #[path = "../support/mod.rs"]
 mod support;

@@ -209,6 +209,7 @@ async fn http2_bounds_are_pinned() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::disallowed_methods, reason = "the idle floor is real time, and what is tested")]
 async fn idle_connections_make_room_for_a_new_client_at_the_cap() {
     // The attack scaled down: 2 addresses × 4 keep-alive connections fill a cap of 8, each after
     // one request, then idle (the idle timeout is 120 s).

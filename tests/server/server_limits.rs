@@ -314,6 +314,7 @@ async fn probes_are_answered_while_idle_connections_fill_the_admin_port() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::disallowed_methods, reason = "the server's timers on a real socket are what is tested")]
 async fn an_idle_keep_alive_connection_outlives_the_header_timeout() {
     // The API server keeps idle connections up to 90 s and sends the next review on them; hyper's
     // own header timeout would close them after the header timeout instead of the idle timeout.

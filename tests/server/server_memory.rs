@@ -58,6 +58,7 @@ impl Drop for Server {
 
 /// One hostile client: announce 4 MiB + 1, send 4 MiB, never the last byte; start over when
 /// the server answers or closes.
+#[allow(clippy::disallowed_methods, reason = "reconnects after a refused connect, at a real-time pace")]
 async fn hostile(port: u16, tls: Arc<rustls::ClientConfig>, stop: Arc<AtomicBool>, sent: Arc<AtomicU64>) {
     let chunk = vec![b' '; 64 * 1024];
     while !stop.load(Ordering::Relaxed) {
@@ -106,6 +107,7 @@ async fn hostile(port: u16, tls: Arc<rustls::ClientConfig>, stop: Arc<AtomicBool
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::disallowed_methods, reason = "RSS sampling and spreading reviews over memory pressure are real time")]
 async fn slow_large_uploads_keep_rss_bounded_and_reviews_prompt() {
     trainguard::server::tls::install_default_provider();
     let dir = tempfile::tempdir().unwrap();

@@ -862,8 +862,8 @@ fn duplicates(value: &Value, s: &Node, path: &str, out: &mut Vec<Finding>) {
 /// case), then `hh:mm:ss`, an optional fraction, and `z` or an offset; hours ≤ 23, minutes and
 /// seconds ≤ 59 (no leap second).
 pub(crate) fn is_date_time(text: &str) -> bool {
+    #[allow(clippy::expect_used, reason = "a fixed pattern: it compiles (the date-time tests run it)")]
     static TIME: LazyLock<Regex> = LazyLock::new(|| {
-        // A fixed pattern: it compiles.
         Regex::new(r"^([0-9]{2}):([0-9]{2}):([0-9]{2})(.[0-9]+)?(z|([+-][0-9]{2}:[0-9]{2}))$").expect("pattern")
     });
     if text.len() < 4 {

@@ -61,7 +61,7 @@ pub(crate) fn overrides_field(field: OverridesField) -> &'static Field {
         OverridesField::PodTemplateOverrides => TrainerVersion::V2_1,
         OverridesField::RuntimePatches => TrainerVersion::V2_3,
     };
-    // Each release's table has its overrides field (the test below holds it).
+    #[allow(clippy::expect_used, reason = "each release's table has its overrides field (the test below holds it)")]
     release.spec().field(field.json_name()).expect("the release's spec has its overrides field")
 }
 
