@@ -13,7 +13,7 @@ const BUDGET_BYTES: f64 = 512.0;
 
 fn main() {
     let mut registry = prometheus_client::registry::Registry::default();
-    let metrics = trainguard::server::metrics::WebhookMetrics::register(&mut registry);
+    let metrics = trainguard::cluster::metrics::CacheMetrics::register(&mut registry);
     let cache = ClusterCache::new(std::time::Duration::from_secs(60), metrics);
     let namespaces: Vec<String> = (0..200).map(|i| format!("team-{i:03}-ml")).collect();
     let before = counting_alloc::live_bytes();

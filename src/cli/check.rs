@@ -9,7 +9,8 @@ use crate::cluster::ClusterView;
 use crate::manifests::Document;
 use trainguard_core::admission::{Decision, Endpoint, Operation, Rule, RuleInput, RulesConfig, rules};
 use trainguard_core::model::TrainJobView;
-use trainguard_core::trainer::{TrainerVersion, schema};
+use trainguard_core::schema;
+use trainguard_core::trainer::TrainerVersion;
 
 /// Where an UPDATE's old object comes from.
 #[derive(Debug, Clone, Copy)]

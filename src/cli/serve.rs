@@ -338,7 +338,7 @@ async fn serve(
                 let cache = crate::cluster::ClusterCache::start(
                     client,
                     args.cache_stale_after,
-                    metrics.clone(),
+                    metrics.cache.clone(),
                     shutdown.clone(),
                 );
                 (cache.clone(), Some(cache))

@@ -2,6 +2,7 @@
 //! backs it with watch-fed caches ([`ClusterCache`]), `validate`/`review --state` and tests with
 //! static objects ([`StaticView`]).
 
+pub mod metrics;
 pub(crate) mod reflect;
 
 use std::path::PathBuf;

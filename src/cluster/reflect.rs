@@ -24,7 +24,7 @@ use kube::runtime::watcher::{self, Event};
 use tokio_util::sync::CancellationToken;
 
 use super::CacheStatus;
-use crate::server::metrics::{CacheLabels, WebhookMetrics};
+use super::metrics::{CacheLabels, CacheMetrics};
 use trainguard_core::model::jobset::{BatchJobView, JOBSET_NAME_LABEL, JobSetView};
 use trainguard_core::view::{ChildJobState, ClusterView, GateFacts, JobSetFacts, JobSetState};
 
@@ -111,11 +111,11 @@ pub struct ClusterCache {
     jobset_health: WatchHealth,
     job_health: WatchHealth,
     stale_after: Duration,
-    metrics: WebhookMetrics,
+    metrics: CacheMetrics,
 }
 
 impl ClusterCache {
-    pub fn new(stale_after: Duration, metrics: WebhookMetrics) -> Self {
+    pub fn new(stale_after: Duration, metrics: CacheMetrics) -> Self {
         ClusterCache {
             jobsets: RwLock::default(),
             jobs: RwLock::default(),
@@ -130,7 +130,7 @@ impl ClusterCache {
     pub fn start(
         client: kube::Client,
         stale_after: Duration,
-        metrics: WebhookMetrics,
+        metrics: CacheMetrics,
         shutdown: CancellationToken,
     ) -> Arc<Self> {
         let cache = Arc::new(Self::new(stale_after, metrics));
@@ -162,8 +162,8 @@ impl ClusterCache {
 
     fn set_gauges(&self, cache: &'static str, objects: usize, synced: bool) {
         let labels = CacheLabels { cache };
-        self.metrics.cache_objects.get_or_create(&labels).set(objects as i64);
-        self.metrics.cache_synced.get_or_create(&labels).set(i64::from(synced));
+        self.metrics.objects.get_or_create(&labels).set(objects as i64);
+        self.metrics.synced.get_or_create(&labels).set(i64::from(synced));
     }
 }
 
@@ -398,7 +398,7 @@ where
                         }
                         health.mark_ok();
                         health.synced.store(true, Ordering::SeqCst);
-                        cache.metrics.cache_resource_absent.get_or_create(&labels).set(0);
+                        cache.metrics.resource_absent.get_or_create(&labels).set(0);
                         tracing::info!(cache = S::NAME, objects = sink.count(cache), "cache synced");
                     }
                     Event::Apply(obj) => {
@@ -415,7 +415,7 @@ where
                 if is_not_found(&e)
                     && matches!(e, watcher::Error::InitialListFailed(_))
                     && health.synced()
-                    && cache.metrics.cache_resource_absent.get_or_create(&labels).get() == 0 =>
+                    && cache.metrics.resource_absent.get_or_create(&labels).get() == 0 =>
             {
                 // A list told 404 after the cache synced with the resource served: whatever
                 // answered (a proxy, an aggregation layer in trouble) is not believed on its word.
@@ -423,8 +423,8 @@ where
                 // once --cache-stale-after passes) and lists again; only a process that starts
                 // with the resource absent treats it as empty.
                 health.mark_broken(Instant::now());
-                cache.metrics.cache_watch_errors.get_or_create(&labels).inc();
-                cache.metrics.cache_resource_vanished.get_or_create(&labels).inc();
+                cache.metrics.watch_errors.get_or_create(&labels).inc();
+                cache.metrics.resource_vanished.get_or_create(&labels).inc();
                 tracing::warn!(
                     cache = S::NAME,
                     error = %e,
@@ -438,7 +438,7 @@ where
                 // objects of this kind exist. The watcher keeps retrying with backoff, so a CRD
                 // installed later is picked up.
                 // (A watch told 404 before this list was counted in `cache_resource_vanished`.)
-                if health.synced() && cache.metrics.cache_resource_absent.get_or_create(&labels).get() == 0 {
+                if health.synced() && cache.metrics.resource_absent.get_or_create(&labels).get() == 0 {
                     tracing::warn!(
                         cache = S::NAME,
                         "the resource is no longer served (CRD deleted?): the cache is now empty"
@@ -448,7 +448,7 @@ where
                 sink.clear(cache);
                 health.mark_ok();
                 health.synced.store(true, Ordering::SeqCst);
-                cache.metrics.cache_resource_absent.get_or_create(&labels).set(1);
+                cache.metrics.resource_absent.get_or_create(&labels).set(1);
                 if !absent_logged {
                     tracing::info!(
                         cache = S::NAME,
@@ -461,15 +461,15 @@ where
                 // A watch told 404: the resource may have vanished, or whatever answered may be
                 // wrong. Keep the cache (it goes stale after `stale_after`) and list again.
                 health.mark_broken(Instant::now());
-                cache.metrics.cache_watch_errors.get_or_create(&labels).inc();
-                cache.metrics.cache_resource_vanished.get_or_create(&labels).inc();
+                cache.metrics.watch_errors.get_or_create(&labels).inc();
+                cache.metrics.resource_vanished.get_or_create(&labels).inc();
                 tracing::warn!(cache = S::NAME, error = %e, "watch answered 404 after the sync; listing again");
                 cache.set_gauges(S::NAME, sink.count(cache), health.synced());
                 return StreamEnd::Relist;
             }
             Err(e) => {
                 health.mark_broken(Instant::now());
-                cache.metrics.cache_watch_errors.get_or_create(&labels).inc();
+                cache.metrics.watch_errors.get_or_create(&labels).inc();
                 tracing::warn!(cache = S::NAME, error = %e, "watch failed; retrying with backoff");
             }
         }

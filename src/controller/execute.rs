@@ -28,6 +28,7 @@ use super::config::{Mode, PlanConfig, Propagation};
 use super::events::EventSink;
 use super::metrics::Metrics;
 use super::state::{Outcome, Report, SharedBucket, Work};
+use trainguard_core::duration::plus;
 use trainguard_core::model::kubeflow_v1::{TrainingJobView, TrainingKind};
 use trainguard_core::model::pod::{NodeView, PodView};
 use trainguard_core::model::trainjob_state::TrainJobStateView;
@@ -39,8 +40,7 @@ use trainguard_core::planner::node_failure::{
 use trainguard_core::planner::suspend::{RestoreVerdict, restore_patch, restore_verdict, stash_patch, v1_stuck};
 use trainguard_core::planner::ttl::{TtlVerdict, delete_failed_message, trainjob_verdict, verdict};
 use trainguard_core::planner::{
-    Action, EventType, JobPatchKind, NodeState, PlannedEvent, Reason, Rule, Target, TargetKind, ZoneHealth, job_guard,
-    plus,
+    Action, EventType, JobPatchKind, NodeState, PlannedEvent, Reason, Rule, Target, TargetKind, ZoneHealth,
 };
 
 /// Field manager of every write.
@@ -492,7 +492,7 @@ impl Executor {
             }
         };
         let Ok(facts) = JobFacts::from_view(job_kind, &live) else { return Step::stop(Outcome::Aborted) };
-        if facts.uid != target.uid || job_guard(&facts).is_some() {
+        if facts.uid != target.uid || facts.guard().is_some() {
             return Step::stop(Outcome::Aborted);
         }
         let live_target = Target { resource_version: facts.resource_version.clone(), ..target.clone() };

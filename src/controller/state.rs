@@ -9,10 +9,11 @@ use std::sync::{Arc, Mutex};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::config::PlanConfig;
+use trainguard_core::duration::plus;
 use trainguard_core::planner::facts::{PodOwner, Str};
 use trainguard_core::planner::snapshot::{Change, Key, Snapshot};
 use trainguard_core::planner::{
-    Action, Budget, KeyPlan, Observation, PlanInput, Planned, Reason, TokenBucket, ZoneHealth, plan_key, plus,
+    Action, Budget, KeyPlan, Observation, PlanInput, Planned, Reason, TokenBucket, ZoneHealth, plan_key,
 };
 
 /// Work for the executor: the actions planned for one key, in order.

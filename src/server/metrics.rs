@@ -3,6 +3,7 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
+use crate::cluster::metrics::CacheMetrics;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -30,11 +31,6 @@ pub struct DecisionLabels {
     pub operation: &'static str,
     pub allowed: &'static str,
     pub rule: &'static str,
-}
-
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct CacheLabels {
-    pub cache: &'static str,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -107,13 +103,8 @@ pub struct WebhookMetrics {
     pub latency: Family<WebhookLabels, Histogram>,
     pub in_flight: Family<WebhookLabels, Gauge>,
     pub decisions: Family<DecisionLabels, Counter>,
-    pub cache_objects: Family<CacheLabels, Gauge>,
-    pub cache_synced: Family<CacheLabels, Gauge>,
-    pub cache_watch_errors: Family<CacheLabels, Counter>,
-    /// 1 while a cache's resource is not served (its CRD is not installed).
-    pub cache_resource_absent: Family<CacheLabels, Gauge>,
-    /// A cache's resource answered 404 after the cache had synced with it present.
-    pub cache_resource_vanished: Family<CacheLabels, Counter>,
+    /// The watch-fed caches' metrics, registered with these.
+    pub cache: CacheMetrics,
     pub(crate) cert_expiry: Gauge<f64, AtomicU64>,
     pub cert_reloads: Family<ResultLabels, Counter>,
     /// Certificate pairs a reload refused, by why (`expired`, `not_yet_valid`, `key_mismatch`,
@@ -136,11 +127,7 @@ impl WebhookMetrics {
             latency: Family::new_with_constructor(|| Histogram::new(LATENCY_BUCKETS.iter().copied())),
             in_flight: Family::default(),
             decisions: Family::default(),
-            cache_objects: Family::default(),
-            cache_synced: Family::default(),
-            cache_watch_errors: Family::default(),
-            cache_resource_absent: Family::default(),
-            cache_resource_vanished: Family::default(),
+            cache: CacheMetrics::register(registry),
             cert_expiry: Gauge::default(),
             cert_reloads: Family::default(),
             cert_reload_refusals: Family::default(),
@@ -168,27 +155,6 @@ impl WebhookMetrics {
             "trainguard_admission_decisions",
             "Admission verdicts by webhook, operation, outcome and deciding rule",
             m.decisions.clone(),
-        );
-        registry.register("trainguard_cache_objects", "Objects held by each watch-fed cache", m.cache_objects.clone());
-        registry.register(
-            "trainguard_cache_synced",
-            "1 once a cache has listed its objects (or found its CRD absent), else 0",
-            m.cache_synced.clone(),
-        );
-        registry.register(
-            "trainguard_cache_watch_errors",
-            "Errors seen by the watch feeding each cache",
-            m.cache_watch_errors.clone(),
-        );
-        registry.register(
-            "trainguard_cache_resource_absent",
-            "1 while the resource a cache watches is not served by the API server (CRD not installed)",
-            m.cache_resource_absent.clone(),
-        );
-        registry.register(
-            "trainguard_cache_resource_vanished",
-            "Times a cache's resource answered 404 after the cache had synced with it present (relisted)",
-            m.cache_resource_vanished.clone(),
         );
         registry.register(
             "trainguard_certificate_expiry_timestamp_seconds",

@@ -200,11 +200,11 @@ fn every_family() -> BTreeSet<String> {
     web.in_flight.get_or_create(&w::WebhookLabels { webhook }).set(0);
     let decision = w::DecisionLabels { webhook, operation: "UPDATE", allowed: "false", rule: "U2" };
     web.decisions.get_or_create(&decision).inc();
-    web.cache_objects.get_or_create(&w::CacheLabels { cache: "jobs" }).set(0);
-    web.cache_synced.get_or_create(&w::CacheLabels { cache: "jobs" }).set(1);
-    web.cache_watch_errors.get_or_create(&w::CacheLabels { cache: "jobs" }).inc();
-    web.cache_resource_absent.get_or_create(&w::CacheLabels { cache: "jobs" }).set(0);
-    web.cache_resource_vanished.get_or_create(&w::CacheLabels { cache: "jobs" }).inc();
+    web.cache.objects.get_or_create(&trainguard::cluster::metrics::CacheLabels { cache: "jobs" }).set(0);
+    web.cache.synced.get_or_create(&trainguard::cluster::metrics::CacheLabels { cache: "jobs" }).set(1);
+    web.cache.watch_errors.get_or_create(&trainguard::cluster::metrics::CacheLabels { cache: "jobs" }).inc();
+    web.cache.resource_absent.get_or_create(&trainguard::cluster::metrics::CacheLabels { cache: "jobs" }).set(0);
+    web.cache.resource_vanished.get_or_create(&trainguard::cluster::metrics::CacheLabels { cache: "jobs" }).inc();
     web.cert_reloads.get_or_create(&w::ResultLabels { result: "error" }).inc();
     web.cert_reload_refusals.get_or_create(&w::ReasonLabels { reason: "expired" }).inc();
     web.refuse_connection("webhook", "per_ip_cap");

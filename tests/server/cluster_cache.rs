@@ -196,7 +196,8 @@ async fn start_with_cache_metrics(
 ) -> (TestServer, Arc<ClusterCache>, trainguard::server::metrics::WebhookMetrics) {
     let mut registry = prometheus_client::registry::Registry::default();
     let metrics = trainguard::server::metrics::WebhookMetrics::register(&mut registry);
-    let cache = ClusterCache::start(client, stale_after, metrics.clone(), tokio_util::sync::CancellationToken::new());
+    let cache =
+        ClusterCache::start(client, stale_after, metrics.cache.clone(), tokio_util::sync::CancellationToken::new());
     let server = start(Options { cluster: cache.clone(), caches: Some(cache.clone()), ..Default::default() }).await;
     (server, cache, metrics)
 }
@@ -290,8 +291,8 @@ async fn a_watch_told_404_after_the_sync_relists_instead_of_emptying_the_cache()
     let (mut server, cache, metrics) = start_with_cache_metrics(client, Duration::from_secs(60)).await;
     eventually_async("synced", async || admin_get(server.admin, "/readyz").await.0 == 200).await;
     assert_eq!(cache.jobset_count(), 1);
-    let labels = trainguard::server::metrics::CacheLabels { cache: "jobsets" };
-    let vanished = || metrics.cache_resource_vanished.get_or_create(&labels).get();
+    let labels = trainguard::cluster::metrics::CacheLabels { cache: "jobsets" };
+    let vanished = || metrics.cache.resource_vanished.get_or_create(&labels).get();
 
     // The JobSet watch now answers 404 while lists still work: the cache lists again and keeps
     // the JobSet, where it used to empty itself and call that healthy.
@@ -301,7 +302,7 @@ async fn a_watch_told_404_after_the_sync_relists_instead_of_emptying_the_cache()
     assert_eq!(cache.jobset_count(), 1, "the cache kept the JobSet the list still shows");
     let (gated, _) = verdicts(&server).await;
     assert_eq!(gated["status"]["code"], 403, "the gate still sees the running JobSet: {gated}");
-    assert_eq!(metrics.cache_resource_absent.get_or_create(&labels).get(), 0);
+    assert_eq!(metrics.cache.resource_absent.get_or_create(&labels).get(), 0);
 
     // A JobSet that changed while the watch was down is picked up by the relist.
     fake.objects.lock().unwrap().insert("jobsets", vec![jobset(0)]);
@@ -318,7 +319,7 @@ async fn a_watch_told_404_after_the_sync_relists_instead_of_emptying_the_cache()
     fake.set_mode(Mode::JobSetCrdAbsent);
     eventually_async("the list's 404 counted", async || vanished() >= before + 2).await;
     assert_eq!(cache.jobset_count(), 1, "the cache kept the JobSet");
-    assert_eq!(metrics.cache_resource_absent.get_or_create(&labels).get(), 0, "not called absent");
+    assert_eq!(metrics.cache.resource_absent.get_or_create(&labels).get(), 0, "not called absent");
     let (gated, _) = verdicts(&server).await;
     assert_eq!(gated["status"]["code"], 403, "the gate still sees the running JobSet: {gated}");
     server.shutdown().await;

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use k8s_openapi::jiff::Timestamp;
+
 use k8s_openapi::jiff::SignedDuration;
 
 /// Parses a non-negative duration: numbers (fractions allowed) each followed by a unit, `ns`,
@@ -46,6 +48,23 @@ pub fn parse(text: &str) -> Result<Duration, String> {
 pub fn parse_signed(text: &str) -> Result<SignedDuration, String> {
     let duration = parse(text)?;
     SignedDuration::try_from(duration).map_err(|_| format!("invalid duration {text:?}: too large"))
+}
+
+/// `t + d`, saturating at the ends of time instead of panicking on absurd TTLs.
+pub fn plus(t: Timestamp, d: SignedDuration) -> Timestamp {
+    t.checked_add(d).unwrap_or(if d.is_negative() { Timestamp::MIN } else { Timestamp::MAX })
+}
+
+/// A duration as `1h2m3s` (Go's notation, as the flags take it).
+pub(crate) fn fmt_duration(d: SignedDuration) -> String {
+    let secs = d.as_secs();
+    let (sign, secs) = if secs < 0 { ("-", -secs) } else { ("", secs) };
+    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+    match (h, m) {
+        (0, 0) => format!("{sign}{s}s"),
+        (0, _) => format!("{sign}{m}m{s}s"),
+        _ => format!("{sign}{h}h{m}m{s}s"),
+    }
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //!   the mutating defaults, the Kubernetes `Status` they render into).
 //! - [`trainer`]: one typed model of TrainJob per Kubeflow Trainer release, Trainer's own equality
 //!   of the overrides, and each release's CRD applied as the API server applies it.
+//! - [`schema`]: `validate`'s schema check, each release's CRD findings as the webhook's field errors.
 //! - [`planner`]: the companion controller's `(snapshot, now, config) → actions`.
 //! - [`model`]: serde views of the Kubernetes objects those read (only the fields they read).
 //! - [`view`]: what the admission gate knows about the cluster, as a trait the binary backs with
@@ -18,5 +19,6 @@ pub mod admission;
 pub mod duration;
 pub mod model;
 pub mod planner;
+pub mod schema;
 pub mod trainer;
 pub mod view;

@@ -6,8 +6,9 @@ use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation};
 use serde_json::{Value, json};
 
+use super::decision::{Decision, Operation};
+use super::rule::Rule;
 use super::rules::{DecodedInput, missing};
-use super::{Decision, Operation, Rule};
 use crate::model::{DEFAULT_MANAGED_BY, TRAINJOB_GROUP, TrainJobView};
 
 pub(crate) const DEFAULT_RUNTIME_KIND: &str = "ClusterTrainingRuntime";

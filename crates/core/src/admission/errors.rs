@@ -2,7 +2,7 @@
 
 use std::fmt::{self, Write as _};
 
-use super::Rule;
+use super::rule::Rule;
 
 /// Kubernetes `field.ErrorType`, restricted to the ones trainguard emits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

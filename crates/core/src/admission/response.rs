@@ -7,8 +7,8 @@ use kube_core::admission::{AdmissionResponse, AdmissionReview};
 use kube_core::response::{StatusCause, StatusDetails};
 use kube_core::{DynamicObject, Status};
 
+use super::decision::{Decision, Outcome};
 use super::errors::{ErrorType, FieldError};
-use super::{Decision, Outcome};
 use crate::model::{TRAINJOB_GROUP, TRAINJOB_RESOURCE};
 
 /// Audit annotation key; the API server prefixes it with the webhook name.

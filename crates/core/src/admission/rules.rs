@@ -3,9 +3,10 @@
 
 use serde_json::value::RawValue;
 
+use super::decision::{Decision, Endpoint, Operation};
 use super::errors::{ErrorList, ErrorType, FieldError, quote};
 use super::overrides;
-use super::{Decision, Endpoint, Operation, Rule};
+use super::rule::Rule;
 use crate::model::{
     DEFAULT_MANAGED_BY, DEFAULT_OPT_OUT_GROUPS, MULTIKUEUE_MANAGED_BY, OPT_OUT_LABEL, OverridesField, TrainJobView,
 };

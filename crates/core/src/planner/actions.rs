@@ -6,8 +6,8 @@ use serde_json::{Map, Value, json};
 
 use crate::model::kubeflow_v1::{KUBEFLOW_API_VERSION, TrainingKind};
 use crate::model::{TRAINJOB_GROUP, TRAINJOB_VERSION};
-use crate::planner::config::{Mode, Propagation};
-use crate::planner::facts::{NsName, Str};
+use crate::planner::config::{Mode, PlanConfig, Propagation};
+use crate::planner::facts::{JobFacts, NsName, Str, TrainJobFacts};
 
 /// The rule an action serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -369,4 +369,52 @@ impl KeyPlan {
         }
         self.actions.push(Planned { rule, action });
     }
+}
+
+impl Target {
+    /// The job a plan acts on, as the executor re-checks it (uid, resourceVersion).
+    pub(crate) fn job(job: &JobFacts) -> Target {
+        Target {
+            kind: TargetKind::Job(job.key.kind),
+            id: job.key.id.clone(),
+            uid: job.uid.clone(),
+            resource_version: job.resource_version.clone(),
+        }
+    }
+
+    /// The TrainJob a plan acts on.
+    pub(crate) fn trainjob(tj: &TrainJobFacts) -> Target {
+        Target {
+            kind: TargetKind::TrainJob,
+            id: tj.id.clone(),
+            uid: tj.uid.clone(),
+            resource_version: tj.resource_version.clone(),
+        }
+    }
+}
+
+/// An event action (not after a write; callers set `after_write` where it reports one).
+pub(crate) fn event(
+    config: &PlanConfig,
+    target: &Target,
+    type_: EventType,
+    reason: Reason,
+    message: String,
+    episode: String,
+) -> Action {
+    Action::Event(PlannedEvent {
+        target: target.clone(),
+        type_,
+        reason,
+        published_reason: reason.published(config.mode),
+        message,
+        episode,
+        after_write: false,
+        related: None,
+    })
+}
+
+/// The verb of a message: what was done, or in report mode what would be.
+pub(crate) fn verb(config: &PlanConfig, act: &'static str, report: &'static str) -> &'static str {
+    if config.mode == Mode::Report { report } else { act }
 }

@@ -614,3 +614,18 @@ impl WorkloadFacts {
         })
     }
 }
+
+impl JobFacts {
+    /// docs/controller.md (How it decides) first guards for a v1 job: `Some(reason)` when nothing may be done to it.
+    pub fn guard(&self) -> Option<&'static str> {
+        if self.deleting {
+            Some("being deleted")
+        } else if !self.managed() {
+            Some("not managed by the training operator (runPolicy.managedBy)")
+        } else if self.ignored {
+            Some("opted out (trainguard.io/ignore)")
+        } else {
+            None
+        }
+    }
+}

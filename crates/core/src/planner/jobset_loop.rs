@@ -3,8 +3,8 @@
 //! deleted the old one — restart count reset, for ever (kubeflow/trainer#3779, fixed on master by
 //! #3891). trainguard cannot stop the loop (the fix is in the runtime or in Trainer); it reports it.
 
+use super::actions::event;
 use super::actions::{EventType, KeyPlan, Observation, Reason, Rule, Target};
-use super::event;
 use crate::planner::config::PlanConfig;
 use crate::planner::facts::{FinishKind, JobSetFacts, TrainJobFacts};
 

@@ -20,7 +20,7 @@ pub mod ttl;
 
 use std::collections::HashMap;
 
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
 
 pub use actions::{Action, Target};
 pub use actions::{EventType, JobPatchKind, KeyPlan, PlannedEvent, Rule, TargetKind};
@@ -29,7 +29,7 @@ pub use node_failure::Budget;
 pub use node_failure::ZoneHealth;
 pub use ratelimit::TokenBucket;
 
-use self::config::{Mode, PlanConfig};
+use self::config::PlanConfig;
 use self::facts::{JobFacts, PodOwner, Str, TrainJobFacts};
 use self::snapshot::{Key, Snapshot};
 
@@ -93,42 +93,11 @@ pub fn plan_all(input: &PlanInput<'_>, bucket: &mut TokenBucket) -> Vec<(Key, Ke
         .collect()
 }
 
-/// docs/controller.md (How it decides) first guards for a v1 job: `Some(reason)` when nothing may be done to it.
-pub fn job_guard(job: &JobFacts) -> Option<&'static str> {
-    if job.deleting {
-        Some("being deleted")
-    } else if !job.managed() {
-        Some("not managed by the training operator (runPolicy.managedBy)")
-    } else if job.ignored {
-        Some("opted out (trainguard.io/ignore)")
-    } else {
-        None
-    }
-}
-
-pub(crate) fn job_target(job: &JobFacts) -> Target {
-    Target {
-        kind: TargetKind::Job(job.key.kind),
-        id: job.key.id.clone(),
-        uid: job.uid.clone(),
-        resource_version: job.resource_version.clone(),
-    }
-}
-
-pub(crate) fn trainjob_target(tj: &TrainJobFacts) -> Target {
-    Target {
-        kind: TargetKind::TrainJob,
-        id: tj.id.clone(),
-        uid: tj.uid.clone(),
-        resource_version: tj.resource_version.clone(),
-    }
-}
-
 fn plan_job(input: &PlanInput<'_>, job: &JobFacts, out: &mut KeyPlan) {
-    if job_guard(job).is_some() {
+    if job.guard().is_some() {
         return;
     }
-    let target = job_target(job);
+    let target = Target::job(job);
     let config = input.config;
     // Putting a stashed TTL back comes before the TTL itself, which needs it in spec.
     suspend::plan_restore(job, &target, config, out);
@@ -161,7 +130,7 @@ fn plan_trainjob(input: &PlanInput<'_>, tj: &TrainJobFacts, out: &mut KeyPlan) {
     if tj.deleting || !tj.managed() || tj.ignored {
         return;
     }
-    let target = trainjob_target(tj);
+    let target = Target::trainjob(tj);
     ttl::plan_trainjob(tj, &target, input.now, input.config, out);
     jobset_loop::plan(tj, input.snapshot.jobset_of(tj), &target, input.config, out);
     let workload = input.snapshot.workload_for(&tj.uid);
@@ -186,47 +155,4 @@ fn plan_trainjob(input: &PlanInput<'_>, tj: &TrainJobFacts, out: &mut KeyPlan) {
         input.config,
         out,
     );
-}
-
-/// An event action (not after a write; callers set `after_write` where it reports one).
-pub(crate) fn event(
-    config: &PlanConfig,
-    target: &Target,
-    type_: EventType,
-    reason: Reason,
-    message: String,
-    episode: String,
-) -> Action {
-    Action::Event(PlannedEvent {
-        target: target.clone(),
-        type_,
-        reason,
-        published_reason: reason.published(config.mode),
-        message,
-        episode,
-        after_write: false,
-        related: None,
-    })
-}
-
-/// The verb of a message: what was done, or in report mode what would be.
-pub(crate) fn verb(config: &PlanConfig, act: &'static str, report: &'static str) -> &'static str {
-    if config.mode == Mode::Report { report } else { act }
-}
-
-/// `t + d`, saturating at the ends of time instead of panicking on absurd TTLs.
-pub fn plus(t: Timestamp, d: SignedDuration) -> Timestamp {
-    t.checked_add(d).unwrap_or(if d.is_negative() { Timestamp::MIN } else { Timestamp::MAX })
-}
-
-/// A duration as `1h2m3s` (Go's notation, as the flags take it).
-pub(crate) fn fmt_duration(d: SignedDuration) -> String {
-    let secs = d.as_secs();
-    let (sign, secs) = if secs < 0 { ("-", -secs) } else { ("", secs) };
-    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
-    match (h, m) {
-        (0, 0) => format!("{sign}{s}s"),
-        (0, _) => format!("{sign}{m}m{s}s"),
-        _ => format!("{sign}{h}h{m}m{s}s"),
-    }
 }

@@ -10,8 +10,9 @@ use serde_json::json;
 use super::actions::{
     Action, BrakeCounts, EventType, KeyPlan, NodeState, Observation, Reason, Rule, Target, TargetKind,
 };
+use super::actions::{event, verb};
 use super::ratelimit::TokenBucket;
-use super::{event, fmt_duration, plus, verb};
+use crate::duration::{fmt_duration, plus};
 use crate::planner::config::{NodeFailureMode, PlanConfig};
 use crate::planner::facts::{
     DISRUPTION_REASON, JOB_TRACKING_FINALIZER, KUEUE_FORCE_DELETE_ANNOTATION, NodeFacts, NsName, PodFacts, PodOwner,

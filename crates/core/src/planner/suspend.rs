@@ -8,7 +8,8 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
 use super::actions::{Action, EventType, JobPatchKind, KeyPlan, Observation, Reason, Rule, Target};
-use super::{event, fmt_duration, plus, verb};
+use super::actions::{event, verb};
+use crate::duration::{fmt_duration, plus};
 use crate::planner::config::PlanConfig;
 use crate::planner::facts::{JobFacts, STASH_ANNOTATION, SecondsAnnotation, TrainJobFacts, WorkloadFacts};
 

@@ -4,7 +4,8 @@
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::actions::{Action, EventType, KeyPlan, Observation, Reason, Rule, Target, TargetKind};
-use super::{event, fmt_duration, job_guard, plus, verb};
+use super::actions::{event, verb};
+use crate::duration::{fmt_duration, plus};
 use crate::planner::config::{PlanConfig, Propagation};
 use crate::planner::facts::{FinishKind, JobFacts, SecondsAnnotation, TRAINJOB_TTL_ANNOTATION, TrainJobFacts};
 
@@ -32,7 +33,7 @@ pub enum TtlVerdict {
 
 /// docs/controller.md (TTL after finished) for one job at `now`. Also the executor's re-check on the live object.
 pub fn verdict(job: &JobFacts, now: Timestamp, config: &PlanConfig) -> TtlVerdict {
-    if let Some(why) = job_guard(job) {
+    if let Some(why) = job.guard() {
         return TtlVerdict::Skip(why);
     }
     if !config.ttl {

@@ -9,7 +9,6 @@ pub(crate) mod equality;
 pub(crate) mod model;
 pub(crate) mod quantity;
 pub(crate) mod releases;
-pub mod schema;
 
 use crate::model::OverridesField;
 use model::{Field, Struct};

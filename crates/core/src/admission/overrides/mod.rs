@@ -12,11 +12,11 @@ use serde_json::value::RawValue;
 
 pub(crate) mod shape;
 
-#[cfg(test)]
-use super::Rule;
 use super::errors::ErrorList;
 #[cfg(test)]
 use super::errors::{ErrorType, FieldError};
+#[cfg(test)]
+use super::rule::Rule;
 use crate::model::OverridesField;
 use crate::trainer::{self, equality};
 

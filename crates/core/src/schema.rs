@@ -1,18 +1,18 @@
-//! `validate`'s schema check: a TrainJob against one release's own CRD ([`super::crd`]), as the
+//! `validate`'s schema check: a TrainJob against one release's own CRD ([`crate::trainer::crd`]), as the
 //! API server applies it before any webhook sees the object: a field the CRD does not have (with
 //! kubectl's default strict field validation: 400 `BadRequest`), a value of the wrong type, out of
 //! its bounds, enum or pattern, too long or too many, missing where required, a duplicate key in a
 //! list map, or refused by the CRD's CEL rules — transition rules included on UPDATE, with the API
 //! server's ratcheting (422 `Invalid`). An unknown field gets a hint from the typed model
-//! ([`super::releases`]): the same place in another release, or a near name.
+//! ([`crate::trainer::releases`]): the same place in another release, or a near name.
 
 use serde_json::Value;
 
-use super::TrainerVersion;
-use super::crd::{self, Kind};
-use super::model::{Field, Struct, Ty};
 use crate::admission::errors::quote;
 use crate::admission::{ErrorType, FieldError, Rule};
+use crate::trainer::TrainerVersion;
+use crate::trainer::crd::{self, Kind};
+use crate::trainer::model::{Field, Struct, Ty};
 
 /// The rule on schema findings.
 const RULE: Rule = Rule::Schema;
