@@ -254,12 +254,52 @@ async fn serve(
 ) -> anyhow::Result<()> {
     tracing::info!(version = crate::build_info::VERSION, commit = crate::build_info::COMMIT, "trainguard starting");
     let stop = stop_signal();
-    let default_bind = |dev: SocketAddr, prod: SocketAddr| if args.dev { dev } else { prod };
-    let bind = args.bind.unwrap_or_else(|| default_bind(DEV_BIND, DEFAULT_BIND));
-    let admin_bind = args.admin_bind.unwrap_or_else(|| default_bind(DEV_ADMIN_BIND, DEFAULT_ADMIN_BIND));
-
-    let dev_webhook = args.dev && args.webhook;
     // A directory `serve` makes itself is removed when `serve` returns: held until then.
+    let (_made_dev_dir, dev_dir) = prepare_dev_dir(&mut args)?;
+    let (registry, metrics, controller_metrics) = metrics_registry(log_lines_dropped);
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let client = match &mode {
+        ClusterMode::Offline => None,
+        ClusterMode::Kubeconfig(_) | ClusterMode::InCluster => {
+            Some(crate::cluster::client(&mode_kubeconfig(&mode)).await?)
+        }
+    };
+    let controller = match &client {
+        Some(client) if args.controller.enabled => {
+            Some(ControllerTask::spawn(client, &args, controller_metrics, &shutdown))
+        }
+        _ => None,
+    };
+
+    let settings = args.server_settings();
+    let running = if args.webhook {
+        let (cluster, caches) = gate_view(client, &args, &metrics, &shutdown);
+        let running = server::start(settings, cluster, caches, metrics, Arc::new(registry))
+            .await
+            .map_err(|e| anyhow::anyhow!(start_error_message(&e)))?;
+        if let Some(dir) = dev_dir {
+            let controller_mode = controller.is_some().then_some(args.controller.planner.mode());
+            print!("{}", dev_banner(&dir, running.webhook_addr, running.admin_addr, &mode, controller_mode));
+        }
+        Running::Webhook(running)
+    } else {
+        tracing::info!("controller only (--webhook=false): no webhook listener, no certificates");
+        Running::AdminOnly(server::start_admin(settings, metrics, Arc::new(registry)).await?)
+    };
+
+    // `/healthz` fails when the controller is wedged (never because the API server is down).
+    if let Some(controller) = &controller {
+        let progress = controller.progress.clone();
+        running.readiness().set_liveness(Arc::new(move || progress.problem()));
+    }
+    run_until_stopped(running, controller, stop, args.webhook, shutdown).await
+}
+
+/// With `--dev` and the webhook on: the development certificates in `--dev-dir`, or in a fresh
+/// private directory (returned, to be removed when `serve` returns), and the TLS flags pointed at
+/// them.
+fn prepare_dev_dir(args: &mut ServeArgs) -> anyhow::Result<(Option<MadeDir>, Option<PathBuf>)> {
+    let dev_webhook = args.dev && args.webhook;
     let made_dev_dir = (dev_webhook && args.dev_dir.is_none())
         .then(|| fresh_private_dir(&std::env::temp_dir()).map(MadeDir))
         .transpose()?;
@@ -273,103 +313,72 @@ async fn serve(
         args.tls_cert = dir.join("tls.crt");
         args.tls_key = dir.join("tls.key");
     }
+    Ok((made_dev_dir, dev_dir))
+}
 
-    let (registry, metrics, controller_metrics) = metrics_registry(log_lines_dropped);
-    let shutdown = tokio_util::sync::CancellationToken::new();
-    let mut controller: Option<tokio::task::JoinHandle<Result<(), crate::controller::ControllerError>>> = None;
-    let mut controller_progress = None;
+/// The companion controller's task, and its progress for `/healthz`.
+struct ControllerTask {
+    handle: tokio::task::JoinHandle<Result<(), crate::controller::ControllerError>>,
+    progress: Arc<crate::controller::health::Progress>,
+}
 
-    let controller_running = mode != ClusterMode::Offline && args.controller.enabled;
-    let client = match &mode {
-        ClusterMode::Offline => None,
-        ClusterMode::Kubeconfig(_) | ClusterMode::InCluster => {
-            Some(crate::cluster::client(&mode_kubeconfig(&mode)).await?)
-        }
-    };
-    if let Some(client) = &client
-        && args.controller.enabled
-    {
-        // The controller runs on the elected leader only (leader election is on by default in a
-        // cluster, off with --dev). Without it (--controller=false) nothing of it starts: no
-        // Lease, and none of its watches (pods, nodes, training jobs).
+impl ControllerTask {
+    /// The controller runs on the elected leader only (leader election is on by default in a
+    /// cluster, off with --dev). Without it (--controller=false) nothing of it starts: no Lease,
+    /// and none of its watches (pods, nodes, training jobs).
+    fn spawn(
+        client: &kube::Client,
+        args: &ServeArgs,
+        metrics: crate::controller::Metrics,
+        shutdown: &tokio_util::sync::CancellationToken,
+    ) -> Self {
         let mut controller_args = args.controller.clone();
         controller_args.leader_elect.get_or_insert(!args.dev);
-        controller_progress = Some(controller_metrics.progress.clone());
-        controller = Some(tokio::spawn(crate::controller::run(
-            client.clone(),
-            controller_args,
-            controller_metrics,
-            shutdown.child_token(),
-        )));
+        let progress = metrics.progress.clone();
+        let handle =
+            tokio::spawn(crate::controller::run(client.clone(), controller_args, metrics, shutdown.child_token()));
+        ControllerTask { handle, progress }
     }
+}
 
-    let settings = ServerSettings {
-        bind,
-        admin_bind,
-        tls_cert: args.tls_cert.clone(),
-        tls_key: args.tls_key.clone(),
-        http2: args.http2,
-        rules: args.rules.rules_config(),
-        max_body_bytes: args.max_body_bytes,
-        tls_handshake_timeout: args.tls_handshake_timeout,
-        header_read_timeout: args.header_read_timeout,
-        cert_reload_interval: args.cert_reload_interval,
-        drain_delay: args.drain_delay,
-        shutdown_grace: args.shutdown_grace,
-        max_inflight_body_bytes: args.max_inflight_body_bytes,
-        max_connections: args.max_connections,
-        max_admin_connections: args.max_admin_connections,
-        idle_timeout: args.idle_timeout,
-        http2_max_concurrent_streams: args.http2_max_concurrent_streams,
-        max_connections_per_ip: args.max_connections_per_ip,
-        client_ca: args.client_ca.clone(),
-        body_read_timeout: args.body_read_timeout,
-        write_timeout: args.write_timeout,
-        evict_idle_after: crate::server::idle::EVICT_FLOOR,
-    };
-    let running = if args.webhook {
-        // Every replica serves admission from its own JobSet and Job caches.
-        let (cluster, caches): (Arc<dyn ClusterView>, Option<Arc<dyn CacheStatus>>) = match client {
-            None => {
-                tracing::info!("offline: the JobSet gate reads only the TrainJob's own status");
-                (Arc::new(Offline), None)
-            }
-            Some(client) => {
-                let cache = crate::cluster::ClusterCache::start(
-                    client,
-                    args.cache_stale_after,
-                    metrics.cache.clone(),
-                    shutdown.clone(),
-                );
-                (cache.clone(), Some(cache))
-            }
-        };
-        let running = server::start(settings, cluster, caches, metrics, Arc::new(registry))
-            .await
-            .map_err(|e| anyhow::anyhow!(start_error_message(&e)))?;
-        if let Some(dir) = dev_dir {
-            let controller_mode = controller_running.then_some(args.controller.planner.mode());
-            print!("{}", dev_banner(&dir, running.webhook_addr, running.admin_addr, &mode, controller_mode));
+/// What the admission gate reads: every replica serves admission from its own JobSet and Job
+/// caches; offline, only the TrainJob's own status.
+fn gate_view(
+    client: Option<kube::Client>,
+    args: &ServeArgs,
+    metrics: &WebhookMetrics,
+    shutdown: &tokio_util::sync::CancellationToken,
+) -> (Arc<dyn ClusterView>, Option<Arc<dyn CacheStatus>>) {
+    match client {
+        None => {
+            tracing::info!("offline: the JobSet gate reads only the TrainJob's own status");
+            (Arc::new(Offline), None)
         }
-        Running::Webhook(running)
-    } else {
-        tracing::info!("controller only (--webhook=false): no webhook listener, no certificates");
-        Running::AdminOnly(server::start_admin(settings, metrics, Arc::new(registry)).await?)
-    };
-
-    // `/healthz` fails when the controller is wedged (never because the API server is down).
-    if let Some(progress) = controller_progress {
-        let readiness = match &running {
-            Running::Webhook(r) => &r.readiness,
-            Running::AdminOnly(a) => &a.readiness,
-        };
-        readiness.set_liveness(Arc::new(move || progress.problem()));
+        Some(client) => {
+            let cache = crate::cluster::ClusterCache::start(
+                client,
+                args.cache_stale_after,
+                metrics.cache.clone(),
+                shutdown.clone(),
+            );
+            (cache.clone(), Some(cache))
+        }
     }
+}
 
-    // The controller alone has nothing else to do: if it stops (a configuration error), so does
-    // the process, and the kubelet restarts it.
-    let stopped = match controller.as_mut() {
-        Some(task) if !args.webhook => tokio::select! {
+/// Serves until SIGTERM/SIGINT, then drains and stops the controller (releasing its Lease, so
+/// another replica takes over at once). The controller alone has nothing else to do: if it stops
+/// (a configuration error), so does the process, and the kubelet restarts it.
+async fn run_until_stopped(
+    running: Running,
+    controller: Option<ControllerTask>,
+    stop: impl std::future::Future<Output = ()>,
+    webhook: bool,
+    shutdown: tokio_util::sync::CancellationToken,
+) -> anyhow::Result<()> {
+    let mut handle = controller.map(|c| c.handle);
+    let stopped = match handle.as_mut() {
+        Some(task) if !webhook => tokio::select! {
             () = stop => None,
             result = task => Some(result),
         },
@@ -389,9 +398,8 @@ async fn serve(
     }
     let report = running.shutdown().await;
     shutdown.cancel();
-    if let Some(controller) = controller {
-        // Stops the controller loop and releases the Lease, so another replica takes over at once.
-        match controller.await {
+    if let Some(handle) = handle {
+        match handle.await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::error!(error = %e, "companion controller stopped with an error"),
             Err(e) => tracing::error!(error = %e, "companion controller task failed"),
@@ -401,6 +409,37 @@ async fn serve(
         tracing::warn!(connections = report.connections_cut, "grace period ended with requests still in flight");
     }
     Ok(())
+}
+
+impl ServeArgs {
+    /// The server's settings from the flags (the bind addresses' defaults depend on `--dev`).
+    fn server_settings(&self) -> ServerSettings {
+        let default_bind = |dev: SocketAddr, prod: SocketAddr| if self.dev { dev } else { prod };
+        ServerSettings {
+            bind: self.bind.unwrap_or_else(|| default_bind(DEV_BIND, DEFAULT_BIND)),
+            admin_bind: self.admin_bind.unwrap_or_else(|| default_bind(DEV_ADMIN_BIND, DEFAULT_ADMIN_BIND)),
+            tls_cert: self.tls_cert.clone(),
+            tls_key: self.tls_key.clone(),
+            http2: self.http2,
+            rules: self.rules.rules_config(),
+            max_body_bytes: self.max_body_bytes,
+            tls_handshake_timeout: self.tls_handshake_timeout,
+            header_read_timeout: self.header_read_timeout,
+            cert_reload_interval: self.cert_reload_interval,
+            drain_delay: self.drain_delay,
+            shutdown_grace: self.shutdown_grace,
+            max_inflight_body_bytes: self.max_inflight_body_bytes,
+            max_connections: self.max_connections,
+            max_admin_connections: self.max_admin_connections,
+            idle_timeout: self.idle_timeout,
+            http2_max_concurrent_streams: self.http2_max_concurrent_streams,
+            max_connections_per_ip: self.max_connections_per_ip,
+            client_ca: self.client_ca.clone(),
+            body_read_timeout: self.body_read_timeout,
+            write_timeout: self.write_timeout,
+            evict_idle_after: crate::server::idle::EVICT_FLOOR,
+        }
+    }
 }
 
 /// Why the webhook could not start, said once (the error's own text already holds its causes,
@@ -435,6 +474,13 @@ enum Running {
 }
 
 impl Running {
+    fn readiness(&self) -> &crate::server::admin::Readiness {
+        match self {
+            Running::Webhook(r) => &r.readiness,
+            Running::AdminOnly(a) => &a.readiness,
+        }
+    }
+
     async fn shutdown(self) -> server::ShutdownReport {
         match self {
             Running::Webhook(running) => running.shutdown().await,

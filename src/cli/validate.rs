@@ -22,7 +22,7 @@ use super::parallel;
 use super::report::{OutputFormat, Reporter};
 use super::state;
 use crate::cluster::{ClusterView, Offline};
-use crate::manifests::{self, Document, GitBlob, Limits, ManifestError, RawFile, Revision, Source};
+use crate::manifests::{self, Document, GitBlob, Limits, ManifestError, RawFile, Revision, RevisionFiles, Source};
 use trainguard_core::model::TrainJobView;
 use trainguard_core::trainer::TrainerVersion;
 
@@ -126,27 +126,10 @@ pub(crate) enum SchemaCheck {
 pub(crate) fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     let limits = Limits { max_file_bytes: args.max_file_bytes, ..Limits::default() };
     let config = args.rules.rules_config();
-    // Inputs that cannot be used before anything is checked: reported once the reporter exists.
-    let mut early_errors: Vec<String> = Vec::new();
-    let state = if args.state.is_empty() {
-        None
-    } else {
-        match state::load(&args.state, &limits, &args.namespace) {
-            Ok(state) => Some(state),
-            Err(e) => {
-                // Checked offline instead; the error alone makes the run exit 2.
-                early_errors.push(format!("{e:#} (checked without cluster state)"));
-                None
-            }
-        }
-    };
-    let cluster: &dyn ClusterView = match &state {
-        Some(state) => &state.view,
-        None => &Offline,
-    };
+    let (state, state_error) = load_state(&args, &limits);
     let ctx = Context {
         config: &config,
-        cluster,
+        cluster: state.as_ref().map_or(&Offline as &dyn ClusterView, |s| &s.view),
         offline: state.is_none(),
         strict: args.strict,
         default_namespace: &args.namespace,
@@ -154,70 +137,27 @@ pub(crate) fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     };
     let live = state.as_ref().map(|s| &s.live_trainjobs);
     let information_uri = args.sarif_information_uri.as_deref().unwrap_or(BUILT_FROM_REPOSITORY);
-    let mut reporter =
+    let mut out = Output::new(
         Reporter::new(args.output, args.quiet, BufWriter::with_capacity(64 * 1024, io::stdout().lock()), io::stderr())
-            .with_information_uri(information_uri);
-    let mut write_error = None;
-    for message in &early_errors {
-        keep_first(&mut write_error, reporter.input_error(message, None, None));
+            .with_information_uri(information_uri),
+    );
+    if let Some(message) = state_error {
+        out.input_error(&message);
     }
-    let workers = parallel::workers();
     // A path that cannot be used is one record; the other paths are still checked.
     let (new_sources, unusable) = sources_of(&args.paths);
     for e in &unusable {
-        keep_first(&mut write_error, report(&mut reporter, manifest_error(e, true)));
+        out.emit(manifest_error(e, true));
     }
+    let rev_prefix = args.git_base.as_ref().map(|rev| format!("{rev}:")).unwrap_or_default();
+    let parse_old =
+        |file: Result<Vec<Document>, ManifestError>| file.map(|docs| old_entries(docs, &rev_prefix, &args.namespace));
+    let (earlier, mut paired_files, paired) = read_old_side(&args, &limits, &new_sources, &parse_old, &mut out);
 
-    // Old objects from files that no new file pairs with: read before any new file.
-    let mut earlier = OldSet::default();
     // Old objects left unmatched in the old version of a new file: known only as files go by.
     let mut later = OldSet::default();
     // New TrainJobs to match against `later` once every file is read.
     let mut pending: Vec<NewObject> = Vec::new();
-
-    let rev_prefix = args.git_base.as_ref().map(|rev| format!("{rev}:")).unwrap_or_default();
-    let parse_old =
-        |file: Result<Vec<Document>, ManifestError>| file.map(|docs| old_entries(docs, &rev_prefix, &args.namespace));
-    let mut add_earlier = |file: Result<Vec<(Key, OldEntry)>, ManifestError>| match file {
-        Ok(entries) => earlier.extend(entries),
-        Err(e) => keep_first(&mut write_error, report(&mut reporter, old_side_warning(&e))),
-    };
-
-    // Pair each new file with the same path at the base revision; the rest of the base is read
-    // first, then the paired files stream alongside the new ones, in the same order.
-    let mut paired_files = None;
-    let mut base_error = None;
-    let mut paired = vec![false; new_sources.len()];
-    if let Some(rev) = &args.git_base {
-        let base = Revision::resolve(rev).and_then(|revision| {
-            let blobs = revision.list(&args.paths)?;
-            let (order, unpaired_count) = pair_with_base(&revision, blobs, &new_sources, &mut paired);
-            Ok((revision.read(order, &limits)?, unpaired_count))
-        });
-        match base {
-            Ok((mut files, unpaired_count)) => {
-                let work = |file: Result<RawFile, ManifestError>| parse_old(file.and_then(|f| f.parse(&limits)));
-                parallel::ordered_map(files.by_ref().take(unpaired_count), workers, WINDOW, work, &mut add_earlier);
-                paired_files = Some(files);
-            }
-            Err(e) => {
-                // No old side at all: an error (exit 2), and every object is checked as a CREATE.
-                paired.iter_mut().for_each(|p| *p = false);
-                base_error =
-                    Some(format!("reading the old manifests at {rev}: {e} (every TrainJob checked as a CREATE)"));
-            }
-        }
-    }
-    let (old_sources, unusable_old) = sources_of(&args.old);
-    for e in unusable_old {
-        add_earlier(Err(e));
-    }
-    let work = |source: Source| parse_old(manifests::read_source(&source, &limits));
-    parallel::ordered_map(old_sources.into_iter(), workers, WINDOW, work, &mut add_earlier);
-    if let Some(message) = base_error {
-        keep_first(&mut write_error, reporter.input_error(&message, None, None));
-    }
-
     // The new files, checked in parallel and printed in order.
     let files = FileContext {
         limits: &limits,
@@ -233,30 +173,137 @@ pub(crate) fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
         (source, old)
     });
     let work = |(source, old): (Source, Option<Result<RawFile, ManifestError>>)| files.check_file(&source, old);
-    parallel::ordered_map(items, workers, WINDOW, work, |outcome| {
-        for finding in outcome.findings {
-            keep_first(&mut write_error, report(&mut reporter, finding));
-        }
+    parallel::ordered_map(items, parallel::workers(), WINDOW, work, |outcome| {
+        outcome.findings.into_iter().for_each(|finding| out.emit(finding));
         later.extend(outcome.orphans);
         pending.extend(outcome.pending);
     });
     // A git failure at the end of the stream.
     for rest in paired_files.into_iter().flatten() {
         if let Err(e) = rest {
-            keep_first(&mut write_error, report(&mut reporter, old_side_warning(&e)));
+            out.emit(old_side_warning(&e));
         }
     }
     for new in pending {
         let old = later.find(&(new.namespace.clone(), new.name.clone()), &new.source);
-        for finding in check_against(new, old, live, &ctx) {
-            keep_first(&mut write_error, report(&mut reporter, finding));
+        check_against(new, old, live, &ctx).into_iter().for_each(|finding| out.emit(finding));
+    }
+    out.finish(args.strict)
+}
+
+/// `--state`, loaded; when it cannot be, the run is checked offline instead, and the error (to
+/// report once the reporter exists) alone makes it exit 2.
+fn load_state(args: &ValidateArgs, limits: &Limits) -> (Option<state::State>, Option<String>) {
+    if args.state.is_empty() {
+        return (None, None);
+    }
+    match state::load(&args.state, limits, &args.namespace) {
+        Ok(state) => (Some(state), None),
+        Err(e) => (None, Some(format!("{e:#} (checked without cluster state)"))),
+    }
+}
+
+/// The old side of every change (`--git-base`, `--old`): the old objects from files no new file
+/// pairs with, read before any new file; the base version of each paired new file, to stream
+/// alongside the new files in the same order; and which new files are paired.
+fn read_old_side(
+    args: &ValidateArgs,
+    limits: &Limits,
+    new_sources: &[Source],
+    parse_old: &ParseOld<'_>,
+    out: &mut Output<'_>,
+) -> (OldSet, Option<RevisionFiles>, Vec<bool>) {
+    let mut earlier = OldSet::default();
+    let mut add_earlier = |file: Result<Vec<(Key, OldEntry)>, ManifestError>, out: &mut Output<'_>| match file {
+        Ok(entries) => earlier.extend(entries),
+        Err(e) => out.emit(old_side_warning(&e)),
+    };
+    let workers = parallel::workers();
+    let mut paired_files = None;
+    let mut base_error = None;
+    let mut paired = vec![false; new_sources.len()];
+    if let Some(rev) = &args.git_base {
+        let base = Revision::resolve(rev).and_then(|revision| {
+            let blobs = revision.list(&args.paths)?;
+            let (order, unpaired_count) = pair_with_base(&revision, blobs, new_sources, &mut paired);
+            Ok((revision.read(order, limits)?, unpaired_count))
+        });
+        match base {
+            Ok((mut files, unpaired_count)) => {
+                let work = |file: Result<RawFile, ManifestError>| parse_old(file.and_then(|f| f.parse(limits)));
+                parallel::ordered_map(files.by_ref().take(unpaired_count), workers, WINDOW, work, |file| {
+                    add_earlier(file, out)
+                });
+                paired_files = Some(files);
+            }
+            Err(e) => {
+                // No old side at all: an error (exit 2), and every object is checked as a CREATE.
+                paired.iter_mut().for_each(|p| *p = false);
+                base_error =
+                    Some(format!("reading the old manifests at {rev}: {e} (every TrainJob checked as a CREATE)"));
+            }
         }
     }
-    if let Some(e) = write_error {
-        return Err(e).context("writing the report");
+    let (old_sources, unusable_old) = sources_of(&args.old);
+    for e in unusable_old {
+        add_earlier(Err(e), out);
     }
-    let counts = reporter.finish()?;
-    Ok(ExitCode::from(counts.exit_code(args.strict)))
+    let work = |source: Source| parse_old(manifests::read_source(&source, limits));
+    parallel::ordered_map(old_sources.into_iter(), workers, WINDOW, work, |file| add_earlier(file, out));
+    if let Some(message) = base_error {
+        out.input_error(&message);
+    }
+    (earlier, paired_files, paired)
+}
+
+/// The reporter, and the first error writing to it: the run goes on (every finding is still
+/// counted) and fails at the end.
+struct Output<'a> {
+    reporter: Reporter<BufWriter<io::StdoutLock<'a>>, io::Stderr>,
+    write_error: Option<io::Error>,
+}
+
+impl<'a> Output<'a> {
+    fn new(reporter: Reporter<BufWriter<io::StdoutLock<'a>>, io::Stderr>) -> Self {
+        Output { reporter, write_error: None }
+    }
+
+    fn emit(&mut self, finding: Finding) {
+        let reporter = &mut self.reporter;
+        let result = match finding {
+            Finding::Skipped => {
+                reporter.skipped();
+                Ok(())
+            }
+            Finding::Checked(checked) => reporter.checked(&checked),
+            Finding::RuntimeWarning { message, file, line } => {
+                reporter.skipped();
+                reporter.runtime_warning(&message, &file, line)
+            }
+            Finding::Error { message, file, line } => reporter.input_error(&message, file.as_deref(), line),
+            Finding::Warning { message, file, line } => reporter.input_warning(&message, file.as_deref(), line),
+        };
+        self.keep_first(result);
+    }
+
+    fn input_error(&mut self, message: &str) {
+        let result = self.reporter.input_error(message, None, None);
+        self.keep_first(result);
+    }
+
+    fn keep_first(&mut self, result: io::Result<()>) {
+        if let Err(e) = result {
+            self.write_error.get_or_insert(e);
+        }
+    }
+
+    fn finish(self, strict: bool) -> anyhow::Result<ExitCode> {
+        if let Some(e) = self.write_error {
+            return Err(e).context("writing the report");
+        }
+        let counts = self.reporter.finish()?;
+        Ok(ExitCode::from(counts.exit_code(strict)))
+    }
 }
 
 /// The order to read the base in: files no new file pairs with (deleted, renamed) first, then
@@ -300,30 +347,6 @@ const BUILT_FROM_REPOSITORY: &str = match option_env!("TRAINGUARD_REPOSITORY_URL
 
 /// Files in flight at once: enough to keep every core busy, few enough to stay small.
 const WINDOW: usize = 64;
-
-fn keep_first(slot: &mut Option<io::Error>, result: io::Result<()>) {
-    if let Err(e) = result {
-        slot.get_or_insert(e);
-    }
-}
-
-type Out<'a> = Reporter<BufWriter<io::StdoutLock<'a>>, io::Stderr>;
-
-fn report(reporter: &mut Out<'_>, finding: Finding) -> io::Result<()> {
-    match finding {
-        Finding::Skipped => {
-            reporter.skipped();
-            Ok(())
-        }
-        Finding::Checked(checked) => reporter.checked(&checked),
-        Finding::RuntimeWarning { message, file, line } => {
-            reporter.skipped();
-            reporter.runtime_warning(&message, &file, line)
-        }
-        Finding::Error { message, file, line } => reporter.input_error(&message, file.as_deref(), line),
-        Finding::Warning { message, file, line } => reporter.input_warning(&message, file.as_deref(), line),
-    }
-}
 
 /// The sources each path stands for, and the paths that cannot be used (missing, unreadable,
 /// stdin given twice): each of those is reported on its own, the rest still read.

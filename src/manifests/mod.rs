@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-pub(crate) use git::{GitBlob, GitError, RawFile, Revision};
+pub(crate) use git::{GitBlob, GitError, RawFile, Revision, RevisionFiles};
 pub use parse::{Format, parse};
 pub(crate) use walk::read_source;
 pub use walk::{Source, sources};
