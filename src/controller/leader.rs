@@ -195,10 +195,7 @@ where
     Fut: Future<Output = ()> + Send + 'static,
 {
     let mut running: Option<(CancellationToken, tokio::task::JoinHandle<()>)> = None;
-    // While leading: when to stop acting, unless a renewal is seen before; the last renewal seen.
-    let mut fence: Option<tokio::time::Instant> = None;
-    let mut last_renewal = SystemTime::UNIX_EPOCH;
-    let mut next_check = tokio::time::Instant::now();
+    let mut term = Term::default();
     // The lease manager's future and the Lease read are kept across iterations: dropping the
     // manager's future mid-renewal would cancel the renewal.
     let mut changed = Box::pin(manager.changed());
@@ -219,11 +216,11 @@ where
                 None => std::future::pending().await,
             }
         };
-        let fence_at = fence.unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(3600));
+        let fence_at = term.fence.unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(3600));
         tokio::select! {
             biased;
             _ = shutdown.cancelled() => break true,
-            () = tokio::time::sleep_until(fence_at), if fence.is_some() => {
+            () = tokio::time::sleep_until(fence_at), if term.leading() => {
                 warn!(
                     lease = %lease.name,
                     margin = ?lease.fence_margin,
@@ -233,21 +230,12 @@ where
             }
             renewal = checked => {
                 check = None;
-                next_check = tokio::time::Instant::now() + lease.retry_interval();
-                match renewal {
-                    Renewal::Held(renewed) if fence.is_some() && renewed > last_renewal => {
-                        last_renewal = renewed;
-                        fence = Some(lease.fence_at(renewed));
-                        next_check = lease.next_renewal_check(renewed);
-                    }
-                    Renewal::NotHeld if fence.is_some() => {
-                        warn!(lease = %lease.name, "the lease is no longer ours: stopping the controller");
-                        break false;
-                    }
-                    _ => {}
+                if !term.read_back(renewal, lease) {
+                    warn!(lease = %lease.name, "the lease is no longer ours: stopping the controller");
+                    break false;
                 }
             }
-            () = tokio::time::sleep_until(next_check), if fence.is_some() && !checking => {
+            () = tokio::time::sleep_until(term.next_check), if term.leading() && !checking => {
                 check = Some(Box::pin(read_lease(api, lease)));
             }
             _ = finished => {
@@ -261,18 +249,13 @@ where
                     Ok(true) => {
                         info!(lease = %lease.name, identity = %lease.identity, "became leader: starting the controller");
                         metrics.set_leader(&lease.name, true);
-                        // Just acquired: the lease runs from about now.
-                        let now = SystemTime::now();
-                        fence = Some(lease.fence_at(now));
-                        // Read back at once: the Lease says when it was really acquired.
-                        next_check = tokio::time::Instant::now();
-                        last_renewal = SystemTime::UNIX_EPOCH;
+                        term.acquired(lease);
                         let token = shutdown.child_token();
                         running = Some((token.clone(), tokio::spawn(lead(token))));
                     }
                     Ok(false) => {
                         info!(lease = %lease.name, "lost the lease: stopping the controller");
-                        fence = None;
+                        term = Term::default();
                         check = None;
                         stop(running.take()).await;
                         metrics.set_leader(&lease.name, false);
@@ -291,6 +274,53 @@ where
     stop(running.take()).await;
     metrics.set_leader(&lease.name, false);
     result
+}
+
+/// One term as leader, as far as fencing goes: when to stop acting unless a renewal is seen
+/// before, the last renewal seen, and when to read the Lease back next. Default: not leading.
+#[derive(Debug)]
+struct Term {
+    fence: Option<tokio::time::Instant>,
+    last_renewal: SystemTime,
+    next_check: tokio::time::Instant,
+}
+
+impl Default for Term {
+    fn default() -> Self {
+        Term { fence: None, last_renewal: SystemTime::UNIX_EPOCH, next_check: tokio::time::Instant::now() }
+    }
+}
+
+impl Term {
+    fn leading(&self) -> bool {
+        self.fence.is_some()
+    }
+
+    /// Just acquired: the lease runs from about now; read it back at once, since the Lease says
+    /// when it was really acquired.
+    fn acquired(&mut self, lease: &LeaseConfig) {
+        *self = Term {
+            fence: Some(lease.fence_at(SystemTime::now())),
+            last_renewal: SystemTime::UNIX_EPOCH,
+            next_check: tokio::time::Instant::now(),
+        };
+    }
+
+    /// A read-back of the Lease: a newer renewal moves the fence; false when the Lease is no
+    /// longer ours while leading.
+    fn read_back(&mut self, renewal: Renewal, lease: &LeaseConfig) -> bool {
+        self.next_check = tokio::time::Instant::now() + lease.retry_interval();
+        match renewal {
+            Renewal::Held(renewed) if self.leading() && renewed > self.last_renewal => {
+                self.last_renewal = renewed;
+                self.fence = Some(lease.fence_at(renewed));
+                self.next_check = lease.next_renewal_check(renewed);
+                true
+            }
+            Renewal::NotHeld if self.leading() => false,
+            _ => true,
+        }
+    }
 }
 
 async fn stop(running: Option<(CancellationToken, tokio::task::JoinHandle<()>)>) {
