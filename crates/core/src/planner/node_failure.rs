@@ -231,12 +231,7 @@ pub(crate) fn owning_job(pod: &PodFacts, snapshot: &Snapshot) -> Result<Target, 
             if job.ignored {
                 return Err("owning job is opted out");
             }
-            Ok(Target {
-                kind: TargetKind::Job(job.key.kind),
-                id: job.key.id.clone(),
-                uid: job.uid.clone(),
-                resource_version: job.resource_version.clone(),
-            })
+            Ok(Target::job(job))
         }
         PodOwner::JobSet(id) => {
             // Labels are copied freely (a debug pod, say): only the controller ownerReference
@@ -264,12 +259,7 @@ pub(crate) fn owning_job(pod: &PodFacts, snapshot: &Snapshot) -> Result<Target, 
             if tj.ignored {
                 return Err("owning TrainJob is opted out");
             }
-            Ok(Target {
-                kind: TargetKind::TrainJob,
-                id: tj.id.clone(),
-                uid: tj.uid.clone(),
-                resource_version: tj.resource_version.clone(),
-            })
+            Ok(Target::trainjob(tj))
         }
     }
 }
