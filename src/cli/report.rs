@@ -154,50 +154,7 @@ impl<O: Write, E: Write> Reporter<O, E> {
             }
         }
         if matches!(self.format, OutputFormat::Sarif | OutputFormat::Junit) {
-            let file = (c.source != "-").then(|| c.source.clone());
-            if denied && self.format == OutputFormat::Junit {
-                // One test case per TrainJob: the webhook's whole message, each field on its line.
-                let details =
-                    c.field_errors().iter().map(|e| format!("{}:{}: {e}", c.source, c.line_of(&e.path))).collect();
-                let rule = if c.strict_denial { "strict".to_string() } else { c.decision.audit_rules() };
-                self.records.push(Record {
-                    level: Level::Denied,
-                    rule,
-                    name: c.object_id(),
-                    message: c.message(),
-                    file,
-                    line: Some(c.line),
-                    details,
-                });
-                return Ok(());
-            }
-            if denied && !c.field_errors().is_empty() {
-                // One record per field, on its line.
-                for e in c.field_errors() {
-                    let line = Some(c.line_of(&e.path));
-                    let (rule, message) = (e.rule.to_string(), e.to_string());
-                    self.records.push(Record {
-                        level: Level::Denied,
-                        rule,
-                        name: c.object_id(),
-                        message,
-                        file: file.clone(),
-                        line,
-                        details: Vec::new(),
-                    });
-                }
-                return Ok(());
-            }
-            let (level, rule, message) = if denied {
-                let rule = if c.strict_denial { "strict".to_string() } else { c.decision.audit_rules() };
-                (Level::Denied, rule, c.message())
-            } else if c.decision.warnings.is_empty() {
-                (Level::Pass, String::new(), format!("allowed ({})", c.operation.as_str()))
-            } else {
-                (Level::Warning, "warning".to_string(), c.decision.warnings.join("; "))
-            };
-            let name = c.object_id();
-            self.records.push(Record { level, rule, name, message, file, line: Some(c.line), details: Vec::new() });
+            self.record_checked(c, denied);
             return Ok(());
         }
         if self.quiet && !denied {
@@ -251,6 +208,54 @@ impl<O: Write, E: Write> Reporter<O, E> {
             }
             OutputFormat::Sarif | OutputFormat::Junit => Ok(()),
         }
+    }
+
+    /// SARIF and JUnit: the records of one checked TrainJob, written by [`Self::finish`].
+    fn record_checked(&mut self, c: &Checked, denied: bool) {
+        let file = (c.source != "-").then(|| c.source.clone());
+        if denied && self.format == OutputFormat::Junit {
+            // One test case per TrainJob: the webhook's whole message, each field on its line.
+            let details =
+                c.field_errors().iter().map(|e| format!("{}:{}: {e}", c.source, c.line_of(&e.path))).collect();
+            let rule = if c.strict_denial { "strict".to_string() } else { c.decision.audit_rules() };
+            self.records.push(Record {
+                level: Level::Denied,
+                rule,
+                name: c.object_id(),
+                message: c.message(),
+                file,
+                line: Some(c.line),
+                details,
+            });
+            return;
+        }
+        if denied && !c.field_errors().is_empty() {
+            // One record per field, on its line.
+            for e in c.field_errors() {
+                let line = Some(c.line_of(&e.path));
+                let (rule, message) = (e.rule.to_string(), e.to_string());
+                self.records.push(Record {
+                    level: Level::Denied,
+                    rule,
+                    name: c.object_id(),
+                    message,
+                    file: file.clone(),
+                    line,
+                    details: Vec::new(),
+                });
+            }
+            return;
+        }
+        let (level, rule, message) = if denied {
+            let rule = if c.strict_denial { "strict".to_string() } else { c.decision.audit_rules() };
+            (Level::Denied, rule, c.message())
+        } else if c.decision.warnings.is_empty() {
+            (Level::Pass, String::new(), format!("allowed ({})", c.operation.as_str()))
+        } else {
+            (Level::Warning, "warning".to_string(), c.decision.warnings.join("; "))
+        };
+        let name = c.object_id();
+        self.records.push(Record { level, rule, name, message, file, line: Some(c.line), details: Vec::new() });
     }
 
     /// An input that could not be used. `file` is set when it names a file of the change itself
