@@ -53,6 +53,44 @@ pub(crate) fn mode_line(mode: crate::controller::config::Mode) -> &'static str {
     }
 }
 
+/// After the loop woke: the zones the executor's brake reads, due timers, a plan of every dirty
+/// key, its work sent to the executor (while it takes work).
+fn plan_and_dispatch(
+    state: &mut ControllerState,
+    shared: &Shared,
+    work_tx: &mpsc::UnboundedSender<Work>,
+    metrics: &Metrics,
+) {
+    let now = Timestamp::now();
+    // The executor decides the brake on the node cache as it is when a delete is due.
+    let zones = state.zones();
+    if !std::sync::Arc::ptr_eq(&shared.zones.load(), &zones) {
+        shared.zones.store(zones);
+    }
+    state.fire_due(now);
+    let started = Instant::now();
+    let planned = state.plan_dirty(now);
+    if planned.is_empty() {
+        return;
+    }
+    let per_key = started.elapsed().as_secs_f64() / planned.len() as f64;
+    for (key, plan, work) in planned {
+        match work {
+            Some(work) => {
+                debug!(?key, actions = work.actions.len(), "dispatching");
+                if work_tx.send(work).is_err() {
+                    break;
+                }
+            }
+            None => {
+                let result = if plan.wake.is_some() { "requeue_after" } else { "success" };
+                metrics.reconciled(&controller_label(&key), result, per_key);
+            }
+        }
+    }
+    metrics.set_gauges(state.gauges());
+}
+
 /// Runs the controller until `shutdown` is cancelled, with a force-delete budget of its own that
 /// starts empty.
 pub async fn run(client: Client, config: PlanConfig, metrics: Metrics, shutdown: CancellationToken) {
@@ -117,34 +155,7 @@ pub(crate) async fn run_with_bucket(
             }
             _ = tokio::time::sleep(sleep.unwrap_or(Duration::MAX)), if sleep.is_some() => {}
         }
-        let now = Timestamp::now();
-        // The executor decides the brake on the node cache as it is when a delete is due.
-        let zones = state.zones();
-        if !std::sync::Arc::ptr_eq(&shared.zones.load(), &zones) {
-            shared.zones.store(zones);
-        }
-        state.fire_due(now);
-        let started = Instant::now();
-        let planned = state.plan_dirty(now);
-        if planned.is_empty() {
-            continue;
-        }
-        let per_key = started.elapsed().as_secs_f64() / planned.len() as f64;
-        for (key, plan, work) in planned {
-            match work {
-                Some(work) => {
-                    debug!(?key, actions = work.actions.len(), "dispatching");
-                    if work_tx.send(work).is_err() {
-                        break;
-                    }
-                }
-                None => {
-                    let result = if plan.wake.is_some() { "requeue_after" } else { "success" };
-                    metrics.reconciled(&controller_label(&key), result, per_key);
-                }
-            }
-        }
-        metrics.set_gauges(state.gauges());
+        plan_and_dispatch(&mut state, &shared, &work_tx, &metrics);
     }
     info!("controller stopping");
     watches_stop.cancel();
