@@ -3,6 +3,8 @@
 //! webhook's ClusterRole, the controller's ClusterRole and Lease Role, and the optional TTL-stash
 //! ClusterRole grant exactly this, each to the process that makes the call ([`By`]).
 
+use std::sync::LazyLock;
+
 /// One group/resource and the verbs trainguard uses on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ApiCall {
@@ -59,240 +61,80 @@ const READ: &[&str] = &["get", "list", "watch"];
 /// Watched into caches only; never read one by one.
 const WATCH: &[&str] = &["list", "watch"];
 
-pub const API_CALLS: &[ApiCall] = &[
-    ApiCall {
-        group: "kubeflow.org",
-        resource: "tfjobs",
-        verbs: TRAINING_OPERATOR_VERBS,
-        scope: Scope::Cluster,
-        by: By::Controller,
-        purpose: "controller: TTL, suspend report, node failure",
-    },
-    ApiCall {
-        group: "kubeflow.org",
-        resource: "pytorchjobs",
-        verbs: TRAINING_OPERATOR_VERBS,
-        scope: Scope::Cluster,
-        by: By::Controller,
-        purpose: "controller: TTL, suspend report, node failure",
-    },
-    ApiCall {
-        group: "kubeflow.org",
-        resource: "mpijobs",
-        verbs: TRAINING_OPERATOR_VERBS,
-        scope: Scope::Cluster,
-        by: By::Controller,
-        purpose: "controller: TTL, suspend report, node failure",
-    },
-    ApiCall {
-        group: "kubeflow.org",
-        resource: "xgboostjobs",
-        verbs: TRAINING_OPERATOR_VERBS,
-        scope: Scope::Cluster,
-        by: By::Controller,
-        purpose: "controller: TTL, suspend report, node failure",
-    },
-    ApiCall {
-        group: "kubeflow.org",
-        resource: "paddlejobs",
-        verbs: TRAINING_OPERATOR_VERBS,
-        scope: Scope::Cluster,
-        by: By::Controller,
-        purpose: "controller: TTL, suspend report, node failure",
-    },
-    ApiCall {
-        group: "kubeflow.org",
-        resource: "jaxjobs",
-        verbs: TRAINING_OPERATOR_VERBS,
-        scope: Scope::Cluster,
-        by: By::Controller,
-        purpose: "controller: TTL, suspend report, node failure",
-    },
-    ApiCall {
-        group: "kubeflow.org",
-        resource: "tfjobs",
-        verbs: &["patch"],
-        scope: Scope::ClusterTtlStash,
-        by: By::Controller,
-        purpose: "controller: TTL stash remedy (opt-in)",
-    },
-    ApiCall {
-        group: "kubeflow.org",
-        resource: "pytorchjobs",
-        verbs: &["patch"],
-        scope: Scope::ClusterTtlStash,
-        by: By::Controller,
-        purpose: "controller: TTL stash remedy (opt-in)",
-    },
-    ApiCall {
-        group: "kubeflow.org",
-        resource: "mpijobs",
-        verbs: &["patch"],
-        scope: Scope::ClusterTtlStash,
-        by: By::Controller,
-        purpose: "controller: TTL stash remedy (opt-in)",
-    },
-    ApiCall {
-        group: "kubeflow.org",
-        resource: "xgboostjobs",
-        verbs: &["patch"],
-        scope: Scope::ClusterTtlStash,
-        by: By::Controller,
-        purpose: "controller: TTL stash remedy (opt-in)",
-    },
-    ApiCall {
-        group: "kubeflow.org",
-        resource: "paddlejobs",
-        verbs: &["patch"],
-        scope: Scope::ClusterTtlStash,
-        by: By::Controller,
-        purpose: "controller: TTL stash remedy (opt-in)",
-    },
-    ApiCall {
-        group: "kubeflow.org",
-        resource: "jaxjobs",
-        verbs: &["patch"],
-        scope: Scope::ClusterTtlStash,
-        by: By::Controller,
-        purpose: "controller: TTL stash remedy (opt-in)",
-    },
-    ApiCall {
-        group: "trainer.kubeflow.org",
-        resource: "trainjobs",
-        verbs: TRAINING_OPERATOR_VERBS,
-        scope: Scope::Cluster,
-        by: By::Controller,
-        purpose: "controller: TrainJob TTL (get: live re-check before the delete), suspend report",
-    },
-    ApiCall {
-        group: "jobset.x-k8s.io",
-        resource: "jobsets",
-        verbs: WATCH,
-        scope: Scope::Cluster,
-        by: By::Both,
-        purpose: "webhook gate (G1, G2); controller: TrainJob pods",
-    },
-    ApiCall {
-        group: "batch",
-        resource: "jobs",
-        verbs: &["list", "watch"],
-        scope: Scope::Cluster,
-        by: By::Both,
-        purpose: "webhook gate (G3, G5); controller: TrainJob pods",
-    },
-    ApiCall {
-        group: "",
-        resource: "pods",
-        verbs: READ,
-        scope: Scope::Cluster,
-        by: By::Controller,
-        purpose: "controller: node failure",
-    },
-    ApiCall {
-        group: "",
-        resource: "pods/status",
-        verbs: &["patch"],
-        scope: Scope::ClusterAct,
-        by: By::Controller,
-        purpose: "controller: node failure (phase Failed before force delete)",
-    },
-    ApiCall {
-        group: "",
-        resource: "nodes",
-        verbs: READ,
-        scope: Scope::Cluster,
-        by: By::Controller,
-        purpose: "controller: node failure",
-    },
-    ApiCall {
-        group: "kueue.x-k8s.io",
-        resource: "workloads",
-        verbs: WATCH,
-        scope: Scope::Cluster,
-        by: By::Controller,
-        purpose: "controller: Kueue guards",
-    },
-    ApiCall {
-        group: "events.k8s.io",
-        resource: "events",
-        verbs: &["create", "patch"],
-        scope: Scope::Cluster,
-        by: By::Controller,
-        purpose: "controller: events",
-    },
-    ApiCall {
-        group: "kubeflow.org",
-        resource: "tfjobs",
-        verbs: &["delete"],
-        scope: Scope::ClusterAct,
-        by: By::Controller,
-        purpose: "controller, act mode: TTL delete",
-    },
-    ApiCall {
-        group: "kubeflow.org",
-        resource: "pytorchjobs",
-        verbs: &["delete"],
-        scope: Scope::ClusterAct,
-        by: By::Controller,
-        purpose: "controller, act mode: TTL delete",
-    },
-    ApiCall {
-        group: "kubeflow.org",
-        resource: "mpijobs",
-        verbs: &["delete"],
-        scope: Scope::ClusterAct,
-        by: By::Controller,
-        purpose: "controller, act mode: TTL delete",
-    },
-    ApiCall {
-        group: "kubeflow.org",
-        resource: "xgboostjobs",
-        verbs: &["delete"],
-        scope: Scope::ClusterAct,
-        by: By::Controller,
-        purpose: "controller, act mode: TTL delete",
-    },
-    ApiCall {
-        group: "kubeflow.org",
-        resource: "paddlejobs",
-        verbs: &["delete"],
-        scope: Scope::ClusterAct,
-        by: By::Controller,
-        purpose: "controller, act mode: TTL delete",
-    },
-    ApiCall {
-        group: "kubeflow.org",
-        resource: "jaxjobs",
-        verbs: &["delete"],
-        scope: Scope::ClusterAct,
-        by: By::Controller,
-        purpose: "controller, act mode: TTL delete",
-    },
-    ApiCall {
-        group: "trainer.kubeflow.org",
-        resource: "trainjobs",
-        verbs: &["delete"],
-        scope: Scope::ClusterAct,
-        by: By::Controller,
-        purpose: "controller, act mode: TTL delete",
-    },
-    ApiCall {
-        group: "",
-        resource: "pods",
-        verbs: &["delete"],
-        scope: Scope::ClusterAct,
-        by: By::Controller,
-        purpose: "controller, act mode: node failure (force delete)",
-    },
-    ApiCall {
-        group: "coordination.k8s.io",
-        resource: "leases",
-        verbs: &["get", "create", "patch"],
-        scope: Scope::LeaseNamespace,
-        by: By::Controller,
-        purpose: "leader election (kube-lease-manager patches, never updates)",
-    },
-];
+/// The Kubeflow Training Operator v1 kinds the controller reads, TTL-deletes (act mode) and, with the
+/// opt-in remedy, patches.
+const TRAINING_OPERATOR_RESOURCES: [&str; 6] =
+    ["tfjobs", "pytorchjobs", "mpijobs", "xgboostjobs", "paddlejobs", "jaxjobs"];
+
+pub static API_CALLS: LazyLock<Vec<ApiCall>> = LazyLock::new(|| {
+    let call = |group, resource, verbs, scope, by, purpose| ApiCall { group, resource, verbs, scope, by, purpose };
+    let v1_jobs = |verbs, scope, purpose| {
+        TRAINING_OPERATOR_RESOURCES
+            .map(|resource| call("kubeflow.org", resource, verbs, scope, By::Controller, purpose))
+    };
+    let mut calls = Vec::new();
+    calls.extend(v1_jobs(TRAINING_OPERATOR_VERBS, Scope::Cluster, "controller: TTL, suspend report, node failure"));
+    calls.extend(v1_jobs(&["patch"], Scope::ClusterTtlStash, "controller: TTL stash remedy (opt-in)"));
+    calls.extend([
+        call(
+            "trainer.kubeflow.org",
+            "trainjobs",
+            TRAINING_OPERATOR_VERBS,
+            Scope::Cluster,
+            By::Controller,
+            "controller: TrainJob TTL (get: live re-check before the delete), suspend report",
+        ),
+        call(
+            "jobset.x-k8s.io",
+            "jobsets",
+            WATCH,
+            Scope::Cluster,
+            By::Both,
+            "webhook gate (G1, G2); controller: TrainJob pods",
+        ),
+        call("batch", "jobs", WATCH, Scope::Cluster, By::Both, "webhook gate (G3, G5); controller: TrainJob pods"),
+        call("", "pods", READ, Scope::Cluster, By::Controller, "controller: node failure"),
+        call(
+            "",
+            "pods/status",
+            &["patch"],
+            Scope::ClusterAct,
+            By::Controller,
+            "controller: node failure (phase Failed before force delete)",
+        ),
+        call("", "nodes", READ, Scope::Cluster, By::Controller, "controller: node failure"),
+        call("kueue.x-k8s.io", "workloads", WATCH, Scope::Cluster, By::Controller, "controller: Kueue guards"),
+        call("events.k8s.io", "events", &["create", "patch"], Scope::Cluster, By::Controller, "controller: events"),
+    ]);
+    calls.extend(v1_jobs(&["delete"], Scope::ClusterAct, "controller, act mode: TTL delete"));
+    calls.extend([
+        call(
+            "trainer.kubeflow.org",
+            "trainjobs",
+            &["delete"],
+            Scope::ClusterAct,
+            By::Controller,
+            "controller, act mode: TTL delete",
+        ),
+        call(
+            "",
+            "pods",
+            &["delete"],
+            Scope::ClusterAct,
+            By::Controller,
+            "controller, act mode: node failure (force delete)",
+        ),
+        call(
+            "coordination.k8s.io",
+            "leases",
+            &["get", "create", "patch"],
+            Scope::LeaseNamespace,
+            By::Controller,
+            "leader election (kube-lease-manager patches, never updates)",
+        ),
+    ]);
+    calls
+});
 
 /// Whether `verb` on `group`/`resource` is in the table.
 pub fn allowed(group: &str, resource: &str, verb: &str) -> bool {
