@@ -37,7 +37,7 @@ oracle:
 	git diff --exit-code -- e2e/oracle crates/core/src/trainer/crd
 
 ## generate: every per-release file from upstream's Go modules, through each release's oracle
-## (e2e/oracle/<tag>/main.go from e2e/oracle/shared, crates/core/src/trainer/crd/<tag>.json from the tag's CRD)
+## (crates/core/src/trainer/crd/<tag>.json from each tag's CRD)
 generate:
 	./scripts/oracle/generate.sh
 

@@ -1,13 +1,11 @@
 #!/usr/bin/env bash
 # `make generate`: writes every per-release file from upstream's modules, through each release's
 # own oracle (scripts/oracle/build.sh builds them):
-#   e2e/oracle/<tag>/main.go      the oracle's shared source (scripts/oracle/sync.sh)
-#   crates/core/src/trainer/crd/<tag>.json    the tag's TrainJob CRD schema (`oracle schema`), which
-#                                 `validate`'s schema check applies
+#   crates/core/src/trainer/crd/<tag>.json   the tag's TrainJob CRD schema (`oracle schema`),
+#                                            which `validate`'s schema check applies
 # CI runs it and fails on any difference from the committed files (`make oracle`).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-./scripts/oracle/sync.sh
 ./scripts/oracle/build.sh
 out="${TRAINGUARD_ORACLE_DIR:-${CARGO_TARGET_DIR:-$PWD/target}/oracle}"
 mkdir -p crates/core/src/trainer/crd

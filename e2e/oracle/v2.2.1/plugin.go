@@ -2,6 +2,8 @@
 package main
 
 import (
+	oracle "trainguard.local/oracle/shared"
+
 	"context"
 	"encoding/json"
 	"time"
@@ -35,7 +37,7 @@ const overridesPath = "spec.runtimePatches"
 
 func specType() any { return trainer.TrainJobSpec{} }
 
-func newStrategy(typer apiruntime.ObjectTyper, gvk schema.GroupVersionKind, validator, statusValidator apiservervalidation.SchemaValidator, ss *structuralschema.Structural, status *apiextensions.CustomResourceSubresourceStatus) strategy {
+func newStrategy(typer apiruntime.ObjectTyper, gvk schema.GroupVersionKind, validator, statusValidator apiservervalidation.SchemaValidator, ss *structuralschema.Structural, status *apiextensions.CustomResourceSubresourceStatus) oracle.Strategy {
 	return customresource.NewStrategy(typer, true, gvk, validator, statusValidator, ss, status, nil, nil)
 }
 
@@ -67,8 +69,8 @@ func toTrainJob(u *unstructured.Unstructured) (*trainer.TrainJob, error) {
 }
 
 // judge runs Trainer's defaulter, then the JobSet plugin's Validate, on an UPDATE.
-func (p *plugin) judge(oldU, newU *unstructured.Unstructured, rawJobSet json.RawMessage) (changed, other []fieldErr, problem string) {
-	changed, other = []fieldErr{}, []fieldErr{}
+func (p *plugin) judge(oldU, newU *unstructured.Unstructured, rawJobSet json.RawMessage) (changed, other []oracle.FieldErr, problem string) {
+	changed, other = []oracle.FieldErr{}, []oracle.FieldErr{}
 	if oldU == nil {
 		return changed, other, ""
 	}
@@ -99,9 +101,9 @@ func (p *plugin) judge(oldU, newU *unstructured.Unstructured, rawJobSet json.Raw
 	_, errs := pl.(*jobset.JobSet).Validate(ctx, info, oldJob, newJob)
 	for _, e := range errs {
 		if e.Type == field.ErrorTypeForbidden && e.Field == overridesPath {
-			changed = append(changed, fieldErrs(field.ErrorList{e})...)
+			changed = append(changed, oracle.FieldErrs(field.ErrorList{e})...)
 		} else {
-			other = append(other, fieldErrs(field.ErrorList{e})...)
+			other = append(other, oracle.FieldErrs(field.ErrorList{e})...)
 		}
 	}
 	return changed, other, ""

@@ -1,7 +1,8 @@
 // The oracle: upstream's own code answering, for one Kubeflow Trainer release, what the API server
 // and Trainer's webhook say about a TrainJob write. One Go module per Trainer tag (one build cannot
-// link two versions of github.com/kubeflow/trainer/v2); this file is shared by all of them and
-// copied into each by scripts/oracle/sync.sh. The release-specific part is plugin.go.
+// link two versions of github.com/kubeflow/trainer/v2); this package is shared by all of them
+// (each tag's go.mod replaces trainguard.local/oracle/shared with this directory). The
+// release-specific part is each tag's plugin.go, handed to [Main] as a [Release].
 //
 //	oracle serve CRD.yaml   JSON lines on stdin, one answer line each on stdout
 //	oracle types            the release's Go types (pointer-ness, JSON names) as JSON
@@ -19,7 +20,7 @@
 //   - changed: on UPDATE, the Forbidden errors of Trainer's JobSet plugin (the overrides
 //     immutability check) after Trainer's defaulter, with the JobSet given held by a fake client;
 //   - plugin: the plugin's other errors (runtime template consistency), for information.
-package main
+package oracle
 
 import (
 	"bufio"
@@ -41,6 +42,7 @@ import (
 	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	"k8s.io/apiextensions-apiserver/pkg/crdserverscheme"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -58,7 +60,7 @@ type caseIn struct {
 	JobSet json.RawMessage `json:"jobset"`
 }
 
-type fieldErr struct {
+type FieldErr struct {
 	Type   string `json:"type"`
 	Field  string `json:"field"`
 	Detail string `json:"detail"`
@@ -68,16 +70,16 @@ type caseOut struct {
 	ID      string     `json:"id"`
 	Decode  string     `json:"decode,omitempty"`
 	Unknown []string   `json:"unknown"`
-	Schema  []fieldErr `json:"schema"`
-	Changed []fieldErr `json:"changed"`
-	Plugin  []fieldErr `json:"plugin"`
+	Schema  []FieldErr `json:"schema"`
+	Changed []FieldErr `json:"changed"`
+	Plugin  []FieldErr `json:"plugin"`
 	// PluginError: the objects could not be read into Trainer's Go types (the API server refuses
 	// such an object before any webhook sees it).
 	PluginError string `json:"plugin_error,omitempty"`
 }
 
-// strategy is the CR registry's strategy, for both verbs.
-type strategy interface {
+// Strategy is the CR registry's strategy, for both verbs.
+type Strategy interface {
 	rest.RESTCreateStrategy
 	rest.RESTUpdateStrategy
 }
@@ -85,11 +87,29 @@ type strategy interface {
 // server is the API server's view of one CRD version.
 type server struct {
 	structural *structuralschema.Structural
-	strategy   strategy
+	strategy   Strategy
 	gvk        schema.GroupVersionKind
 }
 
-func main() {
+// Judge is Trainer's JobSet plugin run on an UPDATE (nothing on a CREATE: old is nil): its
+// overrides-immutability errors, its other errors, and why the objects could not be read.
+type Judge func(oldU, newU *unstructured.Unstructured, rawJobSet json.RawMessage) (changed, other []FieldErr, problem string)
+
+// Release is what differs between Trainer tags.
+type Release struct {
+	// SpecType is the tag's TrainJobSpec, for the `types` command.
+	SpecType func() any
+	// NewStrategy is the CR registry's strategy as the tag's apiextensions-apiserver builds it.
+	NewStrategy func(typer apiruntime.ObjectTyper, gvk schema.GroupVersionKind, validator, statusValidator apiservervalidation.SchemaValidator, ss *structuralschema.Structural, status *apiextensions.CustomResourceSubresourceStatus) Strategy
+	// NewJudge sets up Trainer's plugin once per `serve`.
+	NewJudge func() Judge
+}
+
+var release Release
+
+// Main runs the oracle command line for one release.
+func Main(r Release) {
+	release = r
 	if len(os.Args) < 2 {
 		fail("usage: oracle serve CRD.yaml | types | versions")
 	}
@@ -215,13 +235,13 @@ func newServer(crdPath string) *server {
 		status = subresources.Status
 	}
 	gvk := schema.GroupVersionKind{Group: internal.Spec.Group, Version: version.Name, Kind: internal.Spec.Names.Kind}
-	strategy := newStrategy(crdserverscheme.NewUnstructuredObjectTyper(), gvk, validator, statusValidator, ss, status)
+	strategy := release.NewStrategy(crdserverscheme.NewUnstructuredObjectTyper(), gvk, validator, statusValidator, ss, status)
 	return &server{structural: ss, strategy: strategy, gvk: gvk}
 }
 
 func serve(crdPath string) {
 	srv := newServer(crdPath)
-	plugin := newPlugin()
+	plugin := release.NewJudge()
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(make([]byte, 0, 1<<20), 64<<20)
 	out := bufio.NewWriter(os.Stdout)
@@ -280,8 +300,8 @@ func (s *server) decode(raw json.RawMessage) (*unstructured.Unstructured, []stri
 	return u, unknown, nil
 }
 
-func (s *server) judge(c caseIn, plugin *plugin) (out caseOut) {
-	out = caseOut{ID: c.ID, Unknown: []string{}, Schema: []fieldErr{}, Changed: []fieldErr{}, Plugin: []fieldErr{}}
+func (s *server) judge(c caseIn, plugin Judge) (out caseOut) {
+	out = caseOut{ID: c.ID, Unknown: []string{}, Schema: []FieldErr{}, Changed: []FieldErr{}, Plugin: []FieldErr{}}
 	defer func() {
 		if r := recover(); r != nil {
 			out.Decode = fmt.Sprintf("panic: %v", r)
@@ -332,29 +352,29 @@ func (s *server) judge(c caseIn, plugin *plugin) (out caseOut) {
 		verdict = rest.BeforeUpdate(s.strategy, ctx, newObj.DeepCopy(), oldObj.DeepCopy())
 	}
 	out.Schema = causes(verdict)
-	out.Changed, out.Plugin, out.PluginError = plugin.judge(oldObj, newObj, c.JobSet)
+	out.Changed, out.Plugin, out.PluginError = plugin(oldObj, newObj, c.JobSet)
 	return out
 }
 
-func causes(err error) []fieldErr {
-	list := []fieldErr{}
+func causes(err error) []FieldErr {
+	list := []FieldErr{}
 	if err == nil {
 		return list
 	}
 	status, ok := err.(apierrors.APIStatus)
 	if !ok || status.Status().Details == nil || len(status.Status().Details.Causes) == 0 {
-		return append(list, fieldErr{Type: "Error", Detail: err.Error()})
+		return append(list, FieldErr{Type: "Error", Detail: err.Error()})
 	}
 	for _, cause := range status.Status().Details.Causes {
-		list = append(list, fieldErr{Type: string(cause.Type), Field: cause.Field, Detail: cause.Message})
+		list = append(list, FieldErr{Type: string(cause.Type), Field: cause.Field, Detail: cause.Message})
 	}
 	return list
 }
 
-func fieldErrs(errs field.ErrorList) []fieldErr {
-	list := []fieldErr{}
+func FieldErrs(errs field.ErrorList) []FieldErr {
+	list := []FieldErr{}
 	for _, e := range errs {
-		list = append(list, fieldErr{Type: string(e.Type), Field: e.Field, Detail: e.ErrorBody()})
+		list = append(list, FieldErr{Type: string(e.Type), Field: e.Field, Detail: e.ErrorBody()})
 	}
 	return list
 }
@@ -375,7 +395,7 @@ type fieldInfo struct {
 // describeTypes walks the release's TrainJobSpec and every struct it reaches.
 func describeTypes() map[string]any {
 	types := map[string]*typeInfo{}
-	root := typeName(reflect.TypeOf(specType()))
+	root := typeName(reflect.TypeOf(release.SpecType()))
 	var walk func(t reflect.Type) string
 	walk = func(t reflect.Type) string {
 		switch t.Kind() {
@@ -421,7 +441,7 @@ func describeTypes() map[string]any {
 		fail("unhandled Go type " + t.String())
 		return ""
 	}
-	walk(reflect.TypeOf(specType()))
+	walk(reflect.TypeOf(release.SpecType()))
 	return map[string]any{"root": root, "types": types}
 }
 
