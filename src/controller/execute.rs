@@ -30,8 +30,7 @@ use super::events::EventSink;
 use super::facts::{JobFacts, NodeFacts, PodFacts, PodPhase, TrainJobFacts};
 use super::metrics::Metrics;
 use super::plan::node_failure::{
-    blocking_finalizers, brake_message, escalate_from, finalizers_episode, finalizers_message, node_health,
-    trusted,
+    blocking_finalizers, brake_message, escalate_from, finalizers_episode, finalizers_message, node_health, trusted,
 };
 use super::plan::suspend::{RestoreVerdict, restore_patch, restore_verdict, stash_patch, v1_stuck};
 use super::plan::ttl::{TtlVerdict, delete_failed_message, trainjob_verdict, verdict};
@@ -237,16 +236,22 @@ impl Executor {
                     continue;
                 }
                 Action::DeleteJob { target, propagation, expires_at, .. } => {
-                    let ttl = TtlDelete { target, propagation: *propagation, planned_expiry: *expires_at };
+                    let (propagation, planned_expiry) = (*propagation, *expires_at);
                     match target.kind {
-                        TargetKind::Job(kind) => self.guarded(JobTtl(ttl, kind), &mut published).await,
-                        TargetKind::TrainJob => self.guarded(TrainJobTtl(ttl), &mut published).await,
+                        TargetKind::Job(kind) => {
+                            let ttl = TtlDelete { target, reads: V1Job(kind), propagation, planned_expiry };
+                            self.guarded(ttl, &mut published).await
+                        }
+                        TargetKind::TrainJob => {
+                            let ttl = TtlDelete { target, reads: TrainJob, propagation, planned_expiry };
+                            self.guarded(ttl, &mut published).await
+                        }
                         TargetKind::Pod => Step::stop(Outcome::Aborted),
                     }
                 }
                 Action::PatchJob { target, kind, .. } => match target.kind {
                     TargetKind::Job(job_kind) => {
-                        let patch = JobPatch { target, job_kind, kind, live_pods: work.live_pods };
+                        let patch = JobPatch { target, reads: V1Job(job_kind), kind, live_pods: work.live_pods };
                         self.guarded(patch, &mut published).await
                     }
                     _ => Step::stop(Outcome::Aborted),
@@ -346,8 +351,8 @@ impl Executor {
     ///    read more than the identity), so that an object changed or replaced between the read
     ///    and the write is refused by the API server (409) rather than written.
     async fn guarded<G: Guarded>(&mut self, action: G, published: &mut Published) -> Step {
-        let target = action.target().clone();
-        let api = action.api(self);
+        let (target, reads) = (action.target().clone(), action.reads());
+        let api = reads.api(self, &target.id.namespace);
         let live = match self.read(api.get_opt(&target.id.name)).await {
             Ok(Some(live)) => live,
             Ok(None) => return action.gone(self),
@@ -356,8 +361,8 @@ impl Executor {
                 return Step::stop(Outcome::Failed);
             }
         };
-        let Some(facts) = action.facts(&live) else { return Step::stop(Outcome::Aborted) };
-        if G::uid(&facts) != &*target.uid {
+        let Some(facts) = reads.facts(&live) else { return Step::stop(Outcome::Aborted) };
+        if G::Read::uid(&facts) != &*target.uid {
             debug!(object = %target.id, "{}: a new object has the name now; leaving it to its own plan", G::WHAT);
             return action.recreated(self);
         }
@@ -378,13 +383,77 @@ impl Executor {
 /// The events a work item published, as the report lists them.
 type Published = Vec<(Arc<str>, Reason, String)>;
 
-/// One action kind of the [guarded-write pipeline](Executor::guarded): what to read live, the
+/// What an action reads live: the API it is read (and written) through, and the planner's
+/// facts of it.
+trait Read {
+    /// The object as read.
+    type Live: Clone + DeserializeOwned + std::fmt::Debug;
+    /// The planner's facts of it.
+    type Facts;
+    fn api(&self, ex: &Executor, namespace: &str) -> Api<Self::Live>;
+    /// The facts; `None` (unreadable) stops the rule.
+    fn facts(&self, live: &Self::Live) -> Option<Self::Facts>;
+    fn uid(facts: &Self::Facts) -> &str;
+}
+
+/// A Kubeflow v1 job of this kind.
+struct V1Job(TrainingKind);
+
+impl Read for V1Job {
+    type Live = TrainingJobView;
+    type Facts = JobFacts;
+    fn api(&self, ex: &Executor, namespace: &str) -> Api<TrainingJobView> {
+        ex.job_api(self.0, namespace)
+    }
+    fn facts(&self, live: &TrainingJobView) -> Option<JobFacts> {
+        JobFacts::from_view(self.0, live).ok()
+    }
+    fn uid(facts: &JobFacts) -> &str {
+        &facts.uid
+    }
+}
+
+/// A TrainJob.
+struct TrainJob;
+
+impl Read for TrainJob {
+    type Live = TrainJobStateView;
+    type Facts = TrainJobFacts;
+    fn api(&self, ex: &Executor, namespace: &str) -> Api<TrainJobStateView> {
+        Api::namespaced_with(ex.client.clone(), namespace, &())
+    }
+    fn facts(&self, live: &TrainJobStateView) -> Option<TrainJobFacts> {
+        TrainJobFacts::from_view(live).ok()
+    }
+    fn uid(facts: &TrainJobFacts) -> &str {
+        &facts.uid
+    }
+}
+
+/// A pod.
+struct Pod;
+
+impl Read for Pod {
+    type Live = PodView;
+    type Facts = PodFacts;
+    fn api(&self, ex: &Executor, namespace: &str) -> Api<PodView> {
+        Api::namespaced(ex.client.clone(), namespace)
+    }
+    fn facts(&self, live: &PodView) -> Option<PodFacts> {
+        PodFacts::from_view(live).ok().flatten()
+    }
+    fn uid(facts: &PodFacts) -> &str {
+        &facts.uid
+    }
+}
+
+type LiveOf<G> = <<G as Guarded>::Read as Read>::Live;
+type FactsOf<G> = <<G as Guarded>::Read as Read>::Facts;
+
+/// One action kind of the [guarded-write pipeline](Executor::guarded): what it reads live, the
 /// planner's re-check on it, and the write with preconditions.
 trait Guarded {
-    /// The object read live.
-    type Live: Clone + DeserializeOwned + std::fmt::Debug;
-    /// The planner's facts of the live object.
-    type Facts;
+    type Read: Read;
     /// What the re-check hands to the write (built from the live object).
     type Checked;
     /// For the logs.
@@ -392,12 +461,7 @@ trait Guarded {
 
     /// The planned object.
     fn target(&self) -> &Target;
-    /// Where the object is read and written.
-    fn api(&self, ex: &Executor) -> Api<Self::Live>;
-    /// The planner's facts of the live object; `None` (unreadable) stops the rule.
-    fn facts(&self, live: &Self::Live) -> Option<Self::Facts>;
-    /// The live object's UID.
-    fn uid(facts: &Self::Facts) -> &str;
+    fn reads(&self) -> &Self::Read;
     /// The object is gone: nothing to write.
     fn gone(&self, _ex: &Executor) -> Step {
         Step::done(false)
@@ -410,7 +474,7 @@ trait Guarded {
     async fn recheck(
         &self,
         ex: &mut Executor,
-        facts: Self::Facts,
+        facts: FactsOf<Self>,
         published: &mut Published,
     ) -> Result<Self::Checked, Step>;
     /// Report mode: the write that would have been made.
@@ -421,7 +485,7 @@ trait Guarded {
     async fn write(
         &self,
         ex: &mut Executor,
-        api: &Api<Self::Live>,
+        api: &Api<LiveOf<Self>>,
         checked: Self::Checked,
         published: &mut Published,
     ) -> Step;
@@ -454,10 +518,35 @@ fn patch_params() -> PatchParams {
 
 /// docs/controller.md (TTL after finished) at expiry: DELETE with UID + resourceVersion
 /// preconditions once the same rule, on the live object, says it expired.
-struct TtlDelete<'a> {
+struct TtlDelete<'a, R> {
     target: &'a Target,
+    reads: R,
     propagation: Propagation,
     planned_expiry: Timestamp,
+}
+
+/// What has a TTL: a Kubeflow v1 job or a TrainJob, each with its planner's verdict.
+trait Expires: Read {
+    fn verdict(facts: &Self::Facts, now: Timestamp, config: &PlanConfig) -> TtlVerdict;
+    fn resource_version(facts: &Self::Facts) -> &str;
+}
+
+impl Expires for V1Job {
+    fn verdict(facts: &JobFacts, now: Timestamp, config: &PlanConfig) -> TtlVerdict {
+        verdict(facts, now, config)
+    }
+    fn resource_version(facts: &JobFacts) -> &str {
+        &facts.resource_version
+    }
+}
+
+impl Expires for TrainJob {
+    fn verdict(facts: &TrainJobFacts, now: Timestamp, config: &PlanConfig) -> TtlVerdict {
+        trainjob_verdict(facts, now, config)
+    }
+    fn resource_version(facts: &TrainJobFacts) -> &str {
+        &facts.resource_version
+    }
 }
 
 /// A TTL delete the re-check confirmed.
@@ -467,17 +556,30 @@ struct TtlChecked {
     now: Timestamp,
 }
 
-impl TtlDelete<'_> {
+impl<R> TtlDelete<'_, R> {
     fn kind(&self) -> &'static str {
         match self.target.kind {
             TargetKind::Job(kind) => kind.kind(),
             _ => "TrainJob",
         }
     }
+}
 
-    /// The rule's verdict on the live object: expired, or stop.
-    fn checked(&self, verdict: TtlVerdict, now: Timestamp, uid: &str, resource_version: &str) -> Result<TtlChecked, Step> {
-        let TtlVerdict::Expired { expires_at, .. } = verdict else {
+impl<R: Expires> Guarded for TtlDelete<'_, R> {
+    type Read = R;
+    type Checked = TtlChecked;
+    const WHAT: &'static str = "TTL";
+
+    fn target(&self) -> &Target {
+        self.target
+    }
+    fn reads(&self) -> &R {
+        &self.reads
+    }
+
+    async fn recheck(&self, ex: &mut Executor, facts: R::Facts, _: &mut Published) -> Result<TtlChecked, Step> {
+        let now = (ex.clock)();
+        let TtlVerdict::Expired { expires_at, .. } = R::verdict(&facts, now, &ex.config) else {
             debug!(job = %self.target.id, "TTL: no longer expired on the live object");
             return Err(Step::stop(Outcome::Aborted));
         };
@@ -485,8 +587,8 @@ impl TtlDelete<'_> {
             debug!(job = %self.target.id, "TTL: expiry moved since planning; re-checked live, still expired");
         }
         let preconditions = Preconditions {
-            uid: Some(uid.to_string()),
-            resource_version: Some(resource_version.to_string()).filter(|rv| !rv.is_empty()),
+            uid: Some(R::uid(&facts).to_string()),
+            resource_version: Some(R::resource_version(&facts).to_string()).filter(|rv| !rv.is_empty()),
         };
         Ok(TtlChecked { preconditions, expires_at, now })
     }
@@ -496,10 +598,13 @@ impl TtlDelete<'_> {
         Step::done(true)
     }
 
-    async fn delete<K>(&self, ex: &mut Executor, api: &Api<K>, checked: TtlChecked, published: &mut Published) -> Step
-    where
-        K: Clone + DeserializeOwned + std::fmt::Debug,
-    {
+    async fn write(
+        &self,
+        ex: &mut Executor,
+        api: &Api<R::Live>,
+        checked: TtlChecked,
+        published: &mut Published,
+    ) -> Step {
         let (kind, target) = (self.kind(), self.target);
         let params = DeleteParams {
             propagation_policy: Some(match self.propagation {
@@ -541,84 +646,17 @@ impl TtlDelete<'_> {
     }
 }
 
-/// The TTL of a Kubeflow v1 job.
-struct JobTtl<'a>(TtlDelete<'a>, TrainingKind);
-
-impl Guarded for JobTtl<'_> {
-    type Live = TrainingJobView;
-    type Facts = JobFacts;
-    type Checked = TtlChecked;
-    const WHAT: &'static str = "TTL";
-
-    fn target(&self) -> &Target {
-        self.0.target
-    }
-    fn api(&self, ex: &Executor) -> Api<TrainingJobView> {
-        ex.job_api(self.1, &self.0.target.id.namespace)
-    }
-    fn facts(&self, live: &TrainingJobView) -> Option<JobFacts> {
-        JobFacts::from_view(self.1, live).ok()
-    }
-    fn uid(facts: &JobFacts) -> &str {
-        &facts.uid
-    }
-    async fn recheck(&self, ex: &mut Executor, facts: JobFacts, _: &mut Published) -> Result<TtlChecked, Step> {
-        let now = (ex.clock)();
-        self.0.checked(verdict(&facts, now, &ex.config), now, &facts.uid, &facts.resource_version)
-    }
-    fn would(&self, ex: &Executor) -> Step {
-        self.0.would(ex)
-    }
-    async fn write(&self, ex: &mut Executor, api: &Api<TrainingJobView>, c: TtlChecked, p: &mut Published) -> Step {
-        self.0.delete(ex, api, c, p).await
-    }
-}
-
-/// The TTL of a TrainJob (propagation Background by default, as its planner says).
-struct TrainJobTtl<'a>(TtlDelete<'a>);
-
-impl Guarded for TrainJobTtl<'_> {
-    type Live = TrainJobStateView;
-    type Facts = TrainJobFacts;
-    type Checked = TtlChecked;
-    const WHAT: &'static str = "TTL";
-
-    fn target(&self) -> &Target {
-        self.0.target
-    }
-    fn api(&self, ex: &Executor) -> Api<TrainJobStateView> {
-        Api::namespaced_with(ex.client.clone(), &self.0.target.id.namespace, &())
-    }
-    fn facts(&self, live: &TrainJobStateView) -> Option<TrainJobFacts> {
-        TrainJobFacts::from_view(live).ok()
-    }
-    fn uid(facts: &TrainJobFacts) -> &str {
-        &facts.uid
-    }
-    async fn recheck(&self, ex: &mut Executor, facts: TrainJobFacts, _: &mut Published) -> Result<TtlChecked, Step> {
-        let now = (ex.clock)();
-        self.0.checked(trainjob_verdict(&facts, now, &ex.config), now, &facts.uid, &facts.resource_version)
-    }
-    fn would(&self, ex: &Executor) -> Step {
-        self.0.would(ex)
-    }
-    async fn write(&self, ex: &mut Executor, api: &Api<TrainJobStateView>, c: TtlChecked, p: &mut Published) -> Step {
-        self.0.delete(ex, api, c, p).await
-    }
-}
-
 /// docs/controller.md (Preemption (suspend)) remedy and restore: a merge patch carrying the live
 /// resourceVersion, once the job is still managed and the stash (or restore) still due.
 struct JobPatch<'a> {
     target: &'a Target,
-    job_kind: TrainingKind,
+    reads: V1Job,
     kind: &'a JobPatchKind,
     live_pods: u32,
 }
 
 impl Guarded for JobPatch<'_> {
-    type Live = TrainingJobView;
-    type Facts = JobFacts;
+    type Read = V1Job;
     /// The merge patch.
     type Checked = Value;
     const WHAT: &'static str = "patch";
@@ -626,14 +664,8 @@ impl Guarded for JobPatch<'_> {
     fn target(&self) -> &Target {
         self.target
     }
-    fn api(&self, ex: &Executor) -> Api<TrainingJobView> {
-        ex.job_api(self.job_kind, &self.target.id.namespace)
-    }
-    fn facts(&self, live: &TrainingJobView) -> Option<JobFacts> {
-        JobFacts::from_view(self.job_kind, live).ok()
-    }
-    fn uid(facts: &JobFacts) -> &str {
-        &facts.uid
+    fn reads(&self) -> &V1Job {
+        &self.reads
     }
     fn recreated(&self, _: &Executor) -> Step {
         Step::stop(Outcome::Aborted)
@@ -644,7 +676,9 @@ impl Guarded for JobPatch<'_> {
         }
         let live_target = Target { resource_version: facts.resource_version.clone(), ..self.target.clone() };
         match self.kind {
-            JobPatchKind::Stash { ttl } if facts.ttl_seconds == Some(*ttl) && v1_stuck(&facts, self.live_pods).is_stuck() => {
+            JobPatchKind::Stash { ttl }
+                if facts.ttl_seconds == Some(*ttl) && v1_stuck(&facts, self.live_pods).is_stuck() =>
+            {
                 Ok(stash_patch(&live_target, *ttl))
             }
             JobPatchKind::Restore { ttl } if restore_verdict(&facts) == (RestoreVerdict::Restore { ttl: *ttl }) => {
@@ -690,22 +724,15 @@ struct ForceChecked {
 }
 
 impl Guarded for ForceDelete<'_> {
-    type Live = PodView;
-    type Facts = PodFacts;
+    type Read = Pod;
     type Checked = ForceChecked;
     const WHAT: &'static str = "force delete";
 
     fn target(&self) -> &Target {
         self.target
     }
-    fn api(&self, ex: &Executor) -> Api<PodView> {
-        Api::namespaced(ex.client.clone(), &self.target.id.namespace)
-    }
-    fn facts(&self, live: &PodView) -> Option<PodFacts> {
-        PodFacts::from_view(live).ok().flatten()
-    }
-    fn uid(facts: &PodFacts) -> &str {
-        &facts.uid
+    fn reads(&self) -> &Pod {
+        &Pod
     }
     fn gone(&self, ex: &Executor) -> Step {
         ex.metrics.force_deletion("gone");
@@ -774,7 +801,11 @@ impl ForceDelete<'_> {
     ) -> Step {
         let target = self.target;
         if let Some(patch) = self.status_patch.clone().and_then(|p| without_terminal_phase(p, &pod)) {
-            match ex.bounded(pods.patch_status(&target.id.name, &patch_params(), &Patch::Strategic(&patch))).await.into() {
+            match ex
+                .bounded(pods.patch_status(&target.id.name, &patch_params(), &Patch::Strategic(&patch)))
+                .await
+                .into()
+            {
                 Answer::Written(_) => {}
                 Answer::NotFound | Answer::Conflict => return self.gone(ex),
                 Answer::Failed(e) => {
@@ -851,11 +882,7 @@ impl Executor {
     /// Re-check 4: a token of the force-delete rate limit. Tokens are spent on deletes that are
     /// executed, not on plans (given back when nothing was deleted after all). `Some` when none is
     /// left.
-    async fn take_force_delete_token(
-        &mut self,
-        target: &Target,
-        published: &mut Published,
-    ) -> Option<Step> {
+    async fn take_force_delete_token(&mut self, target: &Target, published: &mut Published) -> Option<Step> {
         let now = (self.clock)();
         let next = {
             let mut bucket = self.shared.bucket.lock().unwrap_or_else(|e| e.into_inner());
