@@ -3,19 +3,19 @@
 //! events, report mode writing nothing, no requests at all while nothing changes, and the Lease.
 
 use crate::controller::testing as controller_support;
-use crate::controller::testing::wait::{DEADLINE, eventually, eventually_some, within};
+use trainguard_fake_api::wait::{DEADLINE, eventually, eventually_some, within};
 
 use std::time::Duration;
 
 use crate::controller::config::{Mode, PlanConfig};
 use crate::controller::metrics::Metrics;
 use crate::controller::{ControllerArgs, live};
-use controller_support::api::FakeApi;
 use controller_support::*;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
+use trainguard_fake_api::FakeApi;
 
 const JOBS: &str = "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs";
 
@@ -56,7 +56,7 @@ fn quick_bucket(config: PlanConfig) -> PlanConfig {
 #[tokio::test]
 async fn acts_on_the_initial_list_then_on_watch_events_and_is_silent_when_idle() {
     let api = FakeApi::with_objects(world());
-    let (client, _server) = api.client();
+    let client = api.client();
     let stop = CancellationToken::new();
     let config = quick_bucket(PlanConfig::acting());
     let run = tokio::spawn(live::run(client, config, Metrics::unregistered(), stop.clone()));
@@ -112,8 +112,8 @@ async fn acts_on_the_initial_list_then_on_watch_events_and_is_silent_when_idle()
 #[tokio::test]
 async fn watch_event_and_timer_drive_a_ttl_deletion() {
     let api = FakeApi::with_objects([node("n1", None)]);
-    api.serve("/apis/kubeflow.org/v1/pytorchjobs");
-    let (client, _server) = api.client();
+    api.serve_collection("/apis/kubeflow.org/v1/pytorchjobs");
+    let client = api.client();
     let stop = CancellationToken::new();
     let config = PlanConfig { ttl_grace: k8s_openapi::jiff::SignedDuration::ZERO, ..PlanConfig::acting() };
     let run = tokio::spawn(live::run(client, config, Metrics::unregistered(), stop.clone()));
@@ -138,7 +138,7 @@ async fn watch_event_and_timer_drive_a_ttl_deletion() {
 #[tokio::test]
 async fn report_mode_writes_nothing() {
     let api = FakeApi::with_objects(world());
-    let (client, _server) = api.client();
+    let client = api.client();
     let stop = CancellationToken::new();
     let config = quick_bucket(PlanConfig { mode: Mode::Report, ..PlanConfig::acting() });
     let run = tokio::spawn(live::run(client, config, Metrics::unregistered(), stop.clone()));
@@ -168,7 +168,7 @@ fn args(extra: &[&str]) -> ControllerArgs {
 #[tokio::test]
 async fn leader_election_runs_the_controller_and_releases_the_lease() {
     let api = FakeApi::with_objects(world());
-    let (client, _server) = api.client();
+    let client = api.client();
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
     let stop = CancellationToken::new();
@@ -209,7 +209,7 @@ async fn another_holder_keeps_this_replica_passive() {
     let mut objects = world();
     objects.push(lease);
     let api = FakeApi::with_objects(objects);
-    let (client, _server) = api.client();
+    let client = api.client();
     let stop = CancellationToken::new();
     let run = tokio::spawn(crate::controller::run(
         client,
@@ -231,7 +231,7 @@ async fn another_holder_keeps_this_replica_passive() {
 #[tokio::test]
 async fn controller_disabled_does_nothing() {
     let api = FakeApi::with_objects(world());
-    let (client, _server) = api.client();
+    let client = api.client();
     crate::controller::run(client, args(&["--controller=false"]), Metrics::unregistered(), CancellationToken::new())
         .await
         .unwrap();
@@ -246,7 +246,7 @@ async fn losing_the_lease_stops_the_controller() {
     let lease_path = "/apis/coordination.k8s.io/v1/namespaces/ns/leases/tg";
     for how in ["taken over", "renewal fails"] {
         let api = FakeApi::new();
-        let (client, _server) = api.client();
+        let client = api.client();
         let stop = CancellationToken::new();
         let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel::<&'static str>();
         let lease = LeaseConfig {
@@ -273,7 +273,7 @@ async fn losing_the_lease_stops_the_controller() {
                 api.put(lease);
             }
             _ => {
-                api.on("PATCH", lease_path, 500, controller_support::api::status(500, "InternalError"));
+                api.on("PATCH", lease_path, 500, trainguard_fake_api::status(500, "InternalError"));
             }
         }
         let next = tokio::time::timeout(Duration::from_secs(6), events.recv()).await.expect(how);
@@ -297,8 +297,8 @@ async fn a_stopped_controller_exports_no_leader_gauges() {
         with_ttl(succeeded(pytorchjob("t"), now), 3600),
     ];
     let api = FakeApi::with_objects(objects);
-    api.serve("/apis/kueue.x-k8s.io/v1beta2/workloads");
-    let (client, _server) = api.client();
+    api.serve_collection("/apis/kueue.x-k8s.io/v1beta2/workloads");
+    let client = api.client();
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
     let stop = CancellationToken::new();
@@ -345,7 +345,7 @@ async fn trainjob_pods_are_proven_through_the_watched_owner_chain() {
         node("n3", None),
     ]);
     let api = FakeApi::with_objects(objects);
-    let (client, _server) = api.client();
+    let client = api.client();
     let stop = CancellationToken::new();
     let config = quick_bucket(PlanConfig::acting());
     let run = tokio::spawn(live::run(client, config, Metrics::unregistered(), stop.clone()));
@@ -372,7 +372,7 @@ async fn an_annotated_trainjob_is_deleted_at_its_ttl_and_an_unfinished_one_is_no
     let done = ttl(trainjob_finished(trainjob("t"), "Complete", 0), "60");
     let running = ttl(trainjob("r"), "0");
     let api = FakeApi::with_objects([done, running, node("n1", None)]);
-    let (client, _server) = api.client();
+    let client = api.client();
     let stop = CancellationToken::new();
     let run = tokio::spawn(live::run(client, PlanConfig::acting(), Metrics::unregistered(), stop.clone()));
     let trainjobs = "/apis/trainer.kubeflow.org/v1alpha1/namespaces/ml/trainjobs";
@@ -396,7 +396,7 @@ async fn a_leader_whose_renewal_hangs_stops_acting_before_its_lease_can_expire()
     use std::time::SystemTime;
     let lease_path = "/apis/coordination.k8s.io/v1/namespaces/ns/leases/tg";
     let api = FakeApi::new();
-    let (client, _server) = api.client();
+    let client = api.client();
     let stop = CancellationToken::new();
     // The shortest lease with whole seconds that keeps a second between the due renewal and the
     // fence, and a second between the fence and the expiry: renewals every second.
