@@ -1,7 +1,7 @@
 //! Certificate rotation under load and graceful shutdown, on the real server.
 
 use crate::support::tls as support;
-use crate::support::wait::{eventually_async, eventually_blocking};
+use trainguard_fake_api::wait::{eventually_async, eventually_blocking};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -8,7 +8,7 @@
 //! comes from 127.0.0.2, as a pod and the API server have different addresses.
 
 use crate::support::tls as support;
-use crate::support::wait::eventually_async;
+use trainguard_fake_api::wait::eventually_async;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -8,5 +8,3 @@ pub(crate) mod fixtures;
 pub(crate) mod fuzz;
 /// A real trainguard server on loopback with rcgen certificates, and real HTTP/1.1 and HTTP/2 clients.
 pub(crate) mod tls;
-/// Polling a condition with a generous deadline, instead of sleeping for a guessed time.
-pub(crate) mod wait;
