@@ -223,6 +223,51 @@ impl ServeArgs {
 }
 
 /// Parses and installs everything, then serves until SIGTERM or SIGINT.
+impl ServeArgs {
+    /// The HTTPS and admin servers' settings from these flags, listening on `bind` and `admin_bind`.
+    pub fn server_settings(&self, bind: SocketAddr, admin_bind: SocketAddr) -> ServerSettings {
+        ServerSettings {
+            bind,
+            admin_bind,
+            tls_cert: self.tls_cert.clone(),
+            tls_key: self.tls_key.clone(),
+            http2: self.http2,
+            rules: self.rules.rules_config(),
+            max_body_bytes: self.max_body_bytes,
+            tls_handshake_timeout: self.tls_handshake_timeout,
+            header_read_timeout: self.header_read_timeout,
+            cert_reload_interval: self.cert_reload_interval,
+            drain_delay: self.drain_delay,
+            shutdown_grace: self.shutdown_grace,
+            max_inflight_body_bytes: self.max_inflight_body_bytes,
+            max_connections: self.max_connections,
+            max_admin_connections: self.max_admin_connections,
+            idle_timeout: self.idle_timeout,
+            http2_max_concurrent_streams: self.http2_max_concurrent_streams,
+            max_connections_per_ip: self.max_connections_per_ip,
+            client_ca: self.client_ca.clone(),
+            body_read_timeout: self.body_read_timeout,
+            write_timeout: self.write_timeout,
+            evict_idle_after: crate::server::idle::EVICT_FLOOR,
+        }
+    }
+}
+
+/// `serve`'s server settings with every flag at its default (the environment is not read),
+/// listening on `bind` and `admin_bind`: what the tests start servers from, with their overrides.
+pub fn default_server_settings(bind: SocketAddr, admin_bind: SocketAddr) -> ServerSettings {
+    #[derive(clap::Parser)]
+    struct Serve {
+        #[command(flatten)]
+        args: ServeArgs,
+    }
+    let command = <Serve as clap::CommandFactory>::command();
+    let command = command.mut_args(|arg| arg.env(None::<&str>));
+    let matches = command.try_get_matches_from(["serve"]).expect("serve's flags all have defaults");
+    let serve = <Serve as clap::FromArgMatches>::from_arg_matches(&matches).expect("serve's defaults");
+    serve.args.server_settings(bind, admin_bind)
+}
+
 pub fn run(args: ServeArgs, log_format: LogFormat) -> anyhow::Result<ExitCode> {
     args.check_roles()?;
     // Held to the end: dropping it flushes the queued log lines.
@@ -305,30 +350,7 @@ async fn serve(
         )));
     }
 
-    let settings = ServerSettings {
-        bind,
-        admin_bind,
-        tls_cert: args.tls_cert.clone(),
-        tls_key: args.tls_key.clone(),
-        http2: args.http2,
-        rules: args.rules.rules_config(),
-        max_body_bytes: args.max_body_bytes,
-        tls_handshake_timeout: args.tls_handshake_timeout,
-        header_read_timeout: args.header_read_timeout,
-        cert_reload_interval: args.cert_reload_interval,
-        drain_delay: args.drain_delay,
-        shutdown_grace: args.shutdown_grace,
-        max_inflight_body_bytes: args.max_inflight_body_bytes,
-        max_connections: args.max_connections,
-        max_admin_connections: args.max_admin_connections,
-        idle_timeout: args.idle_timeout,
-        http2_max_concurrent_streams: args.http2_max_concurrent_streams,
-        max_connections_per_ip: args.max_connections_per_ip,
-        client_ca: args.client_ca.clone(),
-        body_read_timeout: args.body_read_timeout,
-        write_timeout: args.write_timeout,
-        evict_idle_after: crate::server::idle::EVICT_FLOOR,
-    };
+    let settings = args.server_settings(bind, admin_bind);
     let running = if args.webhook {
         // Every replica serves admission from its own JobSet and Job caches.
         let (cluster, caches): (Arc<dyn ClusterView>, Option<Arc<dyn CacheStatus>>) = match client {

@@ -85,13 +85,13 @@ fn response_complete(buf: &[u8]) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn big_uploads_get_back_pressure_then_429_while_small_reviews_pass() {
     // 4 MiB budget: 1 MiB reserved for small bodies, 3 MiB shared.
-    let mut server = start(Options {
+    let mut server = start(Options::from(ServerSettings {
         max_inflight_body_bytes: 4 << 20,
         max_body_bytes: 2 << 20,
         // Longer than the 3 s budget wait, so that the 429 is what a starved upload sees.
         body_read_timeout: Duration::from_secs(30),
-        ..Default::default()
-    })
+        ..defaults()
+    }))
     .await;
     // Three uploads that declare 2 MiB, send 1.5 MiB and stall: together they want 4.5 MiB of
     // the 3 MiB shared part, so at least one must wait for budget that never comes back.
@@ -141,8 +141,12 @@ async fn big_uploads_get_back_pressure_then_429_while_small_reviews_pass() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_budget_comes_back_when_a_request_is_answered() {
-    let mut server =
-        start(Options { max_inflight_body_bytes: 4 << 20, max_body_bytes: 2 << 20, ..Default::default() }).await;
+    let mut server = start(Options::from(ServerSettings {
+        max_inflight_body_bytes: 4 << 20,
+        max_body_bytes: 2 << 20,
+        ..defaults()
+    }))
+    .await;
     // Sequential big bodies, each alone bigger than half the shared part: if the budget leaked,
     // the second or third would be throttled.
     for i in 0..4 {
@@ -166,7 +170,7 @@ async fn the_budget_comes_back_when_a_request_is_answered() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_connection_cap_holds_new_connections_back_until_one_closes() {
-    let mut server = start(Options { max_connections: 2, ..Default::default() }).await;
+    let mut server = start(Options::from(ServerSettings { max_connections: 2, ..defaults() })).await;
     let first = connect(&server).await;
     let _second = connect(&server).await;
     // The third TCP connection sits in the backlog: its TLS handshake does not complete.
@@ -197,7 +201,8 @@ async fn the_connection_cap_holds_new_connections_back_until_one_closes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_connections_close_on_both_ports() {
-    let mut server = start(Options { idle_timeout: Duration::from_millis(400), ..Default::default() }).await;
+    let mut server =
+        start(Options::from(ServerSettings { idle_timeout: Duration::from_millis(400), ..defaults() })).await;
     // Webhook: one request, then silence.
     let mut conn = connect(&server).await;
     let body = update_review(UID, trainjob(false, "a"), trainjob(false, "a"));
@@ -233,11 +238,11 @@ async fn upload_json(conn: &mut Tls, body: &[u8]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_admin_port_has_a_header_timeout_and_a_connection_cap() {
-    let mut server = start(Options {
+    let mut server = start(Options::from(ServerSettings {
         header_read_timeout: Duration::from_millis(300),
         max_admin_connections: 1,
-        ..Default::default()
-    })
+        ..defaults()
+    }))
     .await;
     // A client that never finishes its headers is cut off.
     let mut slow = tokio::net::TcpStream::connect(server.admin).await.unwrap();
@@ -268,7 +273,9 @@ async fn the_admin_port_has_a_header_timeout_and_a_connection_cap() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probes_are_answered_while_idle_connections_fill_the_admin_port() {
-    let mut server = start(Options { max_admin_connections: 8, max_connections_per_ip: 4, ..Default::default() }).await;
+    let mut server =
+        start(Options::from(ServerSettings { max_admin_connections: 8, max_connections_per_ip: 4, ..defaults() }))
+            .await;
     // Two noisy addresses, each at its per-address cap, fill all 8 admin slots and stay silent;
     // more connections from them are closed at once.
     let mut idle = Vec::new();
@@ -317,11 +324,11 @@ async fn probes_are_answered_while_idle_connections_fill_the_admin_port() {
 async fn an_idle_keep_alive_connection_outlives_the_header_timeout() {
     // The API server keeps idle connections up to 90 s and sends the next review on them; hyper's
     // own header timeout would close them after the header timeout instead of the idle timeout.
-    let mut server = start(Options {
+    let mut server = start(Options::from(ServerSettings {
         header_read_timeout: Duration::from_millis(300),
         idle_timeout: Duration::from_secs(10),
-        ..Default::default()
-    })
+        ..defaults()
+    }))
     .await;
     let mut conn = connect(&server).await;
     let body = update_review(UID, trainjob(false, "a"), trainjob(false, "a"));
@@ -349,14 +356,14 @@ async fn an_idle_keep_alive_connection_outlives_the_header_timeout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_that_send_nothing_after_the_handshake_are_cut_at_the_header_timeout() {
-    let mut server = start(Options {
+    let mut server = start(Options::from(ServerSettings {
         http2: true,
         header_read_timeout: Duration::from_millis(300),
         // 8 MiB of body budget: 2 HTTP/2 connection slots, both taken below.
         max_inflight_body_bytes: 8 << 20,
         max_body_bytes: 6 << 20,
-        ..Default::default()
-    })
+        ..defaults()
+    }))
     .await;
     // HTTP/1.1 without a first byte, and HTTP/2 without a preface from two addresses (one
     // address may hold only one of the two HTTP/2 slots), holding both HTTP/2 slots.
@@ -396,7 +403,8 @@ async fn connections_that_send_nothing_after_the_handshake_are_cut_at_the_header
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_address_holds_a_quarter_of_the_http2_slots_at_most() {
     // 32 MiB of body budget: 8 HTTP/2 connection slots, 2 per address.
-    let mut server = start(Options { http2: true, max_inflight_body_bytes: 32 << 20, ..Default::default() }).await;
+    let mut server =
+        start(Options::from(ServerSettings { http2: true, max_inflight_body_bytes: 32 << 20, ..defaults() })).await;
     let mut held = Vec::new();
     for _ in 0..2 {
         held.push(tls_from("127.0.0.1", server.addr, &server.ca_pem, &[b"h2"]).await);
@@ -427,7 +435,8 @@ async fn one_address_holds_a_quarter_of_the_http2_slots_at_most() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_address_cannot_take_every_webhook_connection() {
     // The attack scaled down: 64 connections that never send a ClientHello against a cap of 16.
-    let mut server = start(Options { max_connections: 16, max_connections_per_ip: 8, ..Default::default() }).await;
+    let mut server =
+        start(Options::from(ServerSettings { max_connections: 16, max_connections_per_ip: 8, ..defaults() })).await;
     let mut noisy = Vec::new();
     for _ in 0..64 {
         noisy.push(connect_from("127.0.0.1", server.addr).await);
@@ -460,13 +469,13 @@ async fn one_address_cannot_take_every_webhook_connection() {
 async fn stalled_bodies_are_cut_at_the_body_read_timeout_whatever_timeout_they_ask_for() {
     // The attack scaled down: stalled 256 KiB − 1 byte bodies asking for ?timeout=30s, more than
     // the 4 MiB budget could hold, from one address.
-    let mut server = start(Options {
+    let mut server = start(Options::from(ServerSettings {
         max_inflight_body_bytes: 4 << 20,
         max_body_bytes: 2 << 20,
         max_connections_per_ip: 8,
         body_read_timeout: Duration::from_millis(800),
-        ..Default::default()
-    })
+        ..defaults()
+    }))
     .await;
     let mut stalled = Vec::new();
     for _ in 0..24 {
@@ -510,7 +519,8 @@ async fn stalled_bodies_are_cut_at_the_body_read_timeout_whatever_timeout_they_a
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http2_advertises_its_windows_streams_and_header_limit() {
-    let mut server = start(Options { http2: true, http2_max_concurrent_streams: 7, ..Default::default() }).await;
+    let mut server =
+        start(Options::from(ServerSettings { http2: true, http2_max_concurrent_streams: 7, ..defaults() })).await;
     let mut tls = client_tls(&[&server.ca_pem], rustls::ALL_VERSIONS);
     tls.alpn_protocols = vec![b"h2".to_vec()];
     let tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
@@ -570,7 +580,8 @@ async fn http2_advertises_its_windows_streams_and_header_limit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_http2_connections_close_too() {
     let mut server =
-        start(Options { http2: true, idle_timeout: Duration::from_millis(400), ..Default::default() }).await;
+        start(Options::from(ServerSettings { http2: true, idle_timeout: Duration::from_millis(400), ..defaults() }))
+            .await;
     let mut tls = client_tls(&[&server.ca_pem], rustls::ALL_VERSIONS);
     tls.alpn_protocols = vec![b"h2".to_vec()];
     let tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
@@ -597,13 +608,13 @@ async fn idle_http2_connections_close_too() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_http2_connection_holds_its_share_of_the_body_budget_at_most() {
     // 16 MiB budget: a connection's bodies may hold 2 MiB together (an eighth).
-    let mut server = start(Options {
+    let mut server = start(Options::from(ServerSettings {
         http2: true,
         max_inflight_body_bytes: 16 << 20,
         max_body_bytes: 1 << 20,
         body_read_timeout: Duration::from_secs(30),
-        ..Default::default()
-    })
+        ..defaults()
+    }))
     .await;
     let conn = tls_from("127.0.0.1", server.addr, &server.ca_pem, &[b"h2"]).await;
     let (send, connection) = h2::client::handshake(conn).await.unwrap();
@@ -664,14 +675,20 @@ async fn limits_that_cannot_work_are_refused_at_start() {
     write_secret_volume(dir.path(), &chain(), 1);
     let cases: &[(Options, &str)] = &[
         (
-            Options { max_inflight_body_bytes: 8 << 20, max_body_bytes: 7 << 20, ..Default::default() },
+            Options::from(ServerSettings { max_inflight_body_bytes: 8 << 20, max_body_bytes: 7 << 20, ..defaults() }),
             "--max-inflight-body-bytes (8388608) must be at least 4/3 of --max-body-bytes (7340032)",
         ),
-        (Options { max_connections: 0, ..Default::default() }, "--max-connections must be at least 1"),
-        (Options { max_admin_connections: 0, ..Default::default() }, "--max-admin-connections must be at least 1"),
-        (Options { max_connections_per_ip: 0, ..Default::default() }, "--max-connections-per-ip must be at least 1"),
+        (Options::from(ServerSettings { max_connections: 0, ..defaults() }), "--max-connections must be at least 1"),
         (
-            Options { http2_max_concurrent_streams: 0, ..Default::default() },
+            Options::from(ServerSettings { max_admin_connections: 0, ..defaults() }),
+            "--max-admin-connections must be at least 1",
+        ),
+        (
+            Options::from(ServerSettings { max_connections_per_ip: 0, ..defaults() }),
+            "--max-connections-per-ip must be at least 1",
+        ),
+        (
+            Options::from(ServerSettings { http2_max_concurrent_streams: 0, ..defaults() }),
             "--http2-max-concurrent-streams must be at least 1",
         ),
     ];

@@ -16,11 +16,11 @@ use hyper_util::rt::TokioExecutor;
 use prometheus_client::registry::Registry;
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
-use trainguard::admission::RulesConfig;
 use trainguard::certgen::{GeneratedChain, generate_chain};
 use trainguard::cluster::{ClusterView, Offline};
+pub(crate) use trainguard::server::ServerSettings;
 use trainguard::server::metrics::WebhookMetrics;
-use trainguard::server::{self, RunningServer, ServerSettings};
+use trainguard::server::{self, RunningServer};
 
 pub(crate) const VALIDATE: &str = "/validate-trainer-kubeflow-org-v1alpha1-trainjob";
 pub(crate) const MUTATE: &str = "/mutate-trainer-kubeflow-org-v1alpha1-trainjob";
@@ -59,82 +59,36 @@ pub(crate) struct TestServer {
     pub dir: tempfile::TempDir,
 }
 
+/// `serve`'s settings with every flag at its default, on loopback ports: what a test server
+/// starts from, with the test's overrides (`ServerSettings { max_connections: 2, ..defaults() }`).
+pub(crate) fn defaults() -> ServerSettings {
+    let loopback = "127.0.0.1:0".parse().unwrap();
+    trainguard::cli::serve::default_server_settings(loopback, loopback)
+}
+
+/// A test server: the product's settings ([`defaults`] with overrides) and the cluster it reads.
 #[derive(Clone)]
 pub(crate) struct Options {
-    pub http2: bool,
-    pub max_body_bytes: usize,
-    pub header_read_timeout: Duration,
-    pub tls_handshake_timeout: Duration,
-    pub cert_reload_interval: Duration,
-    pub drain_delay: Duration,
-    pub shutdown_grace: Duration,
-    pub max_inflight_body_bytes: usize,
-    pub max_connections: usize,
-    pub max_admin_connections: usize,
-    pub idle_timeout: Duration,
-    pub http2_max_concurrent_streams: u32,
-    pub max_connections_per_ip: usize,
-    pub body_read_timeout: Duration,
-    pub write_timeout: Duration,
-    pub evict_idle_after: Duration,
-    pub client_ca: Option<PathBuf>,
-    pub rules: RulesConfig,
+    pub settings: ServerSettings,
     pub cluster: Arc<dyn ClusterView>,
     pub caches: Option<Arc<dyn trainguard::cluster::CacheStatus>>,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options {
-            http2: false,
-            max_body_bytes: 7 * 1024 * 1024,
-            header_read_timeout: Duration::from_secs(10),
-            tls_handshake_timeout: Duration::from_secs(10),
-            cert_reload_interval: Duration::from_secs(10),
-            drain_delay: Duration::ZERO,
-            shutdown_grace: Duration::from_secs(10),
-            max_inflight_body_bytes: 64 << 20,
-            max_connections: 512,
-            max_admin_connections: 64,
-            idle_timeout: Duration::from_secs(120),
-            http2_max_concurrent_streams: 128,
-            max_connections_per_ip: 32,
-            body_read_timeout: Duration::from_secs(5),
-            write_timeout: Duration::from_secs(10),
-            evict_idle_after: trainguard::server::idle::EVICT_FLOOR,
-            client_ca: None,
-            rules: RulesConfig::default(),
-            cluster: Arc::new(Offline),
-            caches: None,
-        }
+        Options::from(defaults())
     }
 }
 
-pub(crate) fn settings_for(dir: &Path, opts: &Options) -> ServerSettings {
-    ServerSettings {
-        bind: "127.0.0.1:0".parse().unwrap(),
-        admin_bind: "127.0.0.1:0".parse().unwrap(),
-        tls_cert: dir.join("tls.crt"),
-        tls_key: dir.join("tls.key"),
-        http2: opts.http2,
-        rules: opts.rules.clone(),
-        max_body_bytes: opts.max_body_bytes,
-        tls_handshake_timeout: opts.tls_handshake_timeout,
-        header_read_timeout: opts.header_read_timeout,
-        cert_reload_interval: opts.cert_reload_interval,
-        drain_delay: opts.drain_delay,
-        shutdown_grace: opts.shutdown_grace,
-        max_inflight_body_bytes: opts.max_inflight_body_bytes,
-        max_connections: opts.max_connections,
-        max_admin_connections: opts.max_admin_connections,
-        idle_timeout: opts.idle_timeout,
-        http2_max_concurrent_streams: opts.http2_max_concurrent_streams,
-        max_connections_per_ip: opts.max_connections_per_ip,
-        body_read_timeout: opts.body_read_timeout,
-        write_timeout: opts.write_timeout,
-        evict_idle_after: opts.evict_idle_after,
-        client_ca: opts.client_ca.clone(),
+impl From<ServerSettings> for Options {
+    fn from(settings: ServerSettings) -> Self {
+        Options { settings, cluster: Arc::new(Offline), caches: None }
     }
+}
+
+/// The settings of `opts` with the serving certificate and key in `dir`.
+pub(crate) fn settings_for(dir: &Path, opts: &Options) -> ServerSettings {
+    ServerSettings { tls_cert: dir.join("tls.crt"), tls_key: dir.join("tls.key"), ..opts.settings.clone() }
 }
 
 pub(crate) async fn start(opts: Options) -> TestServer {
