@@ -1,7 +1,7 @@
 //! Decision path: parse + rules + response encode, on the ~5 KB and ~150 KB reviews.
 //! `make bench` runs it; figures go to docs/benchmarks.md.
 
-mod payloads;
+use trainguard_test_support::payloads;
 
 use std::hint::black_box;
 

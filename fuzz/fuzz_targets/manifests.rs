@@ -3,7 +3,7 @@
 //! through `admission::review` as a CREATE, as `validate` does. Checks: no panic, no runaway
 //! time or memory (libFuzzer's -timeout and -rss_limit_mb), errors that name the file with a
 //! position inside it, documents whose lines are inside the file and whose nesting respects the
-//! depth limit, and the review properties of tests/support/fuzz.rs.
+//! depth limit, and the review properties of crates/test-support/src/fuzz.rs.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -12,8 +12,7 @@ use trainguard::admission::{Endpoint, RulesConfig};
 use trainguard::cluster::Offline;
 use trainguard::manifests::{Format, Limits, ManifestError, parse};
 
-#[path = "../../tests/support/fuzz.rs"]
-mod review_check;
+use trainguard_test_support::fuzz as review_check;
 
 const SOURCE: &str = "fuzz/input.yaml";
 

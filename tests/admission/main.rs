@@ -1,18 +1,10 @@
 //! The admission core: every fixture and table through the rules, the views against kube's full types, Trainer's equality, bad input, the shipped matchConditions.
 //! One test binary; each file is a module, run by `cargo nextest` one test per process.
 
-// The fixture generator's table (`cargo run --example gen_fixtures`), for fixtures_fresh.
-#[path = "../../examples/gen_fixtures/builders.rs"]
-#[allow(dead_code)]
-mod builders;
-#[path = "../../examples/gen_fixtures/cases.rs"]
-#[allow(dead_code)]
-mod cases;
-#[path = "../../benches/payloads.rs"]
-mod payloads;
-
-#[path = "../support/mod.rs"]
-mod support;
+// The fixture generator's table (`cargo run --example gen_fixtures`), the bench payloads and the
+// fixtures' loader, shared with the examples, benches and fuzz targets.
+use trainguard_test_support as support;
+use trainguard_test_support::{builders, cases, payloads};
 
 mod admission_cel;
 mod differential;

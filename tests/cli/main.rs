@@ -1,9 +1,6 @@
 //! The command line and what ships: `validate`, `review`, `plan`, the schema check, the GitHub Action, deploy manifests and monitoring.
 //! One test binary; each file is a module, run by `cargo nextest` one test per process.
 
-#[path = "../support/mod.rs"]
-mod support;
-
 mod action;
 mod deploy;
 mod makefile;

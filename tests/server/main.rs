@@ -1,8 +1,7 @@
 //! The HTTPS server and what runs around it: fixtures over real TLS, limits, lifecycle, memory, certificates, the cluster cache.
 //! One test binary; each file is a module, run by `cargo nextest` one test per process.
 
-#[path = "../support/mod.rs"]
-mod support;
+use trainguard_test_support as support;
 
 mod certs;
 mod cli_serve;

@@ -1,6 +1,5 @@
 //! Test support: a real trainguard server on loopback with rcgen certificates, and real
 //! HTTP/1.1 and HTTP/2 clients over rustls that trust only the test CA.
-#![allow(dead_code)]
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -18,21 +17,21 @@ use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 use trainguard::certgen::{GeneratedChain, generate_chain};
 use trainguard::cluster::{ClusterView, Offline};
-pub(crate) use trainguard::server::ServerSettings;
+pub use trainguard::server::ServerSettings;
 use trainguard::server::metrics::WebhookMetrics;
 use trainguard::server::{self, RunningServer};
 
-pub(crate) const VALIDATE: &str = "/validate-trainer-kubeflow-org-v1alpha1-trainjob";
-pub(crate) const MUTATE: &str = "/mutate-trainer-kubeflow-org-v1alpha1-trainjob";
+pub const VALIDATE: &str = "/validate-trainer-kubeflow-org-v1alpha1-trainjob";
+pub const MUTATE: &str = "/mutate-trainer-kubeflow-org-v1alpha1-trainjob";
 
-pub(crate) fn chain() -> GeneratedChain {
+pub fn chain() -> GeneratedChain {
     let sans = vec!["localhost".to_string(), "127.0.0.1".to_string()];
     generate_chain("trainguard test CA", &sans, Duration::from_secs(3600)).expect("certificates")
 }
 
 /// Writes a pair the way the kubelet lays out a Secret volume: `..data` is a symlink to a
 /// timestamped directory, and `tls.crt` / `tls.key` are symlinks through `..data`.
-pub(crate) fn write_secret_volume(dir: &Path, chain: &GeneratedChain, generation: u32) {
+pub fn write_secret_volume(dir: &Path, chain: &GeneratedChain, generation: u32) {
     let versioned = dir.join(format!("..2026_11_22_{generation:04}"));
     std::fs::create_dir_all(&versioned).unwrap();
     std::fs::write(versioned.join("tls.crt"), &chain.cert_pem).unwrap();
@@ -50,7 +49,7 @@ pub(crate) fn write_secret_volume(dir: &Path, chain: &GeneratedChain, generation
     }
 }
 
-pub(crate) struct TestServer {
+pub struct TestServer {
     pub running: Option<RunningServer>,
     pub addr: SocketAddr,
     pub admin: SocketAddr,
@@ -61,14 +60,14 @@ pub(crate) struct TestServer {
 
 /// `serve`'s settings with every flag at its default, on loopback ports: what a test server
 /// starts from, with the test's overrides (`ServerSettings { max_connections: 2, ..defaults() }`).
-pub(crate) fn defaults() -> ServerSettings {
+pub fn defaults() -> ServerSettings {
     let loopback = "127.0.0.1:0".parse().unwrap();
     trainguard::cli::serve::default_server_settings(loopback, loopback)
 }
 
 /// A test server: the product's settings ([`defaults`] with overrides) and the cluster it reads.
 #[derive(Clone)]
-pub(crate) struct Options {
+pub struct Options {
     pub settings: ServerSettings,
     pub cluster: Arc<dyn ClusterView>,
     pub caches: Option<Arc<dyn trainguard::cluster::CacheStatus>>,
@@ -87,11 +86,11 @@ impl From<ServerSettings> for Options {
 }
 
 /// The settings of `opts` with the serving certificate and key in `dir`.
-pub(crate) fn settings_for(dir: &Path, opts: &Options) -> ServerSettings {
+pub fn settings_for(dir: &Path, opts: &Options) -> ServerSettings {
     ServerSettings { tls_cert: dir.join("tls.crt"), tls_key: dir.join("tls.key"), ..opts.settings.clone() }
 }
 
-pub(crate) async fn start(opts: Options) -> TestServer {
+pub async fn start(opts: Options) -> TestServer {
     trainguard::server::tls::install_default_provider();
     let dir = tempfile::tempdir().unwrap();
     let chain = chain();
@@ -118,20 +117,20 @@ pub(crate) async fn start(opts: Options) -> TestServer {
 }
 
 impl TestServer {
-    pub(crate) fn url(&self, path: &str) -> String {
+    pub fn url(&self, path: &str) -> String {
         format!("https://localhost:{}{}", self.addr.port(), path)
     }
 
-    pub(crate) async fn shutdown(&mut self) -> server::ShutdownReport {
+    pub async fn shutdown(&mut self) -> server::ShutdownReport {
         self.running.take().expect("running").shutdown().await
     }
 
-    pub(crate) fn dir(&self) -> PathBuf {
+    pub fn dir(&self) -> PathBuf {
         self.dir.path().to_path_buf()
     }
 }
 
-pub(crate) fn root_store(ca_pems: &[&str]) -> rustls::RootCertStore {
+pub fn root_store(ca_pems: &[&str]) -> rustls::RootCertStore {
     let mut roots = rustls::RootCertStore::empty();
     for pem in ca_pems {
         for cert in CertificateDer::pem_slice_iter(pem.as_bytes()) {
@@ -141,10 +140,7 @@ pub(crate) fn root_store(ca_pems: &[&str]) -> rustls::RootCertStore {
     roots
 }
 
-pub(crate) fn client_tls(
-    ca_pems: &[&str],
-    versions: &[&'static rustls::SupportedProtocolVersion],
-) -> rustls::ClientConfig {
+pub fn client_tls(ca_pems: &[&str], versions: &[&'static rustls::SupportedProtocolVersion]) -> rustls::ClientConfig {
     rustls::ClientConfig::builder_with_provider(trainguard::server::tls::provider())
         .with_protocol_versions(versions)
         .unwrap()
@@ -152,20 +148,20 @@ pub(crate) fn client_tls(
         .with_no_client_auth()
 }
 
-pub(crate) type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+pub type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
 
 /// A pooled HTTPS client: HTTP/1.1 keep-alive, or HTTP/2 only.
-pub(crate) fn client(ca_pem: &str, http2: bool) -> HttpsClient {
+pub fn client(ca_pem: &str, http2: bool) -> HttpsClient {
     client_with(client_tls(&[ca_pem], rustls::ALL_VERSIONS), http2)
 }
 
-pub(crate) fn client_with(tls: rustls::ClientConfig, http2: bool) -> HttpsClient {
+pub fn client_with(tls: rustls::ClientConfig, http2: bool) -> HttpsClient {
     let builder = hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls).https_only();
     let connector = if http2 { builder.enable_http2().build() } else { builder.enable_http1().build() };
     Client::builder(TokioExecutor::new()).http2_only(http2).build(connector)
 }
 
-pub(crate) struct Reply {
+pub struct Reply {
     pub status: StatusCode,
     pub version: http::Version,
     pub content_type: String,
@@ -173,12 +169,12 @@ pub(crate) struct Reply {
 }
 
 impl Reply {
-    pub(crate) fn json(&self) -> serde_json::Value {
+    pub fn json(&self) -> serde_json::Value {
         serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", self.body))
     }
 }
 
-pub(crate) async fn send(client: &HttpsClient, method: &str, url: &str, content_type: &str, body: Vec<u8>) -> Reply {
+pub async fn send(client: &HttpsClient, method: &str, url: &str, content_type: &str, body: Vec<u8>) -> Reply {
     let req = Request::builder()
         .method(method)
         .uri(url)
@@ -193,12 +189,12 @@ pub(crate) async fn send(client: &HttpsClient, method: &str, url: &str, content_
     Reply { status, version, content_type, body }
 }
 
-pub(crate) async fn post_json(client: &HttpsClient, url: &str, body: &[u8]) -> Reply {
+pub async fn post_json(client: &HttpsClient, url: &str, body: &[u8]) -> Reply {
     send(client, "POST", url, "application/json", body.to_vec()).await
 }
 
 /// A minimal AdmissionReview for a TrainJob UPDATE.
-pub(crate) fn update_review(uid: &str, old: serde_json::Value, new: serde_json::Value) -> Vec<u8> {
+pub fn update_review(uid: &str, old: serde_json::Value, new: serde_json::Value) -> Vec<u8> {
     serde_json::to_vec(&serde_json::json!({
         "apiVersion": "admission.k8s.io/v1",
         "kind": "AdmissionReview",
@@ -217,7 +213,7 @@ pub(crate) fn update_review(uid: &str, old: serde_json::Value, new: serde_json::
     .unwrap()
 }
 
-pub(crate) fn trainjob(suspend: bool, gpu: &str) -> serde_json::Value {
+pub fn trainjob(suspend: bool, gpu: &str) -> serde_json::Value {
     serde_json::json!({
         "apiVersion": "trainer.kubeflow.org/v1alpha1",
         "kind": "TrainJob",
@@ -231,7 +227,7 @@ pub(crate) fn trainjob(suspend: bool, gpu: &str) -> serde_json::Value {
 }
 
 /// Fetches a plain-HTTP admin path: (status, body).
-pub(crate) async fn admin_get(addr: SocketAddr, path: &str) -> (u16, String) {
+pub async fn admin_get(addr: SocketAddr, path: &str) -> (u16, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     stream
@@ -247,14 +243,14 @@ pub(crate) async fn admin_get(addr: SocketAddr, path: &str) -> (u16, String) {
 
 /// A TCP connection to `addr` from the loopback address `source` (any of 127.0.0.0/8 works on
 /// Linux): tells a well-behaved client apart from a noisy one on the same machine.
-pub(crate) async fn connect_from(source: &str, addr: SocketAddr) -> tokio::net::TcpStream {
+pub async fn connect_from(source: &str, addr: SocketAddr) -> tokio::net::TcpStream {
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
     socket.bind(format!("{source}:0").parse().unwrap()).unwrap();
     socket.connect(addr).await.unwrap()
 }
 
 /// A TLS connection from `source` trusting `ca_pem`, with these ALPN protocols.
-pub(crate) async fn tls_from(
+pub async fn tls_from(
     source: &str,
     addr: SocketAddr,
     ca_pem: &str,
@@ -269,7 +265,7 @@ pub(crate) async fn tls_from(
 /// Posts `body` to `path` over an open HTTP/1.1 connection and reads the answer (headers and
 /// `Content-Length` bytes): the status code and the whole text; status 0 if the connection
 /// closed or `limit` passed first.
-pub(crate) async fn http1_post<S>(conn: &mut S, path: &str, body: &[u8], limit: Duration) -> (u16, String)
+pub async fn http1_post<S>(conn: &mut S, path: &str, body: &[u8], limit: Duration) -> (u16, String)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
@@ -307,7 +303,7 @@ where
 
 /// Fetches a plain-HTTP admin path from the loopback address `source`: (status, body), status 0
 /// when the connection closed without an answer.
-pub(crate) async fn admin_get_from(source: &str, addr: SocketAddr, path: &str) -> (u16, String) {
+pub async fn admin_get_from(source: &str, addr: SocketAddr, path: &str) -> (u16, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = connect_from(source, addr).await;
     let _ =
@@ -320,7 +316,7 @@ pub(crate) async fn admin_get_from(source: &str, addr: SocketAddr, path: &str) -
 }
 
 /// Whether the peer closes `stream` within `limit` (EOF or a reset), reading and discarding.
-pub(crate) async fn closes_within<S: tokio::io::AsyncRead + Unpin>(stream: &mut S, limit: Duration) -> bool {
+pub async fn closes_within<S: tokio::io::AsyncRead + Unpin>(stream: &mut S, limit: Duration) -> bool {
     use tokio::io::AsyncReadExt;
     let mut sink = Vec::new();
     tokio::time::timeout(limit, stream.read_to_end(&mut sink)).await.is_ok()

@@ -5,24 +5,24 @@
 
 use serde_json::{Map, Value, json};
 
-pub(crate) const NAMESPACE: &str = "ml-team";
-pub(crate) const NAME: &str = "llama";
-pub(crate) const TRAINJOB_UID: &str = "7d0f6a2e-5b7c-4e0a-9a51-3f2c1d9e8b44";
-pub(crate) const DEFAULT_MANAGED_BY: &str = "trainer.kubeflow.org/trainjob-controller";
-pub(crate) const KUEUE_QUEUE: &str = "team-a";
+pub const NAMESPACE: &str = "ml-team";
+pub const NAME: &str = "llama";
+pub const TRAINJOB_UID: &str = "7d0f6a2e-5b7c-4e0a-9a51-3f2c1d9e8b44";
+pub const DEFAULT_MANAGED_BY: &str = "trainer.kubeflow.org/trainjob-controller";
+pub const KUEUE_QUEUE: &str = "team-a";
 
 /// The three names of the pod-level overrides field (docs/webhook.md §2), one Trainer release each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Field {
+pub enum Field {
     PodSpecOverrides,
     PodTemplateOverrides,
     RuntimePatches,
 }
 
 impl Field {
-    pub(crate) const ALL: [Field; 3] = [Field::PodSpecOverrides, Field::PodTemplateOverrides, Field::RuntimePatches];
+    pub const ALL: [Field; 3] = [Field::PodSpecOverrides, Field::PodTemplateOverrides, Field::RuntimePatches];
 
-    pub(crate) fn json_name(self) -> &'static str {
+    pub fn json_name(self) -> &'static str {
         match self {
             Field::PodSpecOverrides => "podSpecOverrides",
             Field::PodTemplateOverrides => "podTemplateOverrides",
@@ -30,19 +30,19 @@ impl Field {
         }
     }
 
-    pub(crate) fn path(self) -> String {
+    pub fn path(self) -> String {
         format!("spec.{}", self.json_name())
     }
 
     /// Trainer fills `status.jobsStatus` from v2.1 on; v2.0 (podSpecOverrides) leaves it out.
-    pub(crate) fn has_jobs_status(self) -> bool {
+    pub fn has_jobs_status(self) -> bool {
         self != Field::PodSpecOverrides
     }
 }
 
 /// Which overrides value a TrainJob carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Placement {
+pub enum Placement {
     /// Pinned to H100 nodes.
     H100,
     /// The same as `H100`, spelled differently: numbers as floats, empty lists/maps added,
@@ -73,7 +73,7 @@ fn node_selector(placement: Placement) -> Value {
 }
 
 /// The overrides value of `field` for `placement`.
-pub(crate) fn overrides(field: Field, placement: Placement) -> Value {
+pub fn overrides(field: Field, placement: Placement) -> Value {
     let respelled = placement == Placement::H100Respelled;
     let present_but_empty = placement == Placement::H100PresentButEmpty;
     let targets = if placement == Placement::BadShape { json!([]) } else { json!([{"name": "node"}]) };
@@ -138,7 +138,7 @@ pub(crate) fn overrides(field: Field, placement: Placement) -> Value {
 
 /// How far the old run has got, as the TrainJob's own status tells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Run {
+pub enum Run {
     /// Pods running: `jobsStatus[node].active = 1` (v2.1+).
     Running,
     /// Suspended and stopped: nothing active.
@@ -180,7 +180,7 @@ fn trainjob_status(field: Option<Field>, run: Run) -> Value {
 
 /// A TrainJob as the API server stores it (defaults applied, managedFields present), carrying
 /// `field` pinned to H100 nodes (or no overrides at all for `None`).
-pub(crate) fn trainjob(field: Option<Field>, suspended: bool, run: Run) -> Value {
+pub fn trainjob(field: Option<Field>, suspended: bool, run: Run) -> Value {
     let mut spec = json!({
         "managedBy": DEFAULT_MANAGED_BY,
         "runtimeRef": {
@@ -245,7 +245,7 @@ pub(crate) fn trainjob(field: Option<Field>, suspended: bool, run: Run) -> Value
 }
 
 /// A TrainJob as a user submits it for creation: no status, no server-set metadata.
-pub(crate) fn new_trainjob(field: Option<Field>, suspended: bool) -> Value {
+pub fn new_trainjob(field: Option<Field>, suspended: bool) -> Value {
     let mut job = trainjob(field, suspended, Run::Stopped);
     let obj = job.as_object_mut().expect("object");
     obj.remove("status");
@@ -259,7 +259,7 @@ pub(crate) fn new_trainjob(field: Option<Field>, suspended: bool) -> Value {
 }
 
 /// Small edits of a JSON document by JSON pointer, creating intermediate objects as needed.
-pub(crate) trait Edit: Sized {
+pub trait Edit: Sized {
     fn with(self, pointer: &str, value: Value) -> Self;
     fn without(self, pointer: &str) -> Self;
 }
@@ -296,7 +296,7 @@ impl Edit for Value {
 
 /// The user or controller sending a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Actor {
+pub enum Actor {
     /// A person running `kubectl edit` / `apply`.
     Alice,
     /// Kueue's controller manager.
@@ -347,7 +347,7 @@ impl Actor {
 
 /// An `admission.k8s.io/v1` AdmissionReview as the API server sends it.
 #[derive(Debug, Clone)]
-pub(crate) struct Review {
+pub struct Review {
     pub uid: String,
     pub operation: &'static str,
     pub sub_resource: Option<&'static str>,
@@ -383,30 +383,30 @@ impl Review {
         }
     }
 
-    pub(crate) fn update(case: &str, old: Value, new: Value) -> Self {
+    pub fn update(case: &str, old: Value, new: Value) -> Self {
         Self::new(case, "UPDATE", new, old)
     }
 
-    pub(crate) fn create(case: &str, object: Value) -> Self {
+    pub fn create(case: &str, object: Value) -> Self {
         let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string();
         Review { name, ..Self::new(case, "CREATE", object, Value::Null) }
     }
 
-    pub(crate) fn delete(case: &str, old: Value) -> Self {
+    pub fn delete(case: &str, old: Value) -> Self {
         Self::new(case, "DELETE", Value::Null, old)
     }
 
-    pub(crate) fn by(mut self, actor: Actor) -> Self {
+    pub fn by(mut self, actor: Actor) -> Self {
         self.actor = actor;
         self
     }
 
-    pub(crate) fn dry_run(mut self) -> Self {
+    pub fn dry_run(mut self) -> Self {
         self.dry_run = true;
         self
     }
 
-    pub(crate) fn status_subresource(mut self) -> Self {
+    pub fn status_subresource(mut self) -> Self {
         self.sub_resource = Some("status");
         self.actor = Actor::Trainer;
         self
@@ -432,7 +432,7 @@ impl Review {
         options
     }
 
-    pub(crate) fn to_value(&self) -> Value {
+    pub fn to_value(&self) -> Value {
         let gvk =
             |(group, version, kind): (&str, &str, &str)| json!({"group": group, "kind": kind, "version": version});
         let gvr = |(group, version, resource): (&str, &str, &str)| json!({"group": group, "resource": resource, "version": version});
@@ -459,7 +459,7 @@ impl Review {
 }
 
 /// A stable, UUID-shaped uid per case, so fixtures do not change between runs.
-pub(crate) fn uid_for(case: &str) -> String {
+pub fn uid_for(case: &str) -> String {
     let hash = |seed: u64| case.bytes().fold(seed, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3));
     let (a, b) = (hash(0xcbf2_9ce4_8422_2325), hash(0x8422_2325_cbf2_9ce4));
     format!(
@@ -474,7 +474,7 @@ pub(crate) fn uid_for(case: &str) -> String {
 
 /// A `jobset.x-k8s.io/v1alpha2` JobSet named like the TrainJob, as `kubectl get -o json` prints it.
 /// `active` lists `(replicated job, active child jobs)` in status order.
-pub(crate) fn jobset(active: &[(&str, i32)], deleting: bool) -> Value {
+pub fn jobset(active: &[(&str, i32)], deleting: bool) -> Value {
     let replicated_jobs: Vec<Value> = active
         .iter()
         .map(|(name, _)| {
@@ -544,7 +544,7 @@ pub(crate) fn jobset(active: &[(&str, i32)], deleting: bool) -> Value {
 
 /// A child `batch/v1` Job `<jobset>-<replicated job>-<index>`. `terminating: None` leaves the
 /// field out, as clusters without it print the status.
-pub(crate) fn child_job(replicated_job: &str, active: i32, terminating: Option<i32>, deleting: bool) -> Value {
+pub fn child_job(replicated_job: &str, active: i32, terminating: Option<i32>, deleting: bool) -> Value {
     let name = format!("{NAME}-{replicated_job}-0");
     let mut metadata = json!({
         "annotations": {"jobset.sigs.k8s.io/job-index": "0", "jobset.sigs.k8s.io/replicatedjob-replicas": "1"},
@@ -607,13 +607,13 @@ pub(crate) fn child_job(replicated_job: &str, active: i32, terminating: Option<i
 }
 
 /// A `v1 List` as `kubectl get jobsets,jobs -o json` prints it.
-pub(crate) fn list(items: Vec<Value>) -> Value {
+pub fn list(items: Vec<Value>) -> Value {
     json!({"apiVersion": "v1", "items": items, "kind": "List", "metadata": {"resourceVersion": ""}})
 }
 
 /// Which [`ClusterView`](trainguard::cluster::ClusterView) a case runs against.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Cluster {
+pub enum Cluster {
     Offline,
     /// A static view built from the case's `state.json`.
     Known(Value),
@@ -623,7 +623,7 @@ pub(crate) enum Cluster {
 
 /// The expected verdict of one fixture (`<case>.expect.json`).
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Expect {
+pub struct Expect {
     pub endpoint: &'static str,
     pub suspend_rule: Option<&'static str>,
     pub http: u16,
@@ -637,7 +637,7 @@ pub(crate) struct Expect {
 }
 
 impl Expect {
-    pub(crate) fn allowed(rule: &str) -> Self {
+    pub fn allowed(rule: &str) -> Self {
         Expect {
             endpoint: "validate",
             suspend_rule: None,
@@ -652,7 +652,7 @@ impl Expect {
         }
     }
 
-    pub(crate) fn denied(code: u16, rule: &str, message_contains: &[&str]) -> Self {
+    pub fn denied(code: u16, rule: &str, message_contains: &[&str]) -> Self {
         Expect {
             allowed: false,
             code,
@@ -662,32 +662,32 @@ impl Expect {
     }
 
     /// An HTTP 400 protocol failure: no AdmissionReview comes back.
-    pub(crate) fn protocol_error(message_contains: &[&str]) -> Self {
+    pub fn protocol_error(message_contains: &[&str]) -> Self {
         Expect { http: 400, ..Expect::denied(400, "", message_contains) }
     }
 
-    pub(crate) fn mutate(mut self) -> Self {
+    pub fn mutate(mut self) -> Self {
         self.endpoint = "mutate";
         self
     }
 
-    pub(crate) fn with_patch(mut self) -> Self {
+    pub fn with_patch(mut self) -> Self {
         self.patch = true;
         self
     }
 
-    pub(crate) fn suspend_rule(mut self, rule: &'static str) -> Self {
+    pub fn suspend_rule(mut self, rule: &'static str) -> Self {
         self.suspend_rule = Some(rule);
         self
     }
 
-    pub(crate) fn warning(mut self, contains: &str) -> Self {
+    pub fn warning(mut self, contains: &str) -> Self {
         self.warnings += 1;
         self.warnings_contain.push(contains.to_string());
         self
     }
 
-    pub(crate) fn to_value(&self, cluster: &Cluster) -> Value {
+    pub fn to_value(&self, cluster: &Cluster) -> Value {
         let cluster = match cluster {
             Cluster::Offline => "offline",
             Cluster::Known(_) => "known",
@@ -716,7 +716,7 @@ impl Expect {
 
 /// The request body of a case: a review to serialise, or raw bytes for protocol failures.
 #[derive(Debug, Clone)]
-pub(crate) enum Body {
+pub enum Body {
     Review(Box<Review>),
     Json(Value),
     Raw(String),
@@ -724,7 +724,7 @@ pub(crate) enum Body {
 
 /// One fixture: `<dir>/<name>.review.json`, `.expect.json` and, for a known cluster, `.state.json`.
 #[derive(Debug, Clone)]
-pub(crate) struct Case {
+pub struct Case {
     pub dir: String,
     pub name: String,
     pub body: Body,
@@ -734,20 +734,20 @@ pub(crate) struct Case {
 
 /// A file the generator writes, relative to the crate root.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct FixtureFile {
+pub struct FixtureFile {
     pub path: String,
     pub contents: String,
 }
 
 /// How fixture JSON is written: pretty, two-space indent, final newline (readable diffs).
-pub(crate) fn pretty(v: &Value) -> String {
+pub fn pretty(v: &Value) -> String {
     let mut s = serde_json::to_string_pretty(v).expect("JSON values serialise");
     s.push('\n');
     s
 }
 
 impl Case {
-    pub(crate) fn files(&self) -> Vec<FixtureFile> {
+    pub fn files(&self) -> Vec<FixtureFile> {
         let base = format!("{}/{}", self.dir, self.name);
         let review = match &self.body {
             Body::Review(r) => pretty(&r.to_value()),

@@ -5,14 +5,13 @@
 //! managedFields timestamp re-stamped, and the small update whose first runtime patch was
 //! re-stamped by its manager (`time` only: allowed as unchanged, U1, after a semantic
 //! comparison), and its new object as a CREATE; and the cluster view they are decided against.
-#![allow(dead_code)]
 
 use serde_json::Value;
 use trainguard::cluster::{JobSetState, StaticView};
 
 /// A cluster view that knows the reviews' JobSet, stopped: gated reviews do a real lookup and
 /// are allowed.
-pub(crate) fn stopped_jobset_view() -> StaticView {
+pub fn stopped_jobset_view() -> StaticView {
     StaticView::new().with_jobset(
         "ml-team",
         "llama",
@@ -21,8 +20,8 @@ pub(crate) fn stopped_jobset_view() -> StaticView {
 }
 
 fn fixture(name: &str) -> Vec<u8> {
-    let path = format!("{}/fixtures/bench/{name}.review.json", env!("CARGO_MANIFEST_DIR"));
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    let path = crate::repo_root().join(format!("fixtures/bench/{name}.review.json"));
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 fn gated(body: &[u8]) -> Vec<u8> {
@@ -44,18 +43,18 @@ fn edit_placement(review: &mut Value) -> Vec<u8> {
     serde_json::to_vec(&review).unwrap()
 }
 
-pub(crate) fn small_update() -> Vec<u8> {
+pub fn small_update() -> Vec<u8> {
     fixture("small-update")
 }
 
-pub(crate) fn large_update() -> Vec<u8> {
+pub fn large_update() -> Vec<u8> {
     fixture("large-update")
 }
 
 /// The large update as most real updates come: the new object's managedFields differ from the
 /// old one's in one timestamp (the last manager's entry re-stamped by the API server), so only
 /// the rest of what is skipped is byte-identical on both sides.
-pub(crate) fn large_update_restamped() -> Vec<u8> {
+pub fn large_update_restamped() -> Vec<u8> {
     let mut review: Value = serde_json::from_slice(&large_update()).unwrap();
     let entries = review
         .pointer_mut("/request/object/metadata/managedFields")
@@ -66,11 +65,11 @@ pub(crate) fn large_update_restamped() -> Vec<u8> {
     serde_json::to_vec(&review).unwrap()
 }
 
-pub(crate) fn small_gated() -> Vec<u8> {
+pub fn small_gated() -> Vec<u8> {
     gated(&small_update())
 }
 
-pub(crate) fn large_gated() -> Vec<u8> {
+pub fn large_gated() -> Vec<u8> {
     gated(&large_update())
 }
 
@@ -79,7 +78,7 @@ pub(crate) fn large_gated() -> Vec<u8> {
 /// byte-identical, so they are compared by meaning (`time` does not count): U1. The webhook's
 /// `matchConditions` let this update through (CEL compares the lists whole), unlike the
 /// byte-identical small and large updates.
-pub(crate) fn small_retimed() -> Vec<u8> {
+pub fn small_retimed() -> Vec<u8> {
     let mut review: Value = serde_json::from_slice(&small_update()).unwrap();
     let time = review
         .pointer_mut("/request/object/spec/runtimePatches/0/time")
@@ -90,7 +89,7 @@ pub(crate) fn small_retimed() -> Vec<u8> {
 
 /// The small update's new object as a CREATE (no old object, no status yet): its overrides are
 /// shape-checked on every create (allow-create). The API server sends every CREATE.
-pub(crate) fn small_create() -> Vec<u8> {
+pub fn small_create() -> Vec<u8> {
     let mut review: Value = serde_json::from_slice(&small_update()).unwrap();
     let request = review["request"].as_object_mut().expect("bench fixture has a request");
     request.insert("operation".into(), Value::String("CREATE".into()));
@@ -100,6 +99,6 @@ pub(crate) fn small_create() -> Vec<u8> {
 }
 
 /// The small update with its placement edited while the job runs: denied (U2).
-pub(crate) fn small_denied() -> Vec<u8> {
+pub fn small_denied() -> Vec<u8> {
     edit_placement(&mut serde_json::from_slice(&small_update()).unwrap())
 }

@@ -6,11 +6,11 @@ use serde_json::{Value, json};
 use crate::builders::*;
 
 /// Every fixture file, in a stable order.
-pub(crate) fn all_files() -> Vec<FixtureFile> {
+pub fn all_files() -> Vec<FixtureFile> {
     all_cases().iter().flat_map(Case::files).collect()
 }
 
-pub(crate) fn all_cases() -> Vec<Case> {
+pub fn all_cases() -> Vec<Case> {
     let mut cases = Vec::new();
     for field in Field::ALL {
         cases.extend(field_cases(field));

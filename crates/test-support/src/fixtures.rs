@@ -24,23 +24,23 @@ use trainguard::admission::{self, Endpoint, ProtocolError, Reviewed, RulesConfig
 use trainguard::cluster::{ClusterView, GateFacts, Offline, StaticView};
 
 /// `<crate root>/fixtures`.
-pub(crate) fn fixtures_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+pub fn fixtures_dir() -> PathBuf {
+    crate::repo_root().join("fixtures")
 }
 
 /// Every case under `fixtures/admission`, sorted by name.
-pub(crate) fn load_cases() -> Vec<Case> {
+pub fn load_cases() -> Vec<Case> {
     load_dir("admission")
 }
 
 /// The benchmark payloads under `fixtures/bench` (verdicts included).
-pub(crate) fn load_bench_cases() -> Vec<Case> {
+pub fn load_bench_cases() -> Vec<Case> {
     load_dir("bench")
 }
 
 /// Every case under `fixtures/<dir>` (recursively), sorted by name. Panics with the file name on
 /// a fixture that does not load: a broken fixture is a test bug.
-pub(crate) fn load_dir(dir: &str) -> Vec<Case> {
+pub fn load_dir(dir: &str) -> Vec<Case> {
     let root = fixtures_dir().join(dir);
     let mut reviews = Vec::new();
     walk(&root, &mut reviews);
@@ -71,7 +71,7 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
 
 /// One fixture.
 #[derive(Debug, Clone)]
-pub(crate) struct Case {
+pub struct Case {
     /// Path under the loaded directory without suffix, e.g. `runtimePatches/u2-change-while-running`.
     pub name: String,
     /// The request body, byte for byte (not always JSON: see `protocol/not-json`).
@@ -88,7 +88,7 @@ pub(crate) struct Case {
 /// `<case>.expect.json`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub(crate) struct Expect {
+pub struct Expect {
     /// `validate` or `mutate`.
     pub endpoint: String,
     pub cluster: ClusterMode,
@@ -114,7 +114,7 @@ pub(crate) struct Expect {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub(crate) enum ClusterMode {
+pub enum ClusterMode {
     /// No cluster (`--offline`): only G4.
     Offline,
     /// Cluster state from `<case>.state.json`.
@@ -125,7 +125,7 @@ pub(crate) enum ClusterMode {
 
 /// A cluster whose caches cannot answer (docs/webhook.md §4: before the first sync, or a broken watch).
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct UnknownCluster;
+pub struct UnknownCluster;
 
 impl ClusterView for UnknownCluster {
     fn gate_facts(&self, _namespace: &str, _name: &str) -> GateFacts {
@@ -155,7 +155,7 @@ impl Case {
         Case { name, review: read(review_path), expect, state, review_path: review_path.to_path_buf(), state_path }
     }
 
-    pub(crate) fn endpoint(&self) -> Endpoint {
+    pub fn endpoint(&self) -> Endpoint {
         match self.expect.endpoint.as_str() {
             "validate" => Endpoint::Validate,
             "mutate" => Endpoint::Mutate,
@@ -163,7 +163,7 @@ impl Case {
         }
     }
 
-    pub(crate) fn config(&self) -> RulesConfig {
+    pub fn config(&self) -> RulesConfig {
         let suspend_rule = match self.expect.suspend_rule.as_deref() {
             None | Some("either") => SuspendRule::Either,
             Some("new") => SuspendRule::New,
@@ -173,7 +173,7 @@ impl Case {
     }
 
     /// The cluster the case runs against. `StaticView::add_objects` reads the List's items.
-    pub(crate) fn cluster(&self) -> Box<dyn ClusterView> {
+    pub fn cluster(&self) -> Box<dyn ClusterView> {
         match self.expect.cluster {
             ClusterMode::Offline => Box::new(Offline),
             ClusterMode::Unknown => Box::new(UnknownCluster),
@@ -189,12 +189,12 @@ impl Case {
     }
 
     /// The case through the pure core.
-    pub(crate) fn run(&self) -> Result<Reviewed<'_>, ProtocolError> {
+    pub fn run(&self) -> Result<Reviewed<'_>, ProtocolError> {
         admission::review(self.endpoint(), &self.review, &self.config(), self.cluster().as_ref())
     }
 
     /// `request.uid` as sent, when the body is JSON and has one.
-    pub(crate) fn request_uid(&self) -> Option<String> {
+    pub fn request_uid(&self) -> Option<String> {
         let v: Value = serde_json::from_slice(&self.review).ok()?;
         v.pointer("/request/uid")?.as_str().map(str::to_string)
     }
@@ -202,7 +202,7 @@ impl Case {
 
 /// An answer to a case, from whichever shell produced it.
 #[derive(Debug, Clone)]
-pub(crate) enum Observed {
+pub enum Observed {
     /// HTTP 200 with this response body (an AdmissionReview).
     Review(Vec<u8>),
     /// Any other HTTP status, with the message of its `Status` body (or the protocol error).
@@ -211,7 +211,7 @@ pub(crate) enum Observed {
 
 impl Observed {
     /// What the pure core answered: a review, or a protocol error the server turns into 400.
-    pub(crate) fn from_core(outcome: &Result<Reviewed, ProtocolError>) -> Self {
+    pub fn from_core(outcome: &Result<Reviewed, ProtocolError>) -> Self {
         match outcome {
             Ok(r) => Observed::Review(r.body.clone()),
             Err(e) => Observed::Rejected { http: 400, message: e.to_string() },
@@ -221,7 +221,7 @@ impl Observed {
 
 /// Every way `observed` differs from the case's expected verdict, including the response shape
 /// of docs/webhook.md §1 and the denial format of docs/webhook.md §6. Empty when it matches.
-pub(crate) fn check_verdict(case: &Case, observed: &Observed) -> Vec<String> {
+pub fn check_verdict(case: &Case, observed: &Observed) -> Vec<String> {
     let e = &case.expect;
     let mut problems = Vec::new();
     let mut check = |ok: bool, what: String| {
@@ -289,7 +289,7 @@ pub(crate) fn check_verdict(case: &Case, observed: &Observed) -> Vec<String> {
 
 /// docs/webhook.md §6: code and reason from the most definite error, causes with field and reason, the
 /// message rendered like Kubernetes `field.ErrorList` and under 1 KiB.
-pub(crate) fn check_denial_format(status: &Value) -> Vec<String> {
+pub fn check_denial_format(status: &Value) -> Vec<String> {
     let mut problems = Vec::new();
     let message = status["message"].as_str().unwrap_or("");
     let code = status["code"].as_u64().unwrap_or(0);
@@ -371,7 +371,7 @@ pub(crate) fn check_denial_format(status: &Value) -> Vec<String> {
 /// The `response` of an AdmissionReview body, decoded with kube's types. trainguard writes
 /// `patch` base64-encoded (Go's `[]byte` wire form); kube's type reads a list of byte values,
 /// so the patch is decoded here first.
-pub(crate) fn response_of(body: &[u8]) -> kube::core::admission::AdmissionResponse {
+pub fn response_of(body: &[u8]) -> kube::core::admission::AdmissionResponse {
     use base64::Engine as _;
     let mut value: serde_json::Value = serde_json::from_slice(body).expect("response body is JSON");
     if let Some(patch) = value.pointer_mut("/response/patch") {
@@ -385,7 +385,7 @@ pub(crate) fn response_of(body: &[u8]) -> kube::core::admission::AdmissionRespon
 }
 
 /// The JSONPatch of a mutating response, if any.
-pub(crate) fn patch_of(body: &[u8]) -> Option<json_patch::Patch> {
+pub fn patch_of(body: &[u8]) -> Option<json_patch::Patch> {
     let bytes = response_of(body).patch?;
     Some(serde_json::from_slice(&bytes).expect("patch bytes are a JSONPatch"))
 }

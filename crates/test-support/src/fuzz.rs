@@ -8,7 +8,7 @@ use trainguard::admission::{Endpoint, RulesConfig, review};
 use trainguard::cluster::ClusterView;
 
 /// Denial messages stay under this (docs/webhook.md §6).
-pub(crate) const MAX_MESSAGE_BYTES: usize = 1024;
+pub const MAX_MESSAGE_BYTES: usize = 1024;
 
 /// The response review as the API server reads it (`patch` is base64, as Go's `[]byte`).
 #[derive(Debug, Deserialize)]
@@ -77,7 +77,7 @@ fn request_is_array(body: &[u8]) -> bool {
 /// Reviews `body` and checks the answer. `Ok(None)`: a protocol error (HTTP 400, no review), a
 /// fine answer to a broken body. `Ok(Some(rule))`: a review, decided by `rule`. `Err`: what is
 /// wrong with the answer. A panic inside `review` propagates to the caller.
-pub(crate) fn check(
+pub fn check(
     endpoint: Endpoint,
     body: &[u8],
     config: &RulesConfig,
