@@ -12,7 +12,7 @@ export PATH := $(TRAINGUARD_TOOLS)/bin:$(PATH)
 run:
 	$(CARGO) run --bin trainguard -- serve --dev
 
-## test: build and run every test (no cluster, no network)
+## test: build and run every test (no cluster, no network), the test kit's own included
 ## Builds only what runs: the library, the binary and the test binaries. The benches and examples
 ## are compiled (type-checked) by `make lint`'s clippy --all-targets; linking them here cost a
 ## third of the rebuild after a one-line change.
@@ -20,7 +20,7 @@ test:
 	./scripts/install-test-deps.sh
 	actionlint
 	hadolint Dockerfile
-	$(CARGO) nextest run --no-fail-fast --lib --bins --tests
+	$(CARGO) nextest run --no-fail-fast --workspace --lib --bins --tests
 
 ## oracle: upstream's own code as the oracle (docs/ci.md, "The oracle"): one Go program per Trainer
 ## release (e2e/oracle/<tag>: the API server's CRD validation and Trainer's JobSet plugin) judges every

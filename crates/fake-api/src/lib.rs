@@ -11,6 +11,8 @@
 
 mod path;
 mod store;
+#[cfg(test)]
+mod tests;
 pub mod wait;
 
 use std::collections::{HashMap, VecDeque};
