@@ -1,14 +1,16 @@
-//! The executor: performs the planner's actions against the API server, and nothing else. Before
-//! each destructive action it reads the object live and re-applies the same rule the planner used;
-//! deletes carry UID (and, for jobs, resourceVersion) preconditions because pod and job names
-//! repeat. In report mode it does the reads and publishes `Would…` events, but no writes.
+//! The executor: performs the planner's actions against the API server, and nothing else. Every
+//! write goes through one pipeline, [`Executor::guarded`] (its doc comment is the safety argument):
+//! the object read live, the same rule the planner used re-applied to it, the write carrying
+//! preconditions from that read, because pod and job names repeat. In report mode it does the
+//! reads and publishes `Would…` events, but no writes.
 //!
 //! One writer: it checks leadership (the token the loop runs under) before every request, and
 //! [`run`] drops whatever is still queued once leadership ends, so a former leader stops within the
 //! request it has in flight. Force-delete tokens are taken here, when a delete is executed, and the
 //! brake is decided here on the node cache as it is at execution time.
 //!
-//! Every request it makes is listed in `crate::rbac::API_CALLS` (checked by the mock-API tests).
+//! Every request it makes is listed in `crate::rbac::API_CALLS` (checked over the requests the
+//! test kit's fake API recorded, in the executor's tests).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -347,9 +349,11 @@ impl Executor {
     /// 4. **mode and leadership**: not in report mode (which stops here and counts the write it
     ///    would have made) and still leading;
     /// 5. **write** ([`Guarded::write`]), bounded by [`WRITE_TIMEOUT`] and cut when leadership
-    ///    ends, carrying preconditions from the live read (UID, and resourceVersion where the rule
-    ///    read more than the identity), so that an object changed or replaced between the read
-    ///    and the write is refused by the API server (409) rather than written.
+    ///    ends, carrying preconditions from the live read — a TTL delete UID and resourceVersion,
+    ///    a job patch the resourceVersion (that very version of that object), a force delete and
+    ///    its status patch the UID (what the re-check read of the pod, its deletion and its node,
+    ///    cannot be undone once set) — so that an object replaced, or changed where that matters,
+    ///    between the read and the write is refused by the API server (409) rather than written.
     async fn guarded<G: Guarded>(&mut self, action: G, published: &mut Published) -> Step {
         let (target, reads) = (action.target().clone(), action.reads());
         let api = reads.api(self, &target.id.namespace);
