@@ -8,10 +8,12 @@ ARG RUST_VERSION=1.89
 
 FROM docker.io/library/rust:${RUST_VERSION}-bookworm AS build
 WORKDIR /src
-# Manifest and sources only (see .dockerignore); benches/ because Cargo.toml declares a bench.
+# Manifest and sources only (see .dockerignore); benches/ because Cargo.toml declares a bench,
+# crates/ because the workspace's members (the test kits) must be there for cargo to load it.
 COPY Cargo.toml Cargo.lock build.rs ./
 COPY src ./src
 COPY benches ./benches
+COPY crates ./crates
 # No .git in the build context: the release workflow passes the commit for `--version`.
 ARG TRAINGUARD_GIT_COMMIT=unknown
 ENV TRAINGUARD_GIT_COMMIT=${TRAINGUARD_GIT_COMMIT}
