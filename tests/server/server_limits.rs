@@ -44,24 +44,6 @@ async fn upload(conn: &mut Tls, declared: usize, sent: usize) {
     conn.flush().await.unwrap();
 }
 
-/// Reads one response (headers and `Content-Length` bytes of body), or until the connection
-/// closes or `limit` passes: what arrived.
-async fn read_for(conn: &mut Tls, limit: Duration) -> String {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    let until = tokio::time::Instant::now() + limit;
-    while let Ok(Ok(n)) = tokio::time::timeout_at(until, conn.read(&mut chunk)).await {
-        if n == 0 {
-            break;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        if response_complete(&buf) {
-            break;
-        }
-    }
-    String::from_utf8_lossy(&buf).into_owned()
-}
-
 /// The kubelet's probes, from another address, answer 200 in under a second.
 async fn assert_probes_answer(server: &TestServer, during: &str) {
     for path in ["/healthz", "/readyz"] {
@@ -70,16 +52,6 @@ async fn assert_probes_answer(server: &TestServer, during: &str) {
         assert_eq!(status, 200, "{during}: {path}: {body}");
         assert!(started.elapsed() < Duration::from_secs(1), "{during}: {path} took {:?}", started.elapsed());
     }
-}
-
-fn response_complete(buf: &[u8]) -> bool {
-    let text = String::from_utf8_lossy(buf);
-    let Some((head, body)) = text.split_once("\r\n\r\n") else { return false };
-    let length = head
-        .lines()
-        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>()))
-        .and_then(Result::ok);
-    length.is_some_and(|n| body.len() >= n)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -119,7 +91,7 @@ async fn big_uploads_get_back_pressure_then_429_while_small_reviews_pass() {
     // The upload(s) left without budget get a retryable 429 after the 3 s wait.
     let mut throttled = 0;
     let left = answered_by.saturating_duration_since(tokio::time::Instant::now());
-    let answers = futures::future::join_all(stalled.iter_mut().map(|c| read_for(c, left))).await;
+    let answers = futures::future::join_all(stalled.iter_mut().map(|c| read_response(c, left))).await;
     for text in answers {
         if text.is_empty() {
             continue; // holds budget, waits for the rest of its body until its deadline
@@ -162,7 +134,7 @@ async fn the_budget_comes_back_when_a_request_is_answered() {
         )
         .await
         .unwrap();
-        let text = read_for(&mut conn, Duration::from_secs(10)).await;
+        let text = read_response(&mut conn, Duration::from_secs(10)).await;
         assert!(text.starts_with("HTTP/1.1 400"), "round {i}: {text}"); // no `request`: a 400, not a 429
     }
     server.shutdown().await;
@@ -192,7 +164,7 @@ async fn the_connection_cap_holds_new_connections_back_until_one_closes() {
     );
     third.write_all(head.as_bytes()).await.unwrap();
     third.write_all(&body).await.unwrap();
-    let text = read_for(&mut third, Duration::from_secs(5)).await;
+    let text = read_response(&mut third, Duration::from_secs(5)).await;
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
     let (_, metrics) = admin_get(server.admin, "/metrics").await;
     assert!(metrics.contains(r#"trainguard_open_connections{listener="webhook"} 2"#), "{metrics}");
@@ -207,7 +179,7 @@ async fn idle_connections_close_on_both_ports() {
     let mut conn = connect(&server).await;
     let body = update_review(UID, trainjob(false, "a"), trainjob(false, "a"));
     upload_json(&mut conn, &body).await;
-    assert!(read_for(&mut conn, Duration::from_secs(5)).await.starts_with("HTTP/1.1 200"));
+    assert!(read_response(&mut conn, Duration::from_secs(5)).await.starts_with("HTTP/1.1 200"));
     let started = Instant::now();
     let mut rest = Vec::new();
     let closed = tokio::time::timeout(Duration::from_secs(5), conn.read_to_end(&mut rest)).await;
@@ -504,7 +476,7 @@ async fn stalled_bodies_are_cut_at_the_body_read_timeout_whatever_timeout_they_a
     eprintln!("measured: review while stalled bodies hold their share answered in {:?}", started.elapsed());
     assert!(started.elapsed() < Duration::from_secs(1), "answered in {:?}", started.elapsed());
     // The stalled bodies are answered at the body read timeout, not at their 30 s.
-    let answers = futures::future::join_all(stalled.iter_mut().map(|c| read_for(c, Duration::from_secs(3)))).await;
+    let answers = futures::future::join_all(stalled.iter_mut().map(|c| read_response(c, Duration::from_secs(3)))).await;
     let waited = sent.elapsed();
     assert!(!answers.is_empty());
     for text in &answers {

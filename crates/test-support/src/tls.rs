@@ -269,7 +269,7 @@ pub async fn http1_post<S>(conn: &mut S, path: &str, body: &[u8], limit: Duratio
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
     let head = format!(
         "POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
         body.len()
@@ -279,6 +279,22 @@ where
     if conn.write_all(&request).await.is_err() || conn.flush().await.is_err() {
         return (0, String::new());
     }
+    let text = read_response(conn, limit).await;
+    let status = if response_complete(text.as_bytes()) {
+        text.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0)
+    } else {
+        0
+    };
+    (status, text)
+}
+
+/// Reads one HTTP/1.1 response (headers and `Content-Length` bytes of body), or until the
+/// connection closes or `limit` passes: what arrived.
+pub async fn read_response<S>(conn: &mut S, limit: Duration) -> String
+where
+    S: tokio::io::AsyncRead + Unpin,
+{
+    use tokio::io::AsyncReadExt;
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     let until = tokio::time::Instant::now() + limit;
@@ -287,18 +303,22 @@ where
             break;
         }
         buf.extend_from_slice(&chunk[..n]);
-        let text = String::from_utf8_lossy(&buf);
-        if let Some((head, rest)) = text.split_once("\r\n\r\n") {
-            let length = head.lines().find_map(|l| {
-                l.to_ascii_lowercase().strip_prefix("content-length:").and_then(|v| v.trim().parse::<usize>().ok())
-            });
-            if length.is_some_and(|n| rest.len() >= n) {
-                let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-                return (status, text.into_owned());
-            }
+        if response_complete(&buf) {
+            break;
         }
     }
-    (0, String::from_utf8_lossy(&buf).into_owned())
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// Whether `buf` holds a whole response: headers, and as many body bytes as `Content-Length` says.
+pub fn response_complete(buf: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(buf);
+    let Some((head, body)) = text.split_once("\r\n\r\n") else { return false };
+    let length = head
+        .lines()
+        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>()))
+        .and_then(Result::ok);
+    length.is_some_and(|n| body.len() >= n)
 }
 
 /// Fetches a plain-HTTP admin path from the loopback address `source`: (status, body), status 0
