@@ -8,12 +8,14 @@ ARG RUST_VERSION=1.89
 
 FROM docker.io/library/rust:${RUST_VERSION}-bookworm AS build
 WORKDIR /src
-# Manifests and sources only (see .dockerignore): the binary in src/, the pure core in crates/core;
-# benches/ because Cargo.toml declares a bench.
+# Manifests and sources only (see .dockerignore): the binary in src/, the workspace members in
+# crates/ (the pure core, the test kits: cargo loads every member); benches/ because Cargo.toml
+# declares a bench.
 COPY Cargo.toml Cargo.lock build.rs ./
 COPY src ./src
 COPY crates ./crates
 COPY benches ./benches
+COPY crates ./crates
 # No .git in the build context: the release workflow passes the commit for `--version`.
 ARG TRAINGUARD_GIT_COMMIT=unknown
 ENV TRAINGUARD_GIT_COMMIT=${TRAINGUARD_GIT_COMMIT}

@@ -12,7 +12,7 @@ export PATH := $(TRAINGUARD_TOOLS)/bin:$(PATH)
 run:
 	$(CARGO) run --bin trainguard -- serve --dev
 
-## test: build and run every test (no cluster, no network)
+## test: build and run every test (no cluster, no network), the test kit's own included
 ## Builds only what runs: the library, the binary and the test binaries. The benches and examples
 ## are compiled (type-checked) by `make lint`'s clippy --all-targets; linking them here cost a
 ## third of the rebuild after a one-line change.
@@ -76,13 +76,14 @@ COMPONENTS ?=
 deploy:
 	IMAGE='$(IMAGE)' OVERLAY='$(OVERLAY)' COMPONENTS='$(COMPONENTS)' ./scripts/deploy.sh
 
-## fuzz: libFuzzer targets from the committed seeds (needs a nightly toolchain; installs cargo-fuzz; not part of make test)
+## fuzz: libFuzzer targets from the committed seeds (needs a nightly toolchain; installs cargo-fuzz; not part of make test);
+## the manifests target also reads tests/data as a read-only corpus (the first directory is where new inputs go)
 FUZZ_SECONDS ?= 300
 fuzz:
 	command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
 	mkdir -p fuzz/corpus/review fuzz/corpus/manifests
 	cd fuzz && cargo +nightly fuzz run review corpus/review seeds/review -- -dict=review.dict -max_len=16384 -timeout=5 -max_total_time=$(FUZZ_SECONDS)
-	cd fuzz && cargo +nightly fuzz run manifests corpus/manifests seeds/manifests regressions/manifests -- -dict=manifests.dict -max_len=65536 -timeout=10 -max_total_time=$(FUZZ_SECONDS)
+	cd fuzz && cargo +nightly fuzz run manifests corpus/manifests seeds/manifests regressions/manifests ../tests/data -- -dict=manifests.dict -max_len=65536 -timeout=10 -max_total_time=$(FUZZ_SECONDS)
 
 ## soak: two replicas under load for SOAK_MINUTES, certificates rotating, replicas restarted by SIGTERM
 SOAK_MINUTES ?= 2

@@ -2,7 +2,7 @@
 //! `make bench` runs it; figures go to docs/benchmarks.md.
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "a benchmark: a panic is its failure report")]
 
-mod payloads;
+use trainguard_test_support::payloads;
 
 use std::hint::black_box;
 

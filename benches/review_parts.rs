@@ -7,14 +7,13 @@
 //! - `decode`: the one-pass decode of the envelope and both objects into the rules' views;
 //! - `review`: the whole answer (decode, rules, response bytes), as the server calls it.
 //!
-//! The payloads are the Criterion bench's (`benches/payloads.rs`); each review is checked to be
+//! The payloads are the Criterion bench's (`crates/test-support/src/payloads.rs`); each review is checked to be
 //! decided by the rule its name stands for.
 //!
 //! Usage: review_parts skip|decode|review small|gated|denied|retimed|create|large|restamped N
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "a benchmark: a panic is its failure report")]
 
-#[path = "payloads.rs"]
-mod payloads;
+use trainguard_test_support::payloads;
 
 use std::hint::black_box;
 

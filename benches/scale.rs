@@ -1,5 +1,5 @@
-//! Scale benchmark of the companion controller: a fake API server on loopback that serves paged
-//! lists and watches of a synthetic training cluster, and the release `trainguard` binary in report
+//! Scale benchmark of the companion controller: the test kit's fake API (crates/fake-api) on
+//! loopback, serving paged lists and watches of a synthetic training cluster, and the release `trainguard` binary in report
 //! mode against it. Prints, per cluster size: time to first plan, peak and steady RSS of the
 //! trainguard process, and the time from a pod watch event to its planned action (p50/p99) under a
 //! churn of pod updates.
@@ -16,24 +16,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "a benchmark: a panic is its failure report")]
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use futures::StreamExt;
-use http::{Request, Response};
-use http_body_util::combinators::UnsyncBoxBody;
-use http_body_util::{BodyExt, Full, StreamBody};
-use hyper::body::{Frame, Incoming};
-use tokio::sync::broadcast;
-
-type RespBody = UnsyncBoxBody<Bytes, Infallible>;
+use trainguard_fake_api::FakeApi;
 
 const PODS_PER_JOB: usize = 4;
 const NAMESPACES: usize = 50;
@@ -288,191 +278,31 @@ fn batch_job_json(j: usize, out: &mut String) {
 
 // ---------------------------------------------------------------- the fake API server
 
-/// A collection the fake serves: how many objects, and how to render the n-th.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-enum Coll {
-    V1Pods,
-    JobSetPods,
-    Nodes,
-    PyTorchJobs,
-    TrainJobs,
-    JobSets,
-    BatchJobs,
-    /// Served but empty (the other five kubeflow.org/v1 kinds).
-    Empty,
-}
-
-struct Fake {
-    cluster: Cluster,
-    no_paging: bool,
-    /// Watch events per collection (pods only carry churn).
-    events: HashMap<Coll, broadcast::Sender<(Instant, Bytes)>>,
-    /// When each watch event of a probe was written, by probe number.
-    probes_sent: Mutex<HashMap<usize, Instant>>,
-    lists: Mutex<u64>,
-}
-
-impl Fake {
-    fn count(&self, coll: Coll) -> usize {
-        match coll {
-            Coll::V1Pods | Coll::JobSetPods => self.cluster.v1_pods(),
-            Coll::Nodes => self.cluster.nodes + 1,
-            Coll::PyTorchJobs | Coll::TrainJobs | Coll::JobSets | Coll::BatchJobs => self.cluster.jobs,
-            Coll::Empty => 0,
-        }
-    }
-
-    fn render(&self, coll: Coll, i: usize, out: &mut String) {
-        match coll {
-            Coll::V1Pods => training_pod(&self.cluster, false, i, LIST_RV, out),
-            Coll::JobSetPods => training_pod(&self.cluster, true, i, LIST_RV, out),
-            Coll::Nodes if i == self.cluster.nodes => dead_node_json(out),
-            Coll::Nodes => node_json(i, out),
-            Coll::PyTorchJobs => pytorchjob_json(i, out),
-            Coll::TrainJobs => trainjob_json(i, out),
-            Coll::JobSets => jobset_json(i, out),
-            Coll::BatchJobs => batch_job_json(i, out),
-            Coll::Empty => {}
-        }
-    }
-}
-
-fn classify(path: &str, selector: Option<&str>) -> Option<Coll> {
-    Some(match path {
-        "/api/v1/pods" => match selector {
-            Some(s) if s.starts_with("training.kubeflow.org/job-name") => Coll::V1Pods,
-            Some(s) if s.starts_with("jobset.sigs.k8s.io/jobset-name") => Coll::JobSetPods,
-            _ => return None,
-        },
-        "/api/v1/nodes" => Coll::Nodes,
-        "/apis/kubeflow.org/v1/pytorchjobs" => Coll::PyTorchJobs,
-        "/apis/kubeflow.org/v1/tfjobs"
-        | "/apis/kubeflow.org/v1/mpijobs"
-        | "/apis/kubeflow.org/v1/xgboostjobs"
-        | "/apis/kubeflow.org/v1/paddlejobs"
-        | "/apis/kubeflow.org/v1/jaxjobs" => Coll::Empty,
-        "/apis/trainer.kubeflow.org/v1alpha1/trainjobs" => Coll::TrainJobs,
-        "/apis/jobset.x-k8s.io/v1alpha2/jobsets" => Coll::JobSets,
-        "/apis/batch/v1/jobs" => Coll::BatchJobs,
-        _ => return None,
-    })
-}
-
-fn query_param(query: &str, key: &str) -> Option<String> {
-    query.split('&').find_map(|kv| {
-        let (k, v) = kv.split_once('=')?;
-        (k == key).then(|| v.replace("%2F", "/").replace("%2f", "/").replace("%3D", "=").replace("%3d", "="))
-    })
-}
-
-fn respond(code: u16, body: Bytes) -> Response<RespBody> {
-    Response::builder()
-        .status(code)
-        .header("content-type", "application/json")
-        .body(Full::new(body).boxed_unsync())
-        .expect("static response")
-}
-
-fn not_found() -> Response<RespBody> {
-    respond(
-        404,
-        Bytes::from_static(
-            br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","reason":"NotFound","code":404}"#,
-        ),
-    )
-}
-
-async fn handle(fake: Arc<Fake>, req: Request<Incoming>) -> Result<Response<RespBody>, Infallible> {
-    let method = req.method().clone();
-    let path = req.uri().path().to_string();
-    let query = req.uri().query().unwrap_or("").to_string();
-    if method != http::Method::GET {
-        // Events (what report mode emits), leases: accepted, echoed.
-        let body = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
-        return Ok(respond(201, body));
-    }
-    let selector = query_param(&query, "labelSelector");
-    let Some(coll) = classify(&path, selector.as_deref()) else { return Ok(not_found()) };
-    if query_param(&query, "watch").as_deref() == Some("true") || query_param(&query, "watch").as_deref() == Some("1") {
-        let timeout = query_param(&query, "timeoutSeconds").and_then(|t| t.parse().ok()).unwrap_or(290u64);
-        let rx = fake.events.get(&coll).map(|tx| tx.subscribe());
-        let stream = futures::stream::unfold(rx, |rx| async move {
-            let mut rx = rx?;
-            loop {
-                match rx.recv().await {
-                    Ok((_, bytes)) => return Some((Ok::<_, Infallible>(Frame::data(bytes)), Some(rx))),
-                    Err(broadcast::error::RecvError::Lagged(_)) => continue,
-                    Err(broadcast::error::RecvError::Closed) => return None,
-                }
-            }
-        });
-        let stream = futures::stream::select(
-            stream,
-            futures::stream::once(async {
-                // An empty watch stays open quietly; bookmarks are not needed.
-                futures::future::pending::<()>().await;
-                Ok(Frame::data(Bytes::new()))
-            }),
-        )
-        .take_until(tokio::time::sleep(Duration::from_secs(timeout)));
-        let body = BodyExt::boxed_unsync(StreamBody::new(stream));
-        return Ok(Response::builder()
-            .status(200)
-            .header("content-type", "application/json")
-            .body(body)
-            .expect("static response"));
-    }
-    *fake.lists.lock().unwrap() += 1;
-    let total = fake.count(coll);
-    let limit: usize = query_param(&query, "limit").and_then(|l| l.parse().ok()).unwrap_or(0);
-    let start: usize = query_param(&query, "continue").and_then(|c| c.parse().ok()).unwrap_or(0);
-    let end = if limit == 0 || fake.no_paging { total } else { (start + limit).min(total) };
-    let (kind, api_version) = match coll {
-        Coll::V1Pods | Coll::JobSetPods => ("PodList", "v1"),
-        Coll::Nodes => ("NodeList", "v1"),
-        Coll::PyTorchJobs | Coll::Empty => ("PyTorchJobList", "kubeflow.org/v1"),
-        Coll::TrainJobs => ("TrainJobList", "trainer.kubeflow.org/v1alpha1"),
-        Coll::JobSets => ("JobSetList", "jobset.x-k8s.io/v1alpha2"),
-        Coll::BatchJobs => ("JobList", "batch/v1"),
-    };
-    let fake2 = fake.clone();
-    let body = tokio::task::spawn_blocking(move || {
-        let mut out = String::with_capacity((end - start) * 6 * 1024 + 256);
-        let cont = if end < total { format!(r#","continue":"{end}""#) } else { String::new() };
-        let _ = write!(
-            out,
-            r#"{{"kind":"{kind}","apiVersion":"{api_version}","metadata":{{"resourceVersion":"{LIST_RV}"{cont}}},"items":["#
-        );
-        for i in start..end {
-            if i > start {
-                out.push(',');
-            }
-            fake2.render(coll, i, &mut out);
-        }
-        out.push_str("]}");
-        Bytes::from(out)
-    })
-    .await
-    .expect("render");
-    Ok(respond(200, body))
-}
-
-async fn serve(fake: Arc<Fake>) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
-    let addr = listener.local_addr().expect("address");
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else { continue };
-            let fake = fake.clone();
-            tokio::spawn(async move {
-                let svc = hyper::service::service_fn(move |req| handle(fake.clone(), req));
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
-                    .await;
-            });
-        }
+/// The test kit's fake API serving the cluster: every collection generated on demand (pods by the
+/// label selector the controller lists them with), paged unless `--no-paging`.
+fn fake_api(c: Cluster, no_paging: bool) -> FakeApi {
+    let api = FakeApi::new();
+    api.ignore_limit(no_paging);
+    api.resource_version_at_least(LIST_RV);
+    let jobs = c.jobs;
+    api.generate("/api/v1/pods", Some("training.kubeflow.org/job-name"), c.v1_pods(), move |i, out| {
+        training_pod(&c, false, i, LIST_RV, out);
     });
-    addr
+    api.generate("/api/v1/pods", Some("jobset.sigs.k8s.io/jobset-name"), c.v1_pods(), move |i, out| {
+        training_pod(&c, true, i, LIST_RV, out);
+    });
+    api.generate("/api/v1/nodes", None, c.nodes + 1, move |i, out| {
+        if i == c.nodes { dead_node_json(out) } else { node_json(i, out) }
+    });
+    api.generate("/apis/kubeflow.org/v1/pytorchjobs", None, jobs, pytorchjob_json);
+    api.generate("/apis/trainer.kubeflow.org/v1alpha1/trainjobs", None, jobs, trainjob_json);
+    api.generate("/apis/jobset.x-k8s.io/v1alpha2/jobsets", None, jobs, jobset_json);
+    api.generate("/apis/batch/v1/jobs", None, jobs, batch_job_json);
+    // Served but empty: the other five kubeflow.org/v1 kinds.
+    for kind in ["tfjobs", "mpijobs", "xgboostjobs", "paddlejobs", "jaxjobs"] {
+        api.serve_collection(&format!("/apis/kubeflow.org/v1/{kind}"));
+    }
+    api
 }
 
 // ---------------------------------------------------------------- measuring the process
@@ -524,32 +354,18 @@ fn spawn_trainguard(args: &Args, kubeconfig: &std::path::Path, dir: &std::path::
         .unwrap_or_else(|e| panic!("starting {}: {e} (build it with `cargo build --release`)", args.binary.display()))
 }
 
+#[allow(clippy::disallowed_methods, reason = "a benchmark samples RSS over real time")]
 fn main() {
     let args = parse_args();
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
     let cluster = Cluster { nodes: args.nodes, jobs: args.pods / 2 / PODS_PER_JOB };
-    let mut events = HashMap::new();
-    for coll in [Coll::V1Pods, Coll::JobSetPods, Coll::Nodes] {
-        events.insert(coll, broadcast::channel(4096).0);
-    }
-    let fake = Arc::new(Fake {
-        cluster,
-        no_paging: args.no_paging,
-        events,
-        probes_sent: Mutex::new(HashMap::new()),
-        lists: Mutex::new(0),
-    });
-    let addr = runtime.block_on(serve(fake.clone()));
+    let fake = fake_api(cluster, args.no_paging);
+    let served = runtime.block_on(fake.serve());
+    // When each probe's watch event was written, by probe number.
+    let probes_sent: Arc<Mutex<HashMap<usize, Instant>>> = Arc::default();
 
     let dir = tempfile::tempdir().expect("temp dir");
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: http://{addr}\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\ncurrent-context: fake\nusers:\n- name: fake\n  user:\n    token: fake\n"
-        ),
-    )
-    .expect("kubeconfig");
+    let kubeconfig = served.kubeconfig(dir.path());
 
     println!(
         "cluster: {} training pods ({} PyTorchJobs, {} TrainJobs, 4 pods each) on {} nodes; paging {}",
@@ -617,13 +433,14 @@ fn main() {
         assert!(Instant::now() < deadline, "no first plan within 10 minutes");
     };
     let (_, hwm_at_sync) = rss_kib(pid).expect("rss");
-    println!("first plan after {:.1} s ({} list requests)", first_plan.as_secs_f64(), fake.lists.lock().unwrap());
+    let lists = fake.seen().iter().filter(|s| s.rbac.2 == "list").count();
+    println!("first plan after {:.1} s ({lists} list requests)", first_plan.as_secs_f64());
     std::thread::sleep(Duration::from_secs(5));
     let (rss_after_sync, hwm) = rss_kib(pid).expect("rss");
 
     // Churn: pod updates at a fixed rate, a few of them probes.
     let churn = {
-        let fake = fake.clone();
+        let (fake, probes_sent) = (fake.clone(), probes_sent.clone());
         let (rate, probes, secs) = (args.churn_per_sec, args.probes_per_sec.max(1), args.churn_secs);
         runtime.spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_secs(1) / rate.max(1));
@@ -640,21 +457,19 @@ fn main() {
                 let mut obj = String::with_capacity(6 * 1024);
                 let jobset = rng.is_multiple_of(2);
                 let is_probe = rv.is_multiple_of(every);
-                let coll = if is_probe {
-                    probe_pod(probe, (rng as usize / 2) % fake.cluster.jobs, rv, &mut obj);
-                    Coll::V1Pods
+                if is_probe {
+                    probe_pod(probe, (rng as usize / 2) % cluster.jobs, rv, &mut obj);
                 } else {
-                    training_pod(&fake.cluster, jobset, (rng as usize / 2) % fake.cluster.v1_pods(), rv, &mut obj);
-                    if jobset { Coll::JobSetPods } else { Coll::V1Pods }
-                };
-                let kind = if is_probe { "ADDED" } else { "MODIFIED" };
-                let msg = Bytes::from(format!(r#"{{"type":"{kind}","object":{obj}}}"#) + "\n");
+                    training_pod(&cluster, jobset, (rng as usize / 2) % cluster.v1_pods(), rv, &mut obj);
+                }
+                let object: serde_json::Value = serde_json::from_str(&obj).expect("rendered pod");
                 let now = Instant::now();
                 if is_probe {
-                    fake.probes_sent.lock().unwrap().insert(probe, now);
+                    probes_sent.lock().unwrap().insert(probe, now);
                     probe += 1;
                 }
-                let _ = fake.events[&coll].send((now, msg));
+                // Stored and sent to the open watches of pods (the fake gives it the next resourceVersion).
+                fake.put(object);
                 rv += 1;
             }
         })
@@ -671,7 +486,7 @@ fn main() {
     let _ = child.kill();
     let _ = child.wait();
 
-    let sent = fake.probes_sent.lock().unwrap().clone();
+    let sent = probes_sent.lock().unwrap().clone();
     let planned = planned.lock().unwrap().clone();
     let mut lat: Vec<Duration> =
         sent.iter().filter_map(|(n, at)| planned.get(n).map(|p| p.saturating_duration_since(*at))).collect();

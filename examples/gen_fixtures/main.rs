@@ -1,10 +1,9 @@
 //! Writes the admission fixtures (`fixtures/admission/`, `fixtures/bench/`) from the table in
-//! `cases.rs`. Run `cargo run --example gen_fixtures` after changing the table; commit the files.
+//! `crates/test-support/src/cases.rs`. Run `cargo run --example gen_fixtures` after changing the table; commit the files.
 //! `tests/admission/fixtures_fresh.rs` fails while the committed files differ from what this produces.
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "a generator: a panic is its failure report")]
 
-mod builders;
-mod cases;
+use trainguard_test_support::cases;
 
 use std::collections::BTreeSet;
 use std::path::Path;

@@ -3,7 +3,7 @@
 //! through `admission::review` as a CREATE, as `validate` does. Checks: no panic, no runaway
 //! time or memory (libFuzzer's -timeout and -rss_limit_mb), errors that name the file with a
 //! position inside it, documents whose lines are inside the file and whose nesting respects the
-//! depth limit, and the review properties of tests/support/fuzz.rs.
+//! depth limit, and the review properties of crates/test-support/src/fuzz.rs.
 #![no_main]
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "a fuzz target: a panic is its failure report")]
 
@@ -13,8 +13,7 @@ use trainguard_core::admission::{Endpoint, RulesConfig};
 use trainguard::cluster::Offline;
 use trainguard::manifests::{Format, Limits, ManifestError, parse};
 
-#[path = "../../tests/support/fuzz.rs"]
-mod review_check;
+use trainguard_test_support::fuzz as review_check;
 
 const SOURCE: &str = "fuzz/input.yaml";
 

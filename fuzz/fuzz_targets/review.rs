@@ -11,8 +11,7 @@ use libfuzzer_sys::fuzz_target;
 use trainguard_core::admission::{Endpoint, RulesConfig, SuspendRule};
 use trainguard::cluster::{ChildJobState, JobSetState, StaticView};
 
-#[path = "../../tests/support/fuzz.rs"]
-mod review_check;
+use trainguard_test_support::fuzz as review_check;
 
 /// `ml-team/llama` (the name the seeds use) has a running JobSet, an active child Job and a
 /// terminating one, so every gate rule (G1–G5) has something to find.

@@ -223,6 +223,52 @@ impl ServeArgs {
 }
 
 /// Parses and installs everything, then serves until SIGTERM or SIGINT.
+impl ServeArgs {
+    /// The HTTPS and admin servers' settings from these flags, listening on `bind` and `admin_bind`.
+    pub fn server_settings(&self, bind: SocketAddr, admin_bind: SocketAddr) -> ServerSettings {
+        ServerSettings {
+            bind,
+            admin_bind,
+            tls_cert: self.tls_cert.clone(),
+            tls_key: self.tls_key.clone(),
+            http2: self.http2,
+            rules: self.rules.rules_config(),
+            max_body_bytes: self.max_body_bytes,
+            tls_handshake_timeout: self.tls_handshake_timeout,
+            header_read_timeout: self.header_read_timeout,
+            cert_reload_interval: self.cert_reload_interval,
+            drain_delay: self.drain_delay,
+            shutdown_grace: self.shutdown_grace,
+            max_inflight_body_bytes: self.max_inflight_body_bytes,
+            max_connections: self.max_connections,
+            max_admin_connections: self.max_admin_connections,
+            idle_timeout: self.idle_timeout,
+            http2_max_concurrent_streams: self.http2_max_concurrent_streams,
+            max_connections_per_ip: self.max_connections_per_ip,
+            client_ca: self.client_ca.clone(),
+            body_read_timeout: self.body_read_timeout,
+            write_timeout: self.write_timeout,
+            evict_idle_after: crate::server::idle::EVICT_FLOOR,
+        }
+    }
+}
+
+/// `serve`'s server settings with every flag at its default (the environment is not read),
+/// listening on `bind` and `admin_bind`: what the tests start servers from, with their overrides.
+#[allow(clippy::expect_used, reason = "serve's flags all have defaults: parsing no arguments cannot fail")]
+pub fn default_server_settings(bind: SocketAddr, admin_bind: SocketAddr) -> ServerSettings {
+    #[derive(clap::Parser)]
+    struct Serve {
+        #[command(flatten)]
+        args: ServeArgs,
+    }
+    let command = <Serve as clap::CommandFactory>::command();
+    let command = command.mut_args(|arg| arg.env(None::<&str>));
+    let matches = command.try_get_matches_from(["serve"]).expect("serve's flags all have defaults");
+    let serve = <Serve as clap::FromArgMatches>::from_arg_matches(&matches).expect("serve's defaults");
+    serve.args.server_settings(bind, admin_bind)
+}
+
 pub fn run(args: ServeArgs, log_format: LogFormat) -> anyhow::Result<ExitCode> {
     args.check_roles()?;
     // Held to the end: dropping it flushes the queued log lines.
@@ -271,7 +317,7 @@ async fn serve(
         _ => None,
     };
 
-    let settings = args.server_settings();
+    let settings = args.settings();
     let running = if args.webhook {
         let (cluster, caches) = gate_view(client, &args, &metrics, &shutdown);
         let running = server::start(settings, cluster, caches, metrics, Arc::new(registry))
@@ -412,33 +458,13 @@ async fn run_until_stopped(
 }
 
 impl ServeArgs {
-    /// The server's settings from the flags (the bind addresses' defaults depend on `--dev`).
-    fn server_settings(&self) -> ServerSettings {
+    /// The server's settings from the flags, the bind addresses' defaults depending on `--dev`.
+    fn settings(&self) -> ServerSettings {
         let default_bind = |dev: SocketAddr, prod: SocketAddr| if self.dev { dev } else { prod };
-        ServerSettings {
-            bind: self.bind.unwrap_or_else(|| default_bind(DEV_BIND, DEFAULT_BIND)),
-            admin_bind: self.admin_bind.unwrap_or_else(|| default_bind(DEV_ADMIN_BIND, DEFAULT_ADMIN_BIND)),
-            tls_cert: self.tls_cert.clone(),
-            tls_key: self.tls_key.clone(),
-            http2: self.http2,
-            rules: self.rules.rules_config(),
-            max_body_bytes: self.max_body_bytes,
-            tls_handshake_timeout: self.tls_handshake_timeout,
-            header_read_timeout: self.header_read_timeout,
-            cert_reload_interval: self.cert_reload_interval,
-            drain_delay: self.drain_delay,
-            shutdown_grace: self.shutdown_grace,
-            max_inflight_body_bytes: self.max_inflight_body_bytes,
-            max_connections: self.max_connections,
-            max_admin_connections: self.max_admin_connections,
-            idle_timeout: self.idle_timeout,
-            http2_max_concurrent_streams: self.http2_max_concurrent_streams,
-            max_connections_per_ip: self.max_connections_per_ip,
-            client_ca: self.client_ca.clone(),
-            body_read_timeout: self.body_read_timeout,
-            write_timeout: self.write_timeout,
-            evict_idle_after: crate::server::idle::EVICT_FLOOR,
-        }
+        self.server_settings(
+            self.bind.unwrap_or_else(|| default_bind(DEV_BIND, DEFAULT_BIND)),
+            self.admin_bind.unwrap_or_else(|| default_bind(DEV_ADMIN_BIND, DEFAULT_ADMIN_BIND)),
+        )
     }
 }
 

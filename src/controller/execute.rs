@@ -1,14 +1,16 @@
-//! The executor: performs the planner's actions against the API server, and nothing else. Before
-//! each destructive action it reads the object live and re-applies the same rule the planner used;
-//! deletes carry UID (and, for jobs, resourceVersion) preconditions because pod and job names
-//! repeat. In report mode it does the reads and publishes `Would…` events, but no writes.
+//! The executor: performs the planner's actions against the API server, and nothing else. Every
+//! write goes through one pipeline, [`Executor::guarded`] (its doc comment is the safety argument):
+//! the object read live, the same rule the planner used re-applied to it, the write carrying
+//! preconditions from that read, because pod and job names repeat. In report mode it does the
+//! reads and publishes `Would…` events, but no writes.
 //!
 //! One writer: it checks leadership (the token the loop runs under) before every request, and
 //! [`run`] drops whatever is still queued once leadership ends, so a former leader stops within the
 //! request it has in flight. Force-delete tokens are taken here, when a delete is executed, and the
 //! brake is decided here on the node cache as it is at execution time.
 //!
-//! Every request it makes is listed in `crate::rbac::API_CALLS` (checked by the mock-API tests).
+//! Every request it makes is listed in `crate::rbac::API_CALLS` (checked over the requests the
+//! test kit's fake API recorded, in the executor's tests).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -19,6 +21,7 @@ use arc_swap::ArcSwap;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions, PropagationPolicy};
 use kube::{Client, Error as KubeError};
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -34,8 +37,7 @@ use trainguard_core::model::pod::{NodeView, PodView};
 use trainguard_core::model::trainjob_state::TrainJobStateView;
 use trainguard_core::planner::facts::{JobFacts, NodeFacts, PodFacts, PodPhase, TrainJobFacts};
 use trainguard_core::planner::node_failure::{
-    NodeHealth, blocking_finalizers, brake_message, escalate_from, finalizers_episode, finalizers_message, node_health,
-    trusted,
+    blocking_finalizers, brake_message, escalate_from, finalizers_episode, finalizers_message, node_health, trusted,
 };
 use trainguard_core::planner::suspend::{RestoreVerdict, restore_patch, restore_verdict, stash_patch, v1_stuck};
 use trainguard_core::planner::ttl::{TtlVerdict, delete_failed_message, trainjob_verdict, verdict};
@@ -236,11 +238,30 @@ impl Executor {
                     continue;
                 }
                 Action::DeleteJob { target, propagation, expires_at, .. } => {
-                    self.delete_job(target, *propagation, *expires_at, &mut published).await
+                    let (propagation, planned_expiry) = (*propagation, *expires_at);
+                    match target.kind {
+                        TargetKind::Job(kind) => {
+                            let ttl = TtlDelete { target, reads: V1Job(kind), propagation, planned_expiry };
+                            self.guarded(ttl, &mut published).await
+                        }
+                        TargetKind::TrainJob => {
+                            let ttl = TtlDelete { target, reads: TrainJob, propagation, planned_expiry };
+                            self.guarded(ttl, &mut published).await
+                        }
+                        TargetKind::Pod => Step::stop(Outcome::Aborted),
+                    }
                 }
-                Action::PatchJob { target, kind, .. } => self.patch_job(target, kind, work.live_pods).await,
+                Action::PatchJob { target, kind, .. } => match target.kind {
+                    TargetKind::Job(job_kind) => {
+                        let patch = JobPatch { target, reads: V1Job(job_kind), kind, live_pods: work.live_pods };
+                        self.guarded(patch, &mut published).await
+                    }
+                    _ => Step::stop(Outcome::Aborted),
+                },
                 Action::ForceDeletePod { target, job, node, .. } => {
-                    self.force_delete_pod(target, job, node, status_patch.take(), &predicted, &mut published).await
+                    let status_patch = status_patch.take();
+                    let force = ForceDelete { target, job, node_name: node, status_patch, predicted: &predicted };
+                    self.guarded(force, &mut published).await
                 }
             };
             wrote = Some((rule, step.wrote));
@@ -275,7 +296,7 @@ impl Executor {
     }
 
     /// Publishes an event the executor raised itself, once per (UID, reason, episode).
-    async fn publish_own(&mut self, event: PlannedEvent, rule: Rule, published: &mut Vec<(Arc<str>, Reason, String)>) {
+    async fn publish_own(&mut self, event: PlannedEvent, rule: Rule, published: &mut Published) {
         let key = (event.target.uid.clone(), event.reason, event.episode.clone());
         if self.own_events.contains(&key) {
             return;
@@ -315,300 +336,417 @@ impl Executor {
         Api::namespaced_with(self.client.clone(), namespace, &kind.api_resource())
     }
 
-    /// docs/controller.md (TTL after finished) at expiry: live GET, re-check, DELETE with UID + resourceVersion preconditions.
-    async fn delete_job(
-        &mut self,
-        target: &Target,
-        propagation: Propagation,
-        planned_expiry: Timestamp,
-        published: &mut Vec<(Arc<str>, Reason, String)>,
-    ) -> Step {
-        let kind = match target.kind {
-            TargetKind::Job(kind) => kind,
-            TargetKind::TrainJob => return self.delete_trainjob(target, propagation, planned_expiry, published).await,
-            TargetKind::Pod => return Step::stop(Outcome::Aborted),
-        };
-        let api = self.job_api(kind, &target.id.namespace);
+    /// The guarded-write pipeline, the one path by which the executor changes the cluster.
+    ///
+    /// Safety argument. A write happens only if, in this order:
+    /// 1. **fetch**: the object is read live (bounded by [`READ_TIMEOUT`], only while leading);
+    ///    absent means there is nothing left to do, an unreadable answer stops the rule;
+    /// 2. **identity**: the live object has the planned UID (names repeat: a recreated object is
+    ///    never touched, it gets its own plan);
+    /// 3. **re-check**: the planner's own rule ([`Guarded::recheck`]), run again on the live object
+    ///    (and, for a force delete, on the node read live, the brake on fresh counts), says the
+    ///    write is still due; it also builds the write from the live object;
+    /// 4. **mode and leadership**: not in report mode (which stops here and counts the write it
+    ///    would have made) and still leading;
+    /// 5. **write** ([`Guarded::write`]), bounded by [`WRITE_TIMEOUT`] and cut when leadership
+    ///    ends, carrying preconditions from the live read — a TTL delete UID and resourceVersion,
+    ///    a job patch the resourceVersion (that very version of that object), a force delete and
+    ///    its status patch the UID (what the re-check read of the pod, its deletion and its node,
+    ///    cannot be undone once set) — so that an object replaced, or changed where that matters,
+    ///    between the read and the write is refused by the API server (409) rather than written.
+    async fn guarded<G: Guarded>(&mut self, action: G, published: &mut Published) -> Step {
+        let (target, reads) = (action.target().clone(), action.reads());
+        let api = reads.api(self, &target.id.namespace);
         let live = match self.read(api.get_opt(&target.id.name)).await {
             Ok(Some(live)) => live,
-            Ok(None) => return Step::done(false),
+            Ok(None) => return action.gone(self),
             Err(e) => {
-                warn!(error = %e, job = %target.id, "TTL: live GET failed");
+                warn!(error = %e, object = %target.id, "{}: live GET failed", G::WHAT);
                 return Step::stop(Outcome::Failed);
             }
         };
-        let Ok(facts) = JobFacts::from_view(kind, &live) else { return Step::stop(Outcome::Aborted) };
-        if facts.uid != target.uid {
-            debug!(job = %target.id, "TTL: a new job has the name now; leaving it to its own plan");
-            return Step::done(false);
+        let Some(facts) = reads.facts(&live) else { return Step::stop(Outcome::Aborted) };
+        if G::Read::uid(&facts) != &*target.uid {
+            debug!(object = %target.id, "{}: a new object has the name now; leaving it to its own plan", G::WHAT);
+            return action.recreated(self);
         }
-        let now = (self.clock)();
-        let TtlVerdict::Expired { expires_at, .. } = verdict(&facts, now, &self.config) else {
-            debug!(job = %target.id, "TTL: no longer expired on the live object");
-            return Step::stop(Outcome::Aborted);
+        let checked = match action.recheck(self, facts, published).await {
+            Ok(checked) => checked,
+            Err(step) => return step,
         };
-        if expires_at != planned_expiry {
-            debug!(job = %target.id, "TTL: expiry moved since planning; re-checked live, still expired");
-        }
-        self.ttl_delete(
-            &api,
-            target,
-            kind.kind(),
-            &facts.uid,
-            &facts.resource_version,
-            propagation,
-            expires_at,
-            now,
-            planned_expiry,
-            published,
-        )
-        .await
-    }
-
-    /// The TrainJob TTL at expiry: live GET, the same rule on the live object, DELETE (propagation
-    /// Background) with UID + resourceVersion preconditions.
-    async fn delete_trainjob(
-        &mut self,
-        target: &Target,
-        propagation: Propagation,
-        planned_expiry: Timestamp,
-        published: &mut Vec<(Arc<str>, Reason, String)>,
-    ) -> Step {
-        let api: Api<TrainJobStateView> = Api::namespaced_with(self.client.clone(), &target.id.namespace, &());
-        let live = match self.read(api.get_opt(&target.id.name)).await {
-            Ok(Some(live)) => live,
-            Ok(None) => return Step::done(false),
-            Err(e) => {
-                warn!(error = %e, trainjob = %target.id, "TTL: live GET failed");
-                return Step::stop(Outcome::Failed);
-            }
-        };
-        let Ok(facts) = TrainJobFacts::from_view(&live) else { return Step::stop(Outcome::Aborted) };
-        if facts.uid != target.uid {
-            debug!(trainjob = %target.id, "TTL: a new TrainJob has the name now; leaving it to its own plan");
-            return Step::done(false);
-        }
-        let now = (self.clock)();
-        let TtlVerdict::Expired { expires_at, .. } = trainjob_verdict(&facts, now, &self.config) else {
-            debug!(trainjob = %target.id, "TTL: no longer expired on the live object");
-            return Step::stop(Outcome::Aborted);
-        };
-        self.ttl_delete(
-            &api,
-            target,
-            "TrainJob",
-            &facts.uid,
-            &facts.resource_version,
-            propagation,
-            expires_at,
-            now,
-            planned_expiry,
-            published,
-        )
-        .await
-    }
-
-    /// The DELETE of a TTL that the live re-check confirmed, and what its answer means.
-    #[allow(clippy::too_many_arguments)]
-    async fn ttl_delete<K>(
-        &mut self,
-        api: &Api<K>,
-        target: &Target,
-        kind: &'static str,
-        uid: &str,
-        resource_version: &str,
-        propagation: Propagation,
-        expires_at: Timestamp,
-        now: Timestamp,
-        planned_expiry: Timestamp,
-        published: &mut Vec<(Arc<str>, Reason, String)>,
-    ) -> Step
-    where
-        K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-    {
         if self.report_mode() {
-            self.metrics.ttl_deletion(kind, "would-delete");
-            return Step::done(true);
+            return action.would(self);
         }
+        if !self.leading() {
+            return Step::stop(Outcome::Aborted);
+        }
+        action.write(self, &api, checked, published).await
+    }
+}
+
+/// The events a work item published, as the report lists them.
+type Published = Vec<(Arc<str>, Reason, String)>;
+
+/// What an action reads live: the API it is read (and written) through, and the planner's
+/// facts of it.
+trait Read {
+    /// The object as read.
+    type Live: Clone + DeserializeOwned + std::fmt::Debug;
+    /// The planner's facts of it.
+    type Facts;
+    fn api(&self, ex: &Executor, namespace: &str) -> Api<Self::Live>;
+    /// The facts; `None` (unreadable) stops the rule.
+    fn facts(&self, live: &Self::Live) -> Option<Self::Facts>;
+    fn uid(facts: &Self::Facts) -> &str;
+}
+
+/// A Kubeflow v1 job of this kind.
+struct V1Job(TrainingKind);
+
+impl Read for V1Job {
+    type Live = TrainingJobView;
+    type Facts = JobFacts;
+    fn api(&self, ex: &Executor, namespace: &str) -> Api<TrainingJobView> {
+        ex.job_api(self.0, namespace)
+    }
+    fn facts(&self, live: &TrainingJobView) -> Option<JobFacts> {
+        JobFacts::from_view(self.0, live).ok()
+    }
+    fn uid(facts: &JobFacts) -> &str {
+        &facts.uid
+    }
+}
+
+/// A TrainJob.
+struct TrainJob;
+
+impl Read for TrainJob {
+    type Live = TrainJobStateView;
+    type Facts = TrainJobFacts;
+    fn api(&self, ex: &Executor, namespace: &str) -> Api<TrainJobStateView> {
+        Api::namespaced_with(ex.client.clone(), namespace, &())
+    }
+    fn facts(&self, live: &TrainJobStateView) -> Option<TrainJobFacts> {
+        TrainJobFacts::from_view(live).ok()
+    }
+    fn uid(facts: &TrainJobFacts) -> &str {
+        &facts.uid
+    }
+}
+
+/// A pod.
+struct Pod;
+
+impl Read for Pod {
+    type Live = PodView;
+    type Facts = PodFacts;
+    fn api(&self, ex: &Executor, namespace: &str) -> Api<PodView> {
+        Api::namespaced(ex.client.clone(), namespace)
+    }
+    fn facts(&self, live: &PodView) -> Option<PodFacts> {
+        PodFacts::from_view(live).ok().flatten()
+    }
+    fn uid(facts: &PodFacts) -> &str {
+        &facts.uid
+    }
+}
+
+type LiveOf<G> = <<G as Guarded>::Read as Read>::Live;
+type FactsOf<G> = <<G as Guarded>::Read as Read>::Facts;
+
+/// One action kind of the [guarded-write pipeline](Executor::guarded): what it reads live, the
+/// planner's re-check on it, and the write with preconditions.
+trait Guarded {
+    type Read: Read;
+    /// What the re-check hands to the write (built from the live object).
+    type Checked;
+    /// For the logs.
+    const WHAT: &'static str;
+
+    /// The planned object.
+    fn target(&self) -> &Target;
+    fn reads(&self) -> &Self::Read;
+    /// The object is gone: nothing to write.
+    fn gone(&self, _ex: &Executor) -> Step {
+        Step::done(false)
+    }
+    /// Another object has the name now.
+    fn recreated(&self, ex: &Executor) -> Step {
+        self.gone(ex)
+    }
+    /// The planner's own rule on the live object: the write still due, or the step to stop at.
+    async fn recheck(
+        &self,
+        ex: &mut Executor,
+        facts: FactsOf<Self>,
+        published: &mut Published,
+    ) -> Result<Self::Checked, Step>;
+    /// Report mode: the write that would have been made.
+    fn would(&self, _ex: &Executor) -> Step {
+        Step::done(true)
+    }
+    /// The write, with preconditions from the live read, and what its answer means.
+    async fn write(
+        &self,
+        ex: &mut Executor,
+        api: &Api<LiveOf<Self>>,
+        checked: Self::Checked,
+        published: &mut Published,
+    ) -> Step;
+}
+
+/// How the API server answered a write.
+enum Answer<T> {
+    Written(T),
+    /// 404: the object is gone.
+    NotFound,
+    /// 409: a precondition failed (the object changed or was replaced since the live read).
+    Conflict,
+    Failed(KubeError),
+}
+
+impl<T> From<Result<T, KubeError>> for Answer<T> {
+    fn from(result: Result<T, KubeError>) -> Self {
+        match result {
+            Ok(written) => Answer::Written(written),
+            Err(e) if api_code(&e) == Some(404) => Answer::NotFound,
+            Err(e) if api_code(&e) == Some(409) => Answer::Conflict,
+            Err(e) => Answer::Failed(e),
+        }
+    }
+}
+
+fn patch_params() -> PatchParams {
+    PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() }
+}
+
+/// docs/controller.md (TTL after finished) at expiry: DELETE with UID + resourceVersion
+/// preconditions once the same rule, on the live object, says it expired.
+struct TtlDelete<'a, R> {
+    target: &'a Target,
+    reads: R,
+    propagation: Propagation,
+    planned_expiry: Timestamp,
+}
+
+/// What has a TTL: a Kubeflow v1 job or a TrainJob, each with its planner's verdict.
+trait Expires: Read {
+    fn verdict(facts: &Self::Facts, now: Timestamp, config: &PlanConfig) -> TtlVerdict;
+    fn resource_version(facts: &Self::Facts) -> &str;
+}
+
+impl Expires for V1Job {
+    fn verdict(facts: &JobFacts, now: Timestamp, config: &PlanConfig) -> TtlVerdict {
+        verdict(facts, now, config)
+    }
+    fn resource_version(facts: &JobFacts) -> &str {
+        &facts.resource_version
+    }
+}
+
+impl Expires for TrainJob {
+    fn verdict(facts: &TrainJobFacts, now: Timestamp, config: &PlanConfig) -> TtlVerdict {
+        trainjob_verdict(facts, now, config)
+    }
+    fn resource_version(facts: &TrainJobFacts) -> &str {
+        &facts.resource_version
+    }
+}
+
+/// A TTL delete the re-check confirmed.
+struct TtlChecked {
+    preconditions: Preconditions,
+    expires_at: Timestamp,
+    now: Timestamp,
+}
+
+impl<R> TtlDelete<'_, R> {
+    fn kind(&self) -> &'static str {
+        match self.target.kind {
+            TargetKind::Job(kind) => kind.kind(),
+            _ => "TrainJob",
+        }
+    }
+}
+
+impl<R: Expires> Guarded for TtlDelete<'_, R> {
+    type Read = R;
+    type Checked = TtlChecked;
+    const WHAT: &'static str = "TTL";
+
+    fn target(&self) -> &Target {
+        self.target
+    }
+    fn reads(&self) -> &R {
+        &self.reads
+    }
+
+    async fn recheck(&self, ex: &mut Executor, facts: R::Facts, _: &mut Published) -> Result<TtlChecked, Step> {
+        let now = (ex.clock)();
+        let TtlVerdict::Expired { expires_at, .. } = R::verdict(&facts, now, &ex.config) else {
+            debug!(job = %self.target.id, "TTL: no longer expired on the live object");
+            return Err(Step::stop(Outcome::Aborted));
+        };
+        if expires_at != self.planned_expiry {
+            debug!(job = %self.target.id, "TTL: expiry moved since planning; re-checked live, still expired");
+        }
+        let preconditions = Preconditions {
+            uid: Some(R::uid(&facts).to_string()),
+            resource_version: Some(R::resource_version(&facts).to_string()).filter(|rv| !rv.is_empty()),
+        };
+        Ok(TtlChecked { preconditions, expires_at, now })
+    }
+
+    fn would(&self, ex: &Executor) -> Step {
+        ex.metrics.ttl_deletion(self.kind(), "would-delete");
+        Step::done(true)
+    }
+
+    async fn write(
+        &self,
+        ex: &mut Executor,
+        api: &Api<R::Live>,
+        checked: TtlChecked,
+        published: &mut Published,
+    ) -> Step {
+        let (kind, target) = (self.kind(), self.target);
         let params = DeleteParams {
-            propagation_policy: Some(match propagation {
+            propagation_policy: Some(match self.propagation {
                 Propagation::Background => PropagationPolicy::Background,
                 Propagation::Foreground => PropagationPolicy::Foreground,
                 Propagation::Orphan => PropagationPolicy::Orphan,
             }),
-            preconditions: Some(Preconditions {
-                uid: Some(uid.to_string()),
-                resource_version: Some(resource_version.to_string()).filter(|rv| !rv.is_empty()),
-            }),
+            preconditions: Some(checked.preconditions),
             ..DeleteParams::default()
         };
-        if !self.leading() {
-            return Step::stop(Outcome::Aborted);
-        }
-        match self.bounded(api.delete(&target.id.name, &params)).await {
-            Ok(_) => {
+        match ex.bounded(api.delete(&target.id.name, &params)).await.into() {
+            Answer::Written(_) => {
                 info!(job = %target.id, kind, "TTL: deleted");
-                self.metrics.ttl_deletion(kind, "deleted");
-                let ttl_expiry = plus(expires_at, -self.config.ttl_grace);
-                self.metrics.ttl_deletion_delay_seconds.observe(now.duration_since(ttl_expiry).as_secs_f64().max(0.0));
+                ex.metrics.ttl_deletion(kind, "deleted");
+                let ttl_expiry = plus(checked.expires_at, -ex.config.ttl_grace);
+                let delay = checked.now.duration_since(ttl_expiry).as_secs_f64().max(0.0);
+                ex.metrics.ttl_deletion_delay_seconds.observe(delay);
                 Step::done(true)
             }
-            Err(e) if api_code(&e) == Some(404) => {
-                self.metrics.ttl_deletion(kind, "not-found");
+            Answer::NotFound => {
+                ex.metrics.ttl_deletion(kind, "not-found");
                 Step::done(false)
             }
-            Err(e) if api_code(&e) == Some(409) => {
+            Answer::Conflict => {
                 // Changed between GET and DELETE: re-evaluate now.
-                self.metrics.ttl_deletion(kind, "conflict");
+                ex.metrics.ttl_deletion(kind, "conflict");
                 Step::stop(Outcome::Conflict)
             }
-            Err(e) => {
+            Answer::Failed(e) => {
                 warn!(error = %e, job = %target.id, "TTL: delete failed");
-                self.metrics.ttl_deletion(kind, "error");
-                let episode = format!("delete-failed@{planned_expiry}");
-                let event = self.own_event(
-                    target,
-                    EventType::Warning,
-                    Reason::TTLDeleteFailed,
-                    delete_failed_message(&e.to_string()),
-                    episode,
-                );
-                self.publish_own(event, Rule::Ttl, published).await;
+                ex.metrics.ttl_deletion(kind, "error");
+                let episode = format!("delete-failed@{}", self.planned_expiry);
+                let message = delete_failed_message(&e.to_string());
+                let event = ex.own_event(target, EventType::Warning, Reason::TTLDeleteFailed, message, episode);
+                ex.publish_own(event, Rule::Ttl, published).await;
                 Step::stop(Outcome::Failed)
             }
         }
     }
+}
 
-    /// docs/controller.md (Preemption (suspend)) remedy and restore: live GET, re-check, merge patch with the live resourceVersion.
-    async fn patch_job(&mut self, target: &Target, kind: &JobPatchKind, live_pods: u32) -> Step {
-        let TargetKind::Job(job_kind) = target.kind else { return Step::stop(Outcome::Aborted) };
-        let api = self.job_api(job_kind, &target.id.namespace);
-        let live = match self.read(api.get_opt(&target.id.name)).await {
-            Ok(Some(live)) => live,
-            Ok(None) => return Step::done(false),
-            Err(e) => {
-                warn!(error = %e, job = %target.id, "patch: live GET failed");
-                return Step::stop(Outcome::Failed);
-            }
-        };
-        let Ok(facts) = JobFacts::from_view(job_kind, &live) else { return Step::stop(Outcome::Aborted) };
-        if facts.uid != target.uid || facts.guard().is_some() {
-            return Step::stop(Outcome::Aborted);
+/// docs/controller.md (Preemption (suspend)) remedy and restore: a merge patch carrying the live
+/// resourceVersion, once the job is still managed and the stash (or restore) still due.
+struct JobPatch<'a> {
+    target: &'a Target,
+    reads: V1Job,
+    kind: &'a JobPatchKind,
+    live_pods: u32,
+}
+
+impl Guarded for JobPatch<'_> {
+    type Read = V1Job;
+    /// The merge patch.
+    type Checked = Value;
+    const WHAT: &'static str = "patch";
+
+    fn target(&self) -> &Target {
+        self.target
+    }
+    fn reads(&self) -> &V1Job {
+        &self.reads
+    }
+    fn recreated(&self, _: &Executor) -> Step {
+        Step::stop(Outcome::Aborted)
+    }
+    async fn recheck(&self, _: &mut Executor, facts: JobFacts, _: &mut Published) -> Result<Value, Step> {
+        if facts.guard().is_some() {
+            return Err(Step::stop(Outcome::Aborted));
         }
-        let live_target = Target { resource_version: facts.resource_version.clone(), ..target.clone() };
-        let body = match kind {
-            JobPatchKind::Stash { ttl } => {
-                let still = facts.ttl_seconds == Some(*ttl) && v1_stuck(&facts, live_pods).is_stuck();
-                if !still {
-                    return Step::stop(Outcome::Aborted);
-                }
-                stash_patch(&live_target, *ttl)
+        let live_target = Target { resource_version: facts.resource_version.clone(), ..self.target.clone() };
+        match self.kind {
+            JobPatchKind::Stash { ttl }
+                if facts.ttl_seconds == Some(*ttl) && v1_stuck(&facts, self.live_pods).is_stuck() =>
+            {
+                Ok(stash_patch(&live_target, *ttl))
             }
-            JobPatchKind::Restore { ttl } => {
-                if restore_verdict(&facts) != (RestoreVerdict::Restore { ttl: *ttl }) {
-                    return Step::stop(Outcome::Aborted);
-                }
-                restore_patch(&live_target, *ttl)
+            JobPatchKind::Restore { ttl } if restore_verdict(&facts) == (RestoreVerdict::Restore { ttl: *ttl }) => {
+                Ok(restore_patch(&live_target, *ttl))
             }
-        };
-        if self.report_mode() {
-            return Step::done(true);
+            _ => Err(Step::stop(Outcome::Aborted)),
         }
-        if !self.leading() {
-            return Step::stop(Outcome::Aborted);
-        }
-        let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
-        match self.bounded(api.patch(&target.id.name, &params, &Patch::Merge(&body))).await {
-            Ok(_) => {
+    }
+    async fn write(&self, ex: &mut Executor, api: &Api<TrainingJobView>, body: Value, _: &mut Published) -> Step {
+        let target = self.target;
+        match ex.bounded(api.patch(&target.id.name, &patch_params(), &Patch::Merge(&body))).await.into() {
+            Answer::Written(_) => {
                 info!(job = %target.id, patch = %body, "patched job");
                 Step::done(true)
             }
-            Err(e) if api_code(&e) == Some(404) => Step::done(false),
-            Err(e) if api_code(&e) == Some(409) => Step::stop(Outcome::Conflict),
-            Err(e) => {
+            Answer::NotFound => Step::done(false),
+            Answer::Conflict => Step::stop(Outcome::Conflict),
+            Answer::Failed(e) => {
                 warn!(error = %e, job = %target.id, "job patch failed");
                 Step::stop(Outcome::Failed)
             }
         }
     }
+}
 
-    /// docs/controller.md (Node failure) steps 1–5: live GET of pod and node, re-check, brake, status patch (UID
-    /// precondition), DELETE with grace 0 and UID precondition. Finalizers are never touched.
-    async fn force_delete_pod(
-        &mut self,
-        target: &Target,
-        job: &Target,
-        node_name: &str,
-        status_patch: Option<Value>,
-        predicted: &HashSet<String>,
-        published: &mut Vec<(Arc<str>, Reason, String)>,
-    ) -> Step {
-        let pods: Api<PodView> = Api::namespaced(self.client.clone(), &target.id.namespace);
-        let (pod, deletion) = match self.live_stuck_pod(&pods, target, node_name).await {
-            Ok(live) => live,
-            Err(step) => return step,
-        };
-        let (node, health) = match self.live_node_still_failed(target, node_name, &pod, deletion).await {
-            Ok(live) => live,
-            Err(step) => return step,
-        };
-        if let Some(step) = self.brake_on_fresh_counts(target, node_name, node.as_ref(), published).await {
-            return step;
-        }
-        if self.report_mode() {
-            self.metrics.force_deletion("would-delete");
-            return Step::done(true);
-        }
-        if !self.leading() {
-            return Step::stop(Outcome::Aborted);
-        }
-        if let Some(step) = self.take_force_delete_token(target, published).await {
-            return step;
-        }
-        let step = self
-            .status_patch_and_delete(
-                &pods,
-                target,
-                job,
-                node_name,
-                &pod,
-                health.state,
-                status_patch,
-                predicted,
-                published,
-            )
-            .await;
-        if !matches!(step, Step { outcome: Outcome::Done, wrote: true }) {
-            self.shared.bucket.lock().unwrap_or_else(|e| e.into_inner()).refund();
-        }
-        step
+/// docs/controller.md (Node failure) steps 1–5: the pod and its node read live and re-checked,
+/// the brake on fresh counts, a rate-limit token, the planned status patch (UID precondition),
+/// DELETE with grace 0 and UID precondition. Finalizers are never touched.
+struct ForceDelete<'a> {
+    target: &'a Target,
+    job: &'a Target,
+    node_name: &'a str,
+    /// The planned status patch, sent before the delete.
+    status_patch: Option<Value>,
+    /// Finalizer warnings the planner already predicted (published after the delete).
+    predicted: &'a HashSet<String>,
+}
+
+/// A force delete the re-check confirmed.
+struct ForceChecked {
+    pod: PodFacts,
+    state: NodeState,
+}
+
+impl Guarded for ForceDelete<'_> {
+    type Read = Pod;
+    type Checked = ForceChecked;
+    const WHAT: &'static str = "force delete";
+
+    fn target(&self) -> &Target {
+        self.target
+    }
+    fn reads(&self) -> &Pod {
+        &Pod
+    }
+    fn gone(&self, ex: &Executor) -> Step {
+        ex.metrics.force_deletion("gone");
+        Step::done(false)
     }
 
-    /// Re-check 1: the pod, read live, is the one planned (same UID), still terminating on the same
-    /// node, and not already escalated. Gone or recreated is done.
-    async fn live_stuck_pod(
-        &mut self,
-        pods: &Api<PodView>,
-        target: &Target,
-        node_name: &str,
-    ) -> Result<(PodFacts, Timestamp), Step> {
-        let live = match self.read(pods.get_opt(&target.id.name)).await {
-            Ok(Some(live)) => live,
-            Ok(None) => {
-                self.metrics.force_deletion("gone");
-                return Err(Step::done(false));
-            }
-            Err(e) => {
-                warn!(error = %e, pod = %target.id, "force delete: live GET of the pod failed");
-                return Err(Step::stop(Outcome::Failed));
-            }
-        };
-        let Ok(Some(pod)) = PodFacts::from_view(&live) else { return Err(Step::stop(Outcome::Aborted)) };
-        if pod.uid != target.uid {
-            // Recreated with the same name: the new pod is not ours to touch.
-            self.metrics.force_deletion("gone");
-            return Err(Step::done(false));
-        }
+    /// The pod still terminating on the same node and not already escalated; the node, read live,
+    /// still one `--node-failure` trusts to be dead, for long enough; the brake on fresh counts.
+    async fn recheck(&self, ex: &mut Executor, pod: PodFacts, published: &mut Published) -> Result<ForceChecked, Step> {
+        let (target, node_name) = (self.target, self.node_name);
         let Some(deletion) = pod.deletion else { return Err(Step::stop(Outcome::Aborted)) };
         if pod.deletion_grace_seconds == Some(0) {
             return Err(Step::done(false));
@@ -616,39 +754,110 @@ impl Executor {
         if pod.node.as_deref() != Some(node_name) {
             return Err(Step::stop(Outcome::Aborted));
         }
-        Ok((pod, deletion))
-    }
-
-    /// Re-check 2: the node, read live, is still one `--node-failure` trusts to be dead, for long
-    /// enough.
-    async fn live_node_still_failed(
-        &self,
-        target: &Target,
-        node_name: &str,
-        pod: &PodFacts,
-        deletion: Timestamp,
-    ) -> Result<(Option<NodeFacts>, NodeHealth), Step> {
-        let nodes: Api<NodeView> = Api::all(self.client.clone());
-        let node = match self.read(nodes.get_opt(node_name)).await {
-            Ok(Some(n)) => match NodeFacts::from_view(&n) {
-                Ok(f) => Some(f),
-                Err(_) => return Err(Step::stop(Outcome::Aborted)),
-            },
+        let nodes: Api<NodeView> = Api::all(ex.client.clone());
+        let node = match ex.read(nodes.get_opt(node_name)).await {
+            Ok(Some(n)) => Some(NodeFacts::from_view(&n).map_err(|_| Step::stop(Outcome::Aborted))?),
             Ok(None) => None,
             Err(e) => {
                 warn!(error = %e, node = node_name, "force delete: live GET of the node failed");
                 return Err(Step::stop(Outcome::Failed));
             }
         };
-        let now = (self.clock)();
-        let health = node_health(node.as_ref(), true, &self.config);
-        if !trusted(self.config.node_failure, &health, now) || now < escalate_from(pod, deletion, &self.config) {
+        let now = (ex.clock)();
+        let health = node_health(node.as_ref(), true, &ex.config);
+        if !trusted(ex.config.node_failure, &health, now) || now < escalate_from(&pod, deletion, &ex.config) {
             info!(pod = %target.id, node = node_name, state = health.state.as_str(), "force delete: re-check says no");
             return Err(Step::stop(Outcome::Aborted));
         }
-        Ok((node, health))
+        if let Some(step) = ex.brake_on_fresh_counts(target, node_name, node.as_ref(), published).await {
+            return Err(step);
+        }
+        Ok(ForceChecked { pod, state: health.state })
     }
 
+    fn would(&self, ex: &Executor) -> Step {
+        ex.metrics.force_deletion("would-delete");
+        Step::done(true)
+    }
+
+    /// A rate-limit token, then the writes; the token goes back when nothing was deleted.
+    async fn write(&self, ex: &mut Executor, pods: &Api<PodView>, c: ForceChecked, published: &mut Published) -> Step {
+        if let Some(step) = ex.take_force_delete_token(self.target, published).await {
+            return step;
+        }
+        let step = self.status_patch_and_delete(ex, pods, c, published).await;
+        if !matches!(step, Step { outcome: Outcome::Done, wrote: true }) {
+            ex.shared.bucket.lock().unwrap_or_else(|e| e.into_inner()).refund();
+        }
+        step
+    }
+}
+
+impl ForceDelete<'_> {
+    /// Steps 3–5 of a force delete whose token is taken. A 404 or 409 (another pod has the name)
+    /// means the planned pod is gone.
+    async fn status_patch_and_delete(
+        &self,
+        ex: &mut Executor,
+        pods: &Api<PodView>,
+        ForceChecked { pod, state }: ForceChecked,
+        published: &mut Published,
+    ) -> Step {
+        let target = self.target;
+        if let Some(patch) = self.status_patch.clone().and_then(|p| without_terminal_phase(p, &pod)) {
+            match ex
+                .bounded(pods.patch_status(&target.id.name, &patch_params(), &Patch::Strategic(&patch)))
+                .await
+                .into()
+            {
+                Answer::Written(_) => {}
+                Answer::NotFound | Answer::Conflict => return self.gone(ex),
+                Answer::Failed(e) => {
+                    warn!(error = %e, pod = %target.id, "force delete: status patch failed");
+                    ex.metrics.force_deletion("error");
+                    return Step::stop(Outcome::Failed);
+                }
+            }
+        }
+        if !ex.leading() {
+            return Step::stop(Outcome::Aborted);
+        }
+        let params = DeleteParams {
+            grace_period_seconds: Some(0),
+            preconditions: Some(Preconditions { uid: Some(pod.uid.to_string()), resource_version: None }),
+            ..DeleteParams::default()
+        };
+        match ex.bounded(pods.delete(&target.id.name, &params)).await.into() {
+            Answer::Written(result) => {
+                let node = self.node_name;
+                info!(pod = %target.id, job = %self.job.id, node, state = state.as_str(), "force-deleted stuck pod");
+                ex.metrics.force_deletion("deleted");
+                // A finalizer the cache did not show yet: reported now rather than on the next pass.
+                if let Some(still) = result.left()
+                    && let Ok(Some(still)) = PodFacts::from_view(&still)
+                {
+                    let blocking = blocking_finalizers(&still);
+                    let episode = finalizers_episode(&blocking);
+                    if !blocking.is_empty() && !self.predicted.contains(&episode) {
+                        let message = finalizers_message(&blocking, "was");
+                        let reason = Reason::PodBlockedByFinalizers;
+                        let event = ex.own_event(target, EventType::Warning, reason, message, episode);
+                        ex.publish_own(event, Rule::NodeFailure, published).await;
+                    }
+                }
+                Step::done(true)
+            }
+            Answer::NotFound | Answer::Conflict => self.gone(ex),
+            Answer::Failed(e) => {
+                warn!(error = %e, pod = %target.id, "force delete failed");
+                ex.metrics.force_deletion("error");
+                Step::stop(Outcome::Failed)
+            }
+        }
+    }
+}
+
+impl Executor {
     /// Re-check 3: the brake on fresh counts, the node cache as it is now with this node as just
     /// read. `Some` when it holds the delete back.
     async fn brake_on_fresh_counts(
@@ -656,7 +865,7 @@ impl Executor {
         target: &Target,
         node_name: &str,
         node: Option<&NodeFacts>,
-        published: &mut Vec<(Arc<str>, Reason, String)>,
+        published: &mut Published,
     ) -> Option<Step> {
         let zones = self.shared.zones.load_full();
         let trip = zones.trip(node_name, node, self.config.pause_unhealthy_fraction)?;
@@ -677,11 +886,7 @@ impl Executor {
     /// Re-check 4: a token of the force-delete rate limit. Tokens are spent on deletes that are
     /// executed, not on plans (given back when nothing was deleted after all). `Some` when none is
     /// left.
-    async fn take_force_delete_token(
-        &mut self,
-        target: &Target,
-        published: &mut Vec<(Arc<str>, Reason, String)>,
-    ) -> Option<Step> {
+    async fn take_force_delete_token(&mut self, target: &Target, published: &mut Published) -> Option<Step> {
         let now = (self.clock)();
         let next = {
             let mut bucket = self.shared.bucket.lock().unwrap_or_else(|e| e.into_inner());
@@ -699,80 +904,6 @@ impl Executor {
             self.own_event(target, EventType::Warning, Reason::ForceDeleteSuppressed, message, "rate-limit".into());
         self.publish_own(event, Rule::NodeFailure, published).await;
         Some(Step::stop(next.map_or(Outcome::Suppressed, Outcome::RateLimited)))
-    }
-
-    /// Steps 3–5 of a force delete whose token is taken.
-    #[allow(clippy::too_many_arguments)]
-    async fn status_patch_and_delete(
-        &mut self,
-        pods: &Api<PodView>,
-        target: &Target,
-        job: &Target,
-        node_name: &str,
-        pod: &PodFacts,
-        state: NodeState,
-        status_patch: Option<Value>,
-        predicted: &HashSet<String>,
-        published: &mut Vec<(Arc<str>, Reason, String)>,
-    ) -> Step {
-        if let Some(patch) = status_patch.and_then(|p| without_terminal_phase(p, pod)) {
-            let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
-            match self.bounded(pods.patch_status(&target.id.name, &params, &Patch::Strategic(&patch))).await {
-                Ok(_) => {}
-                // Gone, or the UID precondition failed (another pod has the name): nothing to do.
-                Err(e) if matches!(api_code(&e), Some(404 | 409)) => {
-                    self.metrics.force_deletion("gone");
-                    return Step::done(false);
-                }
-                Err(e) => {
-                    warn!(error = %e, pod = %target.id, "force delete: status patch failed");
-                    self.metrics.force_deletion("error");
-                    return Step::stop(Outcome::Failed);
-                }
-            }
-        }
-        if !self.leading() {
-            return Step::stop(Outcome::Aborted);
-        }
-        let params = DeleteParams {
-            grace_period_seconds: Some(0),
-            preconditions: Some(Preconditions { uid: Some(pod.uid.to_string()), resource_version: None }),
-            ..DeleteParams::default()
-        };
-        match self.bounded(pods.delete(&target.id.name, &params)).await {
-            Ok(result) => {
-                info!(pod = %target.id, job = %job.id, node = node_name, state = state.as_str(), "force-deleted stuck pod");
-                self.metrics.force_deletion("deleted");
-                // A finalizer the cache did not show yet: reported now rather than on the next pass.
-                if let Some(still) = result.left()
-                    && let Ok(Some(still)) = PodFacts::from_view(&still)
-                {
-                    let blocking = blocking_finalizers(&still);
-                    let episode = finalizers_episode(&blocking);
-                    if !blocking.is_empty() && !predicted.contains(&episode) {
-                        let message = finalizers_message(&blocking, "was");
-                        let event = self.own_event(
-                            target,
-                            EventType::Warning,
-                            Reason::PodBlockedByFinalizers,
-                            message,
-                            episode,
-                        );
-                        self.publish_own(event, Rule::NodeFailure, published).await;
-                    }
-                }
-                Step::done(true)
-            }
-            Err(e) if matches!(api_code(&e), Some(404 | 409)) => {
-                self.metrics.force_deletion("gone");
-                Step::done(false)
-            }
-            Err(e) => {
-                warn!(error = %e, pod = %target.id, "force delete failed");
-                self.metrics.force_deletion("error");
-                Step::stop(Outcome::Failed)
-            }
-        }
     }
 }
 

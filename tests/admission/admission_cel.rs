@@ -252,7 +252,7 @@ fn match_conditions_table() {
     assert_eq!(called(&conditions, &create), Ok(true), "CREATE");
 }
 
-/// The benchmark payloads (`benches/payloads.rs`, which `benches/load.py` makes alike) against the
+/// The benchmark payloads (`crates/test-support/src/payloads.rs`, which `benches/load.py` makes alike) against the
 /// shipped conditions: what docs/benchmarks.md says about which rows a cluster sends. The
 /// byte-identical updates never reach the webhook; a create, an edit, and a runtime patch
 /// re-stamped by its owner (the lists differ to CEL, though trainguard allows it as unchanged) do.

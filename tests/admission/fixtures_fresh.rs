@@ -1,5 +1,5 @@
 //! The committed fixtures are exactly what `examples/gen_fixtures` writes: edit the table in
-//! `examples/gen_fixtures/cases.rs`, run `cargo run --example gen_fixtures`, commit both.
+//! `crates/test-support/src/cases.rs`, run `cargo run --example gen_fixtures`, commit both.
 
 use crate::{builders, cases};
 

@@ -2,18 +2,10 @@
 //! One test binary; each file is a module, run by `cargo nextest` one test per process.
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a panic is its failure report")]
 
-// The fixture generator's table (`cargo run --example gen_fixtures`), for fixtures_fresh.
-#[path = "../../examples/gen_fixtures/builders.rs"]
-#[allow(dead_code)]
-mod builders;
-#[path = "../../examples/gen_fixtures/cases.rs"]
-#[allow(dead_code)]
-mod cases;
-#[path = "../../benches/payloads.rs"]
-mod payloads;
-
-#[path = "../support/mod.rs"]
-mod support;
+// The fixture generator's table (`cargo run --example gen_fixtures`), the bench payloads and the
+// fixtures' loader, shared with the examples, benches and fuzz targets.
+use trainguard_test_support as support;
+use trainguard_test_support::{builders, cases, payloads};
 
 mod admission_cel;
 mod differential;

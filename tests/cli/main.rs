@@ -2,9 +2,6 @@
 //! One test binary; each file is a module, run by `cargo nextest` one test per process.
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a panic is its failure report")]
 
-#[path = "../support/mod.rs"]
-mod support;
-
 mod action;
 mod deploy;
 mod makefile;

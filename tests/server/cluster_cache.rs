@@ -1,20 +1,20 @@
 //! Cluster mode: the JobSet/Job caches fed by kube-rs watchers through kube's real client,
-//! against an in-test fake of the list and watch calls they make.
+//! against the test kit's fake API on loopback (with injected faults).
 
 use crate::support::tls as support;
-use crate::support::wait::eventually_async;
+use trainguard_fake_api::wait::eventually_async;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::body::Body;
-use axum::extract::{Query, State};
-use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use support::*;
-use tokio::sync::{broadcast, watch};
+use tokio::sync::watch;
 use trainguard::cluster::ClusterCache;
+use trainguard_fake_api::{FakeApi, Fault, Served};
+
+const JOBSETS: &str = "/apis/jobset.x-k8s.io/v1alpha2/jobsets";
+const JOBS: &str = "/apis/batch/v1/jobs";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -28,139 +28,66 @@ enum Mode {
     JobSetWatchNotFound,
 }
 
-#[derive(Clone)]
+/// The test kit's fake API on loopback, serving JobSets and batch Jobs, with the faults of a
+/// [`Mode`]. Everything else the binary may ask for (the controller's kinds, discovery) is
+/// answered as the kit's API server would: custom resources not served, built-in ones empty.
 struct Fake {
-    mode: Arc<Mutex<Mode>>,
-    objects: Arc<Mutex<HashMap<&'static str, Vec<Value>>>>,
-    events: broadcast::Sender<(&'static str, Value)>,
-    /// Lists wait until this is true (to observe the state before the first sync).
-    lists_open: watch::Receiver<bool>,
-    url: Arc<Mutex<String>>,
-    /// The path of every request, in order.
-    requests: Arc<Mutex<Vec<String>>>,
+    api: FakeApi,
+    served: Served,
+    mode: Arc<std::sync::Mutex<Mode>>,
 }
 
 impl Fake {
-    fn mode(&self) -> Mode {
-        *self.mode.lock().unwrap()
-    }
-
     fn set_mode(&self, mode: Mode) {
         *self.mode.lock().unwrap() = mode;
-        // Wake watch streams so that they notice.
-        let _ = self.events.send(("", Value::Null));
+        match mode {
+            Mode::Normal => {}
+            Mode::Down => self.api.end_watches(""),
+            Mode::JobSetCrdAbsent | Mode::JobSetWatchNotFound => self.api.end_watches(JOBSETS),
+        }
     }
 
-    fn emit(&self, resource: &'static str, kind: &str, object: Value) {
-        self.events.send((resource, json!({"type": kind, "object": object}))).unwrap();
+    /// Sets the JobSets or the Jobs the lists show (watches are not told).
+    fn set_objects(&self, collection: &str, objects: Vec<Value>) {
+        for object in self.api.objects(collection) {
+            self.api.forget(&object);
+        }
+        for object in objects {
+            self.api.insert(object);
+        }
     }
 
     fn requested(&self, path: &str) -> bool {
-        self.requests.lock().unwrap().iter().any(|p| p == path)
+        self.api.requested(path)
     }
-}
 
-async fn record(State(f): State<Fake>, request: axum::extract::Request, next: axum::middleware::Next) -> Response {
-    f.requests.lock().unwrap().push(request.uri().path().to_string());
-    next.run(request).await
-}
-
-fn status(code: u16, reason: &str) -> Response {
-    let body = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason, "code": code, "message": reason});
-    (http::StatusCode::from_u16(code).unwrap(), axum::Json(body)).into_response()
-}
-
-async fn serve_resource(
-    fake: Fake,
-    resource: &'static str,
-    list_kind: &str,
-    query: HashMap<String, String>,
-) -> Response {
-    let absent = resource == "jobsets" && fake.mode() == Mode::JobSetCrdAbsent;
-    if absent {
-        return status(404, "NotFound");
+    /// The path of every request, in order.
+    fn requests(&self) -> Vec<String> {
+        self.api.seen().into_iter().map(|s| s.path).collect()
     }
-    if query.get("watch").map(String::as_str) == Some("true") {
-        if fake.mode() == Mode::Down {
-            return status(500, "InternalError");
-        }
-        if resource == "jobsets" && fake.mode() == Mode::JobSetWatchNotFound {
-            return status(404, "NotFound");
-        }
-        let rx = fake.events.subscribe();
-        let stream = tokio_stream_from(rx, fake.clone(), resource);
-        return Response::builder().header("content-type", "application/json").body(Body::from_stream(stream)).unwrap();
-    }
-    let mut open = fake.lists_open.clone();
-    let _ = open.wait_for(|o| *o).await;
-    if fake.mode() == Mode::Down {
-        return status(500, "InternalError");
-    }
-    let items = fake.objects.lock().unwrap().get(resource).cloned().unwrap_or_default();
-    axum::Json(json!({"apiVersion": "v1", "kind": list_kind, "metadata": {"resourceVersion": "100"}, "items": items}))
-        .into_response()
-}
-
-fn tokio_stream_from(
-    rx: broadcast::Receiver<(&'static str, Value)>,
-    fake: Fake,
-    resource: &'static str,
-) -> impl futures::Stream<Item = Result<Vec<u8>, std::io::Error>> {
-    futures::stream::unfold(rx, move |mut rx| {
-        let fake = fake.clone();
-        async move {
-            loop {
-                let jobsets_gone = matches!(fake.mode(), Mode::JobSetWatchNotFound | Mode::JobSetCrdAbsent);
-                if fake.mode() == Mode::Down || (resource == "jobsets" && jobsets_gone) {
-                    return None;
-                }
-                match rx.recv().await {
-                    Ok((r, event)) if r == resource => {
-                        let mut line = serde_json::to_vec(&event).unwrap();
-                        line.push(b'\n');
-                        return Some((Ok(line), rx));
-                    }
-                    Ok(_) => continue,
-                    Err(_) => return None,
-                }
-            }
-        }
-    })
 }
 
 async fn start_fake(mode: Mode, lists_open: bool) -> (Fake, watch::Sender<bool>, kube::Client) {
     let (open_tx, open_rx) = watch::channel(lists_open);
-    let fake = Fake {
-        mode: Arc::new(Mutex::new(mode)),
-        objects: Arc::default(),
-        events: broadcast::channel(64).0,
-        lists_open: open_rx,
-        url: Arc::default(),
-        requests: Arc::default(),
-    };
-    let app = axum::Router::new()
-        .route(
-            "/apis/jobset.x-k8s.io/v1alpha2/jobsets",
-            axum::routing::get(|State(f): State<Fake>, Query(q): Query<HashMap<String, String>>| {
-                serve_resource(f, "jobsets", "JobSetList", q)
-            }),
-        )
-        .route(
-            "/apis/batch/v1/jobs",
-            axum::routing::get(|State(f): State<Fake>, Query(q): Query<HashMap<String, String>>| {
-                serve_resource(f, "jobs", "JobList", q)
-            }),
-        )
-        // Everything else the binary may ask for (the controller's kinds, discovery) is "not served".
-        .fallback(|| async { status(404, "NotFound") })
-        .with_state(fake.clone())
-        .layer(axum::middleware::from_fn_with_state(fake.clone(), record));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    let config = kube::Config::new(format!("http://{addr}").parse().unwrap());
-    *fake.url.lock().unwrap() = format!("http://{addr}");
-    (fake, open_tx, kube::Client::try_from(config).unwrap())
+    let api = FakeApi::new();
+    api.serve_collection(JOBSETS);
+    let mode = Arc::new(std::sync::Mutex::new(mode));
+    let current = mode.clone();
+    api.fault(move |seen| {
+        let mode = *current.lock().unwrap();
+        let jobsets = seen.path == JOBSETS;
+        match mode {
+            Mode::Down => Some(Fault::Status(500)),
+            Mode::JobSetCrdAbsent if jobsets => Some(Fault::Status(404)),
+            Mode::JobSetWatchNotFound if jobsets && seen.is_watch() => Some(Fault::Status(404)),
+            // Lists wait until opened (to observe the state before the first sync).
+            _ if !seen.is_watch() => Some(Fault::Hold(open_rx.clone())),
+            _ => None,
+        }
+    });
+    let served = api.serve().await;
+    let client = served.client();
+    (Fake { api, served, mode }, open_tx, client)
 }
 
 fn jobset(active: i32) -> Value {
@@ -215,8 +142,8 @@ async fn verdicts(server: &TestServer) -> (Value, Value) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readiness_waits_for_the_first_sync_and_the_gate_reads_the_cache() {
     let (fake, open_lists, client) = start_fake(Mode::Normal, false).await;
-    fake.objects.lock().unwrap().insert("jobsets", vec![jobset(2)]);
-    fake.objects.lock().unwrap().insert("jobs", vec![child_job("llama-node-0", 4, Some(0))]);
+    fake.set_objects(JOBSETS, vec![jobset(2)]);
+    fake.set_objects(JOBS, vec![child_job("llama-node-0", 4, Some(0))]);
     let (mut server, cache) = start_with_cache(client, Duration::from_secs(60)).await;
 
     let (status, text) = admin_get(server.admin, "/readyz").await;
@@ -239,8 +166,8 @@ async fn readiness_waits_for_the_first_sync_and_the_gate_reads_the_cache() {
     assert!(message.contains("job ml-team/llama-node-0 still has 4 active pods"), "{message}");
 
     // Watch events reach the gate: the run stops, the change is allowed.
-    fake.emit("jobsets", "MODIFIED", jobset(0));
-    fake.emit("jobs", "DELETED", child_job("llama-node-0", 0, None));
+    fake.api.put(jobset(0));
+    fake.api.remove(&child_job("llama-node-0", 0, None));
     eventually_async("watch events applied", async || verdicts(&server).await.0["allowed"] == true).await;
     server.shutdown().await;
 }
@@ -275,7 +202,7 @@ async fn a_watch_broken_past_stale_after_denies_gated_changes_only() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_absent_jobset_crd_counts_as_no_jobsets() {
     let (fake, _open, client) = start_fake(Mode::JobSetCrdAbsent, true).await;
-    fake.objects.lock().unwrap().insert("jobs", vec![child_job("llama-node-0", 0, None)]);
+    fake.set_objects(JOBS, vec![child_job("llama-node-0", 0, None)]);
     let (mut server, _cache) = start_with_cache(client, Duration::from_secs(60)).await;
     eventually_async("ready without the JobSet CRD", async || admin_get(server.admin, "/readyz").await.0 == 200).await;
     let (gated, _) = verdicts(&server).await;
@@ -287,7 +214,7 @@ async fn an_absent_jobset_crd_counts_as_no_jobsets() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watch_told_404_after_the_sync_relists_instead_of_emptying_the_cache() {
     let (fake, _open, client) = start_fake(Mode::Normal, true).await;
-    fake.objects.lock().unwrap().insert("jobsets", vec![jobset(2)]);
+    fake.set_objects(JOBSETS, vec![jobset(2)]);
     let (mut server, cache, metrics) = start_with_cache_metrics(client, Duration::from_secs(60)).await;
     eventually_async("synced", async || admin_get(server.admin, "/readyz").await.0 == 200).await;
     assert_eq!(cache.jobset_count(), 1);
@@ -305,15 +232,15 @@ async fn a_watch_told_404_after_the_sync_relists_instead_of_emptying_the_cache()
     assert_eq!(metrics.cache.resource_absent.get_or_create(&labels).get(), 0);
 
     // A JobSet that changed while the watch was down is picked up by the relist.
-    fake.objects.lock().unwrap().insert("jobsets", vec![jobset(0)]);
+    fake.set_objects(JOBSETS, vec![jobset(0)]);
     fake.set_mode(Mode::Normal);
     eventually_async("the relist saw the stopped JobSet", async || verdicts(&server).await.0["allowed"] == true).await;
 
     // Lists that say 404 too are not believed either: the cache keeps its JobSet, counts as
     // broken and lists again, where it used to empty itself and call that healthy (whatever
     // answers 404 could then have every gated change allowed).
-    fake.objects.lock().unwrap().insert("jobsets", vec![jobset(2)]);
-    fake.emit("jobsets", "MODIFIED", jobset(2));
+    fake.set_objects(JOBSETS, vec![jobset(2)]);
+    fake.api.put(jobset(2));
     eventually_async("the running JobSet is back", async || verdicts(&server).await.0["status"]["code"] == 403).await;
     let before = vanished();
     fake.set_mode(Mode::JobSetCrdAbsent);
@@ -328,8 +255,8 @@ async fn a_watch_told_404_after_the_sync_relists_instead_of_emptying_the_cache()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resuming_waits_for_terminating_pods() {
     let (fake, _open, kube_client) = start_fake(Mode::Normal, true).await;
-    fake.objects.lock().unwrap().insert("jobsets", vec![jobset(0)]);
-    fake.objects.lock().unwrap().insert("jobs", vec![child_job("llama-node-0", 0, Some(3))]);
+    fake.set_objects(JOBSETS, vec![jobset(0)]);
+    fake.set_objects(JOBS, vec![child_job("llama-node-0", 0, Some(3))]);
     let (mut server, _cache) = start_with_cache(kube_client, Duration::from_secs(60)).await;
     eventually_async("synced", async || admin_get(server.admin, "/readyz").await.0 == 200).await;
     let client = client(&server.ca_pem, false);
@@ -346,18 +273,7 @@ async fn resuming_waits_for_terminating_pods() {
 
 /// A kubeconfig in `dir` that points at the fake.
 fn kubeconfig_for(fake: &Fake, dir: &std::path::Path) -> std::path::PathBuf {
-    let kubeconfig = dir.join("kubeconfig");
-    let url = fake.url.lock().unwrap().clone();
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters: [{{name: fake, cluster: {{server: \"{url}\"}}}}]\n\
-             users: [{{name: fake, user: {{}}}}]\ncontexts: [{{name: fake, context: {{cluster: fake, user: fake}}}}]\n\
-             current-context: fake\n"
-        ),
-    )
-    .unwrap();
-    kubeconfig
+    fake.served.kubeconfig(dir)
 }
 
 /// `trainguard --log-format json serve ARGS`, with its stderr read until the log line `message`,
@@ -420,7 +336,7 @@ async fn terminate(mut child: tokio::process::Child) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_with_a_kubeconfig_gates_on_watched_state() {
     let (fake, _open, _client) = start_fake(Mode::Normal, true).await;
-    fake.objects.lock().unwrap().insert("jobsets", vec![jobset(3)]);
+    fake.set_objects(JOBSETS, vec![jobset(3)]);
     let dir = tempfile::tempdir().unwrap();
     let (args, chain) = webhook_args(&fake, dir.path(), "--leader-elect=false");
     let (child, log) =
@@ -458,12 +374,12 @@ async fn webhook_only_watches_what_the_gate_reads_and_nothing_else() {
     // Both gate caches listed and watching; a controller (spawned before the server) would have
     // asked for its Lease or its own kinds by now.
     eventually_async("both watches open", async || {
-        let requests = fake.requests.lock().unwrap();
+        let requests = fake.requests();
         requests.iter().filter(|p| p.ends_with("/jobsets") || p.ends_with("/jobs")).count() >= 4
     })
     .await;
-    let requests = fake.requests.lock().unwrap().clone();
-    let gate = ["/apis/jobset.x-k8s.io/v1alpha2/jobsets", "/apis/batch/v1/jobs"];
+    let requests = fake.requests();
+    let gate = [JOBSETS, JOBS];
     let other: Vec<&String> = requests.iter().filter(|p| !gate.contains(&p.as_str())).collect();
     assert!(other.is_empty(), "a webhook-only process asked for {other:?}");
     let (_, metrics) = admin_get(admin, "/metrics").await;

@@ -2,8 +2,7 @@
 //! One test binary; each file is a module, run by `cargo nextest` one test per process.
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a panic is its failure report")]
 
-#[path = "../support/mod.rs"]
-mod support;
+use trainguard_test_support as support;
 
 mod certs;
 mod cli_serve;

@@ -21,8 +21,11 @@ async fn every_fixture_gets_its_verdict_over_tls() {
         // `trainguard review` runs in its own process while the server answers the same review.
         let cli = review_cli(case);
         let cluster: Arc<dyn ClusterView> = Arc::from(case.cluster());
-        let mut server =
-            support::start(support::Options { http2, rules: case.config(), cluster, ..Default::default() }).await;
+        let mut server = support::start(support::Options {
+            cluster,
+            ..support::Options::from(support::ServerSettings { http2, rules: case.config(), ..support::defaults() })
+        })
+        .await;
         let client = support::client(&server.ca_pem, http2);
         let path = match case.endpoint() {
             trainguard_core::admission::Endpoint::Validate => support::VALIDATE,

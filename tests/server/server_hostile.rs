@@ -6,7 +6,7 @@
 //! Attackers use 127.0.0.1 and 127.0.0.3; the well-behaved client comes from 127.0.0.2.
 
 use crate::support::tls as support;
-use crate::support::wait::eventually_async;
+use trainguard_fake_api::wait::eventually_async;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -51,7 +51,7 @@ async fn open_webhook_connections(server: &TestServer) -> Option<u64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_review_of_millions_of_bad_items_gets_a_small_answer() {
     // 3.5 M items in 7 MiB: one error and one cause per item was a 472 MB answer.
-    let mut server = start(Options { max_body_bytes: 7 << 20, ..Default::default() }).await;
+    let mut server = start(Options::from(ServerSettings { max_body_bytes: 7 << 20, ..defaults() })).await;
     let body = create_with_bad_items(3_500_000);
     assert!(body.len() < 7 << 20, "{} bytes", body.len());
     let started = Instant::now();
@@ -91,7 +91,7 @@ async fn pipeline_until_blocked<S: tokio::io::AsyncWrite + Unpin>(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_never_reads_its_answers_is_dropped() {
     let write_timeout = Duration::from_secs(1);
-    let mut server = start(Options { write_timeout, ..Default::default() }).await;
+    let mut server = start(Options::from(ServerSettings { write_timeout, ..defaults() })).await;
     // Pipelined reviews whose ~8 KB denials are never read: the socket buffers fill, the server's
     // write blocks, and without a write deadline the connection (and its answers) stays forever
     // (the idle timeout here is the default 120 s, and a closing connection waits for its write).
@@ -130,12 +130,12 @@ async fn a_client_that_never_reads_its_answers_is_dropped() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_http2_stream_whose_answer_is_never_read_does_not_hold_the_connection() {
-    let mut server = start(Options {
+    let mut server = start(Options::from(ServerSettings {
         http2: true,
         idle_timeout: Duration::from_millis(400),
         write_timeout: Duration::from_secs(1),
-        ..Default::default()
-    })
+        ..defaults()
+    }))
     .await;
     let mut tls = client_tls(&[&server.ca_pem], rustls::ALL_VERSIONS);
     tls.alpn_protocols = vec![b"h2".to_vec()];
@@ -177,7 +177,7 @@ async fn http2_bounds_are_pinned() {
         assert_eq!(got, want, "{what}");
     }
     // A peer that resets every stream it opens is cut off: the connection ends with GOAWAY.
-    let mut server = start(Options { http2: true, ..Default::default() }).await;
+    let mut server = start(Options::from(ServerSettings { http2: true, ..defaults() })).await;
     let mut tls = client_tls(&[&server.ca_pem], rustls::ALL_VERSIONS);
     tls.alpn_protocols = vec![b"h2".to_vec()];
     let tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
@@ -214,8 +214,13 @@ async fn idle_connections_make_room_for_a_new_client_at_the_cap() {
     // The attack scaled down: 2 addresses × 4 keep-alive connections fill a cap of 8, each after
     // one request, then idle (the idle timeout is 120 s).
     let evict_idle_after = Duration::from_millis(300);
-    let mut server =
-        start(Options { max_connections: 8, max_connections_per_ip: 4, evict_idle_after, ..Default::default() }).await;
+    let mut server = start(Options::from(ServerSettings {
+        max_connections: 8,
+        max_connections_per_ip: 4,
+        evict_idle_after,
+        ..defaults()
+    }))
+    .await;
     let ok = update_review(UID, trainjob(false, "a"), trainjob(false, "a"));
     let mut idle = Vec::new();
     for source in ["127.0.0.1", "127.0.0.3"] {
@@ -252,12 +257,12 @@ async fn a_connection_in_use_is_not_evicted_before_the_floor() {
     // The floor (10 s as shipped) keeps connections in active use: a client that just got its
     // answer is not cut. Here the floor is 30 s and the cap is full of freshly used connections:
     // the new client waits in the backlog (back-pressure), as before.
-    let mut server = start(Options {
+    let mut server = start(Options::from(ServerSettings {
         max_connections: 2,
         max_connections_per_ip: 2,
         evict_idle_after: Duration::from_secs(30),
-        ..Default::default()
-    })
+        ..defaults()
+    }))
     .await;
     let ok = update_review(UID, trainjob(false, "a"), trainjob(false, "a"));
     let mut used = Vec::new();
@@ -297,7 +302,9 @@ async fn the_per_address_cap_never_refuses_an_authenticated_client() {
     let ca_dir = tempfile::tempdir().unwrap();
     let ca_path = ca_dir.path().join("client-ca.crt");
     std::fs::write(&ca_path, ca.pem()).unwrap();
-    let mut server = start(Options { client_ca: Some(ca_path), max_connections_per_ip: 2, ..Default::default() }).await;
+    let mut server =
+        start(Options::from(ServerSettings { client_ca: Some(ca_path), max_connections_per_ip: 2, ..defaults() }))
+            .await;
     let identity = rustls::ClientConfig::builder_with_provider(trainguard::server::tls::provider())
         .with_protocol_versions(rustls::ALL_VERSIONS)
         .unwrap()

@@ -1,7 +1,7 @@
 //! Certificate rotation under load and graceful shutdown, on the real server.
 
 use crate::support::tls as support;
-use crate::support::wait::{eventually_async, eventually_blocking};
+use trainguard_fake_api::wait::{eventually_async, eventually_blocking};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -29,7 +29,8 @@ fn der(pem: &str) -> Vec<u8> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[allow(clippy::disallowed_methods, reason = "load keeps coming for a while on each certificate (real time)")]
 async fn certificates_rotate_under_load_without_a_failed_request() {
-    let mut server = start(Options { cert_reload_interval: Duration::from_millis(50), ..Default::default() }).await;
+    let mut server =
+        start(Options::from(ServerSettings { cert_reload_interval: Duration::from_millis(50), ..defaults() })).await;
     let rotations: Vec<_> = (0..3).map(|_| chain()).collect();
     let mut cas: Vec<String> = vec![server.ca_pem.clone()];
     cas.extend(rotations.iter().map(|c| c.ca_cert_pem.clone()));
@@ -132,7 +133,8 @@ async fn read_response(conn: &mut tokio_rustls::client::TlsStream<tokio::net::Tc
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_flight_requests_finish_and_idle_connections_close_on_shutdown() {
-    let mut server = start(Options { drain_delay: Duration::from_millis(300), ..Default::default() }).await;
+    let mut server =
+        start(Options::from(ServerSettings { drain_delay: Duration::from_millis(300), ..defaults() })).await;
     let body = update_review(UID, trainjob(false, "a"), trainjob(false, "b"));
 
     // An idle keep-alive connection that already served one request.

@@ -8,7 +8,7 @@
 //! comes from 127.0.0.2, as a pod and the API server have different addresses.
 
 use crate::support::tls as support;
-use crate::support::wait::eventually_async;
+use trainguard_fake_api::wait::eventually_async;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -44,24 +44,6 @@ async fn upload(conn: &mut Tls, declared: usize, sent: usize) {
     conn.flush().await.unwrap();
 }
 
-/// Reads one response (headers and `Content-Length` bytes of body), or until the connection
-/// closes or `limit` passes: what arrived.
-async fn read_for(conn: &mut Tls, limit: Duration) -> String {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    let until = tokio::time::Instant::now() + limit;
-    while let Ok(Ok(n)) = tokio::time::timeout_at(until, conn.read(&mut chunk)).await {
-        if n == 0 {
-            break;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        if response_complete(&buf) {
-            break;
-        }
-    }
-    String::from_utf8_lossy(&buf).into_owned()
-}
-
 /// The kubelet's probes, from another address, answer 200 in under a second.
 async fn assert_probes_answer(server: &TestServer, during: &str) {
     for path in ["/healthz", "/readyz"] {
@@ -72,26 +54,16 @@ async fn assert_probes_answer(server: &TestServer, during: &str) {
     }
 }
 
-fn response_complete(buf: &[u8]) -> bool {
-    let text = String::from_utf8_lossy(buf);
-    let Some((head, body)) = text.split_once("\r\n\r\n") else { return false };
-    let length = head
-        .lines()
-        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>()))
-        .and_then(Result::ok);
-    length.is_some_and(|n| body.len() >= n)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn big_uploads_get_back_pressure_then_429_while_small_reviews_pass() {
     // 4 MiB budget: 1 MiB reserved for small bodies, 3 MiB shared.
-    let mut server = start(Options {
+    let mut server = start(Options::from(ServerSettings {
         max_inflight_body_bytes: 4 << 20,
         max_body_bytes: 2 << 20,
         // Longer than the 3 s budget wait, so that the 429 is what a starved upload sees.
         body_read_timeout: Duration::from_secs(30),
-        ..Default::default()
-    })
+        ..defaults()
+    }))
     .await;
     // Three uploads that declare 2 MiB, send 1.5 MiB and stall: together they want 4.5 MiB of
     // the 3 MiB shared part, so at least one must wait for budget that never comes back.
@@ -119,7 +91,7 @@ async fn big_uploads_get_back_pressure_then_429_while_small_reviews_pass() {
     // The upload(s) left without budget get a retryable 429 after the 3 s wait.
     let mut throttled = 0;
     let left = answered_by.saturating_duration_since(tokio::time::Instant::now());
-    let answers = futures::future::join_all(stalled.iter_mut().map(|c| read_for(c, left))).await;
+    let answers = futures::future::join_all(stalled.iter_mut().map(|c| read_response(c, left))).await;
     for text in answers {
         if text.is_empty() {
             continue; // holds budget, waits for the rest of its body until its deadline
@@ -141,8 +113,12 @@ async fn big_uploads_get_back_pressure_then_429_while_small_reviews_pass() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_budget_comes_back_when_a_request_is_answered() {
-    let mut server =
-        start(Options { max_inflight_body_bytes: 4 << 20, max_body_bytes: 2 << 20, ..Default::default() }).await;
+    let mut server = start(Options::from(ServerSettings {
+        max_inflight_body_bytes: 4 << 20,
+        max_body_bytes: 2 << 20,
+        ..defaults()
+    }))
+    .await;
     // Sequential big bodies, each alone bigger than half the shared part: if the budget leaked,
     // the second or third would be throttled.
     for i in 0..4 {
@@ -158,7 +134,7 @@ async fn the_budget_comes_back_when_a_request_is_answered() {
         )
         .await
         .unwrap();
-        let text = read_for(&mut conn, Duration::from_secs(10)).await;
+        let text = read_response(&mut conn, Duration::from_secs(10)).await;
         assert!(text.starts_with("HTTP/1.1 400"), "round {i}: {text}"); // no `request`: a 400, not a 429
     }
     server.shutdown().await;
@@ -166,7 +142,7 @@ async fn the_budget_comes_back_when_a_request_is_answered() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_connection_cap_holds_new_connections_back_until_one_closes() {
-    let mut server = start(Options { max_connections: 2, ..Default::default() }).await;
+    let mut server = start(Options::from(ServerSettings { max_connections: 2, ..defaults() })).await;
     let first = connect(&server).await;
     let _second = connect(&server).await;
     // The third TCP connection sits in the backlog: its TLS handshake does not complete.
@@ -188,7 +164,7 @@ async fn the_connection_cap_holds_new_connections_back_until_one_closes() {
     );
     third.write_all(head.as_bytes()).await.unwrap();
     third.write_all(&body).await.unwrap();
-    let text = read_for(&mut third, Duration::from_secs(5)).await;
+    let text = read_response(&mut third, Duration::from_secs(5)).await;
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
     let (_, metrics) = admin_get(server.admin, "/metrics").await;
     assert!(metrics.contains(r#"trainguard_open_connections{listener="webhook"} 2"#), "{metrics}");
@@ -197,12 +173,13 @@ async fn the_connection_cap_holds_new_connections_back_until_one_closes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_connections_close_on_both_ports() {
-    let mut server = start(Options { idle_timeout: Duration::from_millis(400), ..Default::default() }).await;
+    let mut server =
+        start(Options::from(ServerSettings { idle_timeout: Duration::from_millis(400), ..defaults() })).await;
     // Webhook: one request, then silence.
     let mut conn = connect(&server).await;
     let body = update_review(UID, trainjob(false, "a"), trainjob(false, "a"));
     upload_json(&mut conn, &body).await;
-    assert!(read_for(&mut conn, Duration::from_secs(5)).await.starts_with("HTTP/1.1 200"));
+    assert!(read_response(&mut conn, Duration::from_secs(5)).await.starts_with("HTTP/1.1 200"));
     let started = Instant::now();
     let mut rest = Vec::new();
     let closed = tokio::time::timeout(Duration::from_secs(5), conn.read_to_end(&mut rest)).await;
@@ -233,11 +210,11 @@ async fn upload_json(conn: &mut Tls, body: &[u8]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_admin_port_has_a_header_timeout_and_a_connection_cap() {
-    let mut server = start(Options {
+    let mut server = start(Options::from(ServerSettings {
         header_read_timeout: Duration::from_millis(300),
         max_admin_connections: 1,
-        ..Default::default()
-    })
+        ..defaults()
+    }))
     .await;
     // A client that never finishes its headers is cut off.
     let mut slow = tokio::net::TcpStream::connect(server.admin).await.unwrap();
@@ -268,7 +245,9 @@ async fn the_admin_port_has_a_header_timeout_and_a_connection_cap() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probes_are_answered_while_idle_connections_fill_the_admin_port() {
-    let mut server = start(Options { max_admin_connections: 8, max_connections_per_ip: 4, ..Default::default() }).await;
+    let mut server =
+        start(Options::from(ServerSettings { max_admin_connections: 8, max_connections_per_ip: 4, ..defaults() }))
+            .await;
     // Two noisy addresses, each at its per-address cap, fill all 8 admin slots and stay silent;
     // more connections from them are closed at once.
     let mut idle = Vec::new();
@@ -318,11 +297,11 @@ async fn probes_are_answered_while_idle_connections_fill_the_admin_port() {
 async fn an_idle_keep_alive_connection_outlives_the_header_timeout() {
     // The API server keeps idle connections up to 90 s and sends the next review on them; hyper's
     // own header timeout would close them after the header timeout instead of the idle timeout.
-    let mut server = start(Options {
+    let mut server = start(Options::from(ServerSettings {
         header_read_timeout: Duration::from_millis(300),
         idle_timeout: Duration::from_secs(10),
-        ..Default::default()
-    })
+        ..defaults()
+    }))
     .await;
     let mut conn = connect(&server).await;
     let body = update_review(UID, trainjob(false, "a"), trainjob(false, "a"));
@@ -350,14 +329,14 @@ async fn an_idle_keep_alive_connection_outlives_the_header_timeout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_that_send_nothing_after_the_handshake_are_cut_at_the_header_timeout() {
-    let mut server = start(Options {
+    let mut server = start(Options::from(ServerSettings {
         http2: true,
         header_read_timeout: Duration::from_millis(300),
         // 8 MiB of body budget: 2 HTTP/2 connection slots, both taken below.
         max_inflight_body_bytes: 8 << 20,
         max_body_bytes: 6 << 20,
-        ..Default::default()
-    })
+        ..defaults()
+    }))
     .await;
     // HTTP/1.1 without a first byte, and HTTP/2 without a preface from two addresses (one
     // address may hold only one of the two HTTP/2 slots), holding both HTTP/2 slots.
@@ -397,7 +376,8 @@ async fn connections_that_send_nothing_after_the_handshake_are_cut_at_the_header
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_address_holds_a_quarter_of_the_http2_slots_at_most() {
     // 32 MiB of body budget: 8 HTTP/2 connection slots, 2 per address.
-    let mut server = start(Options { http2: true, max_inflight_body_bytes: 32 << 20, ..Default::default() }).await;
+    let mut server =
+        start(Options::from(ServerSettings { http2: true, max_inflight_body_bytes: 32 << 20, ..defaults() })).await;
     let mut held = Vec::new();
     for _ in 0..2 {
         held.push(tls_from("127.0.0.1", server.addr, &server.ca_pem, &[b"h2"]).await);
@@ -428,7 +408,8 @@ async fn one_address_holds_a_quarter_of_the_http2_slots_at_most() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_address_cannot_take_every_webhook_connection() {
     // The attack scaled down: 64 connections that never send a ClientHello against a cap of 16.
-    let mut server = start(Options { max_connections: 16, max_connections_per_ip: 8, ..Default::default() }).await;
+    let mut server =
+        start(Options::from(ServerSettings { max_connections: 16, max_connections_per_ip: 8, ..defaults() })).await;
     let mut noisy = Vec::new();
     for _ in 0..64 {
         noisy.push(connect_from("127.0.0.1", server.addr).await);
@@ -461,13 +442,13 @@ async fn one_address_cannot_take_every_webhook_connection() {
 async fn stalled_bodies_are_cut_at_the_body_read_timeout_whatever_timeout_they_ask_for() {
     // The attack scaled down: stalled 256 KiB − 1 byte bodies asking for ?timeout=30s, more than
     // the 4 MiB budget could hold, from one address.
-    let mut server = start(Options {
+    let mut server = start(Options::from(ServerSettings {
         max_inflight_body_bytes: 4 << 20,
         max_body_bytes: 2 << 20,
         max_connections_per_ip: 8,
         body_read_timeout: Duration::from_millis(800),
-        ..Default::default()
-    })
+        ..defaults()
+    }))
     .await;
     let mut stalled = Vec::new();
     for _ in 0..24 {
@@ -496,7 +477,7 @@ async fn stalled_bodies_are_cut_at_the_body_read_timeout_whatever_timeout_they_a
     eprintln!("measured: review while stalled bodies hold their share answered in {:?}", started.elapsed());
     assert!(started.elapsed() < Duration::from_secs(1), "answered in {:?}", started.elapsed());
     // The stalled bodies are answered at the body read timeout, not at their 30 s.
-    let answers = futures::future::join_all(stalled.iter_mut().map(|c| read_for(c, Duration::from_secs(3)))).await;
+    let answers = futures::future::join_all(stalled.iter_mut().map(|c| read_response(c, Duration::from_secs(3)))).await;
     let waited = sent.elapsed();
     assert!(!answers.is_empty());
     for text in &answers {
@@ -511,7 +492,8 @@ async fn stalled_bodies_are_cut_at_the_body_read_timeout_whatever_timeout_they_a
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http2_advertises_its_windows_streams_and_header_limit() {
-    let mut server = start(Options { http2: true, http2_max_concurrent_streams: 7, ..Default::default() }).await;
+    let mut server =
+        start(Options::from(ServerSettings { http2: true, http2_max_concurrent_streams: 7, ..defaults() })).await;
     let mut tls = client_tls(&[&server.ca_pem], rustls::ALL_VERSIONS);
     tls.alpn_protocols = vec![b"h2".to_vec()];
     let tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
@@ -571,7 +553,8 @@ async fn http2_advertises_its_windows_streams_and_header_limit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_http2_connections_close_too() {
     let mut server =
-        start(Options { http2: true, idle_timeout: Duration::from_millis(400), ..Default::default() }).await;
+        start(Options::from(ServerSettings { http2: true, idle_timeout: Duration::from_millis(400), ..defaults() }))
+            .await;
     let mut tls = client_tls(&[&server.ca_pem], rustls::ALL_VERSIONS);
     tls.alpn_protocols = vec![b"h2".to_vec()];
     let tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
@@ -598,13 +581,13 @@ async fn idle_http2_connections_close_too() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_http2_connection_holds_its_share_of_the_body_budget_at_most() {
     // 16 MiB budget: a connection's bodies may hold 2 MiB together (an eighth).
-    let mut server = start(Options {
+    let mut server = start(Options::from(ServerSettings {
         http2: true,
         max_inflight_body_bytes: 16 << 20,
         max_body_bytes: 1 << 20,
         body_read_timeout: Duration::from_secs(30),
-        ..Default::default()
-    })
+        ..defaults()
+    }))
     .await;
     let conn = tls_from("127.0.0.1", server.addr, &server.ca_pem, &[b"h2"]).await;
     let (send, connection) = h2::client::handshake(conn).await.unwrap();
@@ -665,14 +648,20 @@ async fn limits_that_cannot_work_are_refused_at_start() {
     write_secret_volume(dir.path(), &chain(), 1);
     let cases: &[(Options, &str)] = &[
         (
-            Options { max_inflight_body_bytes: 8 << 20, max_body_bytes: 7 << 20, ..Default::default() },
+            Options::from(ServerSettings { max_inflight_body_bytes: 8 << 20, max_body_bytes: 7 << 20, ..defaults() }),
             "--max-inflight-body-bytes (8388608) must be at least 4/3 of --max-body-bytes (7340032)",
         ),
-        (Options { max_connections: 0, ..Default::default() }, "--max-connections must be at least 1"),
-        (Options { max_admin_connections: 0, ..Default::default() }, "--max-admin-connections must be at least 1"),
-        (Options { max_connections_per_ip: 0, ..Default::default() }, "--max-connections-per-ip must be at least 1"),
+        (Options::from(ServerSettings { max_connections: 0, ..defaults() }), "--max-connections must be at least 1"),
         (
-            Options { http2_max_concurrent_streams: 0, ..Default::default() },
+            Options::from(ServerSettings { max_admin_connections: 0, ..defaults() }),
+            "--max-admin-connections must be at least 1",
+        ),
+        (
+            Options::from(ServerSettings { max_connections_per_ip: 0, ..defaults() }),
+            "--max-connections-per-ip must be at least 1",
+        ),
+        (
+            Options::from(ServerSettings { http2_max_concurrent_streams: 0, ..defaults() }),
             "--http2-max-concurrent-streams must be at least 1",
         ),
     ];

@@ -5,7 +5,7 @@
 //! Loopback only; about 5 s (the first 429 comes after the server's 3 s budget wait).
 
 use crate::support::tls as support;
-use crate::support::wait::{eventually, eventually_async};
+use trainguard_fake_api::wait::{eventually, eventually_async};
 
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;

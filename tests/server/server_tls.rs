@@ -15,7 +15,7 @@ const UID: &str = "7d1e6a52-8b8f-4a55-9f0e-3c1f2a4b5c6d";
 #[tokio::test]
 async fn verdicts_over_http1_and_http2_echo_the_uid() {
     for http2 in [false, true] {
-        let mut server = start(Options { http2, ..Default::default() }).await;
+        let mut server = start(Options::from(ServerSettings { http2, ..defaults() })).await;
         let client = client(&server.ca_pem, http2);
         let want_version = if http2 { http::Version::HTTP_2 } else { http::Version::HTTP_11 };
 
@@ -90,7 +90,7 @@ async fn mutate_returns_a_jsonpatch_on_create() {
 
 #[tokio::test]
 async fn protocol_failures_get_status_bodies() {
-    let mut server = start(Options { max_body_bytes: 64 * 1024, ..Default::default() }).await;
+    let mut server = start(Options::from(ServerSettings { max_body_bytes: 64 * 1024, ..defaults() })).await;
     let client = client(&server.ca_pem, false);
     let review = update_review(UID, trainjob(false, "a"), trainjob(false, "a"));
     let big = vec![b' '; 65 * 1024];
@@ -194,7 +194,8 @@ async fn tls12_and_tls13_both_work() {
 
 #[tokio::test]
 async fn a_client_that_never_finishes_its_headers_is_cut_off() {
-    let mut server = start(Options { header_read_timeout: Duration::from_millis(300), ..Default::default() }).await;
+    let mut server =
+        start(Options::from(ServerSettings { header_read_timeout: Duration::from_millis(300), ..defaults() })).await;
     let tls = client_tls(&[&server.ca_pem], rustls::ALL_VERSIONS);
     let tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
     let mut conn = TlsConnector::from(Arc::new(tls)).connect("localhost".try_into().unwrap(), tcp).await.unwrap();
@@ -213,7 +214,8 @@ async fn a_client_that_never_finishes_its_headers_is_cut_off() {
 
 #[tokio::test]
 async fn a_client_that_never_starts_tls_is_cut_off() {
-    let mut server = start(Options { tls_handshake_timeout: Duration::from_millis(300), ..Default::default() }).await;
+    let mut server =
+        start(Options::from(ServerSettings { tls_handshake_timeout: Duration::from_millis(300), ..defaults() })).await;
     let mut tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
     let mut buf = [0u8; 16];
     let read = tokio::time::timeout(Duration::from_secs(5), tcp.read(&mut buf)).await;
@@ -360,7 +362,7 @@ async fn client_ca_requires_a_client_certificate_signed_by_it() {
     let ca_dir = tempfile::tempdir().unwrap();
     let ca_path = ca_dir.path().join("client-ca.crt");
     std::fs::write(&ca_path, &client_ca).unwrap();
-    let mut server = start(Options { client_ca: Some(ca_path), ..Default::default() }).await;
+    let mut server = start(Options::from(ServerSettings { client_ca: Some(ca_path), ..defaults() })).await;
     let body = update_review(UID, trainjob(false, "a"), trainjob(false, "a"));
     let roots = root_store(&[&server.ca_pem]);
     let builder = || {
@@ -387,7 +389,7 @@ async fn client_ca_requires_a_client_certificate_signed_by_it() {
     // A --client-ca without a certificate in it is refused at start.
     let empty = ca_dir.path().join("empty.crt");
     std::fs::write(&empty, "not a certificate\n").unwrap();
-    let opts = Options { client_ca: Some(empty), ..Default::default() };
+    let opts = Options::from(ServerSettings { client_ca: Some(empty), ..defaults() });
     let dir = tempfile::tempdir().unwrap();
     write_secret_volume(dir.path(), &chain(), 1);
     let mut registry = prometheus_client::registry::Registry::default();

@@ -3,7 +3,7 @@
 //! nothing; and every request checked against the API-call table (`crate::rbac`).
 
 use crate::controller::testing as controller_support;
-use crate::controller::testing::wait::eventually;
+use trainguard_fake_api::wait::eventually;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -13,12 +13,12 @@ use crate::controller::events::EventSink;
 use crate::controller::execute::{Executor, Shared};
 use crate::controller::metrics::Metrics;
 use crate::controller::state::{Outcome, Report, Work};
-use controller_support::api::{FakeApi, status, success};
 use controller_support::*;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use trainguard_core::planner::objects::snapshot_from_values;
 use trainguard_core::planner::{Action, PlanInput, Reason, TokenBucket, ZoneHealth, plan_all};
+use trainguard_fake_api::{FakeApi, status, success};
 
 type Answer = (u16, Value);
 /// (name, live GET, DELETE, outcome, non-event calls, events)
@@ -59,7 +59,7 @@ async fn execute(api: &FakeApi, config: &PlanConfig, now: i64, works: Vec<Work>)
 }
 
 async fn execute_shared(api: &FakeApi, config: &PlanConfig, now: i64, works: Vec<Work>, shared: Shared) -> Vec<Report> {
-    let (client, server) = api.client();
+    let client = api.client();
     let events = EventSink::new(client.clone(), Some("trainguard-0".into()));
     let mut executor =
         Executor::new(client, config.clone(), events, Metrics::unregistered(), Arc::new(move || at(now)), shared);
@@ -68,7 +68,6 @@ async fn execute_shared(api: &FakeApi, config: &PlanConfig, now: i64, works: Vec
         reports.push(executor.execute(work).await);
     }
     drop(executor);
-    server.abort();
     assert_eq!(api.violations(), Vec::<String>::new());
     reports
 }
@@ -569,7 +568,7 @@ async fn lease_lost_with_destructive_work_queued_makes_no_write_after_the_loss()
             }
         });
     }
-    let (client, server) = api.client();
+    let client = api.client();
     let shared = Shared::new(leading.clone(), Shared::full_bucket(c.max_force_deletes_per_minute));
     let events = EventSink::new(client.clone(), Some("trainguard-0".into()));
     let executor = Executor::new(client, c.clone(), events, Metrics::unregistered(), Arc::new(|| at(420)), shared);
@@ -585,7 +584,6 @@ async fn lease_lost_with_destructive_work_queued_makes_no_write_after_the_loss()
     )
     .await
     .expect("the executor stops once leadership ends");
-    server.abort();
     let lost_at = lost_at.lock().unwrap().expect("the lease was lost");
     let after: Vec<String> = api.seen().iter().filter(|s| s.at > lost_at).map(|s| s.line()).collect();
     assert_eq!(after, Vec::<String>::new(), "no request of any kind after the loss");
@@ -727,7 +725,7 @@ async fn a_brake_found_at_planning_is_counted_in_the_suppressed_metric() {
         .collect();
     assert_eq!(works.len(), 1);
     let api = FakeApi::new();
-    let (client, server) = api.client();
+    let client = api.client();
     let mut registry = prometheus_client::registry::Registry::default();
     let metrics = Metrics::register(&mut registry);
     let events = EventSink::new(client.clone(), Some("trainguard-0".into()));
@@ -736,7 +734,6 @@ async fn a_brake_found_at_planning_is_counted_in_the_suppressed_metric() {
         executor.execute(work).await;
     }
     drop(executor);
-    server.abort();
     assert_eq!(api.writes(), Vec::<String>::new());
     assert_eq!(api.event_reasons(), ["ForceDeleteSuppressed"]);
     let mut text = String::new();
@@ -1026,7 +1023,7 @@ async fn a_hanging_write_is_cut_when_leadership_ends() {
     let c = PlanConfig::acting();
     let leading = CancellationToken::new();
     let shared = Shared::new(leading.clone(), Shared::full_bucket(c.max_force_deletes_per_minute));
-    let (client, server) = api.client();
+    let client = api.client();
     let events = EventSink::new(client.clone(), Some("trainguard-0".into()));
     let mut executor = Executor::new(client, c.clone(), events, Metrics::unregistered(), Arc::new(|| at(90)), shared);
     let work = works(&[job], 90, &c).remove(0);
@@ -1039,7 +1036,6 @@ async fn a_hanging_write_is_cut_when_leadership_ends() {
         .unwrap();
     assert_ne!(report.outcome, Outcome::Done, "{:?}", report.outcome);
     assert!(api.event_reasons().iter().all(|r| r != "TTLExpiredDeleted"), "{:?}", api.event_reasons());
-    server.abort();
 }
 
 /// An event whose publication hangs does not hold the executor past the end of leadership.
@@ -1054,7 +1050,7 @@ async fn a_hanging_event_is_cut_when_leadership_ends() {
     let c = PlanConfig::acting();
     let leading = CancellationToken::new();
     let shared = Shared::new(leading.clone(), Shared::full_bucket(c.max_force_deletes_per_minute));
-    let (client, server) = api.client();
+    let client = api.client();
     let events = EventSink::new(client.clone(), Some("trainguard-0".into()));
     let mut executor = Executor::new(client, c.clone(), events, Metrics::unregistered(), Arc::new(|| at(90)), shared);
     let work = works(&[job], 90, &c).remove(0);
@@ -1066,7 +1062,6 @@ async fn a_hanging_event_is_cut_when_leadership_ends() {
         .expect("the hanging event was cut when leadership ended")
         .unwrap();
     assert!(report.published.is_empty(), "a cut event is not reported published");
-    server.abort();
 }
 
 /// A live GET that hangs (kube's client has no read timeout) is cut at `READ_TIMEOUT`, leader or
@@ -1079,7 +1074,7 @@ async fn a_hanging_live_read_is_cut_at_the_read_timeout() {
     api.stall("GET", JOB_PATH);
     let c = PlanConfig::default();
     let shared = Shared::new(CancellationToken::new(), Shared::full_bucket(c.max_force_deletes_per_minute));
-    let (client, server) = api.client();
+    let client = api.client();
     let events = EventSink::new(client.clone(), Some("trainguard-0".into()));
     let mut executor = Executor::new(client, c.clone(), events, Metrics::unregistered(), Arc::new(|| at(90)), shared);
     let work = works(&[job], 90, &c).remove(0);
@@ -1088,5 +1083,4 @@ async fn a_hanging_live_read_is_cut_at_the_read_timeout() {
         .expect("the hanging GET was cut at the read timeout");
     assert_eq!(report.outcome, Outcome::Failed);
     assert_eq!(api.calls(), [format!("GET {JOB_PATH}")], "nothing written after a read that did not answer");
-    server.abort();
 }

@@ -3,19 +3,19 @@
 //! events, report mode writing nothing, no requests at all while nothing changes, and the Lease.
 
 use crate::controller::testing as controller_support;
-use crate::controller::testing::wait::{DEADLINE, eventually, eventually_some, within};
+use trainguard_fake_api::wait::{DEADLINE, eventually, eventually_some, within};
 
 use std::time::Duration;
 
 use crate::controller::config::{Mode, PlanConfig};
 use crate::controller::metrics::Metrics;
 use crate::controller::{ControllerArgs, live};
-use controller_support::api::FakeApi;
 use controller_support::*;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
+use trainguard_fake_api::FakeApi;
 
 const JOBS: &str = "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs";
 
@@ -54,9 +54,10 @@ fn quick_bucket(config: PlanConfig) -> PlanConfig {
 }
 
 #[tokio::test]
+#[allow(clippy::disallowed_methods, reason = "CPU while idle over real wall-clock time is what is measured")]
 async fn acts_on_the_initial_list_then_on_watch_events_and_is_silent_when_idle() {
     let api = FakeApi::with_objects(world());
-    let (client, _server) = api.client();
+    let client = api.client();
     let stop = CancellationToken::new();
     let config = quick_bucket(PlanConfig::acting());
     let run = tokio::spawn(live::run(client, config, Metrics::unregistered(), stop.clone()));
@@ -112,8 +113,8 @@ async fn acts_on_the_initial_list_then_on_watch_events_and_is_silent_when_idle()
 #[tokio::test]
 async fn watch_event_and_timer_drive_a_ttl_deletion() {
     let api = FakeApi::with_objects([node("n1", None)]);
-    api.serve("/apis/kubeflow.org/v1/pytorchjobs");
-    let (client, _server) = api.client();
+    api.serve_collection("/apis/kubeflow.org/v1/pytorchjobs");
+    let client = api.client();
     let stop = CancellationToken::new();
     let config = PlanConfig { ttl_grace: k8s_openapi::jiff::SignedDuration::ZERO, ..PlanConfig::acting() };
     let run = tokio::spawn(live::run(client, config, Metrics::unregistered(), stop.clone()));
@@ -138,7 +139,7 @@ async fn watch_event_and_timer_drive_a_ttl_deletion() {
 #[tokio::test]
 async fn report_mode_writes_nothing() {
     let api = FakeApi::with_objects(world());
-    let (client, _server) = api.client();
+    let client = api.client();
     let stop = CancellationToken::new();
     let config = quick_bucket(PlanConfig { mode: Mode::Report, ..PlanConfig::acting() });
     let run = tokio::spawn(live::run(client, config, Metrics::unregistered(), stop.clone()));
@@ -168,7 +169,7 @@ fn args(extra: &[&str]) -> ControllerArgs {
 #[tokio::test]
 async fn leader_election_runs_the_controller_and_releases_the_lease() {
     let api = FakeApi::with_objects(world());
-    let (client, _server) = api.client();
+    let client = api.client();
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
     let stop = CancellationToken::new();
@@ -200,6 +201,10 @@ async fn leader_election_runs_the_controller_and_releases_the_lease() {
 }
 
 #[tokio::test]
+#[allow(
+    clippy::disallowed_methods,
+    reason = "a quiet period showing a controller that should not start does nothing (real time)"
+)]
 async fn another_holder_keeps_this_replica_passive() {
     let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
         "metadata": {"name": "tg", "namespace": "trainguard-system"},
@@ -209,7 +214,7 @@ async fn another_holder_keeps_this_replica_passive() {
     let mut objects = world();
     objects.push(lease);
     let api = FakeApi::with_objects(objects);
-    let (client, _server) = api.client();
+    let client = api.client();
     let stop = CancellationToken::new();
     let run = tokio::spawn(crate::controller::run(
         client,
@@ -231,7 +236,7 @@ async fn another_holder_keeps_this_replica_passive() {
 #[tokio::test]
 async fn controller_disabled_does_nothing() {
     let api = FakeApi::with_objects(world());
-    let (client, _server) = api.client();
+    let client = api.client();
     crate::controller::run(client, args(&["--controller=false"]), Metrics::unregistered(), CancellationToken::new())
         .await
         .unwrap();
@@ -246,7 +251,7 @@ async fn losing_the_lease_stops_the_controller() {
     let lease_path = "/apis/coordination.k8s.io/v1/namespaces/ns/leases/tg";
     for how in ["taken over", "renewal fails"] {
         let api = FakeApi::new();
-        let (client, _server) = api.client();
+        let client = api.client();
         let stop = CancellationToken::new();
         let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel::<&'static str>();
         let lease = LeaseConfig {
@@ -273,7 +278,7 @@ async fn losing_the_lease_stops_the_controller() {
                 api.put(lease);
             }
             _ => {
-                api.on("PATCH", lease_path, 500, controller_support::api::status(500, "InternalError"));
+                api.on("PATCH", lease_path, 500, trainguard_fake_api::status(500, "InternalError"));
             }
         }
         let next = tokio::time::timeout(Duration::from_secs(6), events.recv()).await.expect(how);
@@ -297,8 +302,8 @@ async fn a_stopped_controller_exports_no_leader_gauges() {
         with_ttl(succeeded(pytorchjob("t"), now), 3600),
     ];
     let api = FakeApi::with_objects(objects);
-    api.serve("/apis/kueue.x-k8s.io/v1beta2/workloads");
-    let (client, _server) = api.client();
+    api.serve_collection("/apis/kueue.x-k8s.io/v1beta2/workloads");
+    let client = api.client();
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
     let stop = CancellationToken::new();
@@ -334,6 +339,7 @@ async fn a_stopped_controller_exports_no_leader_gauges() {
 /// TrainJob pods through the live watches: the batch Job watch links pod → Job → JobSet →
 /// TrainJob, so the stuck pod is force-deleted; a pod that only copied its labels is not.
 #[tokio::test]
+#[allow(clippy::disallowed_methods, reason = "a quiet period showing the debug pod is left alone (real time)")]
 async fn trainjob_pods_are_proven_through_the_watched_owner_chain() {
     let tj = trainjob("t");
     let mut objects = trainjob_chain(&tj, 1);
@@ -345,7 +351,7 @@ async fn trainjob_pods_are_proven_through_the_watched_owner_chain() {
         node("n3", None),
     ]);
     let api = FakeApi::with_objects(objects);
-    let (client, _server) = api.client();
+    let client = api.client();
     let stop = CancellationToken::new();
     let config = quick_bucket(PlanConfig::acting());
     let run = tokio::spawn(live::run(client, config, Metrics::unregistered(), stop.clone()));
@@ -367,12 +373,13 @@ async fn trainjob_pods_are_proven_through_the_watched_owner_chain() {
 }
 
 #[tokio::test]
+#[allow(clippy::disallowed_methods, reason = "a quiet period showing nothing else is deleted (real time)")]
 async fn an_annotated_trainjob_is_deleted_at_its_ttl_and_an_unfinished_one_is_not() {
     let ttl = |tj: Value, v: &str| annotate(tj, "trainguard.io/ttl-seconds-after-finished", v);
     let done = ttl(trainjob_finished(trainjob("t"), "Complete", 0), "60");
     let running = ttl(trainjob("r"), "0");
     let api = FakeApi::with_objects([done, running, node("n1", None)]);
-    let (client, _server) = api.client();
+    let client = api.client();
     let stop = CancellationToken::new();
     let run = tokio::spawn(live::run(client, PlanConfig::acting(), Metrics::unregistered(), stop.clone()));
     let trainjobs = "/apis/trainer.kubeflow.org/v1alpha1/namespaces/ml/trainjobs";
@@ -390,13 +397,14 @@ async fn an_annotated_trainjob_is_deleted_at_its_ttl_and_an_unfinished_one_is_no
 /// connection) stops acting at its last renewal + lease duration − margin, while the renewal call
 /// is still hanging, so no write of it can follow a takeover.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::disallowed_methods, reason = "a fake lead loop that acts every 20 ms of real time")]
 async fn a_leader_whose_renewal_hangs_stops_acting_before_its_lease_can_expire() {
     use crate::controller::leader::{LeaseConfig, run_elected};
     use std::sync::{Arc, Mutex};
     use std::time::SystemTime;
     let lease_path = "/apis/coordination.k8s.io/v1/namespaces/ns/leases/tg";
     let api = FakeApi::new();
-    let (client, _server) = api.client();
+    let client = api.client();
     let stop = CancellationToken::new();
     // The shortest lease with whole seconds that keeps a second between the due renewal and the
     // fence, and a second between the fence and the expiry: renewals every second.
