@@ -20,7 +20,10 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 run="${TRAINGUARD_E2E_RUN:-/tmp/trainguard-e2e}"
-base="${TRAINGUARD_E2E_PORT_BASE:-24000}"
+# The port base: given, else the running plane's (so `stop`/`start` from a test reach the plane
+# `up` started with another base), else 24000.
+base="${TRAINGUARD_E2E_PORT_BASE:-$(sed -n 's/^PORT_BASE=//p' "$run/env" 2>/dev/null || true)}"
+base="${base:-24000}"
 # shellcheck source=../../e2e/versions.env
 source "$root/e2e/versions.env"
 
@@ -297,6 +300,7 @@ TRAINGUARD_PORT=$P_TRAINGUARD
 TRAINGUARD_ADMIN_PORT=$P_TRAINGUARD_ADMIN
 TRAINGUARD_CONTROLLER_ADMIN_PORT=$P_TRAINGUARD_CTRL_ADMIN
 APISERVER_PORT=$P_APISERVER
+PORT_BASE=$base
 KWOK_VERSION=$KWOK_VERSION
 TRAINER_VERSION=$TRAINER_VERSION
 KUBERNETES_VERSION=$KUBERNETES_VERSION

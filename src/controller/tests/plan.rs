@@ -1277,6 +1277,7 @@ fn admitted_but_suspended() {
         now: at(400),
         config: &PlanConfig::acting(),
         first_seen_suspended: &first_seen,
+        first_failed: &Default::default(),
     };
     let mut bucket = crate::controller::plan::TokenBucket::per_minute(20);
     let plans = crate::controller::plan::plan_all(&input, &mut bucket);
@@ -1358,6 +1359,7 @@ fn jobset_recreated_after_failure() {
             now: at(700),
             config: &config,
             first_seen_suspended: &first_seen,
+            first_failed: &Default::default(),
         };
         let mut bucket = crate::controller::plan::TokenBucket::per_minute(20);
         let plans = crate::controller::plan::plan_all(&input, &mut bucket);
@@ -1374,6 +1376,39 @@ fn jobset_recreated_after_failure() {
     };
     assert_eq!(episode("js-1"), "jobset:js-1");
     assert_ne!(episode("js-1"), episode("js-2"));
+    // The live controller's memory of the first failure: Trainer removed Failed when it recreated
+    // the JobSet (no condition), or set it again at the new JobSet's failure (after its creation).
+    let remembered = |trainjob: Value| {
+        let objects = [trainjob.clone(), created(jobset_of(&trainjob, 0), 600)];
+        let (snapshot, _) = crate::controller::objects::snapshot_from_values(&objects).unwrap();
+        let first_failed: HashMap<_, _> = [("uid-t".into(), at(0))].into();
+        let config = PlanConfig::acting();
+        let input = crate::controller::plan::PlanInput {
+            snapshot: &snapshot,
+            now: at(700),
+            config: &config,
+            first_seen_suspended: &HashMap::new(),
+            first_failed: &first_failed,
+        };
+        let mut bucket = crate::controller::plan::TokenBucket::per_minute(20);
+        crate::controller::plan::plan_all(&input, &mut bucket)
+            .into_iter()
+            .flat_map(|(_, p)| p.observations)
+            .collect::<Vec<_>>()
+    };
+    let seen = [crate::controller::plan::Observation::JobSetRecreated];
+    assert_eq!(remembered(trainjob("t")), seen, "Failed removed by Trainer");
+    assert_eq!(remembered(trainjob_finished(trainjob("t"), "Failed", 650)), seen, "Failed again, later");
+    assert_eq!(remembered(trainjob_finished(trainjob("t"), "Complete", 650)), [], "Complete never loops");
+    // Without the memory (`trainguard plan`), the same objects show nothing.
+    assert_eq!(
+        plan_lines(
+            &[trainjob_finished(trainjob("t"), "Failed", 650), created(jobset_of(&failed, 0), 600)],
+            700,
+            &PlanConfig::acting()
+        ),
+        Vec::<String>::new()
+    );
     // With the TTL annotation too, the TTL still runs alongside.
     let both = annotate(failed.clone(), "trainguard.io/ttl-seconds-after-finished", "60");
     assert_eq!(
@@ -1413,6 +1448,7 @@ fn invalid_annotations_are_kept_as_a_prefix_and_a_hash() {
                 now: at(100),
                 config: &PlanConfig::default(),
                 first_seen_suspended: &HashMap::new(),
+                first_failed: &Default::default(),
             };
             let mut bucket = TokenBucket::per_minute(10);
             let events: Vec<_> = plan_all(&input, &mut bucket)
