@@ -253,6 +253,8 @@ pub struct JobSetFacts {
     pub active: i64,
     /// `metadata.creationTimestamp`.
     pub(crate) created: Option<Timestamp>,
+    /// `spec.suspend`.
+    pub(crate) suspended: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -487,6 +489,7 @@ impl JobSetFacts {
             trainjob_uid: owner.uid.as_str().into(),
             active,
             created: meta.creation_timestamp.as_ref().map(|t| t.0),
+            suspended: jobset.spec.as_ref().and_then(|s| s.suspend).unwrap_or(false),
         }))
     }
 }

@@ -167,7 +167,18 @@ fn plan_trainjob(input: &PlanInput<'_>, tj: &TrainJobFacts, out: &mut KeyPlan) {
     if tj.finished || workload.is_some_and(|w| w.finished) {
         return;
     }
-    suspend::plan_admitted(&target, "TrainJob", tj.suspend, workload, input.now, input.config, out);
+    // Resumed, but its JobSet still suspended: Trainer could not carry the resume over (a
+    // JobSet update its webhook refuses), and nothing runs either.
+    let jobset_suspended = input.snapshot.jobset_of(tj).filter(|js| js.suspended).map(|js| &js.id);
+    suspend::plan_admitted(
+        &target,
+        "TrainJob",
+        suspend::Suspension { job: tj.suspend, jobset: jobset_suspended },
+        workload,
+        input.now,
+        input.config,
+        out,
+    );
     let jobset_active = input.snapshot.jobset_of(tj).map_or(0, |js| js.active);
     let live = input.snapshot.live_pods(&PodOwner::JobSet(tj.id.clone()));
     let first_seen = input.first_seen_suspended.get(&tj.uid).copied();

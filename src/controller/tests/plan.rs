@@ -1246,6 +1246,35 @@ fn admitted_but_suspended() {
             vec![(100_000, vec![])],
         ),
         case("no Workload: nothing", vec![job.clone()], vec![(100_000, vec![])]),
+        // Kueue v0.19 resumed the TrainJob, but Trainer could not update its suspended JobSet (the
+        // JobSet webhook refused the pod template Kueue's rewrite of runtimePatches produced).
+        case(
+            "TrainJob resumed, its JobSet still suspended: the same alarm",
+            {
+                let resumed = set(tj.clone(), "/spec/suspend", json!(false));
+                vec![
+                    resumed.clone(),
+                    set(jobset_of(&resumed, 0), "/spec", json!({"suspend": true})),
+                    admitted(&resumed, vec![cond("Admitted", "True", Some(0))]),
+                ]
+            },
+            vec![
+                (10, vec!["requeue TrainJob ml/t suspend admitted-suspended-after @+300"]),
+                (300, vec!["event TrainJob ml/t suspend AdmittedButSuspended"]),
+            ],
+        ),
+        case(
+            "TrainJob resumed, its JobSet resumed too: nothing",
+            {
+                let resumed = set(tj.clone(), "/spec/suspend", json!(false));
+                vec![
+                    resumed.clone(),
+                    set(jobset_of(&resumed, 1), "/spec", json!({"suspend": false})),
+                    admitted(&resumed, vec![cond("Admitted", "True", Some(0))]),
+                ]
+            },
+            vec![(100_000, vec![])],
+        ),
         case(
             "opted out: nothing",
             vec![
@@ -1287,6 +1316,17 @@ fn admitted_but_suspended() {
         crate::controller::plan::Action::Event(e) => assert_eq!(e.episode, format!("admitted@{}", ts(0))),
         other => panic!("{other:?}"),
     }
+    // The resumed TrainJob's message names the suspended JobSet and where Trainer said why.
+    let resumed = set(tj.clone(), "/spec/suspend", json!(false));
+    let objects = [
+        resumed.clone(),
+        set(jobset_of(&resumed, 0), "/spec", json!({"suspend": true})),
+        admitted(&resumed, vec![cond("Admitted", "True", Some(0))]),
+    ];
+    let lines = plan_json(&objects, 400, &PlanConfig::acting(), &HashMap::new());
+    let message = lines[0]["message"].as_str().unwrap();
+    assert!(message.contains("its JobSet ml/t is still suspended"), "{message}");
+    assert!(message.contains("TrainJobResourcesCreationFailed"), "{message}");
 }
 
 #[test]
