@@ -15,6 +15,7 @@
 #   scripts/e2e/plane.sh replica stop|kill NAME     SIGTERM it, or SIGKILL it at once
 #   scripts/e2e/plane.sh kueue start|stop     Kueue (its CRDs, webhooks and controller) for the
 #                                             tests that need it; stop takes its webhooks away
+#   scripts/e2e/plane.sh training-operator start|stop   Training Operator v1 (PyTorchJob only), the same way
 #
 # The run directory ($TRAINGUARD_E2E_RUN, default /tmp/trainguard-e2e) holds env (sourced by the
 # tests: KUBECONFIG, ports, paths), certs/, logs/ and pids/. Every start and stop has a bounded
@@ -41,6 +42,7 @@ P_JOBSET_WH=$((base + 20)) P_JOBSET_METRICS=$((base + 21)) P_JOBSET_PROBE=$((bas
 P_TRAINER_WH=$((base + 30)) P_TRAINER_METRICS=$((base + 31)) P_TRAINER_PROBE=$((base + 32)) P_TRAINER_STATUS=$((base + 33))
 P_TRAINGUARD=$((base + 40)) P_TRAINGUARD_ADMIN=$((base + 41)) P_TRAINGUARD_CTRL_ADMIN=$((base + 42))
 P_KUEUE_WH=$((base + 50)) P_KUEUE_METRICS=$((base + 51)) P_KUEUE_PROBE=$((base + 52))
+P_TO_WH=$((base + 60)) P_TO_METRICS=$((base + 61)) P_TO_PROBE=$((base + 62))
 
 kctl() { "$BIN/kubectl" --kubeconfig "$run/admin.kubeconfig" --cache-dir "$run/kubectl-cache" "$@"; }
 
@@ -497,6 +499,67 @@ stop_kueue() {
   stop kueue
 }
 
+# Training Operator v1, only while a test needs it: the PyTorchJob CRD, its validating webhook
+# pointed at the loopback operator, and the operator with only the pytorchjob scheme. It always
+# runs its certificate rotator (cert-controller): the Secret it reads is created beforehand with a
+# CA and a serving certificate valid for its Service name and 127.0.0.1, for longer than the
+# rotator's 90-day look-ahead, so it keeps them, writes them to its fixed certificate directory
+# (/tmp/k8s-webhook-server/serving-certs: bind-mounted per plane where unshare allows) and injects
+# the CA into its webhook configuration.
+start_training_operator() {
+  [[ -n "${BIN:-}" ]] || BIN="$(grep '^E2E_BIN=' "$run/env" | cut -d= -f2)"
+  "$root/scripts/e2e/build.sh" training-operator >/dev/null
+  local dir d="$run/certs/training-operator"
+  dir="$(cd "$run" && go mod download -json "github.com/kubeflow/training-operator@$TRAINING_OPERATOR_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+  [[ -d "$dir/manifests/base/crds" ]] || die "Training Operator's manifests not found in the module cache"
+  kctl apply --server-side --force-conflicts -f "$dir/manifests/base/crds/kubeflow.org_pytorchjobs.yaml" >/dev/null
+  wait_for "the PyTorchJob CRD established" 60 kctl wait --for condition=established --timeout=5s crd/pytorchjobs.kubeflow.org
+  if [[ ! -f "$d/tls.crt" ]]; then
+    mkdir -p "$d"
+    # The rotator verifies the CA against its own name (a SAN, not the CN).
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/O=training-operator/CN=training-operator-ca" \
+      -addext "subjectAltName=DNS:training-operator-ca" -keyout "$d/ca.key" -out "$d/ca.crt" 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=training-operator.kubeflow.svc" -keyout "$d/tls.key" -out "$d/tls.csr" 2>/dev/null
+    openssl x509 -req -in "$d/tls.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial -days 3650 -out "$d/tls.crt" \
+      -extfile <(printf 'subjectAltName=DNS:training-operator.kubeflow.svc,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n') 2>/dev/null
+    rm -f "$d/tls.csr"
+    # It parses the CA key as PKCS#1 only.
+    openssl rsa -in "$d/ca.key" -traditional -out "$d/ca.key" 2>/dev/null
+  fi
+  kctl get namespace kubeflow >/dev/null 2>&1 || kctl create namespace kubeflow >/dev/null
+  kctl -n kubeflow create secret generic training-operator-webhook-cert --dry-run=client -o yaml \
+    --from-file=ca.crt="$d/ca.crt" --from-file=ca.key="$d/ca.key" --from-file=tls.crt="$d/tls.crt" --from-file=tls.key="$d/tls.key" \
+    | kctl apply -f - >/dev/null
+  python3 "$root/scripts/e2e/rewrite-webhooks.py" "$P_TO_WH" "$d/ca.crt" <"$dir/manifests/base/webhook/manifests.yaml" | python3 -c '
+import sys, yaml
+docs = list(yaml.safe_load_all(sys.stdin))
+for d in docs:
+    d["metadata"]["name"] = "validator.training-operator.kubeflow.org"
+    d["webhooks"] = [h for h in d["webhooks"] if "pytorchjobs" in h["rules"][0]["resources"]]
+yaml.safe_dump_all(docs, sys.stdout, sort_keys=False)' >"$run/training-operator-webhooks.yaml"
+  kctl apply -f "$run/training-operator-webhooks.yaml" >/dev/null
+  local certs="$run/tmp/training-operator/k8s-webhook-server" wrap=()
+  # What the kubelet would mount from the Secret: the rotator waits for tls.crt there.
+  mkdir -p "$certs/serving-certs"
+  cp "$d/ca.crt" "$d/tls.crt" "$d/tls.key" "$certs/serving-certs/"
+  if mkdir -p /tmp/k8s-webhook-server 2>/dev/null && unshare -m --propagation private true 2>/dev/null; then
+    wrap=(unshare -m --propagation private sh -c 'mount --bind "$0" /tmp/k8s-webhook-server && exec "$@"' "$certs")
+  else
+    mkdir -p /tmp/k8s-webhook-server/serving-certs && cp "$certs/serving-certs/"* /tmp/k8s-webhook-server/serving-certs/
+  fi
+  stop training-operator
+  start training-operator env KUBECONFIG="$run/admin.kubeconfig" MY_POD_NAMESPACE=kubeflow "${wrap[@]}" \
+    "$BIN/training-operator" --enable-scheme=pytorchjob --webhook-server-port "$P_TO_WH" \
+    --metrics-bind-address "127.0.0.1:$P_TO_METRICS" --health-probe-bind-address "127.0.0.1:$P_TO_PROBE"
+  started training-operator "Training Operator" 90 curl -sf "http://127.0.0.1:$P_TO_PROBE/readyz"
+}
+
+stop_training_operator() {
+  [[ -n "${BIN:-}" ]] || BIN="$(grep '^E2E_BIN=' "$run/env" | cut -d= -f2)"
+  kctl delete --ignore-not-found validatingwebhookconfiguration validator.training-operator.kubeflow.org >/dev/null 2>&1 || true
+  stop training-operator
+}
+
 down() {
   for name in trainguard-webhook trainguard-controller trainer jobset kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
     stop "$name"
@@ -519,6 +582,11 @@ case "${1:-}" in
       start) start_kwok "${3:?name}" "${4:?label selector}" "${5:-}" ;;
       stop) stop "kwok-${3:?name}" ;;
       *) die "usage: $0 kwok start NAME SELECTOR | kwok stop NAME" ;;
+    esac ;;
+  training-operator) case "${2:-}" in
+      start) start_training_operator ;;
+      stop) stop_training_operator ;;
+      *) die "usage: $0 training-operator start|stop" ;;
     esac ;;
   kueue) case "${2:-}" in
       start) start_kueue ;;
