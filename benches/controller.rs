@@ -203,7 +203,13 @@ fn bench(c: &mut Criterion) {
     let config = PlanConfig::acting();
     let snap = snapshot();
     let first_seen = HashMap::new();
-    let input = PlanInput { snapshot: &snap, now: at(0), config: &config, first_seen_suspended: &first_seen };
+    let input = PlanInput {
+        snapshot: &snap,
+        now: at(0),
+        config: &config,
+        first_seen_suspended: &first_seen,
+        first_failed: &Default::default(),
+    };
     let plan = plan_all(&input, &mut TokenBucket::per_minute(1_000_000));
     let keys = plan.len();
     let actions: usize = plan.iter().map(|(_, p)| p.actions.len()).sum();

@@ -13,6 +13,9 @@
 #   scripts/e2e/plane.sh kwok stop NAME             stop it: those nodes' kubelets are gone
 #   scripts/e2e/plane.sh replica start NAME PORT [ARGS]   one more controller process (admin on PORT)
 #   scripts/e2e/plane.sh replica stop|kill NAME     SIGTERM it, or SIGKILL it at once
+#   scripts/e2e/plane.sh kueue start|stop     Kueue (its CRDs, webhooks and controller) for the
+#                                             tests that need it; stop takes its webhooks away
+#   scripts/e2e/plane.sh training-operator start|stop   Training Operator v1 (PyTorchJob only), the same way
 #
 # The run directory ($TRAINGUARD_E2E_RUN, default /tmp/trainguard-e2e) holds env (sourced by the
 # tests: KUBECONFIG, ports, paths), certs/, logs/ and pids/. Every start and stop has a bounded
@@ -20,7 +23,10 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 run="${TRAINGUARD_E2E_RUN:-/tmp/trainguard-e2e}"
-base="${TRAINGUARD_E2E_PORT_BASE:-24000}"
+# The port base: given, else the running plane's (so `stop`/`start` from a test reach the plane
+# `up` started with another base), else 24000.
+base="${TRAINGUARD_E2E_PORT_BASE:-$(sed -n 's/^PORT_BASE=//p' "$run/env" 2>/dev/null || true)}"
+base="${base:-24000}"
 # shellcheck source=../../e2e/versions.env
 source "$root/e2e/versions.env"
 
@@ -35,6 +41,8 @@ P_KCM=$((base + 257)) P_SCHED=$((base + 259)) P_KWOK=$((base + 10))
 P_JOBSET_WH=$((base + 20)) P_JOBSET_METRICS=$((base + 21)) P_JOBSET_PROBE=$((base + 22))
 P_TRAINER_WH=$((base + 30)) P_TRAINER_METRICS=$((base + 31)) P_TRAINER_PROBE=$((base + 32)) P_TRAINER_STATUS=$((base + 33))
 P_TRAINGUARD=$((base + 40)) P_TRAINGUARD_ADMIN=$((base + 41)) P_TRAINGUARD_CTRL_ADMIN=$((base + 42))
+P_KUEUE_WH=$((base + 50)) P_KUEUE_METRICS=$((base + 51)) P_KUEUE_PROBE=$((base + 52))
+P_TO_WH=$((base + 60)) P_TO_METRICS=$((base + 61)) P_TO_PROBE=$((base + 62))
 
 kctl() { "$BIN/kubectl" --kubeconfig "$run/admin.kubeconfig" --cache-dir "$run/kubectl-cache" "$@"; }
 
@@ -297,6 +305,7 @@ TRAINGUARD_PORT=$P_TRAINGUARD
 TRAINGUARD_ADMIN_PORT=$P_TRAINGUARD_ADMIN
 TRAINGUARD_CONTROLLER_ADMIN_PORT=$P_TRAINGUARD_CTRL_ADMIN
 APISERVER_PORT=$P_APISERVER
+PORT_BASE=$base
 KWOK_VERSION=$KWOK_VERSION
 TRAINER_VERSION=$TRAINER_VERSION
 KUBERNETES_VERSION=$KUBERNETES_VERSION
@@ -409,6 +418,148 @@ start_controller_replica() { # name admin-port extra args...
   started "$name" "controller replica $name" 60 curl -sf "http://127.0.0.1:$port/healthz"
 }
 
+# Kueue, only while a test needs it: its CRDs (the conversion webhooks pointed at the loopback
+# controller), its webhooks for its own kinds and the integrations enabled here (TrainJob,
+# PyTorchJob when Training Operator's CRD is installed), and its controller. `kueue stop` removes
+# the webhook configurations first, so nothing else waits on a Kueue that is not running; the
+# CRDs and their objects stay (the next start finds them).
+start_kueue() {
+  [[ -n "${BIN:-}" ]] || BIN="$(grep '^E2E_BIN=' "$run/env" | cut -d= -f2)"
+  "$root/scripts/e2e/build.sh" kueue >/dev/null
+  local dir ca
+  dir="$(cd "$run" && go mod download -json "sigs.k8s.io/kueue@$KUEUE_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+  [[ -d "$dir/config/components/crd/bases" ]] || die "Kueue's manifests not found in the module cache"
+  ca="$(base64 -w0 "$run/certs/ca.crt")"
+  python3 - "$dir/config/components/crd/bases" "$P_KUEUE_WH" "$ca" >"$run/kueue-crds.yaml" <<'PY'
+import glob, sys, yaml
+bases, port, ca = sys.argv[1:]
+# The CRDs config/components/crd/kustomization.yaml patches with a conversion webhook.
+converted = {"localqueues", "clusterqueues", "cohorts", "workloads", "multikueueclusters"}
+docs = []
+for f in sorted(glob.glob(bases + "/*.yaml")):
+    for d in yaml.safe_load_all(open(f)):
+        if d and d["spec"]["names"]["plural"] in converted:
+            d["spec"]["conversion"] = {"strategy": "Webhook", "webhook": {
+                "clientConfig": {"url": f"https://127.0.0.1:{port}/convert", "caBundle": ca},
+                "conversionReviewVersions": ["v1"]}}
+        if d:
+            docs.append(d)
+yaml.safe_dump_all(docs, sys.stdout, sort_keys=False)
+PY
+  python3 "$root/scripts/e2e/rewrite-webhooks.py" "$P_KUEUE_WH" "$run/certs/ca.crt" \
+    <"$dir/config/components/webhook/manifests.yaml" | python3 -c '
+import sys, yaml
+keep = lambda h: any(g in ("kueue.x-k8s.io", "trainer.kubeflow.org") or (g == "kubeflow.org" and "pytorchjobs" in r["resources"])
+                     for r in h["rules"] for g in r["apiGroups"])
+docs = list(yaml.safe_load_all(sys.stdin))
+for d in docs:
+    d["metadata"]["name"] = "kueue-" + ("mutating" if d["kind"].startswith("Mutating") else "validating")
+    d["webhooks"] = [h for h in d["webhooks"] if keep(h)]
+yaml.safe_dump_all(docs, sys.stdout, sort_keys=False)' >"$run/kueue-webhooks.yaml"
+  kctl apply --server-side --force-conflicts -f "$run/kueue-crds.yaml" >/dev/null
+  # (a CRD just created has no status yet: kubectl wait fails at once on it, so poll.)
+  wait_for "Kueue's CRDs established" 60 kctl wait --for condition=established --timeout=5s \
+    crd/workloads.kueue.x-k8s.io crd/clusterqueues.kueue.x-k8s.io crd/localqueues.kueue.x-k8s.io \
+    crd/resourceflavors.kueue.x-k8s.io crd/workloadpriorityclasses.kueue.x-k8s.io
+  kctl get namespace kueue-system >/dev/null 2>&1 || kctl create namespace kueue-system >/dev/null
+  local frameworks='"trainer.kubeflow.org/trainjob"'
+  kctl get crd pytorchjobs.kubeflow.org >/dev/null 2>&1 && frameworks+=', "kubeflow.org/pytorchjob"'
+  mkdir -p "$run/certs/kueue"
+  cp "$run/certs/webhooks.crt" "$run/certs/kueue/tls.crt"; cp "$run/certs/webhooks.key" "$run/certs/kueue/tls.key"
+  cat >"$run/kueue-config.yaml" <<YAML
+apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+namespace: kueue-system
+health: {healthProbeBindAddress: "127.0.0.1:$P_KUEUE_PROBE"}
+metrics: {bindAddress: "127.0.0.1:$P_KUEUE_METRICS"}
+webhook: {port: $P_KUEUE_WH, host: 127.0.0.1, certDir: $run/certs/kueue}
+leaderElection: {leaderElect: false}
+internalCertManagement: {enable: false}
+manageJobsWithoutQueueName: false
+integrations:
+  frameworks: [$frameworks]
+YAML
+  # Without internal certificate management Kueue v0.19 reads its metrics serving certificate
+  # from a fixed path (cmd/kueue/main.go), /etc/kueue/metrics/certs; any valid pair will do there.
+  if [[ ! -f /etc/kueue/metrics/certs/tls.key ]]; then
+    mkdir -p /etc/kueue/metrics/certs 2>/dev/null || die "Kueue needs /etc/kueue/metrics/certs/tls.{crt,key}: create them (any serving pair) or run as root"
+    cp "$run/certs/webhooks.crt" /etc/kueue/metrics/certs/tls.crt; cp "$run/certs/webhooks.key" /etc/kueue/metrics/certs/tls.key
+  fi
+  stop kueue
+  start kueue env KUBECONFIG="$run/admin.kubeconfig" "$BIN/kueue" --config "$run/kueue-config.yaml" \
+    --kubeconfig "$run/admin.kubeconfig" --feature-gates=VisibilityOnDemand=false
+  started kueue "Kueue's controller" 90 curl -sf "http://127.0.0.1:$P_KUEUE_PROBE/readyz"
+  kctl apply -f "$run/kueue-webhooks.yaml" >/dev/null
+}
+
+stop_kueue() {
+  [[ -n "${BIN:-}" ]] || BIN="$(grep '^E2E_BIN=' "$run/env" | cut -d= -f2)"
+  kctl delete --ignore-not-found validatingwebhookconfiguration kueue-validating >/dev/null 2>&1 || true
+  kctl delete --ignore-not-found mutatingwebhookconfiguration kueue-mutating >/dev/null 2>&1 || true
+  stop kueue
+}
+
+# Training Operator v1, only while a test needs it: the PyTorchJob CRD, its validating webhook
+# pointed at the loopback operator, and the operator with only the pytorchjob scheme. It always
+# runs its certificate rotator (cert-controller): the Secret it reads is created beforehand with a
+# CA and a serving certificate valid for its Service name and 127.0.0.1, for longer than the
+# rotator's 90-day look-ahead, so it keeps them, writes them to its fixed certificate directory
+# (/tmp/k8s-webhook-server/serving-certs: bind-mounted per plane where unshare allows) and injects
+# the CA into its webhook configuration.
+start_training_operator() {
+  [[ -n "${BIN:-}" ]] || BIN="$(grep '^E2E_BIN=' "$run/env" | cut -d= -f2)"
+  "$root/scripts/e2e/build.sh" training-operator >/dev/null
+  local dir d="$run/certs/training-operator"
+  dir="$(cd "$run" && go mod download -json "github.com/kubeflow/training-operator@$TRAINING_OPERATOR_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+  [[ -d "$dir/manifests/base/crds" ]] || die "Training Operator's manifests not found in the module cache"
+  kctl apply --server-side --force-conflicts -f "$dir/manifests/base/crds/kubeflow.org_pytorchjobs.yaml" >/dev/null
+  wait_for "the PyTorchJob CRD established" 60 kctl wait --for condition=established --timeout=5s crd/pytorchjobs.kubeflow.org
+  if [[ ! -f "$d/tls.crt" ]]; then
+    mkdir -p "$d"
+    # The rotator verifies the CA against its own name (a SAN, not the CN).
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/O=training-operator/CN=training-operator-ca" \
+      -addext "subjectAltName=DNS:training-operator-ca" -keyout "$d/ca.key" -out "$d/ca.crt" 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=training-operator.kubeflow.svc" -keyout "$d/tls.key" -out "$d/tls.csr" 2>/dev/null
+    openssl x509 -req -in "$d/tls.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial -days 3650 -out "$d/tls.crt" \
+      -extfile <(printf 'subjectAltName=DNS:training-operator.kubeflow.svc,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n') 2>/dev/null
+    rm -f "$d/tls.csr"
+    # It parses the CA key as PKCS#1 only.
+    openssl rsa -in "$d/ca.key" -traditional -out "$d/ca.key" 2>/dev/null
+  fi
+  kctl get namespace kubeflow >/dev/null 2>&1 || kctl create namespace kubeflow >/dev/null
+  kctl -n kubeflow create secret generic training-operator-webhook-cert --dry-run=client -o yaml \
+    --from-file=ca.crt="$d/ca.crt" --from-file=ca.key="$d/ca.key" --from-file=tls.crt="$d/tls.crt" --from-file=tls.key="$d/tls.key" \
+    | kctl apply -f - >/dev/null
+  python3 "$root/scripts/e2e/rewrite-webhooks.py" "$P_TO_WH" "$d/ca.crt" <"$dir/manifests/base/webhook/manifests.yaml" | python3 -c '
+import sys, yaml
+docs = list(yaml.safe_load_all(sys.stdin))
+for d in docs:
+    d["metadata"]["name"] = "validator.training-operator.kubeflow.org"
+    d["webhooks"] = [h for h in d["webhooks"] if "pytorchjobs" in h["rules"][0]["resources"]]
+yaml.safe_dump_all(docs, sys.stdout, sort_keys=False)' >"$run/training-operator-webhooks.yaml"
+  kctl apply -f "$run/training-operator-webhooks.yaml" >/dev/null
+  local certs="$run/tmp/training-operator/k8s-webhook-server" wrap=()
+  # What the kubelet would mount from the Secret: the rotator waits for tls.crt there.
+  mkdir -p "$certs/serving-certs"
+  cp "$d/ca.crt" "$d/tls.crt" "$d/tls.key" "$certs/serving-certs/"
+  if mkdir -p /tmp/k8s-webhook-server 2>/dev/null && unshare -m --propagation private true 2>/dev/null; then
+    wrap=(unshare -m --propagation private sh -c 'mount --bind "$0" /tmp/k8s-webhook-server && exec "$@"' "$certs")
+  else
+    mkdir -p /tmp/k8s-webhook-server/serving-certs && cp "$certs/serving-certs/"* /tmp/k8s-webhook-server/serving-certs/
+  fi
+  stop training-operator
+  start training-operator env KUBECONFIG="$run/admin.kubeconfig" MY_POD_NAMESPACE=kubeflow "${wrap[@]}" \
+    "$BIN/training-operator" --enable-scheme=pytorchjob --webhook-server-port "$P_TO_WH" \
+    --metrics-bind-address "127.0.0.1:$P_TO_METRICS" --health-probe-bind-address "127.0.0.1:$P_TO_PROBE"
+  started training-operator "Training Operator" 90 curl -sf "http://127.0.0.1:$P_TO_PROBE/readyz"
+}
+
+stop_training_operator() {
+  [[ -n "${BIN:-}" ]] || BIN="$(grep '^E2E_BIN=' "$run/env" | cut -d= -f2)"
+  kctl delete --ignore-not-found validatingwebhookconfiguration validator.training-operator.kubeflow.org >/dev/null 2>&1 || true
+  stop training-operator
+}
+
 down() {
   for name in trainguard-webhook trainguard-controller trainer jobset kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
     stop "$name"
@@ -431,6 +582,16 @@ case "${1:-}" in
       start) start_kwok "${3:?name}" "${4:?label selector}" "${5:-}" ;;
       stop) stop "kwok-${3:?name}" ;;
       *) die "usage: $0 kwok start NAME SELECTOR | kwok stop NAME" ;;
+    esac ;;
+  training-operator) case "${2:-}" in
+      start) start_training_operator ;;
+      stop) stop_training_operator ;;
+      *) die "usage: $0 training-operator start|stop" ;;
+    esac ;;
+  kueue) case "${2:-}" in
+      start) start_kueue ;;
+      stop) stop_kueue ;;
+      *) die "usage: $0 kueue start|stop" ;;
     esac ;;
   replica) case "${2:-}" in
       start) shift 2; start_controller_replica "$@" ;;

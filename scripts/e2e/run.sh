@@ -12,7 +12,7 @@ export TRAINGUARD_BIN="$target/debug/trainguard"
 [[ -x "$TRAINGUARD_BIN" ]] || { echo "e2e: build trainguard first (cargo build --bin trainguard)" >&2; exit 1; }
 
 start=$SECONDS
-"$root/scripts/e2e/build.sh" kube jobset trainer kwok >/dev/null
+"$root/scripts/e2e/build.sh" kube jobset trainer kwok kueue training-operator >/dev/null
 echo "e2e: upstream binaries ready in $((SECONDS - start)) s" >&2
 
 status=0

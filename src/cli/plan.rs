@@ -65,7 +65,13 @@ pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
         if snapshot.nodes_listed() { "" } else { " (no nodes in the snapshot: node failures are not judged)" }
     );
     let first_seen = Default::default();
-    let input = PlanInput { snapshot: &snapshot, now, config: &config, first_seen_suspended: &first_seen };
+    let input = PlanInput {
+        snapshot: &snapshot,
+        now,
+        config: &config,
+        first_seen_suspended: &first_seen,
+        first_failed: &Default::default(),
+    };
     let mut bucket = TokenBucket::per_minute(config.max_force_deletes_per_minute);
     let plan = plan_all(&input, &mut bucket);
     let stdout = std::io::stdout();

@@ -10,7 +10,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::config::PlanConfig;
 use trainguard_core::duration::plus;
-use trainguard_core::planner::facts::{PodOwner, Str};
+use trainguard_core::planner::facts::{FinishKind, PodOwner, Str};
 use trainguard_core::planner::snapshot::{Change, Key, Snapshot};
 use trainguard_core::planner::{
     Action, Budget, KeyPlan, Observation, PlanInput, Planned, Reason, TokenBucket, ZoneHealth, plan_key,
@@ -94,6 +94,9 @@ pub struct ControllerState {
     snapshot: Snapshot,
     config: PlanConfig,
     first_seen_suspended: HashMap<Str, Timestamp>,
+    /// The earliest `Failed=True` time seen per TrainJob UID (the JobSet-TTL loop's evidence,
+    /// which Trainer erases from the object when it recreates the JobSet).
+    first_failed: HashMap<Str, Timestamp>,
     /// Events already published, per object UID: (reason, episode).
     published: HashMap<Str, HashSet<(Reason, String)>>,
     timers: Timers,
@@ -138,6 +141,7 @@ impl ControllerState {
             snapshot: Snapshot::new(),
             config,
             first_seen_suspended: HashMap::new(),
+            first_failed: HashMap::new(),
             published: HashMap::new(),
             timers: Timers::default(),
             dirty: BTreeSet::new(),
@@ -165,6 +169,17 @@ impl ControllerState {
             }
             Change::TrainJob(id, facts) => {
                 let old = self.snapshot.trainjob(id).map(|t| t.uid.clone());
+                if let Some(old) = &old
+                    && facts.as_ref().is_none_or(|t| t.uid != *old)
+                {
+                    self.first_failed.remove(old);
+                }
+                if let Some(t) = facts
+                    && let Some((FinishKind::Failed, Some(at))) = t.finished_condition
+                {
+                    let first = self.first_failed.entry(t.uid.clone()).or_insert(at);
+                    *first = (*first).min(at);
+                }
                 self.track_suspension(old, facts.as_ref().map(|t| (t.uid.clone(), t.suspend)), now);
             }
             Change::Pod(id, facts) => {
@@ -203,6 +218,7 @@ impl ControllerState {
             .collect();
         self.published.retain(|uid, _| live.contains(uid));
         self.first_seen_suspended.retain(|uid, _| live.contains(uid));
+        self.first_failed.retain(|uid, _| live.contains(uid));
     }
 
     fn track_suspension(&mut self, old_uid: Option<Str>, new: Option<(Str, bool)>, now: Timestamp) {
@@ -278,6 +294,7 @@ impl ControllerState {
                     now,
                     config: &self.config,
                     first_seen_suspended: &self.first_seen_suspended,
+                    first_failed: &self.first_failed,
                 };
                 let mut budget = Budget { bucket: &mut bucket, waiting };
                 let plan = plan_key(&input, &key, &zones, &mut budget);
@@ -340,7 +357,7 @@ impl ControllerState {
     /// How many objects the state keeps memory for (published events, first sightings).
     #[cfg(test)]
     pub(crate) fn remembered(&self) -> usize {
-        self.published.len() + self.first_seen_suspended.len()
+        self.published.len() + self.first_seen_suspended.len() + self.first_failed.len()
     }
 
     /// Gauge values by observation (entries may be 0 once a label set had a value).

@@ -273,7 +273,13 @@ pub(crate) fn plan_json(
     first_seen: &HashMap<Str, Timestamp>,
 ) -> Vec<Value> {
     let (snapshot, _) = snapshot_from_values(objects).expect("objects decode");
-    let input = PlanInput { snapshot: &snapshot, now: at(now), config, first_seen_suspended: first_seen };
+    let input = PlanInput {
+        snapshot: &snapshot,
+        now: at(now),
+        config,
+        first_seen_suspended: first_seen,
+        first_failed: &Default::default(),
+    };
     let mut bucket = TokenBucket::per_minute(config.max_force_deletes_per_minute);
     plan_all(&input, &mut bucket)
         .into_iter()

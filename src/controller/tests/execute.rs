@@ -35,7 +35,13 @@ const TRAINJOB_PATH: &str = "/apis/trainer.kubeflow.org/v1alpha1/namespaces/ml/t
 /// Plans `objects` at `now` and turns each key's actions into executor work.
 fn works(objects: &[Value], now: i64, config: &PlanConfig) -> Vec<Work> {
     let (snapshot, _) = snapshot_from_values(objects).unwrap();
-    let input = PlanInput { snapshot: &snapshot, now: at(now), config, first_seen_suspended: &HashMap::new() };
+    let input = PlanInput {
+        snapshot: &snapshot,
+        now: at(now),
+        config,
+        first_seen_suspended: &HashMap::new(),
+        first_failed: &Default::default(),
+    };
     let mut bucket = TokenBucket::per_minute(config.max_force_deletes_per_minute);
     plan_all(&input, &mut bucket)
         .into_iter()
@@ -712,7 +718,13 @@ async fn a_brake_found_at_planning_is_counted_in_the_suppressed_metric() {
     ];
     let c = PlanConfig::default();
     let (snapshot, _) = snapshot_from_values(&objects).unwrap();
-    let input = PlanInput { snapshot: &snapshot, now: at(420), config: &c, first_seen_suspended: &HashMap::new() };
+    let input = PlanInput {
+        snapshot: &snapshot,
+        now: at(420),
+        config: &c,
+        first_seen_suspended: &HashMap::new(),
+        first_failed: &Default::default(),
+    };
     let mut bucket = TokenBucket::per_minute(c.max_force_deletes_per_minute);
     let works: Vec<Work> = plan_all(&input, &mut bucket)
         .into_iter()

@@ -1245,6 +1245,35 @@ fn admitted_but_suspended() {
             vec![(100_000, vec![])],
         ),
         case("no Workload: nothing", vec![job.clone()], vec![(100_000, vec![])]),
+        // Kueue v0.19 resumed the TrainJob, but Trainer could not update its suspended JobSet (the
+        // JobSet webhook refused the pod template Kueue's rewrite of runtimePatches produced).
+        case(
+            "TrainJob resumed, its JobSet still suspended: the same alarm",
+            {
+                let resumed = set(tj.clone(), "/spec/suspend", json!(false));
+                vec![
+                    resumed.clone(),
+                    set(jobset_of(&resumed, 0), "/spec", json!({"suspend": true})),
+                    admitted(&resumed, vec![cond("Admitted", "True", Some(0))]),
+                ]
+            },
+            vec![
+                (10, vec!["requeue TrainJob ml/t suspend admitted-suspended-after @+300"]),
+                (300, vec!["event TrainJob ml/t suspend AdmittedButSuspended"]),
+            ],
+        ),
+        case(
+            "TrainJob resumed, its JobSet resumed too: nothing",
+            {
+                let resumed = set(tj.clone(), "/spec/suspend", json!(false));
+                vec![
+                    resumed.clone(),
+                    set(jobset_of(&resumed, 1), "/spec", json!({"suspend": false})),
+                    admitted(&resumed, vec![cond("Admitted", "True", Some(0))]),
+                ]
+            },
+            vec![(100_000, vec![])],
+        ),
         case(
             "opted out: nothing",
             vec![
@@ -1276,6 +1305,7 @@ fn admitted_but_suspended() {
         now: at(400),
         config: &PlanConfig::acting(),
         first_seen_suspended: &first_seen,
+        first_failed: &Default::default(),
     };
     let mut bucket = trainguard_core::planner::TokenBucket::per_minute(20);
     let plans = trainguard_core::planner::plan_all(&input, &mut bucket);
@@ -1285,6 +1315,17 @@ fn admitted_but_suspended() {
         trainguard_core::planner::Action::Event(e) => assert_eq!(e.episode, format!("admitted@{}", ts(0))),
         other => panic!("{other:?}"),
     }
+    // The resumed TrainJob's message names the suspended JobSet and where Trainer said why.
+    let resumed = set(tj.clone(), "/spec/suspend", json!(false));
+    let objects = [
+        resumed.clone(),
+        set(jobset_of(&resumed, 0), "/spec", json!({"suspend": true})),
+        admitted(&resumed, vec![cond("Admitted", "True", Some(0))]),
+    ];
+    let lines = plan_json(&objects, 400, &PlanConfig::acting(), &HashMap::new());
+    let message = lines[0]["message"].as_str().unwrap();
+    assert!(message.contains("its JobSet ml/t is still suspended"), "{message}");
+    assert!(message.contains("TrainJobResourcesCreationFailed"), "{message}");
 }
 
 #[test]
@@ -1357,6 +1398,7 @@ fn jobset_recreated_after_failure() {
             now: at(700),
             config: &config,
             first_seen_suspended: &first_seen,
+            first_failed: &Default::default(),
         };
         let mut bucket = trainguard_core::planner::TokenBucket::per_minute(20);
         let plans = trainguard_core::planner::plan_all(&input, &mut bucket);
@@ -1373,6 +1415,39 @@ fn jobset_recreated_after_failure() {
     };
     assert_eq!(episode("js-1"), "jobset:js-1");
     assert_ne!(episode("js-1"), episode("js-2"));
+    // The live controller's memory of the first failure: Trainer removed Failed when it recreated
+    // the JobSet (no condition), or set it again at the new JobSet's failure (after its creation).
+    let remembered = |trainjob: Value| {
+        let objects = [trainjob.clone(), created(jobset_of(&trainjob, 0), 600)];
+        let (snapshot, _) = trainguard_core::planner::objects::snapshot_from_values(&objects).unwrap();
+        let first_failed: HashMap<_, _> = [("uid-t".into(), at(0))].into();
+        let config = PlanConfig::acting();
+        let input = trainguard_core::planner::PlanInput {
+            snapshot: &snapshot,
+            now: at(700),
+            config: &config,
+            first_seen_suspended: &HashMap::new(),
+            first_failed: &first_failed,
+        };
+        let mut bucket = trainguard_core::planner::TokenBucket::per_minute(20);
+        trainguard_core::planner::plan_all(&input, &mut bucket)
+            .into_iter()
+            .flat_map(|(_, p)| p.observations)
+            .collect::<Vec<_>>()
+    };
+    let seen = [trainguard_core::planner::Observation::JobSetRecreated];
+    assert_eq!(remembered(trainjob("t")), seen, "Failed removed by Trainer");
+    assert_eq!(remembered(trainjob_finished(trainjob("t"), "Failed", 650)), seen, "Failed again, later");
+    assert_eq!(remembered(trainjob_finished(trainjob("t"), "Complete", 650)), [], "Complete never loops");
+    // Without the memory (`trainguard plan`), the same objects show nothing.
+    assert_eq!(
+        plan_lines(
+            &[trainjob_finished(trainjob("t"), "Failed", 650), created(jobset_of(&failed, 0), 600)],
+            700,
+            &PlanConfig::acting()
+        ),
+        Vec::<String>::new()
+    );
     // With the TTL annotation too, the TTL still runs alongside.
     let both = annotate(failed.clone(), "trainguard.io/ttl-seconds-after-finished", "60");
     assert_eq!(
@@ -1412,6 +1487,7 @@ fn invalid_annotations_are_kept_as_a_prefix_and_a_hash() {
                 now: at(100),
                 config: &PlanConfig::default(),
                 first_seen_suspended: &HashMap::new(),
+                first_failed: &Default::default(),
             };
             let mut bucket = TokenBucket::per_minute(10);
             let events: Vec<_> = plan_all(&input, &mut bucket)

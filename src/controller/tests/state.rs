@@ -285,3 +285,50 @@ fn rate_limited_at_execution_requeues_when_the_next_token_is_due() {
     state.fire_due(at(423));
     assert_eq!(force_deletes(&plan(&mut state, 423)), 1, "planned again once the token is due");
 }
+
+/// Trainer ≤ v2.3.0's JobSet-TTL loop as a real Trainer writes it: the TrainJob fails (0), the
+/// JobSet's TTL deletes the JobSet, and in one reconcile Trainer recreates the JobSet (600) and
+/// removes the `Failed` condition; the new JobSet fails and Trainer sets `Failed` again, at that
+/// failure (620). The objects show "JobSet created after the failure" only between two writes;
+/// the gauge holds for the whole loop from the controller's memory of the first failure.
+#[test]
+fn the_jobset_loop_gauge_holds_while_trainer_removes_and_sets_failed_again() {
+    let created = |js: Value, s: i64| set(js, "/metadata/creationTimestamp", json!(ts(s)));
+    let recreated = |uid: &str, s: i64| created(set(jobset_of(&trainjob("t"), 0), "/metadata/uid", json!(uid)), s);
+    let gauge = |state: &ControllerState| state.gauges().get(&Observation::JobSetRecreated).copied().unwrap_or(0);
+    let failed = trainjob_finished(trainjob("t"), "Failed", 0);
+    let mut state = synced(&[failed.clone(), created(jobset_of(&failed, 0), -5)], 0);
+    plan(&mut state, 0);
+    assert_eq!(gauge(&state), 0, "the first JobSet is older than the failure");
+    // The JobSet's TTL deleted it; Trainer removed Failed first (one status patch), then the new
+    // JobSet's add arrives: the window the objects alone show is gone already.
+    state.apply(Change::JobSet(NsName::new("ml", "t"), None), at(590));
+    apply(&mut state, &trainjob("t"), 600);
+    apply(&mut state, &recreated("js-2", 600), 600);
+    let work = plan(&mut state, 600);
+    assert!(work.iter().any(|w| reasons(w).contains(&"JobSetRecreatedAfterFailure")), "{work:?}");
+    assert_eq!(gauge(&state), 1, "Failed removed, JobSet created after the remembered failure");
+    for w in &work {
+        done(&mut state, w, Outcome::Done, 600);
+    }
+    // The new JobSet fails: Failed again, at 620, after the JobSet's creation.
+    apply(&mut state, &trainjob_finished(trainjob("t"), "Failed", 620), 620);
+    plan(&mut state, 620);
+    assert_eq!(gauge(&state), 1, "still in the loop");
+    // Next turn: a third JobSet, one more event (a new JobSet UID).
+    state.apply(Change::JobSet(NsName::new("ml", "t"), None), at(630));
+    apply(&mut state, &trainjob("t"), 640);
+    apply(&mut state, &recreated("js-3", 640), 640);
+    let work = plan(&mut state, 640);
+    assert!(work.iter().any(|w| reasons(w).contains(&"JobSetRecreatedAfterFailure")), "{work:?}");
+    assert_eq!(gauge(&state), 1);
+    for w in &work {
+        done(&mut state, w, Outcome::Done, 640);
+    }
+    // Deleted: no series left counting it, and no memory kept.
+    state.apply(Change::TrainJob(NsName::new("ml", "t"), None), at(700));
+    state.apply(Change::JobSet(NsName::new("ml", "t"), None), at(700));
+    plan(&mut state, 700);
+    assert_eq!(gauge(&state), 0);
+    assert_eq!(state.remembered(), 0);
+}

@@ -18,8 +18,18 @@ pub struct JobSetView {
     /// Without `managedFields` and the last-applied copy: see [`crate::model::watched_meta`].
     #[serde(default, deserialize_with = "crate::model::watched_meta::deserialize")]
     pub metadata: ObjectMeta,
+    /// Only `suspend` (the companion controller's admitted-but-suspended check).
+    #[serde(default)]
+    pub(crate) spec: Option<JobSetSpecView>,
     #[serde(default)]
     pub(crate) status: Option<JobSetStatusView>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct JobSetSpecView {
+    #[serde(default)]
+    pub(crate) suspend: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]

@@ -214,7 +214,7 @@ pub struct TrainJobFacts {
     /// Condition `Complete` or `Failed` is True.
     pub finished: bool,
     /// The finishing condition (`Complete` or `Failed`) and its `lastTransitionTime`.
-    pub(crate) finished_condition: Option<(FinishKind, Option<Timestamp>)>,
+    pub finished_condition: Option<(FinishKind, Option<Timestamp>)>,
     /// `spec.ttlSecondsAfterFinished`, should the CRD gain it (it wins over the annotation).
     pub(crate) spec_ttl: Option<i64>,
     /// Annotation `trainguard.io/ttl-seconds-after-finished`, read.
@@ -253,6 +253,8 @@ pub struct JobSetFacts {
     pub active: i64,
     /// `metadata.creationTimestamp`.
     pub(crate) created: Option<Timestamp>,
+    /// `spec.suspend`.
+    pub(crate) suspended: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -487,6 +489,7 @@ impl JobSetFacts {
             trainjob_uid: owner.uid.as_str().into(),
             active,
             created: meta.creation_timestamp.as_ref().map(|t| t.0),
+            suspended: jobset.spec.as_ref().and_then(|s| s.suspend).unwrap_or(false),
         }))
     }
 }

@@ -4,20 +4,33 @@
 //! #3891). trainguard cannot stop the loop (the fix is in the runtime or in Trainer); it reports it.
 
 use super::actions::event;
+use k8s_openapi::jiff::Timestamp;
+
 use super::actions::{EventType, KeyPlan, Observation, Reason, Rule, Target};
 use crate::planner::config::PlanConfig;
 use crate::planner::facts::{FinishKind, JobSetFacts, TrainJobFacts};
 
-/// A TrainJob with `Failed=True` whose JobSet (owned by it) was created after that condition's
-/// `lastTransitionTime` gets one Warning per JobSet UID, and counts in the gauge while it lasts.
+/// A TrainJob whose JobSet (owned by it) was created after the TrainJob failed gets one Warning
+/// per JobSet UID, and counts in the gauge while such a JobSet exists. "Failed" is the earliest of
+/// its `Failed=True` condition's `lastTransitionTime` and `first_failed`, the live controller's
+/// memory of the first one it saw: Trainer removes the `Failed` condition in the same reconcile
+/// that recreates the JobSet, and sets it again (at the new JobSet's failure) once that one fails,
+/// so the objects alone show the loop only for the instant between the two writes.
 pub(crate) fn plan(
     tj: &TrainJobFacts,
     jobset: Option<&JobSetFacts>,
+    first_failed: Option<Timestamp>,
     target: &Target,
     config: &PlanConfig,
     out: &mut KeyPlan,
 ) {
-    let Some((FinishKind::Failed, Some(failed_at))) = tj.finished_condition else { return };
+    let failed_now = match tj.finished_condition {
+        Some((FinishKind::Failed, at)) => at,
+        // Complete: Trainer never recreates the JobSet of a complete TrainJob.
+        Some(_) => return,
+        None => None,
+    };
+    let Some(failed_at) = failed_now.into_iter().chain(first_failed).min() else { return };
     let Some(jobset) = jobset else { return };
     let Some(created) = jobset.created.filter(|c| *c > failed_at) else { return };
     out.observations.push(Observation::JobSetRecreated);

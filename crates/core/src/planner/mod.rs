@@ -40,6 +40,9 @@ pub struct PlanInput<'a> {
     pub config: &'a PlanConfig,
     /// The live controller's memory: when it first saw each (job UID) suspended. Empty for `plan`.
     pub first_seen_suspended: &'a HashMap<Str, Timestamp>,
+    /// The live controller's memory: the earliest `Failed=True` time it saw per TrainJob UID
+    /// (Trainer up to v2.3.0 removes the condition when it recreates the JobSet). Empty for `plan`.
+    pub first_failed: &'a HashMap<Str, Timestamp>,
 }
 
 /// Plans one key. `zones` must have been computed from the same snapshot.
@@ -132,12 +135,24 @@ fn plan_trainjob(input: &PlanInput<'_>, tj: &TrainJobFacts, out: &mut KeyPlan) {
     }
     let target = Target::trainjob(tj);
     ttl::plan_trainjob(tj, &target, input.now, input.config, out);
-    jobset_loop::plan(tj, input.snapshot.jobset_of(tj), &target, input.config, out);
+    let first_failed = input.first_failed.get(&tj.uid).copied();
+    jobset_loop::plan(tj, input.snapshot.jobset_of(tj), first_failed, &target, input.config, out);
     let workload = input.snapshot.workload_for(&tj.uid);
     if tj.finished || workload.is_some_and(|w| w.finished) {
         return;
     }
-    suspend::plan_admitted(&target, "TrainJob", tj.suspend, workload, input.now, input.config, out);
+    // Resumed, but its JobSet still suspended: Trainer could not carry the resume over (a
+    // JobSet update its webhook refuses), and nothing runs either.
+    let jobset_suspended = input.snapshot.jobset_of(tj).filter(|js| js.suspended).map(|js| &js.id);
+    suspend::plan_admitted(
+        &target,
+        "TrainJob",
+        suspend::Suspension { job: tj.suspend, jobset: jobset_suspended },
+        workload,
+        input.now,
+        input.config,
+        out,
+    );
     let jobset_active = input.snapshot.jobset_of(tj).map_or(0, |js| js.active);
     let live = input.snapshot.live_pods(&PodOwner::JobSet(tj.id.clone()));
     let first_seen = input.first_seen_suspended.get(&tj.uid).copied();

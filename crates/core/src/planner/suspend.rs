@@ -11,7 +11,7 @@ use super::actions::{Action, EventType, JobPatchKind, KeyPlan, Observation, Reas
 use super::actions::{event, verb};
 use crate::duration::{fmt_duration, plus};
 use crate::planner::config::PlanConfig;
-use crate::planner::facts::{JobFacts, STASH_ANNOTATION, SecondsAnnotation, TrainJobFacts, WorkloadFacts};
+use crate::planner::facts::{JobFacts, NsName, STASH_ANNOTATION, SecondsAnnotation, TrainJobFacts, WorkloadFacts};
 
 /// Why a suspended job is not (yet) reconciled. Empty means it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -239,22 +239,39 @@ pub(crate) fn trainjob_stuck(tj: &TrainJobFacts, jobset_active: i64, live_pods: 
     StuckWhy { no_suspended_condition: false, active: tj.active.max(jobset_active), live_pods }
 }
 
+/// What is suspended of a job Kueue admitted: the job itself (`spec.suspend` or
+/// `spec.runPolicy.suspend`), or, for a TrainJob, the JobSet it controls.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Suspension<'a> {
+    pub(crate) job: bool,
+    /// The TrainJob's JobSet when its `spec.suspend` is true.
+    pub(crate) jobset: Option<&'a NsName>,
+}
+
+impl From<bool> for Suspension<'_> {
+    fn from(job: bool) -> Self {
+        Suspension { job, jobset: None }
+    }
+}
+
 /// A Kueue Workload `Admitted=True` for `--admitted-suspended-after` while its job (v1 job or
-/// TrainJob) is still suspended: Kueue holds the quota, nothing runs. Version skew between Kueue
-/// and Trainer has left jobs exactly so, and nothing upstream reports it. One Warning per
-/// admission (its `lastTransitionTime`), and a gauge while it lasts.
-pub(crate) fn plan_admitted(
+/// TrainJob) is still suspended, or a resumed TrainJob's JobSet still is: Kueue holds the quota,
+/// nothing runs. Version skew between Kueue and Trainer has left jobs exactly so, and nothing
+/// upstream reports it. One Warning per admission (its `lastTransitionTime`), and a gauge while it
+/// lasts.
+pub(crate) fn plan_admitted<'a>(
     target: &Target,
     kind: &'static str,
-    suspended: bool,
+    suspended: impl Into<Suspension<'a>>,
     workload: Option<&WorkloadFacts>,
     now: Timestamp,
     config: &PlanConfig,
     out: &mut KeyPlan,
 ) {
+    let suspended = suspended.into();
     let Some(workload) = workload else { return };
     // An eviction in progress is Kueue taking the admission back: the suspension is expected.
-    if !suspended || workload.finished || workload.evicted.is_some() {
+    if !(suspended.job || suspended.jobset.is_some()) || workload.finished || workload.evicted.is_some() {
         return;
     }
     // Without a time there is nothing to count the bound from: no alarm.
@@ -266,6 +283,19 @@ pub(crate) fn plan_admitted(
     }
     out.observations.push(Observation::AdmittedSuspended(kind));
     let spec_field = if kind == "TrainJob" { "spec.suspend" } else { "spec.runPolicy.suspend" };
+    let what = match suspended.jobset {
+        Some(jobset) if !suspended.job => format!(
+            "this {kind} was resumed but its JobSet {jobset} is still suspended (spec.suspend: true): the queue's \
+             quota is held while nothing runs. Trainer could not carry the resume over to the JobSet: look for \
+             TrainJobResourcesCreationFailed events on this TrainJob (a JobSet webhook refusing the new pod \
+             template, for instance after Kueue rewrote spec.runtimePatches with older Trainer types)"
+        ),
+        _ => format!(
+            "this {kind} is still suspended ({spec_field}: true): the queue's quota is held while nothing runs. \
+             Kueue unsuspends the job itself after admission; when it does not, the usual cause is a Kueue \
+             version that does not match the job's controller (check both versions and the Kueue controller's logs)"
+        ),
+    };
     out.push(
         Rule::Suspend,
         event(
@@ -274,10 +304,7 @@ pub(crate) fn plan_admitted(
             EventType::Warning,
             Reason::AdmittedButSuspended,
             format!(
-                "Kueue admitted Workload {} at {admitted_at} ({} ago), but this {kind} is still suspended \
-                 ({spec_field}: true): the queue's quota is held while nothing runs. Kueue unsuspends the job \
-                 itself after admission; when it does not, the usual cause is a Kueue version that does not \
-                 match the job's controller (check both versions and the Kueue controller's logs)",
+                "Kueue admitted Workload {} at {admitted_at} ({} ago), but {what}",
                 workload.id,
                 fmt_duration(now.duration_since(admitted_at))
             ),
