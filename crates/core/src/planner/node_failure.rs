@@ -222,15 +222,14 @@ pub(crate) fn owning_job(pod: &PodFacts, snapshot: &Snapshot) -> Result<Target, 
     match &pod.owner {
         PodOwner::V1 { job, uid } => {
             let job = snapshot.job(job).filter(|j| j.uid == *uid).ok_or("owning job not known")?;
-            if job.deleting {
-                return Err("owning job is being deleted");
-            }
-            if !job.managed() {
-                return Err("owning job is not managed by the training operator");
-            }
-            if job.ignored {
-                return Err("owning job is opted out");
-            }
+            owner_guard(
+                (job.deleting, job.managed(), job.ignored),
+                [
+                    "owning job is being deleted",
+                    "owning job is not managed by the training operator",
+                    "owning job is opted out",
+                ],
+            )?;
             Ok(Target::job(job))
         }
         PodOwner::JobSet(id) => {
@@ -250,17 +249,27 @@ pub(crate) fn owning_job(pod: &PodFacts, snapshot: &Snapshot) -> Result<Target, 
                 .filter(|js| js.uid == job.jobset_uid)
                 .ok_or("controlling JobSet not known, or not controlled by a TrainJob")?;
             let tj = snapshot.trainjob_of(jobset).ok_or("JobSet not controlled by a known TrainJob")?;
-            if tj.deleting {
-                return Err("owning TrainJob is being deleted");
-            }
-            if !tj.managed() {
-                return Err("owning TrainJob is not managed by Trainer");
-            }
-            if tj.ignored {
-                return Err("owning TrainJob is opted out");
-            }
+            owner_guard(
+                (tj.deleting, tj.managed(), tj.ignored),
+                [
+                    "owning TrainJob is being deleted",
+                    "owning TrainJob is not managed by Trainer",
+                    "owning TrainJob is opted out",
+                ],
+            )?;
             Ok(Target::trainjob(tj))
         }
+    }
+}
+
+/// The guards an owning job must pass, `(deleting, managed, ignored)`, in that order: the first it
+/// fails names why the companion may not act.
+fn owner_guard((deleting, managed, ignored): (bool, bool, bool), why: [&'static str; 3]) -> Result<(), &'static str> {
+    match (deleting, managed, ignored) {
+        (true, _, _) => Err(why[0]),
+        (_, false, _) => Err(why[1]),
+        (_, _, true) => Err(why[2]),
+        _ => Ok(()),
     }
 }
 
