@@ -238,6 +238,11 @@ pub struct ControllerArgs {
     /// Namespace of the Lease; default: the pod's own namespace (POD_NAMESPACE), else trainguard-system.
     #[arg(long, env = "TRAINGUARD_LEASE_NAMESPACE")]
     pub lease_namespace: Option<String>,
+
+    /// Watch and act only in these namespaces (comma-separated), each watched on its own so that
+    /// RoleBindings there suffice; nodes are still watched cluster-wide. Unset: every namespace.
+    #[arg(long, env = "TRAINGUARD_NAMESPACES", value_delimiter = ',')]
+    pub namespaces: Vec<String>,
 }
 
 impl ControllerArgs {

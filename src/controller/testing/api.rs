@@ -46,9 +46,10 @@ type Routes = HashMap<(String, String), VecDeque<(u16, Value)>>;
 /// Called with every request once it is recorded, before it is answered.
 type Hook = Arc<dyn Fn(&Seen) + Send + Sync>;
 
-/// An open watch: its collection, label selector and stream.
+/// An open watch: its collection, namespace (none: every namespace), label selector and stream.
 struct Watch {
     collection: String,
+    namespace: Option<String>,
     selector: Option<String>,
     tx: mpsc::UnboundedSender<Bytes>,
 }
@@ -139,6 +140,11 @@ fn parse_path(path: &str) -> ParsedPath {
         _ => ("?".to_string(), None, None),
     };
     ParsedPath { group, prefix, namespace, resource, name, sub }
+}
+
+/// The namespace an API path names (`None`: a cluster-scoped object, or every namespace).
+pub(crate) fn namespace_of(path: &str) -> Option<String> {
+    parse_path(path).namespace
 }
 
 /// The collection path of an object, from its apiVersion and kind.
@@ -288,11 +294,30 @@ impl FakeApi {
         Self::notify(&mut store, kind, &object);
     }
 
+    /// Ends the open watches of `collection` (e.g. `/api/v1/pods`) in `namespace` with the
+    /// `410 Gone` a compacted resourceVersion gives, as the API server does: the client relists.
+    pub(crate) fn expire_watches(&self, collection: &str, namespace: &str) {
+        let mut store = self.store.lock().unwrap();
+        let gone = json!({"type": "ERROR", "object": status(410, "Expired")});
+        let line = Bytes::from(format!("{gone}\n"));
+        store.watches.retain(|w| {
+            if w.collection != collection || w.namespace.as_deref() != Some(namespace) {
+                return true;
+            }
+            let _ = w.tx.send(line.clone());
+            false
+        });
+    }
+
     fn notify(store: &mut Store, kind: &str, object: &Value) {
         let collection = collection_of(object);
         let line = Bytes::from(format!("{}\n", json!({"type": kind, "object": object})));
+        let namespace = object["metadata"]["namespace"].as_str();
         store.watches.retain(|w| {
-            if w.collection != collection || !has_label(object, &w.selector) {
+            if w.collection != collection
+                || !has_label(object, &w.selector)
+                || w.namespace.as_deref().is_some_and(|ns| Some(ns) != namespace)
+            {
                 return true;
             }
             w.tx.send(line.clone()).is_ok()
@@ -393,6 +418,7 @@ impl FakeApi {
                 let (tx, rx) = mpsc::unbounded_channel::<Bytes>();
                 store.watches.push(Watch {
                     collection: p.collection(),
+                    namespace: p.namespace.clone(),
                     selector: query_param(query, "labelSelector"),
                     tx,
                 });
