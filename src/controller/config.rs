@@ -304,6 +304,8 @@ mod tests {
         assert!(parse(&["--stash-ttl-on-stuck-suspend"]).planner.stash_ttl_on_stuck_suspend);
         assert_eq!(parse(&["--leader-elect"]).leader_elect, Some(true));
         assert_eq!(parse(&["--leader-elect=false"]).leader_elect, Some(false));
+        assert!(d.namespaces.is_empty(), "every namespace unless listed");
+        assert_eq!(parse(&["--namespaces", "team-a,team-b"]).namespaces, ["team-a", "team-b"]);
         let c = parse(&[
             "--controller-mode=report",
             "--node-failure=out-of-service",

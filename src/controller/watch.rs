@@ -182,9 +182,7 @@ async fn watch_scoped<K, A, F>(
     F: Fn(&K) -> Converted,
 {
     match scope {
-        Scope::Cluster => {
-            watch_loop(apis(None), config, source, &tx, &convert, Relist::Whole, ReadyGate::new(1)).await
-        }
+        Scope::Cluster => watch_loop(apis(None), config, source, &tx, &convert, Relist::Whole, ReadyGate::new(1)).await,
         Scope::Namespaces(namespaces) => {
             let remaining = Arc::new(AtomicUsize::new(namespaces.len()));
             let loops = namespaces.iter().map(|ns| {

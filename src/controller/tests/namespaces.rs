@@ -95,8 +95,7 @@ async fn only_the_listed_namespaces_are_read_and_acted_on() {
     assert!(api.object("/api/v1/namespaces/other/pods/b-master-0").is_some());
 
     // Every namespaced kind is listed in each listed namespace; nodes cluster-wide.
-    let lists: BTreeSet<String> =
-        api.seen().iter().filter(|s| s.rbac.2 == "list").map(|s| s.path.clone()).collect();
+    let lists: BTreeSet<String> = api.seen().iter().filter(|s| s.rbac.2 == "list").map(|s| s.path.clone()).collect();
     for ns in ["ml", "ml2"] {
         for collection in [
             format!("/apis/kubeflow.org/v1/namespaces/{ns}/pytorchjobs"),
