@@ -884,6 +884,17 @@ fn the_documented_namespace_overlay_renames_every_reference() {
     let start = docs.find("# my-trainguard/kustomization.yaml, another namespace").expect("the recipe in the docs");
     let yaml: String =
         docs[start..].lines().take_while(|l| !l.trim_start().starts_with("```")).map(|l| format!("{l}\n")).collect();
+    check_renamed(&yaml);
+    // The monitoring component added as the docs say, as it is: its alerts follow the rename too.
+    let r = check_renamed(&format!("{yaml}components:\n  - ../trainguard/deploy/components/monitoring\n"));
+    for kind in ["ServiceMonitor", "PrometheusRule"] {
+        assert_eq!(r.raw(kind, "trainguard")["metadata"]["namespace"], "ml-platform", "{kind}");
+    }
+}
+
+/// Renders the overlay `yaml` beside a checkout and checks that it lives in `ml-platform`
+/// with no reference to `trainguard-system` left.
+fn check_renamed(yaml: &str) -> Rendered {
     let tmp = tempfile::tempdir().unwrap();
     copy_dir(&repo().join("deploy"), &tmp.path().join("trainguard/deploy"));
     let overlay = tmp.path().join("my-trainguard");
@@ -919,6 +930,7 @@ fn the_documented_namespace_overlay_renames_every_reference() {
         }
     }
     assert!(subjects >= 3, "the bindings of both service accounts: {subjects}");
+    r
 }
 
 /// The webhook-only install (kustomize component, Helm `controller.enabled=false`) is the split
