@@ -6,6 +6,7 @@ mod support;
 
 mod action;
 mod deploy;
+mod docs;
 mod makefile;
 mod monitoring;
 mod plan_cli;
