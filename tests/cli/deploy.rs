@@ -1884,6 +1884,15 @@ fn make_deploy_installs_in_order_and_refuses_what_would_break_writes() {
         (&["IMAGE=trainguard:0.1.0"], &all, 0, 2, "names no registry", &[], None),
         (&["IMAGE=registry.example.com/trainguard"], &all, 0, 2, "has no tag or digest", &[], None),
         (&["IMAGE=r.example.com/tg:1", "OVERLAY=plain"], &all, 0, 2, "use cert-manager or static-certs", &[], None),
+        (
+            &["IMAGE=r.example.com/tg:1", "COMPONENTS=controller-namespaces"],
+            &all,
+            0,
+            2,
+            "needs the namespaces and their RoleBindings",
+            &[],
+            None,
+        ),
         // No cluster: said first, not "the TrainJob CRD is not installed".
         (
             &["IMAGE=r.example.com/tg:1"],
