@@ -54,6 +54,9 @@ case "$OVERLAY" in
 esac
 for c in $COMPONENTS; do
   [[ -f "$repo/deploy/components/$c/kustomization.yaml" ]] || fail "COMPONENTS: no deploy/components/$c"
+  # Alone it leaves the controller with no grants on any namespace: the list and its RoleBindings
+  # are the user's overlay (docs/controller.md, "Only some namespaces").
+  [[ "$c" != controller-namespaces ]] || fail "COMPONENTS=controller-namespaces needs the namespaces and their RoleBindings, which only your own overlay can list: apply the overlay of docs/controller.md (\"Only some namespaces\") in the same order, or use the Helm chart's controller.namespaces"
 done
 
 # 2. Prerequisites, before anything is applied.

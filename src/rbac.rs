@@ -136,6 +136,17 @@ pub static API_CALLS: LazyLock<Vec<ApiCall>> = LazyLock::new(|| {
     calls
 });
 
+/// The cluster-scoped resources of the table. With a namespace allow-list (`--namespaces`) the
+/// controller still reads these cluster-wide (their own ClusterRole and ClusterRoleBinding); every
+/// other `Cluster`, `ClusterAct` and `ClusterTtlStash` row is then granted only in the listed
+/// namespaces, by RoleBindings to the same ClusterRoles, and requested only there.
+pub const CLUSTER_SCOPED: &[&str] = &["nodes"];
+
+/// Whether `resource` is cluster-scoped (see [`CLUSTER_SCOPED`]).
+pub fn cluster_scoped(resource: &str) -> bool {
+    CLUSTER_SCOPED.contains(&resource)
+}
+
 /// Whether `verb` on `group`/`resource` is in the table.
 pub fn allowed(group: &str, resource: &str, verb: &str) -> bool {
     API_CALLS.iter().any(|c| c.group == group && c.resource == resource && c.verbs.contains(&verb))

@@ -199,6 +199,11 @@ pub struct ControllerArgs {
     /// Namespace of the Lease; default: the pod's own namespace (POD_NAMESPACE), else trainguard-system.
     #[arg(long, env = "TRAINGUARD_LEASE_NAMESPACE")]
     pub lease_namespace: Option<String>,
+
+    /// Watch and act only in these namespaces (comma-separated), each watched on its own so that
+    /// RoleBindings there suffice; nodes are still watched cluster-wide. Unset: every namespace.
+    #[arg(long, env = "TRAINGUARD_NAMESPACES", value_delimiter = ',')]
+    pub namespaces: Vec<String>,
 }
 
 impl ControllerArgs {
@@ -260,6 +265,8 @@ mod tests {
         assert!(parse(&["--stash-ttl-on-stuck-suspend"]).planner.stash_ttl_on_stuck_suspend);
         assert_eq!(parse(&["--leader-elect"]).leader_elect, Some(true));
         assert_eq!(parse(&["--leader-elect=false"]).leader_elect, Some(false));
+        assert!(d.namespaces.is_empty(), "every namespace unless listed");
+        assert_eq!(parse(&["--namespaces", "team-a,team-b"]).namespaces, ["team-a", "team-b"]);
         let c = parse(&[
             "--controller-mode=report",
             "--node-failure=out-of-service",

@@ -15,6 +15,7 @@ use super::config::PlanConfig;
 use super::events::EventSink;
 use super::execute::{self, Executor, Shared, system_clock};
 use super::metrics::Metrics;
+use super::namespaces::Namespaces;
 use super::state::{ControllerState, Outcome, Report, SharedBucket, Work, new_bucket};
 use super::watch::{self, WatchMsg};
 use trainguard_core::planner::snapshot::Key;
@@ -94,8 +95,19 @@ fn plan_and_dispatch(
 /// Runs the controller until `shutdown` is cancelled, with a force-delete budget of its own that
 /// starts empty.
 pub async fn run(client: Client, config: PlanConfig, metrics: Metrics, shutdown: CancellationToken) {
+    run_in(client, config, Namespaces::All, metrics, shutdown).await
+}
+
+/// [`run`], watching and acting only in `namespaces` (nodes are watched cluster-wide).
+pub async fn run_in(
+    client: Client,
+    config: PlanConfig,
+    namespaces: Namespaces,
+    metrics: Metrics,
+    shutdown: CancellationToken,
+) {
     let bucket = new_bucket(&config);
-    run_with_bucket(client, config, metrics, bucket, shutdown).await
+    run_with_bucket(client, config, namespaces, metrics, bucket, shutdown).await
 }
 
 /// Runs the controller until `shutdown` is cancelled (for an elected controller: until leadership
@@ -104,14 +116,21 @@ pub async fn run(client: Client, config: PlanConfig, metrics: Metrics, shutdown:
 pub(crate) async fn run_with_bucket(
     client: Client,
     config: PlanConfig,
+    namespaces: Namespaces,
     metrics: Metrics,
     bucket: SharedBucket,
     shutdown: CancellationToken,
 ) {
-    info!(mode = config.mode.as_str(), node_failure = ?config.node_failure, "{}", mode_line(config.mode));
+    info!(
+        mode = config.mode.as_str(),
+        node_failure = ?config.node_failure,
+        namespaces = %namespaces.describe(),
+        "{}",
+        mode_line(config.mode)
+    );
     let watches_stop = shutdown.child_token();
     let (tx, mut rx) = mpsc::channel::<WatchMsg>(4096);
-    let watches = watch::spawn_all(client.clone(), tx, watches_stop.clone());
+    let watches = watch::spawn_all(client.clone(), &namespaces, tx, watches_stop.clone());
     let mut pending: HashSet<_> = watch::sources().into_iter().collect();
 
     // Unbounded both ways: the loop never waits on the executor, and work per key is one at a time.

@@ -12,6 +12,7 @@ pub mod health;
 pub mod leader;
 pub mod live;
 pub mod metrics;
+pub mod namespaces;
 pub mod state;
 pub mod watch;
 
@@ -43,6 +44,7 @@ pub async fn run(
         return Ok(());
     }
     let config = args.planner.plan_config();
+    let namespaces = namespaces::Namespaces::parse(&args.namespaces).map_err(ControllerError::Config)?;
     for warning in args.planner.deprecations() {
         warn!("{warning}");
     }
@@ -55,7 +57,7 @@ pub async fn run(
         return Err(ControllerError::Config("durations must not be negative".into()));
     }
     if !args.leader_elect.unwrap_or(true) {
-        live::run(client, config, metrics, shutdown).await;
+        live::run_in(client, config, namespaces, metrics, shutdown).await;
         return Ok(());
     }
     let lease = leader::LeaseConfig::new(args.lease_name.clone(), args.lease_namespace(), leader::identity());
@@ -65,7 +67,14 @@ pub async fn run(
     // One budget for every term of this process: a new term must not start with a fresh burst.
     let bucket = state::new_bucket(&config);
     leader::run_elected(client, lease, metrics, shutdown, move |token| {
-        live::run_with_bucket(lead_client.clone(), config.clone(), lead_metrics.clone(), bucket.clone(), token)
+        live::run_with_bucket(
+            lead_client.clone(),
+            config.clone(),
+            namespaces.clone(),
+            lead_metrics.clone(),
+            bucket.clone(),
+            token,
+        )
     })
     .await;
     Ok(())

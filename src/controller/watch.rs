@@ -2,10 +2,14 @@
 //! `batch/v1` Jobs of JobSets, training pods (two label selectors), nodes and Kueue Workloads. Each object is decoded into its slim view,
 //! reduced to compact facts right here, and sent to the controller loop as a snapshot [`Change`];
 //! the full objects are dropped at once. A kind whose CRD is absent (404 on the initial list) is
-//! skipped with one log line and retried every few minutes.
+//! skipped with one log line and retried every few minutes. With a namespace allow-list
+//! (`--namespaces`) each source but nodes runs one watch per listed namespace
+//! ([`super::namespaces`]), and a relist in one namespace replaces only that namespace's objects.
 
 use std::collections::HashSet;
 use std::fmt::Debug;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -17,6 +21,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use super::namespaces::Namespaces;
 use trainguard_core::model::jobset::{BatchJobView, JOBSET_NAME_LABEL, JobSetView};
 use trainguard_core::model::kubeflow_v1::{JOB_NAME_LABEL, TrainingJobView, TrainingKind};
 use trainguard_core::model::pod::{NodeView, PodView};
@@ -65,8 +70,10 @@ pub fn sources() -> Vec<Source> {
 }
 
 /// Starts one task per source. They stop when `shutdown` is cancelled or the receiver is gone.
+/// With a namespace allow-list, each source but nodes watches every listed namespace on its own.
 pub(crate) fn spawn_all(
     client: Client,
+    namespaces: &Namespaces,
     tx: mpsc::Sender<WatchMsg>,
     shutdown: CancellationToken,
 ) -> Vec<tokio::task::JoinHandle<()>> {
@@ -74,59 +81,118 @@ pub(crate) fn spawn_all(
         .into_iter()
         .map(|source| {
             let (client, tx, shutdown) = (client.clone(), tx.clone(), shutdown.clone());
+            let scope = match namespaces.listed() {
+                // Nodes are cluster-scoped: node failure needs them wherever the listed pods run.
+                Some(listed) if source != Source::Nodes => Scope::Namespaces(listed.to_vec()),
+                _ => Scope::Cluster,
+            };
             tokio::spawn(async move {
                 tokio::select! {
                     _ = shutdown.cancelled() => {}
-                    _ = run_source(client, source, tx) => {}
+                    _ = run_source(client, source, scope, tx) => {}
                 }
             })
         })
         .collect()
 }
 
-async fn run_source(client: Client, source: Source, tx: mpsc::Sender<WatchMsg>) {
+/// Where one source watches: one cluster-wide watch, or one watch per listed namespace.
+#[derive(Debug, Clone)]
+enum Scope {
+    Cluster,
+    Namespaces(Vec<String>),
+}
+
+/// An `Api` for `namespace`, or for every namespace.
+fn api<K>(client: &Client, namespace: Option<&str>, dyntype: &K::DynamicType) -> Api<K>
+where
+    K: Resource<Scope = kube::core::DynamicResourceScope>,
+{
+    match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, dyntype),
+        None => Api::all_with(client.clone(), dyntype),
+    }
+}
+
+/// The pods `Api` for `namespace`, or for every namespace.
+fn pods_api(client: &Client, namespace: Option<&str>) -> Api<PodView> {
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+async fn run_source(client: Client, source: Source, scope: Scope, tx: mpsc::Sender<WatchMsg>) {
+    let c = &client;
     match source {
         Source::Jobs(kind) => {
-            let api: Api<TrainingJobView> = Api::all_with(client, &kind.api_resource());
-            watch_loop(vec![api], config(), source, tx, move |job| job_change(kind, job)).await
+            let resource = kind.api_resource();
+            let apis = |ns: Option<&str>| vec![api::<TrainingJobView>(c, ns, &resource)];
+            watch_scoped(apis, scope, config(), source, tx, move |job| job_change(kind, job)).await
         }
         Source::TrainJobs => {
-            let api: Api<TrainJobStateView> = Api::all(client);
-            watch_loop(vec![api], config(), source, tx, trainjob_change).await
+            let apis = |ns: Option<&str>| vec![api::<TrainJobStateView>(c, ns, &())];
+            watch_scoped(apis, scope, config(), source, tx, trainjob_change).await
         }
         Source::JobSets => {
-            let api: Api<JobSetView> = Api::all(client);
-            watch_loop(vec![api], config(), source, tx, jobset_change).await
+            let apis = |ns: Option<&str>| vec![api::<JobSetView>(c, ns, &())];
+            watch_scoped(apis, scope, config(), source, tx, jobset_change).await
         }
         Source::BatchJobs => {
             // Only the Jobs JobSets create carry the label; the rest of the cluster's Jobs stay out.
-            let api: Api<BatchJobView> = Api::all(client);
+            let apis = |ns: Option<&str>| vec![api::<BatchJobView>(c, ns, &())];
             let config = config().labels(JOBSET_NAME_LABEL);
-            watch_loop(vec![api], config, source, tx, batch_job_change).await
+            watch_scoped(apis, scope, config, source, tx, batch_job_change).await
         }
         Source::V1Pods => {
-            let api: Api<PodView> = Api::all(client);
-            watch_loop(vec![api], config().labels(JOB_NAME_LABEL), source, tx, pod_change).await
+            let apis = |ns: Option<&str>| vec![pods_api(c, ns)];
+            watch_scoped(apis, scope, config().labels(JOB_NAME_LABEL), source, tx, pod_change).await
         }
         Source::JobSetPods => {
-            let api: Api<PodView> = Api::all(client);
-            watch_loop(vec![api], config().labels(JOBSET_NAME_LABEL), source, tx, pod_change).await
+            let apis = |ns: Option<&str>| vec![pods_api(c, ns)];
+            watch_scoped(apis, scope, config().labels(JOBSET_NAME_LABEL), source, tx, pod_change).await
         }
         Source::Nodes => {
             let api: Api<NodeView> = Api::all(client);
-            watch_loop(vec![api], config(), source, tx, node_change).await
+            let ready = ReadyGate::new(1);
+            watch_loop(vec![api], config(), source, &tx, &node_change, Relist::Whole, ready).await
         }
         Source::Workloads => {
             // v1beta2 since Kueue v0.15, v1beta1 before: the first version served wins.
-            let apis = WORKLOAD_VERSIONS
-                .iter()
-                .map(|v| Api::<WorkloadView>::all_with(client.clone(), &workload_api_resource(v)))
-                .collect();
-            watch_loop(apis, config(), source, tx, workload_change).await
+            let apis = |ns: Option<&str>| {
+                WORKLOAD_VERSIONS.iter().map(|v| api::<WorkloadView>(c, ns, &workload_api_resource(v))).collect()
+            };
+            watch_scoped(apis, scope, config(), source, tx, workload_change).await
         }
     }
 }
 
+/// Runs the watches of one source in `scope`: one cluster-wide, or one per namespace, all in this
+/// task. The source is ready once every one of them has listed (or found its CRD absent).
+async fn watch_scoped<K, A, F>(
+    apis: A,
+    scope: Scope,
+    config: watcher::Config,
+    source: Source,
+    tx: mpsc::Sender<WatchMsg>,
+    convert: F,
+) where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    A: Fn(Option<&str>) -> Vec<Api<K>>,
+    F: Fn(&K) -> Converted,
+{
+    match scope {
+        Scope::Cluster => watch_loop(apis(None), config, source, &tx, &convert, Relist::Whole, ReadyGate::new(1)).await,
+        Scope::Namespaces(namespaces) => {
+            let remaining = Arc::new(AtomicUsize::new(namespaces.len()));
+            let loops = namespaces.iter().map(|ns| {
+                let ready = ReadyGate { announced: false, remaining: remaining.clone() };
+                watch_loop(apis(Some(ns)), config.clone(), source, &tx, &convert, Relist::Namespace, ready)
+            });
+            futures::future::join_all(loops).await;
+        }
+    }
+}
 /// (key, change for the object as it is now). A change with `None` facts removes the key.
 type Converted = Result<(NsName, Change), FactsError>;
 
@@ -189,24 +255,59 @@ fn not_found(err: &watcher::Error) -> bool {
     matches!(err, watcher::Error::InitialListFailed(kube::Error::Api(s)) if s.code == 404)
 }
 
-/// Watches the first API of `apis` the server serves; relists replace the source's objects.
+/// What a relist replaces: the whole source (a cluster-wide watch), or only what this
+/// namespace's watch had listed (one of several per-namespace watches of the source).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Relist {
+    Whole,
+    Namespace,
+}
+
+/// Tells the loop a source is ready once all of its watches have listed once.
+struct ReadyGate {
+    /// This watch has counted itself.
+    announced: bool,
+    /// Watches of the source that have not listed yet.
+    remaining: Arc<AtomicUsize>,
+}
+
+impl ReadyGate {
+    fn new(watches: usize) -> Self {
+        ReadyGate { announced: false, remaining: Arc::new(AtomicUsize::new(watches)) }
+    }
+
+    /// Counts this watch as listed (once); true when it was the last of its source.
+    fn listed(&mut self) -> bool {
+        if self.announced {
+            return false;
+        }
+        self.announced = true;
+        self.remaining.fetch_sub(1, Ordering::AcqRel) == 1
+    }
+}
+
+/// Watches the first API of `apis` the server serves; relists replace the objects the watch
+/// covers (the whole source, or what it listed in its namespace).
 #[allow(clippy::disallowed_methods, reason = "retries a watch whose CRD is absent after a delay")]
 async fn watch_loop<K, F>(
     apis: Vec<Api<K>>,
     config: watcher::Config,
     source: Source,
-    tx: mpsc::Sender<WatchMsg>,
-    convert: F,
+    tx: &mpsc::Sender<WatchMsg>,
+    convert: &F,
+    relist: Relist,
+    mut ready: ReadyGate,
 ) where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
     F: Fn(&K) -> Converted,
 {
-    let mut announced_ready = false;
     let mut logged_absent = false;
+    // The ids this watch holds, for a per-namespace relist (empty for a cluster-wide watch).
+    let mut held: HashSet<NsName> = HashSet::new();
     loop {
         let mut absent = 0;
         for api in &apis {
-            match watch_api(api.clone(), config.clone(), source, &tx, &convert, &mut announced_ready).await {
+            match watch_api(api.clone(), config.clone(), source, tx, convert, relist, &mut held, &mut ready).await {
                 WatchEnd::Absent => absent += 1,
                 WatchEnd::ReceiverGone => return,
             }
@@ -216,11 +317,8 @@ async fn watch_loop<K, F>(
                 info!(?source, "not installed in this cluster (404): skipped, looking again every 5 minutes");
                 logged_absent = true;
             }
-            if !announced_ready {
-                announced_ready = true;
-                if tx.send(WatchMsg::Ready(source)).await.is_err() {
-                    return;
-                }
+            if ready.listed() && tx.send(WatchMsg::Ready(source)).await.is_err() {
+                return;
             }
         }
         tokio::time::sleep(ABSENT_RETRY).await;
@@ -232,13 +330,16 @@ enum WatchEnd {
     ReceiverGone,
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn watch_api<K, F>(
     api: Api<K>,
     config: watcher::Config,
     source: Source,
     tx: &mpsc::Sender<WatchMsg>,
     convert: &F,
-    announced_ready: &mut bool,
+    relist_scope: Relist,
+    held: &mut HashSet<NsName>,
+    ready: &mut ReadyGate,
 ) -> WatchEnd
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
@@ -248,6 +349,7 @@ where
     futures::pin_mut!(stream);
     let mut relist: Option<HashSet<NsName>> = None;
     let mut listed_once = false;
+    let per_namespace = relist_scope == Relist::Namespace;
     while let Some(event) = stream.next().await {
         let msgs: Vec<WatchMsg> = match event {
             Err(err) if !listed_once && not_found(&err) => return WatchEnd::Absent,
@@ -261,6 +363,9 @@ where
             }
             Ok(Event::InitApply(obj)) | Ok(Event::Apply(obj)) => match convert(&obj) {
                 Ok((id, change)) => {
+                    if per_namespace && relist.is_none() {
+                        held.insert(id.clone());
+                    }
                     if let Some(seen) = relist.as_mut() {
                         seen.insert(id);
                     }
@@ -271,13 +376,30 @@ where
                     continue;
                 }
             },
-            Ok(Event::Delete(obj)) => vec![WatchMsg::Change(Box::new(removal(source, id_of(obj.meta()))))],
+            Ok(Event::Delete(obj)) => {
+                let id = id_of(obj.meta());
+                if per_namespace {
+                    held.remove(&id);
+                }
+                vec![WatchMsg::Change(Box::new(removal(source, id)))]
+            }
             Ok(Event::InitDone) => {
                 listed_once = true;
                 let seen = relist.take().unwrap_or_default();
-                let mut msgs = vec![WatchMsg::Change(Box::new(Change::Relisted(source, seen)))];
-                if !*announced_ready {
-                    *announced_ready = true;
+                let mut msgs = if per_namespace {
+                    // The other namespaces' watches hold the rest of the source: remove only what
+                    // this namespace held and no longer lists.
+                    let gone: Vec<WatchMsg> = held
+                        .iter()
+                        .filter(|id| !seen.contains(*id))
+                        .map(|id| WatchMsg::Change(Box::new(removal(source, id.clone()))))
+                        .collect();
+                    *held = seen;
+                    gone
+                } else {
+                    vec![WatchMsg::Change(Box::new(Change::Relisted(source, seen)))]
+                };
+                if ready.listed() {
                     msgs.push(WatchMsg::Ready(source));
                 }
                 msgs

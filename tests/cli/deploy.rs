@@ -884,6 +884,17 @@ fn the_documented_namespace_overlay_renames_every_reference() {
     let start = docs.find("# my-trainguard/kustomization.yaml, another namespace").expect("the recipe in the docs");
     let yaml: String =
         docs[start..].lines().take_while(|l| !l.trim_start().starts_with("```")).map(|l| format!("{l}\n")).collect();
+    check_renamed(&yaml);
+    // The monitoring component added as the docs say, as it is: its alerts follow the rename too.
+    let r = check_renamed(&format!("{yaml}components:\n  - ../trainguard/deploy/components/monitoring\n"));
+    for kind in ["ServiceMonitor", "PrometheusRule"] {
+        assert_eq!(r.raw(kind, "trainguard")["metadata"]["namespace"], "ml-platform", "{kind}");
+    }
+}
+
+/// Renders the overlay `yaml` beside a checkout and checks that it lives in `ml-platform`
+/// with no reference to `trainguard-system` left.
+fn check_renamed(yaml: &str) -> Rendered {
     let tmp = tempfile::tempdir().unwrap();
     copy_dir(&repo().join("deploy"), &tmp.path().join("trainguard/deploy"));
     let overlay = tmp.path().join("my-trainguard");
@@ -919,6 +930,7 @@ fn the_documented_namespace_overlay_renames_every_reference() {
         }
     }
     assert!(subjects >= 3, "the bindings of both service accounts: {subjects}");
+    r
 }
 
 /// The webhook-only install (kustomize component, Helm `controller.enabled=false`) is the split
@@ -1872,6 +1884,15 @@ fn make_deploy_installs_in_order_and_refuses_what_would_break_writes() {
         (&["IMAGE=trainguard:0.1.0"], &all, 0, 2, "names no registry", &[], None),
         (&["IMAGE=registry.example.com/trainguard"], &all, 0, 2, "has no tag or digest", &[], None),
         (&["IMAGE=r.example.com/tg:1", "OVERLAY=plain"], &all, 0, 2, "use cert-manager or static-certs", &[], None),
+        (
+            &["IMAGE=r.example.com/tg:1", "COMPONENTS=controller-namespaces"],
+            &all,
+            0,
+            2,
+            "needs the namespaces and their RoleBindings",
+            &[],
+            None,
+        ),
         // No cluster: said first, not "the TrainJob CRD is not installed".
         (
             &["IMAGE=r.example.com/tg:1"],
@@ -1934,4 +1955,160 @@ fn make_deploy_installs_in_order_and_refuses_what_would_break_writes() {
     assert!(!run.kinds.contains("Role \"trainguard-leader-election\""), "{:?}", run.kinds);
     assert!(!run.kinds.contains("Deployment \"trainguard-controller\""), "{:?}", run.kinds);
     assert!(run.kinds.contains("ValidatingWebhookConfiguration \"trainguard-validating\""), "{:?}", run.kinds);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The controller's namespace allow-list (docs/controller.md, "Only some namespaces")
+
+/// What `sa` (in [`NAMESPACE`]) may do, by where: `None` cluster-wide, `Some(ns)` in `ns` only. A
+/// ClusterRoleBinding grants its ClusterRole everywhere; a RoleBinding grants its (Cluster)Role's
+/// rules on namespaced resources in its own namespace and nothing cluster-scoped, as RBAC does.
+fn effective_grants(r: &Rendered, sa: &str) -> BTreeMap<Option<String>, Grants> {
+    let cluster_roles: Vec<ClusterRole> = r.all();
+    let roles: Vec<Role> = r.all();
+    let rules_of = |kind: &str, name: &str, ns: Option<&str>| -> Vec<PolicyRule> {
+        let rules = match kind {
+            "ClusterRole" => cluster_roles.iter().find(|c| c.metadata.name.as_deref() == Some(name)).map(|c| &c.rules),
+            "Role" => roles
+                .iter()
+                .find(|c| c.metadata.name.as_deref() == Some(name) && c.metadata.namespace.as_deref() == ns)
+                .map(|c| &c.rules),
+            other => panic!("{}: roleRef kind {other}", r.what),
+        };
+        rules
+            .unwrap_or_else(|| panic!("{}: {kind} {name} is bound but not rendered", r.what))
+            .clone()
+            .unwrap_or_default()
+    };
+    let ours = ("ServiceAccount".to_string(), sa.to_string(), Some(NAMESPACE.to_string()));
+    let mut out: BTreeMap<Option<String>, Grants> = BTreeMap::new();
+    for b in r.all::<ClusterRoleBinding>().into_iter().filter(|b| subject_of(b.subjects.clone()) == ours) {
+        let rules = rules_of(&b.role_ref.kind, &b.role_ref.name, None);
+        out.entry(None).or_default().extend(grants(&rules, &r.what));
+    }
+    for b in r.all::<RoleBinding>().into_iter().filter(|b| subject_of(b.subjects.clone()) == ours) {
+        let ns = b.metadata.namespace.clone().expect("a RoleBinding has a namespace");
+        let rules = rules_of(&b.role_ref.kind, &b.role_ref.name, Some(&ns));
+        let namespaced: Grants = grants(&rules, &r.what)
+            .into_iter()
+            .filter(|(_, resource, _)| !trainguard::rbac::cluster_scoped(resource))
+            .collect();
+        out.entry(Some(ns)).or_default().extend(namespaced);
+    }
+    out
+}
+
+/// The documented kustomize overlay for two namespaces (two files), beside a checkout; in act
+/// mode with the `act` component and the second RoleBinding per namespace the docs describe.
+fn render_documented_namespaces_overlay(act: bool) -> Rendered {
+    let docs = std::fs::read_to_string(repo().join("docs/controller.md")).unwrap();
+    let block = |head: &str| -> String {
+        let start = docs.find(head).unwrap_or_else(|| panic!("{head:?} in docs/controller.md"));
+        docs[start..].lines().take_while(|l| !l.trim_start().starts_with("```")).map(|l| format!("{l}\n")).collect()
+    };
+    let mut kustomization = block("# my-trainguard/kustomization.yaml, two namespaces");
+    let mut bindings = block("# my-trainguard/rolebindings.yaml");
+    if act {
+        let component = "  - ../trainguard/deploy/components/controller-namespaces\n";
+        assert!(kustomization.contains(component));
+        kustomization =
+            kustomization.replace(component, &format!("  - ../trainguard/deploy/components/act\n{component}"));
+        // "with `name: trainguard-controller-act` in both `name` fields" (the binding's, the role's).
+        let act_bindings: String = bindings
+            .lines()
+            .map(|l| {
+                let l = if l.starts_with("metadata:") || l.starts_with("roleRef:") {
+                    l.replace("name: trainguard-controller", "name: trainguard-controller-act")
+                } else {
+                    l.to_string()
+                };
+                format!("{l}\n")
+            })
+            .collect();
+        bindings = format!("{bindings}---\n{act_bindings}");
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    copy_dir(&repo().join("deploy"), &tmp.path().join("trainguard/deploy"));
+    let overlay = tmp.path().join("my-trainguard");
+    std::fs::create_dir_all(&overlay).unwrap();
+    std::fs::write(overlay.join("kustomization.yaml"), kustomization).unwrap();
+    std::fs::write(overlay.join("rolebindings.yaml"), bindings).unwrap();
+    render(&overlay)
+}
+
+/// With a namespace allow-list the controller's ServiceAccount may read (and in act mode write)
+/// the namespaced rows of the API-call table in the listed namespaces only, its Lease where it
+/// lives, and cluster-wide nothing but the cluster-scoped rows (nodes); the Deployment's
+/// TRAINGUARD_NAMESPACES names exactly the namespaces it is granted. Kustomize (the documented
+/// overlay) and Helm (`controller.namespaces`) alike; the webhook keeps its ClusterRole.
+#[test]
+fn a_namespace_allow_list_grants_the_controller_only_those_namespaces() {
+    let listed = ["team-a".to_string(), "team-b".to_string()];
+    let chart = |values: Value| {
+        let mut values = values;
+        values["controller"]["namespaces"] = json!(listed);
+        render_chart(NAMESPACE, values)
+    };
+    let cases = [
+        ("documented overlay", render_documented_namespaces_overlay(false), Mode::Report, false),
+        ("documented overlay, act", render_documented_namespaces_overlay(true), Mode::Act, false),
+        ("chart", chart(json!({})), Mode::Report, false),
+        (
+            "chart, act and stash",
+            chart(json!({"controller": {"mode": "act"}, "ttlStash": {"enabled": true}})),
+            Mode::Act,
+            true,
+        ),
+    ];
+    let controller_rows = |scopes: &[Scope]| table_where(|c| c.by.controller() && scopes.contains(&c.scope));
+    let cluster_scoped = |g: &Grants| -> Grants {
+        g.iter().filter(|(_, resource, _)| trainguard::rbac::cluster_scoped(resource)).cloned().collect()
+    };
+    for (what, r, mode, stash) in cases {
+        let controller = r.controller();
+        let serve = serve_args(&container(&controller));
+        assert_eq!(serve.controller.planner.mode(), mode, "{what}");
+        let namespaces = trainguard::controller::namespaces::Namespaces::parse(&serve.controller.namespaces);
+        assert_eq!(namespaces, Ok(trainguard::controller::namespaces::Namespaces::Only(listed.to_vec())), "{what}");
+
+        let sa = pod_spec(&controller).service_account_name.expect("serviceAccountName");
+        let got = effective_grants(&r, &sa);
+        let mut scopes = vec![Scope::Cluster];
+        if mode == Mode::Act {
+            scopes.push(Scope::ClusterAct);
+        }
+        if stash {
+            scopes.push(Scope::ClusterTtlStash);
+        }
+        let all = controller_rows(&scopes);
+        let nodes = cluster_scoped(&all);
+        assert!(!nodes.is_empty(), "the table has cluster-scoped rows");
+        let namespaced: Grants = all.difference(&nodes).cloned().collect();
+        let mut want: BTreeMap<Option<String>, Grants> = BTreeMap::new();
+        want.insert(None, nodes);
+        for ns in &listed {
+            want.insert(Some(ns.clone()), namespaced.clone());
+        }
+        want.insert(Some(NAMESPACE.to_string()), table(Scope::LeaseNamespace));
+        assert_eq!(got, want, "{what}: the controller's grants by namespace");
+
+        // The webhook is not scoped by the list: its ClusterRole as in every install.
+        let webhook_sa = pod_spec(&r.deployment()).service_account_name.expect("serviceAccountName");
+        let webhook = effective_grants(&r, &webhook_sa);
+        assert_eq!(webhook, BTreeMap::from([(None, webhook_table())]), "{what}: the webhook");
+        assert!(serve_args(&container(&r.deployment())).controller.namespaces.is_empty(), "{what}");
+    }
+
+    // The chart's nodes ClusterRole and binding are the component's.
+    let path = repo().join("deploy/components/controller-namespaces/rbac.yaml");
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let component = by_kind_and_name(&Rendered { what: "components/controller-namespaces".into(), objects: docs });
+    let charted = by_kind_and_name(&chart(json!({})));
+    for (key, object) in component {
+        let mut c = charted.get(&key).cloned();
+        if let Some(c) = c.as_mut() {
+            without_instance_label(c);
+        }
+        assert_eq!(c, Some(object), "{key}: chart and component differ");
+    }
 }

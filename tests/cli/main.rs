@@ -4,6 +4,7 @@
 
 mod action;
 mod deploy;
+mod docs;
 mod makefile;
 mod monitoring;
 mod plan_cli;

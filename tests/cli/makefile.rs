@@ -68,3 +68,29 @@ fn lint_checks_the_core_crate_and_the_whole_workspace() {
         assert!(script.contains(forbidden), "check-core-deps.sh does not forbid {forbidden}");
     }
 }
+
+/// `make fuzz` runs every target with the knobs docs/operations.md names: FUZZ_SECONDS for each
+/// target's time and FUZZ_SANITIZER (default `none`: the AddressSanitizer build did not finish on
+/// the 2-core machine), so `make fuzz FUZZ_SECONDS=1200` means what it says for both targets.
+#[test]
+fn fuzz_runs_each_target_with_the_documented_knobs() {
+    let text = makefile();
+    assert!(text.lines().any(|l| l == "FUZZ_SANITIZER ?= none"), "FUZZ_SANITIZER defaults to none");
+    assert!(text.lines().any(|l| l.starts_with("FUZZ_SECONDS ?= ")), "a FUZZ_SECONDS default");
+    let recipe: Vec<&str> =
+        text.split("\nfuzz:\n").nth(1).expect("a fuzz target").lines().take_while(|l| l.starts_with('\t')).collect();
+    let runs: Vec<&&str> = recipe.iter().filter(|l| l.contains("fuzz run")).collect();
+    let targets: Vec<String> = std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/fuzz_targets"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().trim_end_matches(".rs").to_string())
+        .collect();
+    assert_eq!(runs.len(), targets.len(), "one run per target: {runs:?}");
+    for target in targets {
+        let run = runs
+            .iter()
+            .find(|l| l.contains(&format!(" {target} corpus/{target}")))
+            .unwrap_or_else(|| panic!("make fuzz does not run {target}: {runs:?}"));
+        assert!(run.contains("-s $(FUZZ_SANITIZER)"), "{run}");
+        assert!(run.contains("-max_total_time=$(FUZZ_SECONDS)"), "{run}");
+    }
+}

@@ -399,7 +399,8 @@ fn monitoring_component_and_chart_values_scrape_the_metrics_service() {
     let rule = objects.iter().find(|o| o["kind"] == "PrometheusRule").unwrap();
     let text = rule["spec"].to_string();
     assert!(
-        text.contains(r#"deployment=\"team-b-trainguard-webhook\""#) && text.contains(r#"namespace=\"ml\""#),
+        text.contains(r#"deployment=\"team-b-trainguard-webhook\""#)
+            && text.contains(r#"service=\"team-b-trainguard-metrics\""#),
         "{text}"
     );
     assert!(text.contains(r#"deployment=\"team-b-trainguard-controller\""#), "{text}");

@@ -220,6 +220,12 @@ impl FakeApi {
         self.store.lock().unwrap().watches.retain(|w| !w.collection.starts_with(prefix));
     }
 
+    /// Ends the open watches of `collection` (e.g. `/api/v1/pods`) in `namespace` with `410 Gone`,
+    /// as the API server does once their resourceVersion is compacted: the client relists.
+    pub fn expire_watches(&self, collection: &str, namespace: &str) {
+        self.store.lock().unwrap().expire_watches(collection, namespace);
+    }
+
     /// Every request so far, in order.
     pub fn seen(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()

@@ -158,6 +158,20 @@ impl Store {
         }
     }
 
+    /// Ends the open watches of `collection` in `namespace` with the `410 Gone` a compacted
+    /// resourceVersion gives: the client relists.
+    pub(crate) fn expire_watches(&mut self, collection: &str, namespace: &str) {
+        let gone = json!({"type": "ERROR", "object": status(410, "Expired")});
+        let line = Bytes::from(format!("{gone}\n"));
+        self.watches.retain(|w| {
+            if w.collection != collection || w.namespace.as_deref() != Some(namespace) {
+                return true;
+            }
+            let _ = w.tx.send(line.clone());
+            false
+        });
+    }
+
     fn notify(&mut self, kind: &str, object: &Value) {
         let collection = collection_of(object);
         let namespace = object["metadata"]["namespace"].as_str();

@@ -3,5 +3,6 @@
 
 mod execute;
 mod live;
+mod namespaces;
 mod plan;
 mod state;

@@ -67,3 +67,40 @@ admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy` for a cluster that se
 true
 {{- end -}}
 {{- end -}}
+
+{{/*
+Binds the ClusterRole `role` to the controller's ServiceAccount: cluster-wide (a
+ClusterRoleBinding) without controller.namespaces, else one RoleBinding in each listed namespace,
+which grants the ClusterRole's namespaced rules there and nothing cluster-scoped.
+Call with (dict "root" $ "role" NAME).
+*/}}
+{{- define "trainguard.controllerBinding" -}}
+{{- $root := .root -}}
+{{- $namespaces := $root.Values.controller.namespaces | default list -}}
+{{- $scopes := $namespaces | default (list "") -}}
+{{- range $i, $ns := $scopes }}
+{{- if $i }}
+---
+{{- end }}
+apiVersion: rbac.authorization.k8s.io/v1
+kind: {{ if $ns }}RoleBinding{{ else }}ClusterRoleBinding{{ end }}
+metadata:
+  name: {{ $.role }}
+  {{- if $ns }}
+  namespace: {{ $ns }}
+  {{- end }}
+  labels:
+    app.kubernetes.io/name: trainguard
+    app.kubernetes.io/instance: {{ $root.Release.Name }}
+    app.kubernetes.io/part-of: trainguard
+    app.kubernetes.io/component: controller
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: {{ $.role }}
+subjects:
+  - kind: ServiceAccount
+    name: {{ include "trainguard.fullname" $root }}-controller
+    namespace: {{ $root.Release.Namespace }}
+{{- end }}
+{{- end -}}
