@@ -364,6 +364,46 @@ enum StreamEnd {
     Relist,
 }
 
+/// One watch event into the cache: a list is staged and replaces the cache when it is done.
+fn apply_event<K, S: Sink<K>>(cache: &ClusterCache, sink: &S, event: Event<K>, staging: &mut Option<S::Map>) {
+    let health = S::health(cache);
+    match event {
+        // A list in progress says nothing yet about the cache's health.
+        Event::Init => *staging = Some(S::Map::default()),
+        Event::InitApply(obj) => sink.apply(cache, &obj, staging.as_mut()),
+        Event::InitDone => {
+            if let Some(map) = staging.take() {
+                sink.replace(cache, map);
+            }
+            health.mark_ok();
+            health.synced.store(true, Ordering::SeqCst);
+            cache.metrics.resource_absent.get_or_create(&CacheLabels { cache: S::NAME }).set(0);
+            tracing::info!(cache = S::NAME, objects = sink.count(cache), "cache synced");
+        }
+        Event::Apply(obj) => {
+            health.mark_ok();
+            sink.apply(cache, &obj, None);
+        }
+        Event::Delete(obj) => {
+            health.mark_ok();
+            sink.delete(cache, &obj);
+        }
+    }
+}
+
+/// A 404 not believed on its word: the cache keeps its objects, counts as broken (it goes stale
+/// after `--cache-stale-after`) and lists again.
+fn distrust_404<K, S: Sink<K>>(cache: &ClusterCache, sink: &S, error: &watcher::Error, what: &str) -> StreamEnd {
+    let health = S::health(cache);
+    let labels = CacheLabels { cache: S::NAME };
+    health.mark_broken(Instant::now());
+    cache.metrics.watch_errors.get_or_create(&labels).inc();
+    cache.metrics.resource_vanished.get_or_create(&labels).inc();
+    tracing::warn!(cache = S::NAME, error = %error, "{what}");
+    cache.set_gauges(S::NAME, sink.count(cache), health.synced());
+    StreamEnd::Relist
+}
+
 /// Feeds one watch stream into the cache until `shutdown`, or until it must be replaced.
 async fn drive_stream<K, S>(
     cache: &ClusterCache,
@@ -388,28 +428,7 @@ where
         match item {
             Ok(event) => {
                 absent_logged = false;
-                match event {
-                    // A list in progress says nothing yet about the cache's health.
-                    Event::Init => staging = Some(S::Map::default()),
-                    Event::InitApply(obj) => sink.apply(cache, &obj, staging.as_mut()),
-                    Event::InitDone => {
-                        if let Some(map) = staging.take() {
-                            sink.replace(cache, map);
-                        }
-                        health.mark_ok();
-                        health.synced.store(true, Ordering::SeqCst);
-                        cache.metrics.resource_absent.get_or_create(&labels).set(0);
-                        tracing::info!(cache = S::NAME, objects = sink.count(cache), "cache synced");
-                    }
-                    Event::Apply(obj) => {
-                        health.mark_ok();
-                        sink.apply(cache, &obj, None);
-                    }
-                    Event::Delete(obj) => {
-                        health.mark_ok();
-                        sink.delete(cache, &obj);
-                    }
-                }
+                apply_event(cache, sink, event, &mut staging);
             }
             Err(e)
                 if is_not_found(&e)
@@ -422,16 +441,12 @@ where
                 // The cache keeps its objects, counts as broken (the gate answers "state unknown"
                 // once --cache-stale-after passes) and lists again; only a process that starts
                 // with the resource absent treats it as empty.
-                health.mark_broken(Instant::now());
-                cache.metrics.watch_errors.get_or_create(&labels).inc();
-                cache.metrics.resource_vanished.get_or_create(&labels).inc();
-                tracing::warn!(
-                    cache = S::NAME,
-                    error = %e,
-                    "the list answered 404 after the resource was served; keeping the cache (broken) and listing again"
+                return distrust_404(
+                    cache,
+                    sink,
+                    &e,
+                    "the list answered 404 after the resource was served; keeping the cache (broken) and listing again",
                 );
-                cache.set_gauges(S::NAME, sink.count(cache), health.synced());
-                return StreamEnd::Relist;
             }
             Err(e) if is_not_found(&e) && matches!(e, watcher::Error::InitialListFailed(_)) => {
                 // The list says the resource is not served: the CRD is not installed, so no
@@ -460,12 +475,7 @@ where
             Err(e) if is_not_found(&e) => {
                 // A watch told 404: the resource may have vanished, or whatever answered may be
                 // wrong. Keep the cache (it goes stale after `stale_after`) and list again.
-                health.mark_broken(Instant::now());
-                cache.metrics.watch_errors.get_or_create(&labels).inc();
-                cache.metrics.resource_vanished.get_or_create(&labels).inc();
-                tracing::warn!(cache = S::NAME, error = %e, "watch answered 404 after the sync; listing again");
-                cache.set_gauges(S::NAME, sink.count(cache), health.synced());
-                return StreamEnd::Relist;
+                return distrust_404(cache, sink, &e, "watch answered 404 after the sync; listing again");
             }
             Err(e) => {
                 health.mark_broken(Instant::now());
