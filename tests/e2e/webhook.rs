@@ -161,7 +161,9 @@ fn change_and_resume_in_one_request_is_denied_while_the_old_runs_pods_terminate(
     kubectl_in(&ns.name)
         .args(["patch", "trainjob", "running", "--type=merge", "-p", r#"{"spec":{"suspend":true}}"#])
         .ok();
-    eventually("the old run's pods terminating and the JobSet idle", || {
+    // Idle by both accounts the gate reads: the JobSet's counts, and the TrainJob's own
+    // status.jobsStatus, which Trainer copies from it a moment later.
+    eventually("the old run's pods terminating, the JobSet and the TrainJob's status idle", || {
         let terminating = held.iter().all(|pod| {
             kubectl_in(&ns.name)
                 .args(["get", "pod", pod])
@@ -171,7 +173,11 @@ fn change_and_resume_in_one_request_is_denied_while_the_old_runs_pods_terminate(
         let js = kubectl_in(&ns.name).args(["get", "jobset", "running"]).get_json()?;
         let active: i64 =
             js["status"]["replicatedJobsStatus"].as_array()?.iter().filter_map(|r| r["active"].as_i64()).sum();
-        (terminating && active == 0).then_some(())
+        let tj = kubectl_in(&ns.name).args(["get", "trainjob", "running"]).get_json()?;
+        let tj_active: i64 = tj["status"]["jobsStatus"]
+            .as_array()
+            .map_or(0, |jobs| jobs.iter().filter_map(|j| j["active"].as_i64()).sum());
+        (terminating && active == 0 && tj_active == 0).then_some(())
     });
     // Change and resume at once (U4): new pods could start beside the terminating ones, so
     // trainguard denies (G5). Trainer looks only at the JobSet's active counts, now zero.
