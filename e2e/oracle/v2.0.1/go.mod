@@ -9,7 +9,7 @@ require (
 	k8s.io/client-go v0.32.2
 	sigs.k8s.io/controller-runtime v0.20.2
 	sigs.k8s.io/jobset v0.8.2
-	trainguard.local/oracle/shared v0.0.0
+	trainguard.local/oracle/common v0.0.0
 )
 
 require (
@@ -104,4 +104,4 @@ require (
 	sigs.k8s.io/yaml v1.4.0 // indirect
 )
 
-replace trainguard.local/oracle/shared => ../shared
+replace trainguard.local/oracle/common => ../common

@@ -2,7 +2,7 @@
 package main
 
 import (
-	oracle "trainguard.local/oracle/shared"
+	oracle "trainguard.local/oracle/common"
 
 	"context"
 	"encoding/json"

@@ -1,8 +1,8 @@
-// The oracle of this Trainer release: the shared command line (trainguard.local/oracle/shared)
+// The oracle of this Trainer release: the shared command line (trainguard.local/oracle/common)
 // with this release's plugin.go.
 package main
 
-import oracle "trainguard.local/oracle/shared"
+import oracle "trainguard.local/oracle/common"
 
 func main() {
 	oracle.Main(oracle.Release{

@@ -9,7 +9,7 @@ require (
 	k8s.io/client-go v0.36.2
 	sigs.k8s.io/controller-runtime v0.24.1
 	sigs.k8s.io/jobset v0.12.0
-	trainguard.local/oracle/shared v0.0.0
+	trainguard.local/oracle/common v0.0.0
 )
 
 require (
@@ -105,4 +105,4 @@ require (
 	volcano.sh/apis v1.13.1-0.20251028070205-46d20c0699e7 // indirect
 )
 
-replace trainguard.local/oracle/shared => ../shared
+replace trainguard.local/oracle/common => ../common

@@ -1,5 +1,5 @@
 //! Slim views of core/v1 `Pod` and `Node`: what the node-failure rule reads (docs/controller.md (Node failure)).
-//! `src/controller/objects/tests.rs` pins them to the full k8s-openapi types.
+//! `planner/objects/tests.rs` pins them to the full k8s-openapi types.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube_core::{ClusterResourceScope, NamespaceResourceScope};

@@ -1,7 +1,7 @@
 // The oracle: upstream's own code answering, for one Kubeflow Trainer release, what the API server
 // and Trainer's webhook say about a TrainJob write. One Go module per Trainer tag (one build cannot
 // link two versions of github.com/kubeflow/trainer/v2); this package is shared by all of them
-// (each tag's go.mod replaces trainguard.local/oracle/shared with this directory). The
+// (each tag's go.mod replaces trainguard.local/oracle/common with this directory). The
 // release-specific part is each tag's plugin.go, handed to [Main] as a [Release].
 //
 //	oracle serve CRD.yaml   JSON lines on stdin, one answer line each on stdout
@@ -42,9 +42,9 @@ import (
 	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	"k8s.io/apiextensions-apiserver/pkg/crdserverscheme"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"

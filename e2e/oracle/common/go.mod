@@ -1,4 +1,4 @@
-module trainguard.local/oracle/shared
+module trainguard.local/oracle/common
 
 go 1.26.0
 
