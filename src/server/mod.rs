@@ -401,6 +401,90 @@ async fn drain(tracker: TaskTracker, grace: Duration) -> usize {
     }
 }
 
+/// What every webhook connection's task shares.
+#[derive(Clone)]
+struct WebhookConn {
+    acceptor: TlsAcceptor,
+    conn_settings: Arc<conn::ConnSettings>,
+    h2_cap: Arc<Semaphore>,
+    h2_peers: Arc<peers::PeerCap>,
+    stop: CancellationToken,
+    open: prometheus_client::metrics::gauge::Gauge,
+    metrics: WebhookMetrics,
+    release_after_handshake: bool,
+    tls_handshake_timeout: Duration,
+}
+
+/// A connection `accept` let in, with the slots it holds.
+struct Accepted {
+    tcp: TcpStream,
+    peer: SocketAddr,
+    slot: Slot,
+    peer_slot: peers::PeerSlot,
+    idle_handle: idle::IdleHandle,
+}
+
+impl WebhookConn {
+    /// One connection: the TLS handshake (bounded), an HTTP/2 slot if it speaks HTTP/2, then
+    /// requests until it closes or is closed.
+    async fn serve<S, B>(self, accepted: Accepted, service: S)
+    where
+        S: conn::ConnService<B>,
+        B: conn::ServedBody,
+    {
+        let Accepted { tcp, peer, slot, peer_slot, idle_handle } = accepted;
+        let _slot = slot;
+        let mut peer_slot = Some(peer_slot);
+        self.open.inc();
+        let _open = GaugeGuard(&self.open);
+        let tls = match tokio::time::timeout(self.tls_handshake_timeout, self.acceptor.accept(tcp)).await {
+            Ok(Ok(tls)) => tls,
+            Ok(Err(e)) => {
+                tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!(%peer, "TLS handshake timed out");
+                self.metrics.refuse_connection("webhook", "handshake_timeout");
+                return;
+            }
+        };
+        if self.release_after_handshake {
+            peer_slot = None;
+        }
+        let is_h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+        // An HTTP/2 connection may buffer its whole flow-control window outside the body
+        // budget, so there are fewer HTTP/2 slots; a client waits for one like for `accept`.
+        let _h2_slot = if is_h2 {
+            // An authenticated client (--client-ca) is never refused for its address.
+            let peer_h2_slot = match self.h2_peers.try_take(peer.ip()) {
+                Some(slot) => Some(slot),
+                None if self.release_after_handshake => None,
+                None => {
+                    tracing::debug!(%peer, "closing an HTTP/2 connection: its address holds its share of HTTP/2 slots");
+                    self.metrics.refuse_connection("webhook", "per_ip_cap");
+                    return;
+                }
+            };
+            match tokio::time::timeout(self.tls_handshake_timeout, self.h2_cap.clone().acquire_owned()).await {
+                Ok(Ok(permit)) => Some((permit, peer_h2_slot)),
+                _ => {
+                    tracing::warn!(%peer, "closing an HTTP/2 connection: all HTTP/2 connection slots are taken");
+                    return;
+                }
+            }
+        } else {
+            None
+        };
+        let ended =
+            conn::serve(TokioIo::new(tls), is_h2, service, &self.conn_settings, &self.stop, Some(idle_handle)).await;
+        if ended == conn::Ended::HeaderTimeout {
+            self.metrics.refuse_connection("webhook", "header_timeout");
+        }
+        drop(peer_slot);
+    }
+}
+
 async fn accept_loop<S, B>(
     listener: TcpListener,
     tls_config: Arc<rustls::ServerConfig>,
@@ -413,22 +497,27 @@ where
     S: conn::ConnService<B>,
     B: conn::ServedBody,
 {
-    let acceptor = TlsAcceptor::from(tls_config);
     let tracker = TaskTracker::new();
     let cap = Arc::new(Semaphore::new(settings.max_connections));
     let h2_slots = conn::http2::max_connections(settings.max_inflight_body_bytes);
-    let h2_cap = Arc::new(Semaphore::new(h2_slots));
-    // One address may hold a quarter of the HTTP/2 slots (at least one).
-    let h2_peers = peers::PeerCap::new((h2_slots / 4).max(1));
-    let conn_settings = Arc::new(conn_settings(&settings));
-    let open = metrics.open_connections("webhook");
     let peers = peers::PeerCap::new(settings.max_connections_per_ip);
     let idle = idle::IdleConns::new(settings.evict_idle_after);
-    // With --client-ca, every connection that finishes the handshake presented a client
-    // certificate the CA signed (the API server's): it gives its per-address slot back then, so
-    // the cap bounds only connections still handshaking, and never refuses the API server's calls
-    // however many come from one address (a konnectivity agent).
-    let release_after_handshake = settings.client_ca.is_some();
+    let shared = WebhookConn {
+        acceptor: TlsAcceptor::from(tls_config),
+        conn_settings: Arc::new(conn_settings(&settings)),
+        h2_cap: Arc::new(Semaphore::new(h2_slots)),
+        // One address may hold a quarter of the HTTP/2 slots (at least one).
+        h2_peers: peers::PeerCap::new((h2_slots / 4).max(1)),
+        stop: stop.clone(),
+        open: metrics.open_connections("webhook"),
+        metrics: metrics.clone(),
+        // With --client-ca, every connection that finishes the handshake presented a client
+        // certificate the CA signed (the API server's): it gives its per-address slot back then,
+        // so the cap bounds only connections still handshaking, and never refuses the API
+        // server's calls however many come from one address (a konnectivity agent).
+        release_after_handshake: settings.client_ca.is_some(),
+        tls_handshake_timeout: settings.tls_handshake_timeout,
+    };
     while let Some((tcp, peer, slot, peer_slot)) = next_connection(
         &listener,
         &Bounds { cap: &cap, reserve: None, idle: Some(&idle), peers: &peers },
@@ -440,67 +529,8 @@ where
     {
         let idle_handle = idle.register();
         let _ = tcp.set_nodelay(true);
-        let acceptor = acceptor.clone();
-        let service = app();
-        let (settings, conn_settings, h2_cap, h2_peers, stop, open, metrics) = (
-            settings.clone(),
-            conn_settings.clone(),
-            h2_cap.clone(),
-            h2_peers.clone(),
-            stop.clone(),
-            open.clone(),
-            metrics.clone(),
-        );
-        tracker.spawn(async move {
-            let _slot = slot;
-            let mut peer_slot = Some(peer_slot);
-            open.inc();
-            let _open = GaugeGuard(&open);
-            let tls = match tokio::time::timeout(settings.tls_handshake_timeout, acceptor.accept(tcp)).await {
-                Ok(Ok(tls)) => tls,
-                Ok(Err(e)) => {
-                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                    return;
-                }
-                Err(_) => {
-                    tracing::debug!(%peer, "TLS handshake timed out");
-                    metrics.refuse_connection("webhook", "handshake_timeout");
-                    return;
-                }
-            };
-            if release_after_handshake {
-                peer_slot = None;
-            }
-            let is_h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-            // An HTTP/2 connection may buffer its whole flow-control window outside the body
-            // budget, so there are fewer HTTP/2 slots; a client waits for one like for `accept`.
-            let _h2_slot = if is_h2 {
-                // An authenticated client (--client-ca) is never refused for its address.
-                let peer_h2_slot = match h2_peers.try_take(peer.ip()) {
-                    Some(slot) => Some(slot),
-                    None if release_after_handshake => None,
-                    None => {
-                        tracing::debug!(%peer, "closing an HTTP/2 connection: its address holds its share of HTTP/2 slots");
-                        metrics.refuse_connection("webhook", "per_ip_cap");
-                        return;
-                    }
-                };
-                match tokio::time::timeout(settings.tls_handshake_timeout, h2_cap.acquire_owned()).await {
-                    Ok(Ok(permit)) => Some((permit, peer_h2_slot)),
-                    _ => {
-                        tracing::warn!(%peer, "closing an HTTP/2 connection: all HTTP/2 connection slots are taken");
-                        return;
-                    }
-                }
-            } else {
-                None
-            };
-            let ended = conn::serve(TokioIo::new(tls), is_h2, service, &conn_settings, &stop, Some(idle_handle)).await;
-            if ended == conn::Ended::HeaderTimeout {
-                metrics.refuse_connection("webhook", "header_timeout");
-            }
-            drop(peer_slot);
-        });
+        let accepted = Accepted { tcp, peer, slot, peer_slot, idle_handle };
+        tracker.spawn(shared.clone().serve(accepted, app()));
     }
     drop(listener);
     let open = tracker.len();
