@@ -551,72 +551,77 @@ impl Validate {
         }
         match value {
             Value::String(text) => self.string(text, value, s, path),
-            Value::Number(n) => {
-                let n = n.as_f64().unwrap_or(0.0);
-                if let Some(min) = s.minimum
-                    && n < min
-                {
-                    self.push(Kind::Invalid, path, Some(value), format!("must be greater than or equal to {min}"));
-                }
-                if let Some(max) = s.maximum
-                    && n > max
-                {
-                    self.push(Kind::Invalid, path, Some(value), format!("must be less than or equal to {max}"));
-                }
-            }
-            Value::Array(items) => {
-                if let Some(max) = s.max_items
-                    && items.len() > max
-                {
-                    let detail = format!("must have at most {max} items in TrainJob {}", self.version);
-                    self.push(Kind::Blocking, path, None, detail);
-                }
-                if let Some(min) = s.min_items
-                    && items.len() < min
-                {
-                    self.push(Kind::Invalid, path, None, format!("must have at least {min} items"));
-                }
-                if let Some(item) = &s.items {
-                    let old_items = old.and_then(Value::as_array);
-                    for (i, child) in items.iter().enumerate() {
-                        let correlated = old_items.and_then(|o| correlate(s.list.as_ref(), child, o));
-                        self.node(child, correlated, item, &format!("{path}[{i}]"), false);
-                    }
-                }
-            }
-            Value::Object(o) => {
-                let old_object = old.and_then(Value::as_object);
-                if let Some(max) = s.max_properties
-                    && o.len() > max
-                {
-                    self.push(Kind::Blocking, path, None, format!("must have at most {max} properties"));
-                }
-                if let Some(min) = s.min_properties
-                    && o.len() < min
-                {
-                    self.push(Kind::Invalid, path, None, format!("must have at least {min} properties"));
-                }
-                for key in &s.required {
-                    if !o.contains_key(key) {
-                        let detail = format!("required in TrainJob {}", self.version);
-                        self.push(Kind::Required, &join(path, key), None, detail);
-                    }
-                }
-                for (key, child) in o {
-                    let old_child = old_object.and_then(|m| m.get(key));
-                    if let Some(additional) = &s.additional {
-                        self.node(child, old_child, additional, &join(path, key), false);
-                    } else if let Some(schema) = s.properties.get(key) {
-                        if root && key == "metadata" {
-                            continue;
-                        }
-                        self.node(child, old_child, schema, &join(path, key), false);
-                    }
-                }
-            }
+            Value::Number(n) => self.number(n.as_f64().unwrap_or(0.0), value, s, path),
+            Value::Array(items) => self.array(items, old, s, path),
+            Value::Object(o) => self.object(o, old, s, path, root),
             _ => {}
         }
         self.rules(value, old, s, path);
+    }
+
+    fn number(&mut self, n: f64, value: &Value, s: &Node, path: &str) {
+        if let Some(min) = s.minimum
+            && n < min
+        {
+            self.push(Kind::Invalid, path, Some(value), format!("must be greater than or equal to {min}"));
+        }
+        if let Some(max) = s.maximum
+            && n > max
+        {
+            self.push(Kind::Invalid, path, Some(value), format!("must be less than or equal to {max}"));
+        }
+    }
+
+    fn array(&mut self, items: &[Value], old: Option<&Value>, s: &Node, path: &str) {
+        if let Some(max) = s.max_items
+            && items.len() > max
+        {
+            let detail = format!("must have at most {max} items in TrainJob {}", self.version);
+            self.push(Kind::Blocking, path, None, detail);
+        }
+        if let Some(min) = s.min_items
+            && items.len() < min
+        {
+            self.push(Kind::Invalid, path, None, format!("must have at least {min} items"));
+        }
+        if let Some(item) = &s.items {
+            let old_items = old.and_then(Value::as_array);
+            for (i, child) in items.iter().enumerate() {
+                let correlated = old_items.and_then(|o| correlate(s.list.as_ref(), child, o));
+                self.node(child, correlated, item, &format!("{path}[{i}]"), false);
+            }
+        }
+    }
+
+    fn object(&mut self, o: &Map<String, Value>, old: Option<&Value>, s: &Node, path: &str, root: bool) {
+        let old_object = old.and_then(Value::as_object);
+        if let Some(max) = s.max_properties
+            && o.len() > max
+        {
+            self.push(Kind::Blocking, path, None, format!("must have at most {max} properties"));
+        }
+        if let Some(min) = s.min_properties
+            && o.len() < min
+        {
+            self.push(Kind::Invalid, path, None, format!("must have at least {min} properties"));
+        }
+        for key in &s.required {
+            if !o.contains_key(key) {
+                let detail = format!("required in TrainJob {}", self.version);
+                self.push(Kind::Required, &join(path, key), None, detail);
+            }
+        }
+        for (key, child) in o {
+            let old_child = old_object.and_then(|m| m.get(key));
+            if let Some(additional) = &s.additional {
+                self.node(child, old_child, additional, &join(path, key), false);
+            } else if let Some(schema) = s.properties.get(key) {
+                if root && key == "metadata" {
+                    continue;
+                }
+                self.node(child, old_child, schema, &join(path, key), false);
+            }
+        }
     }
 
     fn string(&mut self, text: &str, value: &Value, s: &Node, path: &str) {
