@@ -283,19 +283,7 @@ fn validate_update(
 ) -> Decision {
     let mut errors = ErrorList::default();
     errors.extend(opt_out_error(old, new, input.groups, config));
-    if old.managed_by() != new.managed_by() {
-        let value = new.managed_by_raw().map_or_else(|| "null".to_string(), quote);
-        errors.push(FieldError::invalid(
-            Rule::M1,
-            "spec.managedBy",
-            value,
-            format!(
-                "field is immutable: a TrainJob cannot move to another controller; keep {} and create a \
-                 new TrainJob with the other value instead",
-                quote(old.managed_by())
-            ),
-        ));
-    }
+    errors.extend(managed_by_change(old, new));
 
     let mut changed: Vec<OverridesField> = Vec::new();
     for field in OverridesField::ALL {
@@ -350,18 +338,50 @@ fn validate_update(
         ));
     }
     for field in &changed {
-        for (i, finding) in gate.findings.iter().enumerate() {
+        errors.extend(gate_errors(&gate, *field, &subject, transition));
+    }
+    let mut decision = Decision::from_errors(errors, Rule::AllowGate);
+    decision.warnings = warnings;
+    decision
+}
+
+/// M1: `spec.managedBy` never changes.
+fn managed_by_change(old: &TrainJobView<'_>, new: &TrainJobView<'_>) -> Option<FieldError> {
+    if old.managed_by() == new.managed_by() {
+        return None;
+    }
+    let value = new.managed_by_raw().map_or_else(|| "null".to_string(), quote);
+    Some(FieldError::invalid(
+        Rule::M1,
+        "spec.managedBy",
+        value,
+        format!(
+            "field is immutable: a TrainJob cannot move to another controller; keep {} and create a \
+             new TrainJob with the other value instead",
+            quote(old.managed_by())
+        ),
+    ))
+}
+
+/// The gate's findings as errors on one changed overrides field; the first says what to do.
+fn gate_errors(
+    gate: &GateResult,
+    field: OverridesField,
+    subject: &Subject<'_>,
+    transition: Transition,
+) -> Vec<FieldError> {
+    gate.findings
+        .iter()
+        .enumerate()
+        .map(|(i, finding)| {
             let detail = if i == 0 && finding.kind != ErrorType::Internal {
                 format!("{}: {}", finding.text, subject.gate_advice(transition))
             } else {
                 finding.text.clone()
             };
-            errors.push(FieldError::new(finding.rule, finding.kind, field.path(), detail));
-        }
-    }
-    let mut decision = Decision::from_errors(errors, Rule::AllowGate);
-    decision.warnings = warnings;
-    decision
+            FieldError::new(finding.rule, finding.kind, field.path(), detail)
+        })
+        .collect()
 }
 
 /// The TrainJob under review, for messages.
