@@ -1,13 +1,13 @@
-// The oracle of this Trainer release: the shared command line (trainguard.local/oracle/common)
-// with this release's plugin.go.
+// The oracle of Trainer v2.2.1: the shared command line (trainguard.local/oracle/common) with the
+// runtimePatches release line's plugin (trainguard.local/oracle/runtimepatches), linked against
+// this tag's Trainer.
 package main
 
-import oracle "trainguard.local/oracle/common"
+import (
+	oracle "trainguard.local/oracle/common"
+	"trainguard.local/oracle/runtimepatches"
+)
 
 func main() {
-	oracle.Main(oracle.Release{
-		SpecType:    specType,
-		NewStrategy: newStrategy,
-		NewJudge:    func() oracle.Judge { return newPlugin().judge },
-	})
+	oracle.Main(runtimepatches.Release())
 }

@@ -1,5 +1,7 @@
-// The part of the oracle specific to Kubeflow Trainer v2.3.0 (runtimePatches).
-package main
+// The part of the oracle specific to the Kubeflow Trainer releases whose overrides field is
+// runtimePatches (v2.2.1 and v2.3.0: the same source, each tag's module linking its own Trainer).
+// Its go.mod requires the oldest of them; each tag's module raises the versions to its own.
+package runtimepatches
 
 import (
 	oracle "trainguard.local/oracle/common"
@@ -158,7 +160,7 @@ func template(jobs ...*trainer.TrainJob) *jobsetv1alpha2ac.JobSetSpecApplyConfig
 	return spec
 }
 
-// defaultTrainJob is Trainer v2.3.0's TrainJobDefaulter.Default on an UPDATE
+// defaultTrainJob is Trainer's TrainJobDefaulter.Default (v2.2.1 and v2.3.0) on an UPDATE
 // (pkg/webhooks/trainjob_webhook.go; its clock is an unexported field, so the body is repeated
 // here with a fixed clock): a patch whose content is unchanged keeps its old time, any other gets
 // a new one.
@@ -180,5 +182,14 @@ func defaultTrainJob(oldObj, trainJob *trainer.TrainJob, now metav1.Time) {
 		} else if patch.Time == nil {
 			patch.Time = &now
 		}
+	}
+}
+
+// Release is what oracle.Main needs from this release line.
+func Release() oracle.Release {
+	return oracle.Release{
+		SpecType:    specType,
+		NewStrategy: newStrategy,
+		NewJudge:    func() oracle.Judge { return newPlugin().judge },
 	}
 }
