@@ -34,10 +34,11 @@ oracle:
 		TRAINGUARD_ORACLE_CASES=$(ORACLE_CASES) \
 		$(CARGO) test --features oracle --test oracle -- --nocapture
 	./scripts/oracle/generate.sh
-	git diff --exit-code -- e2e/oracle crates/core/src/trainer/crd
+	git diff --exit-code -- e2e/oracle crates/core/src/trainer/crd crates/core/src/trainer/types
+	@test -z "$$(git status --porcelain -- crates/core/src/trainer/crd crates/core/src/trainer/types)" || { echo "make generate wrote files git does not track:"; git status --porcelain -- crates/core/src/trainer/crd crates/core/src/trainer/types; exit 1; }
 
 ## generate: every per-release file from upstream's Go modules, through each release's oracle
-## (crates/core/src/trainer/crd/<tag>.json from each tag's CRD)
+## (crates/core/src/trainer/crd/<tag>.json from each tag's CRD, types/<tag>.json from its Go types)
 generate:
 	./scripts/oracle/generate.sh
 

@@ -4,7 +4,7 @@
 //! its bounds, enum or pattern, too long or too many, missing where required, a duplicate key in a
 //! list map, or refused by the CRD's CEL rules — transition rules included on UPDATE, with the API
 //! server's ratcheting (422 `Invalid`). An unknown field gets a hint from the typed model
-//! ([`crate::trainer::releases`]): the same place in another release, or a near name.
+//! (each release's Go types): the same place in another release, or a near name.
 
 use serde_json::Value;
 

@@ -5,7 +5,7 @@
 // release-specific part is each tag's plugin.go, handed to [Main] as a [Release].
 //
 //	oracle serve CRD.yaml   JSON lines on stdin, one answer line each on stdout
-//	oracle types            the release's Go types (pointer-ness, JSON names) as JSON
+//	oracle types CRD.yaml   the release's Go types as Trainer decodes them, pruned to the CRD (JSON)
 //	oracle versions         the module versions this build links, as JSON
 //	oracle schema CRD.yaml  the CRD's openAPIV3Schema as JSON (what `make generate` commits)
 //
@@ -111,7 +111,7 @@ var release Release
 func Main(r Release) {
 	release = r
 	if len(os.Args) < 2 {
-		fail("usage: oracle serve CRD.yaml | types | versions")
+		fail("usage: oracle serve CRD.yaml | types CRD.yaml | schema CRD.yaml | versions")
 	}
 	switch os.Args[1] {
 	case "serve":
@@ -120,7 +120,10 @@ func Main(r Release) {
 		}
 		serve(os.Args[2])
 	case "types":
-		out, err := json.MarshalIndent(describeTypes(), "", "  ")
+		if len(os.Args) != 3 {
+			fail("usage: oracle types CRD.yaml")
+		}
+		out, err := json.MarshalIndent(describeTypes(os.Args[2]), "", " ")
 		check(err)
 		fmt.Println(string(out))
 	case "versions":
@@ -161,22 +164,7 @@ func versions() {
 }
 
 func printSchema(crdPath string) {
-	raw, err := os.ReadFile(crdPath)
-	check(err)
-	var crd struct {
-		Spec struct {
-			Versions []struct {
-				Schema struct {
-					OpenAPIV3Schema map[string]any `json:"openAPIV3Schema"`
-				} `json:"schema"`
-			} `json:"versions"`
-		} `json:"spec"`
-	}
-	check(yaml.Unmarshal(raw, &crd))
-	if len(crd.Spec.Versions) != 1 {
-		fail("expected one CRD version")
-	}
-	schema := crd.Spec.Versions[0].Schema.OpenAPIV3Schema
+	schema := crdSchema(crdPath)
 	dropDescriptions(schema)
 	out, err := json.MarshalIndent(schema, "", " ")
 	check(err)
@@ -379,35 +367,54 @@ func FieldErrs(errs field.ErrorList) []FieldErr {
 	return list
 }
 
-// typeInfo describes one Go struct: its JSON fields in declaration order (embedded inline structs
-// flattened).
-type typeInfo struct {
-	Name   string      `json:"name"`
-	Fields []fieldInfo `json:"fields"`
+// typesFile is what `oracle types CRD.yaml` prints and `make generate` commits as
+// crates/core/src/trainer/types/<tag>.json: the release's TrainJobSpec and every struct it reaches,
+// as Trainer decodes them (Go types: JSON names, pointer-ness) after the API server has pruned
+// what the CRD does not have (a Go field with no schema in the CRD never reaches Trainer).
+type typesFile struct {
+	Trainer string `json:"trainer"`
+	// API is the k8s.io/api version the tag builds with: its core/v1 types are these.
+	API   string                 `json:"k8s.io/api"`
+	Root  string                 `json:"root"`
+	Types map[string][]fieldInfo `json:"types"`
 }
 
 type fieldInfo struct {
 	JSON    string `json:"json"`
-	Pointer bool   `json:"pointer"`
+	Pointer bool   `json:"pointer,omitempty"`
 	Type    string `json:"type"`
 }
 
-// describeTypes walks the release's TrainJobSpec and every struct it reaches.
-func describeTypes() map[string]any {
-	types := map[string]*typeInfo{}
-	root := typeName(reflect.TypeOf(release.SpecType()))
-	var walk func(t reflect.Type) string
-	walk = func(t reflect.Type) string {
+// describeTypes walks the release's TrainJobSpec beside the CRD's schema of `spec`. A type's
+// string is a scalar (bool, int32, int64, float64, string, bytes), time, intorstring, quantity,
+// []T, map[string]T, or a struct's name.
+func describeTypes(crdPath string) typesFile {
+	spec := crdSchema(crdPath)["properties"].(map[string]any)["spec"].(map[string]any)
+	out := typesFile{Types: map[string][]fieldInfo{}}
+	for _, name := range []string{"github.com/kubeflow/trainer/v2", "k8s.io/api"} {
+		version := moduleVersion(name)
+		if name == "k8s.io/api" {
+			out.API = version
+		} else {
+			out.Trainer = version
+		}
+	}
+	building := map[string]bool{}
+	var walk func(t reflect.Type, node map[string]any) string
+	walk = func(t reflect.Type, node map[string]any) string {
 		switch t.Kind() {
 		case reflect.Pointer:
-			return walk(t.Elem())
+			return walk(t.Elem(), node)
 		case reflect.Slice:
 			if t.Elem().Kind() == reflect.Uint8 {
 				return "bytes"
 			}
-			return "[]" + walk(t.Elem())
+			return "[]" + walk(t.Elem(), child(node, "items"))
 		case reflect.Map:
-			return "map[" + walk(t.Key()) + "]" + walk(t.Elem())
+			if t.Key().Kind() != reflect.String {
+				fail("a map whose key is not a string: " + t.String())
+			}
+			return "map[string]" + walk(t.Elem(), child(node, "additionalProperties"))
 		case reflect.Bool:
 			return "bool"
 		case reflect.String:
@@ -428,24 +435,36 @@ func describeTypes() map[string]any {
 			case "api/resource.Quantity":
 				return "quantity"
 			}
-			if _, seen := types[name]; seen {
+			if reflect.PointerTo(t).Implements(reflect.TypeOf((*json.Unmarshaler)(nil)).Elem()) {
+				fail("a struct with its own JSON decoding the model cannot read: " + name)
+			}
+			if node == nil {
+				fail("no CRD schema for " + name)
+			}
+			if building[name] {
+				// A type that reaches itself: its fields are being listed further up.
 				return name
 			}
-			info := &typeInfo{Name: name}
-			types[name] = info
-			info.Fields = structFields(t, walk)
+			building[name] = true
+			fields := structFields(t, node, walk)
+			delete(building, name)
+			if seen, ok := out.Types[name]; ok && !sameFields(seen, fields) {
+				fail("the CRD keeps different fields of " + name + " at two places")
+			}
+			out.Types[name] = fields
 			return name
-		case reflect.Interface:
-			return "any"
 		}
 		fail("unhandled Go type " + t.String())
 		return ""
 	}
-	walk(reflect.TypeOf(release.SpecType()))
-	return map[string]any{"root": root, "types": types}
+	out.Root = walk(reflect.TypeOf(release.SpecType()), spec)
+	return out
 }
 
-func structFields(t reflect.Type, walk func(reflect.Type) string) []fieldInfo {
+// structFields lists t's JSON fields in declaration order (embedded inline structs flattened),
+// keeping those the CRD's schema `node` has.
+func structFields(t reflect.Type, node map[string]any, walk func(reflect.Type, map[string]any) string) []fieldInfo {
+	properties, _ := node["properties"].(map[string]any)
 	fields := []fieldInfo{}
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
@@ -459,15 +478,66 @@ func structFields(t reflect.Type, walk func(reflect.Type) string) []fieldInfo {
 			if inner.Kind() == reflect.Pointer {
 				inner = inner.Elem()
 			}
-			fields = append(fields, structFields(inner, walk)...)
+			fields = append(fields, structFields(inner, node, walk)...)
 			continue
 		}
 		if name == "" {
 			name = f.Name
 		}
-		fields = append(fields, fieldInfo{JSON: name, Pointer: f.Type.Kind() == reflect.Pointer, Type: walk(f.Type)})
+		schema, kept := properties[name].(map[string]any)
+		if !kept {
+			continue
+		}
+		fields = append(fields, fieldInfo{JSON: name, Pointer: f.Type.Kind() == reflect.Pointer, Type: walk(f.Type, schema)})
 	}
 	return fields
+}
+
+func child(node map[string]any, key string) map[string]any {
+	c, _ := node[key].(map[string]any)
+	return c
+}
+
+func sameFields(a, b []fieldInfo) bool {
+	return reflect.DeepEqual(a, b)
+}
+
+// crdSchema is the CRD's openAPIV3Schema (its one version).
+func crdSchema(crdPath string) map[string]any {
+	raw, err := os.ReadFile(crdPath)
+	check(err)
+	var crd struct {
+		Spec struct {
+			Versions []struct {
+				Schema struct {
+					OpenAPIV3Schema map[string]any `json:"openAPIV3Schema"`
+				} `json:"schema"`
+			} `json:"versions"`
+		} `json:"spec"`
+	}
+	check(yaml.Unmarshal(raw, &crd))
+	if len(crd.Spec.Versions) != 1 {
+		fail("expected one CRD version")
+	}
+	return crd.Spec.Versions[0].Schema.OpenAPIV3Schema
+}
+
+// moduleVersion is the version of the module this build links.
+func moduleVersion(path string) string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		fail("no build info")
+	}
+	for _, m := range info.Deps {
+		if m.Path == path {
+			if m.Replace != nil {
+				return m.Replace.Version
+			}
+			return m.Version
+		}
+	}
+	fail("this build does not link " + path)
+	return ""
 }
 
 // typeName is "<last two path elements>.<Name>", e.g. core/v1.Container, trainer/v1alpha1.Trainer.

@@ -21,7 +21,7 @@ pub(crate) type Ignored = &'static [(&'static str, &'static str)];
 /// Trainer's mutating webhook keeps a runtime patch's old `time` when its content is unchanged, so
 /// the validating webhooks see a new `time` only with new content: comparing without it gives
 /// Trainer's verdict whether or not its mutating webhook ran first.
-pub(crate) const RUNTIME_PATCH_TIME: Ignored = &[("RuntimePatch", "time")];
+pub(crate) const RUNTIME_PATCH_TIME: Ignored = &[("trainer/v1alpha1.RuntimePatch", "time")];
 
 /// Whether `field` holds the same Go value in `a` and `b` (`None`: the field is absent).
 pub(crate) fn field_equal(field: &Field, a: Option<&Value>, b: Option<&Value>, ignored: Ignored) -> bool {

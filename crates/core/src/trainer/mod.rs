@@ -1,14 +1,14 @@
-//! One typed model of TrainJob per Kubeflow Trainer release, as data ([`model`]), and the two
-//! things read from it: Trainer's own equality of the overrides ([`equality`], used by the
-//! webhook's U rules) and the schema check of `validate` ([`schema`]). Adding a release is adding
-//! a table to [`releases`].
+//! One typed model of TrainJob per Kubeflow Trainer release, as data ([`model`]) generated from the
+//! release's own Go types ([`types`]), and the two things read from it: Trainer's own equality of
+//! the overrides ([`equality`], used by the webhook's U rules) and the hints of `validate`'s schema
+//! check ([`crate::schema`]); each release's CRD ([`crd`]) is the schema check itself. Adding a
+//! release is adding its oracle (`e2e/oracle/<tag>`) and running `make generate`.
 
-pub(crate) mod core_v1;
 pub mod crd;
 pub(crate) mod equality;
 pub(crate) mod model;
 pub(crate) mod quantity;
-pub(crate) mod releases;
+pub(crate) mod types;
 
 use crate::model::OverridesField;
 use model::{Field, Struct};
@@ -40,14 +40,19 @@ impl TrainerVersion {
         }
     }
 
-    /// The release's `TrainJobSpec`.
+    /// The Trainer tag whose CRD and Go types stand for this line (e.g. `v2.3.0`).
+    pub fn tag(self) -> &'static str {
+        types::release(self).trainer
+    }
+
+    /// The k8s.io/api version that tag builds with (e.g. `v0.36.2`): its Kubernetes core types.
+    pub fn kubernetes_api(self) -> &'static str {
+        types::release(self).api
+    }
+
+    /// The release's `TrainJobSpec`, as its own Go types ([`types`]).
     pub(crate) fn spec(self) -> &'static Struct {
-        match self {
-            TrainerVersion::V2_0 => &releases::SPEC_V2_0,
-            TrainerVersion::V2_1 => &releases::SPEC_V2_1,
-            TrainerVersion::V2_2 => &releases::SPEC_V2_2,
-            TrainerVersion::V2_3 => &releases::SPEC_V2_3,
-        }
+        types::release(self).spec
     }
 }
 

@@ -1,4 +1,5 @@
-//! The building blocks of a release's TrainJob model: Go types as data.
+//! The building blocks of a release's TrainJob model: Go types as data (built from each release's
+//! generated types file, [`super::types`]).
 //!
 //! Each Go struct becomes a [`Struct`] listing its JSON fields; each field says its [`Ty`] and
 //! whether the Go field is a pointer (which decides whether "present but empty" differs from
@@ -11,9 +12,7 @@ pub(crate) enum Ty {
     Bool,
     Int32,
     Int64,
-    /// `float64`, compared by value. `scripts/gen-core-types.py` emits it for a float field; none of
-    /// the types modelled today has one.
-    #[allow(dead_code)]
+    /// `float64`, compared by value. None of the releases' types has one today.
     Float64,
     String,
     /// `metav1.Time`: an RFC 3339 date-time string.
@@ -47,18 +46,6 @@ pub(crate) struct Field {
     /// The Go field is a pointer (`*T`): set to its zero value (`0`, `""`, `false`, `{}`) it still
     /// differs from absent. A non-pointer field at its zero value equals absent.
     pub(crate) pointer: bool,
-}
-
-impl Field {
-    /// A non-pointer field.
-    pub(crate) const fn new(json: &'static str, ty: Ty) -> Field {
-        Field { json, ty, pointer: false }
-    }
-
-    /// A pointer field (`*T`).
-    pub(crate) const fn ptr(json: &'static str, ty: Ty) -> Field {
-        Field { pointer: true, ..Field::new(json, ty) }
-    }
 }
 
 impl Struct {
