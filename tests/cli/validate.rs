@@ -906,13 +906,15 @@ fn field_errors_carry_their_lines() {
         (
             dir.path(),
             &["--schema", "on", "multi.yaml"],
-            // The webhook's errors as the webhook says them (M2, name), then the CRD's findings
-            // beside them, in the API server's order: the unknown numNode (a 400 before
-            // validation), managedBy outside the CRD's CEL rule, the name under the CRD's root rule.
+            // The webhook's errors as the webhook says them (M2, name), then the API server's
+            // findings beside them, in its order: the unknown numNode (a 400 before validation),
+            // the name as ObjectMeta checks it (an RFC 1123 subdomain), managedBy outside the
+            // CRD's CEL rule, the name under the CRD's root rule.
             &[
                 ("spec.managedBy", 11),
                 ("metadata.name", 8),
                 ("spec.trainer.numNode", 15),
+                ("metadata.name", 8),
                 ("spec.managedBy", 11),
                 ("metadata.name", 8),
             ],

@@ -328,7 +328,8 @@ pub fn judge(new: &Value, old: Option<&Value>, version: TrainerVersion) -> Verdi
     let mut verdict = Verdict::default();
     // A CREATE with only `generateName`: the API server generates the name before any
     // validation, so the CRD's name rules judge a generated name.
-    let mut new = generated_name(new).unwrap_or_else(|| new.clone());
+    let generated = if old.is_none() { generated_name(new) } else { None };
+    let mut new = generated.unwrap_or_else(|| new.clone());
     let mut malformed = Vec::new();
     decode(&mut new, schema, &mut verdict.unknown, &mut malformed);
     let old = old.map(|o| {
@@ -353,6 +354,9 @@ pub fn judge(new: &Value, old: Option<&Value>, version: TrainerVersion) -> Verdi
     for path in malformed {
         walk.push(Kind::Blocking, &path, None, "must be a map of strings".to_string());
     }
+    // ObjectMeta's own checks come first, as the API server lists them.
+    let meta = super::object_meta::validate(&new, old.as_ref());
+    walk.errors.extend(meta.in_strategy);
     walk.node(&new, old.as_ref(), schema, "", true);
     // List-map and set uniqueness: on UPDATE only when the old object had no duplicate itself.
     let old_duplicates = old.as_ref().is_some_and(|o| {
@@ -367,7 +371,12 @@ pub fn judge(new: &Value, old: Option<&Value>, version: TrainerVersion) -> Verdi
     if !blocked {
         walk.errors.append(&mut walk.rules);
     }
-    verdict.errors = walk.errors;
+    // Checked before the strategy on UPDATE (they do not block the CEL rules), listed first;
+    // the API server repeats the ones the strategy finds again, shown here once.
+    let strategy = walk.errors;
+    verdict.errors = meta.before_strategy;
+    verdict.errors.retain(|f| !strategy.iter().any(|s| s.path == f.path && s.detail == f.detail));
+    verdict.errors.extend(strategy);
     verdict
 }
 

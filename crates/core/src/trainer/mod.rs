@@ -7,6 +7,7 @@
 pub mod crd;
 pub(crate) mod equality;
 pub(crate) mod model;
+pub(crate) mod object_meta;
 pub(crate) mod quantity;
 pub(crate) mod types;
 
