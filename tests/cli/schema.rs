@@ -305,6 +305,44 @@ fn unknown_misplaced_and_mistyped_fields_are_denied_with_a_suggestion() {
     }
 }
 
+/// `metadata` as the API server checks it, on the rows the real API server also judges
+/// (tests/e2e/validate.rs): a label value and a finalizer with a space on CREATE, a label value
+/// with an `@` on UPDATE.
+#[test]
+fn metadata_is_checked_as_the_api_server_checks_it() {
+    let rows = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/validate/rows");
+    let cases: &[(&[&str], i32, &[&str])] = &[
+        (
+            &["create-bad-metadata/new.yaml"],
+            1,
+            &[
+                "metadata.labels: Invalid value: \"ml research\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
+                "metadata.finalizers: Invalid value: \"example.com/archive logs\": name part must consist of",
+            ],
+        ),
+        (
+            &["--old", "update-bad-label/old.yaml", "update-bad-label/new.yaml"],
+            1,
+            &["metadata.labels: Invalid value: \"jane.doe@example.com\": a valid label must be"],
+        ),
+    ];
+    for (args, code, wants) in cases {
+        let out = Command::new(bin())
+            .arg("validate")
+            .args(*args)
+            .current_dir(&rows)
+            .env_remove("TRAINGUARD_TRAINER_VERSION")
+            .env_remove("TRAINGUARD_SCHEMA")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(*code), "{args:?}: {stdout}");
+        for want in *wants {
+            assert!(stdout.contains(want), "{args:?}: {want}\n{stdout}");
+        }
+    }
+}
+
 /// The code and reason the API server gives the same mistake: an unknown field (strict field
 /// validation) is 400 `BadRequest`, a wrong value 422 `Invalid`; never a retryable 500.
 #[test]

@@ -51,7 +51,8 @@ static LABEL_VALUE_RE: LazyLock<Regex> = LazyLock::new(|| anchored(LABEL_VALUE))
 /// apimachinery's `RegexError`.
 fn regex_error(msg: &str, re: &str, examples: &[&str]) -> String {
     let examples: Vec<String> = examples.iter().map(|e| format!("'{e}', ")).collect();
-    format!("{msg} (e.g. {}regex used for validation is '{re}')", examples.join("or "))
+    // Each example ends in ", " and the next begins with " or ": two spaces, as apimachinery writes it.
+    format!("{msg} (e.g. {}regex used for validation is '{re}')", examples.join(" or "))
 }
 
 fn max_len_error(length: usize) -> String {
