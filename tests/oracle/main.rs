@@ -3,6 +3,8 @@
 //! the oracle of that Trainer release (`e2e/oracle/<tag>`: apiextensions-apiserver on the tag's CRD,
 //! and Trainer's JobSet plugin), streamed as JSON lines to one oracle process per release.
 //!
+//! Each Trainer tag's own example TrainJobs join them on every release ([`examples`]).
+//!
 //! Compared: the API server's verdict and field paths against `validate`'s schema check
 //! ([`super::schema`]), and on UPDATE, where the API server admits the write and both objects are
 //! unsuspended, Trainer's "the overrides changed" against the webhook's ([`trainguard_core::admission::overrides`]).
@@ -27,6 +29,8 @@ use trainguard::manifests::{Limits, read_documents};
 use trainguard_core::admission::overrides;
 use trainguard_core::model::OverridesField;
 use trainguard_core::trainer::{TrainerVersion, crd};
+
+mod examples;
 
 /// The Trainer tag each release line is checked against.
 fn tag(version: TrainerVersion) -> &'static str {
@@ -614,11 +618,17 @@ fn generated_cases(version: TrainerVersion, count: usize) -> Vec<Case> {
         .collect()
 }
 
-#[test]
-fn trainguard_agrees_with_upstream() {
+/// Where scripts/oracle/build.sh put the oracles, their CRDs and the tags' examples.
+fn oracle_dir() -> PathBuf {
     let Some(dir) = std::env::var_os("TRAINGUARD_ORACLE_DIR").map(PathBuf::from) else {
         panic!("TRAINGUARD_ORACLE_DIR is not set: run `make oracle`");
     };
+    dir
+}
+
+#[test]
+fn trainguard_agrees_with_upstream() {
+    let dir = oracle_dir();
     let count: usize = std::env::var("TRAINGUARD_ORACLE_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(10_000);
     let mut failed = Vec::new();
     for version in TrainerVersion::ALL {
@@ -629,6 +639,7 @@ fn trainguard_agrees_with_upstream() {
         }
         let mut cases = fixture_cases();
         cases.extend(manifest_cases());
+        cases.extend(examples::cases(&dir));
         let fixed = cases.len();
         cases.extend(generated_cases(version, count));
         let started = std::time::Instant::now();
@@ -638,7 +649,7 @@ fn trainguard_agrees_with_upstream() {
             compare(version, case, answer, &mut tally);
         }
         eprintln!(
-            "oracle {tag}: {} cases ({fixed} fixtures and manifests, {count} generated), \"changed\" compared on {}, \
+            "oracle {tag}: {} cases ({fixed} fixtures, manifests and examples, {count} generated), \"changed\" compared on {}, \
              deliberate differences {:?}, other differences {}, {:.1} s",
             tally.cases,
             tally.changed_compared,
