@@ -66,6 +66,7 @@ pub(crate) fn cases(dir: &Path) -> Vec<Case> {
                 id: format!("example {tag} {path}#{i}"),
                 old: None,
                 new,
+                state: None,
             })
         })
         .collect()
