@@ -24,8 +24,8 @@ test:
 
 ## oracle: upstream's own code as the oracle (docs/ci.md, "The oracle"): one Go program per Trainer
 ## release (e2e/oracle/<tag>: the API server's CRD validation and Trainer's JobSet plugin) judges every
-## admission fixture, every manifest under tests/data and 10,000 generated cases per release, and
-## trainguard must agree; then `make generate` must leave the generated files unchanged. Needs Go;
+## admission fixture, every manifest under tests/data, each Trainer tag's own example TrainJobs and
+## 10,000 generated cases per release (UPDATEs with JobSet state among them), and trainguard must agree; then `make generate` must leave the generated files unchanged. Needs Go;
 ## not part of `make test`. ORACLE_CASES sets the generated cases per release.
 ORACLE_CASES ?= 10000
 oracle:

@@ -3,10 +3,15 @@
 //! the oracle of that Trainer release (`e2e/oracle/<tag>`: apiextensions-apiserver on the tag's CRD,
 //! and Trainer's JobSet plugin), streamed as JSON lines to one oracle process per release.
 //!
+//! Each Trainer tag's own example TrainJobs join them on every release ([`examples`]).
+//!
 //! Compared: the API server's verdict and field paths against `validate`'s schema check
 //! ([`super::schema`]), and on UPDATE, where the API server admits the write and both objects are
 //! unsuspended, Trainer's "the overrides changed" against the webhook's ([`trainguard_core::admission::overrides`]).
-//! Differences docs/webhook.md lists as deliberate are counted, not failed ([`deliberate`]).
+//! Generated UPDATEs also carry cluster state (a JobSet, child Jobs, a suspend transition), and
+//! the webhook's whole decision is compared with Trainer's overrides verdict on it ([`gate`]).
+//! Differences docs/webhook.md lists as deliberate are counted, not failed ([`deliberate`],
+//! [`gate::deliberate`]).
 //!
 //! Run by `make oracle` (built with `--features oracle`; needs the oracles that
 //! scripts/oracle/build.sh builds into `TRAINGUARD_ORACLE_DIR`). `TRAINGUARD_ORACLE_CASES` sets the
@@ -28,15 +33,8 @@ use trainguard_core::admission::overrides;
 use trainguard_core::model::OverridesField;
 use trainguard_core::trainer::{TrainerVersion, crd};
 
-/// The Trainer tag each release line is checked against.
-fn tag(version: TrainerVersion) -> &'static str {
-    match version {
-        TrainerVersion::V2_0 => "v2.0.1",
-        TrainerVersion::V2_1 => "v2.1.0",
-        TrainerVersion::V2_2 => "v2.2.1",
-        TrainerVersion::V2_3 => "v2.3.0",
-    }
-}
+mod examples;
+mod gate;
 
 fn overrides_field(version: TrainerVersion) -> OverridesField {
     match version {
@@ -50,6 +48,8 @@ struct Case {
     id: String,
     old: Option<Value>,
     new: Value,
+    /// The cluster around an UPDATE: its JobSet goes to the oracle ([`gate`]).
+    state: Option<gate::State>,
 }
 
 #[derive(Debug, serde::Deserialize)]
@@ -68,13 +68,16 @@ struct Answer {
     unknown: Vec<String>,
     schema: Vec<Cause>,
     changed: Vec<Cause>,
+    /// The plugin's other errors (runtime template consistency), for information.
+    #[serde(default)]
+    plugin: Vec<Cause>,
     #[serde(default)]
     plugin_error: Option<String>,
 }
 
 /// Streams `cases` through the oracle of `version` (one process) and returns its answers in order.
 fn ask(dir: &Path, version: TrainerVersion, cases: &[Case]) -> Vec<Answer> {
-    let tag = tag(version);
+    let tag = version.tag();
     let mut child = Command::new(dir.join(format!("oracle-{tag}")))
         .arg("serve")
         .arg(dir.join(format!("crd-{tag}.yaml")))
@@ -84,8 +87,13 @@ fn ask(dir: &Path, version: TrainerVersion, cases: &[Case]) -> Vec<Answer> {
         .spawn()
         .unwrap_or_else(|e| panic!("oracle {tag}: {e}"));
     let mut stdin = child.stdin.take().expect("piped");
-    let lines: Vec<String> =
-        cases.iter().map(|c| json!({"id": c.id, "old": c.old, "new": c.new, "jobset": null}).to_string()).collect();
+    let lines: Vec<String> = cases
+        .iter()
+        .map(|c| {
+            json!({"id": c.id, "old": c.old, "new": c.new, "jobset": c.state.as_ref().and_then(|s| s.jobset.as_ref())})
+                .to_string()
+        })
+        .collect();
     let writer = std::thread::spawn(move || {
         for line in lines {
             writeln!(stdin, "{line}").expect("write to the oracle");
@@ -215,7 +223,7 @@ fn fixture_cases() -> Vec<Case> {
             continue;
         }
         let old = request.get("oldObject").filter(|o| o.is_object()).cloned();
-        cases.push(Case { id: format!("fixture {}", file.display()), old, new: new.clone() });
+        cases.push(Case { id: format!("fixture {}", file.display()), old, new: new.clone(), state: None });
     }
     cases
 }
@@ -240,7 +248,7 @@ fn manifest_cases() -> Vec<Case> {
     let mut cases = Vec::new();
     for file in &files {
         for (i, new) in trainjobs(file).into_iter().enumerate() {
-            cases.push(Case { id: format!("manifest {}#{i}", file.display()), old: None, new });
+            cases.push(Case { id: format!("manifest {}#{i}", file.display()), old: None, new, state: None });
         }
         if file.file_name().is_some_and(|n| n == "new.yaml") {
             let old_file = file.with_file_name("old.yaml");
@@ -248,7 +256,7 @@ fn manifest_cases() -> Vec<Case> {
             for (i, new) in trainjobs(file).into_iter().enumerate() {
                 let old = olds.iter().find(|o| o["metadata"]["name"] == new["metadata"]["name"]).cloned();
                 if old.is_some() {
-                    cases.push(Case { id: format!("manifest {} (update)#{i}", file.display()), old, new });
+                    cases.push(Case { id: format!("manifest {} (update)#{i}", file.display()), old, new, state: None });
                 }
             }
         }
@@ -677,7 +685,7 @@ fn generated_cases(version: TrainerVersion, count: usize) -> Vec<Case> {
         .map(|i| {
             let spec = g.spec(version);
             if i % 3 == 0 {
-                Case { id: format!("generated {}#{i}", version.name()), old: None, new: g.object(spec) }
+                Case { id: format!("generated {}#{i}", version.name()), old: None, new: g.object(spec), state: None }
             } else {
                 let mut old = g.object(spec.clone());
                 let mut new = old.clone();
@@ -685,38 +693,48 @@ fn generated_cases(version: TrainerVersion, count: usize) -> Vec<Case> {
                 if g.chance(5) {
                     g.edit_metadata(&mut old, &mut new);
                 }
-                Case { id: format!("generated {}#{i}", version.name()), old: Some(old), new }
+                Case { id: format!("generated {}#{i}", version.name()), old: Some(old), new, state: None }
             }
         })
         .collect()
 }
 
-#[test]
-fn trainguard_agrees_with_upstream() {
+/// Where scripts/oracle/build.sh put the oracles, their CRDs and the tags' examples.
+fn oracle_dir() -> PathBuf {
     let Some(dir) = std::env::var_os("TRAINGUARD_ORACLE_DIR").map(PathBuf::from) else {
         panic!("TRAINGUARD_ORACLE_DIR is not set: run `make oracle`");
     };
+    dir
+}
+
+#[test]
+fn trainguard_agrees_with_upstream() {
+    let dir = oracle_dir();
     let count: usize = std::env::var("TRAINGUARD_ORACLE_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(10_000);
     let mut failed = Vec::new();
     for version in TrainerVersion::ALL {
-        let tag = tag(version);
+        let tag = version.tag();
         if !dir.join(format!("oracle-{tag}")).exists() {
             failed.push(format!("{tag}: no oracle in {}", dir.display()));
             continue;
         }
         let mut cases = fixture_cases();
         cases.extend(manifest_cases());
+        cases.extend(examples::cases(&dir));
         let fixed = cases.len();
         cases.extend(generated_cases(version, count));
+        gate::add_state(version, &mut cases[fixed..]);
         let started = std::time::Instant::now();
         let answers = ask(&dir, version, &cases);
         let mut tally = Tally::default();
+        let mut gate_tally = gate::Tally::default();
         for (case, answer) in cases.iter().zip(&answers) {
             compare(version, case, answer, &mut tally);
+            gate::compare(version, case, answer, &mut gate_tally);
         }
         eprintln!(
-            "oracle {tag}: {} cases ({fixed} fixtures and manifests, {count} generated), {} refused for their metadata, \
-             \"changed\" compared on {}, deliberate differences {:?}, other differences {}, {:.1} s",
+            "oracle {tag}: {} cases ({fixed} fixtures, manifests and examples, {count} generated), {} refused for their \
+             metadata, \"changed\" compared on {}, deliberate differences {:?}, other differences {}, {:.1} s",
             tally.cases,
             tally.metadata_refused,
             tally.changed_compared,
@@ -729,6 +747,10 @@ fn trainguard_agrees_with_upstream() {
         }
         if !tally.differences.is_empty() {
             failed.push(format!("{tag}: {} differences", tally.differences.len()));
+        }
+        gate_tally.report(tag);
+        if !gate_tally.differences.is_empty() {
+            failed.push(format!("{tag}: {} gate differences", gate_tally.differences.len()));
         }
     }
     assert!(failed.is_empty(), "{failed:?}");
