@@ -213,7 +213,7 @@ fn check_name(new: &TrainJobView<'_>, errors: &mut ErrorList) {
             "metadata.name",
             quote(name),
             "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an \
-             alphabetic character, and end with an alphanumeric character (e.g. 'my-name', or 'abc-123', \
+             alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', \
              regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
         ));
     }
