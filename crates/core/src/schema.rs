@@ -35,25 +35,35 @@ pub fn check(object: &Value, old: Option<&Value>, version: TrainerVersion) -> Ve
             finding.path =
                 if finding.detail.contains("metadata.name") { "metadata.name" } else { "metadata" }.to_string();
         }
-        errors.push(match finding.kind {
-            Kind::Required => FieldError::new(RULE, ErrorType::Required, finding.path, finding.detail),
-            Kind::Blocking | Kind::Invalid | Kind::Duplicate => {
-                let rendered = match &finding.value {
-                    Some(Value::String(s)) => quote(s),
-                    Some(Value::Object(_)) => "\"object\"".to_string(),
-                    Some(Value::Array(_)) => "\"array\"".to_string(),
-                    Some(other) => other.to_string(),
-                    None => String::new(),
+        let kind = error_type(finding.kind());
+        errors.push(match &finding.value {
+            Some(value) => {
+                let rendered = match value {
+                    Value::String(s) => quote(s),
+                    Value::Object(_) => "\"object\"".to_string(),
+                    Value::Array(_) => "\"array\"".to_string(),
+                    other => other.to_string(),
                 };
-                if finding.value.is_some() {
-                    FieldError::invalid(RULE, finding.path, rendered, finding.detail)
-                } else {
-                    FieldError::new(RULE, ErrorType::Invalid, finding.path, finding.detail)
-                }
+                FieldError::with_value(RULE, kind, finding.path, rendered, finding.detail)
             }
+            None => FieldError::new(RULE, kind, finding.path, finding.detail),
         });
     }
     errors
+}
+
+/// The field error type the API server reports a finding as.
+fn error_type(kind: Kind) -> ErrorType {
+    match kind {
+        Kind::Required => ErrorType::Required,
+        Kind::TypeInvalid => ErrorType::TypeInvalid,
+        Kind::NotSupported => ErrorType::NotSupported,
+        Kind::TooLong => ErrorType::TooLong,
+        Kind::TooMany => ErrorType::TooMany,
+        Kind::Invalid => ErrorType::Invalid,
+        Kind::Duplicate => ErrorType::Duplicate,
+        Kind::Forbidden => ErrorType::Forbidden,
+    }
 }
 
 /// What the author likely meant by the unknown field at `path` (`spec.a[0].b`): the same place in

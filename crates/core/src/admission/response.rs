@@ -68,7 +68,15 @@ fn denial_code(errors: &[FieldError]) -> (u16, &'static str) {
     let has = |k: &[ErrorType]| errors.iter().any(|e| k.contains(&e.kind));
     if has(&[ErrorType::UnsupportedField]) {
         (400, "BadRequest")
-    } else if has(&[ErrorType::Invalid, ErrorType::Required]) {
+    } else if has(&[
+        ErrorType::Invalid,
+        ErrorType::Required,
+        ErrorType::TypeInvalid,
+        ErrorType::NotSupported,
+        ErrorType::TooLong,
+        ErrorType::TooMany,
+        ErrorType::Duplicate,
+    ]) {
         (422, "Invalid")
     } else if has(&[ErrorType::Forbidden]) {
         (403, "Forbidden")
