@@ -246,7 +246,7 @@ const DENIED: &[(&str, &str, &str)] = &[
     (
         "v2.3",
         "  trainer:\n    env:\n      - name: A\n      - name: A\n        value: b\n",
-        "spec.trainer.env[1]: Duplicate value: duplicate entry with name=\"A\"",
+        "spec.trainer.env[1]: Duplicate value: {\"name\":\"A\"}",
     ),
     (
         "v2.3",

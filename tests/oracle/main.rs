@@ -5,8 +5,9 @@
 //!
 //! Each Trainer tag's own example TrainJobs join them on every release ([`examples`]).
 //!
-//! Compared: the API server's verdict and field paths against `validate`'s schema check
-//! ([`super::schema`]), and on UPDATE, where the API server admits the write and both objects are
+//! Compared: the API server's verdict, field paths, each path's cause types, and the messages
+//! `validate` means to reproduce, against `validate`'s schema check ([`super::schema`]), and on
+//! UPDATE, where the API server admits the write and both objects are
 //! unsuspended, Trainer's "the overrides changed" against the webhook's ([`trainguard_core::admission::overrides`]).
 //! Generated UPDATEs also carry cluster state (a JobSet, child Jobs, a suspend transition), and
 //! the webhook's whole decision is compared with Trainer's overrides verdict on it ([`gate`]).
@@ -140,6 +141,13 @@ fn deliberate_cause(version: TrainerVersion, ours: &Said, theirs: &[&Cause]) -> 
             .any(|ty| cause.detail == format!("Invalid value: \"{ty}\": {}", ours.detail));
     if old_value {
         return Some("a failed rule's value as Kubernetes 1.36 shows it (older API servers show its type)");
+    }
+    // v0.32 (v2.0.1's) renders a duplicate list-map key with Go's `%#v`; from v0.34 as JSON.
+    let go_map = version == TrainerVersion::V2_0
+        && ours.body.starts_with("Duplicate value: {")
+        && cause.detail.starts_with("Duplicate value: map[string]interface {}{");
+    if go_map {
+        return Some("a duplicate key as JSON, as Kubernetes 1.34 and later show it (older API servers show a Go map)");
     }
     // A transition rule on a value CEL cannot read under its schema (unchanged, so ratcheted past
     // the type check): the API server names the conversion error, trainguard the rule's message.
@@ -293,7 +301,10 @@ fn compare_causes(version: TrainerVersion, case: &Case, answer: &Answer, verdict
         let (_, cause) = unmatched.remove(slot);
         tally.types_compared += 1;
         let wording = finding.from_rule()
-            || matches!(finding.kind(), crd::Kind::NotSupported | crd::Kind::TooLong | crd::Kind::TooMany);
+            || matches!(
+                finding.kind(),
+                crd::Kind::NotSupported | crd::Kind::TooLong | crd::Kind::TooMany | crd::Kind::Duplicate
+            );
         if wording {
             tally.messages_compared += 1;
             if cause.detail != ours.body {

@@ -40,6 +40,8 @@ pub fn check(object: &Value, old: Option<&Value>, version: TrainerVersion) -> Ve
             Some(value) => {
                 let rendered = match value {
                     Value::String(s) => quote(s),
+                    // A duplicate's key fields, as JSON like apimachinery's rendering.
+                    Value::Object(_) if kind == ErrorType::Duplicate => value.to_string(),
                     Value::Object(_) => "\"object\"".to_string(),
                     Value::Array(_) => "\"array\"".to_string(),
                     other => other.to_string(),

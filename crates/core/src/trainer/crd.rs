@@ -925,17 +925,14 @@ fn duplicates(value: &Value, s: &Node, path: &str, out: &mut Vec<Finding>) {
                             .map(|k| child.get(k).or_else(|| item.properties.get(k)?.default.as_ref()))
                             .collect();
                         if seen.contains(&key) {
-                            let shown: Vec<String> = keys
-                                .iter()
-                                .zip(&key)
-                                .map(|(k, v)| format!("{k}={}", v.map_or("null".to_string(), Value::to_string)))
-                                .collect();
+                            // field.Duplicate with the item's key fields as the value.
+                            let shown: Map<String, Value> =
+                                keys.iter().zip(&key).filter_map(|(k, v)| Some((k.clone(), (*v)?.clone()))).collect();
                             out.push(Finding {
                                 kind: Kind::Duplicate,
                                 path: format!("{path}[{i}]"),
-                                value: None,
-                                // The API server shows the whole item; the key says more.
-                                detail: format!("duplicate entry with {}", shown.join(", ")),
+                                value: Some(Value::Object(shown)),
+                                detail: String::new(),
                                 rule: false,
                             });
                         } else {
