@@ -1251,6 +1251,32 @@ mod kind_tests {
         }
     }
 
+    /// A value outside an `enum` is `NotSupported` with apimachinery's list of Go-quoted values (a
+    /// non-string one as its JSON), and blocks the rules. (No spec field at these tags has an enum.)
+    #[test]
+    fn an_enum_says_its_supported_values() {
+        let crd = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "effect": {"type": "string", "enum": ["NoSchedule", "PreferNoSchedule"]},
+            "n": {"type": "integer", "enum": [1, 2]},
+            "ruled": {"type": "string", "x-kubernetes-validations": [{"rule": "self != 'x'"}]}
+        }}}});
+        let schema = parse(&crd.to_string()).expect("schema");
+        let mut walk = Validate { version: "test", errors: Vec::new(), rules: Vec::new() };
+        walk.node(&json!({"spec": {"effect": "Sometimes", "n": 3, "ruled": "x"}}), None, &schema, "", true);
+        let found: Vec<(Kind, &str, &str)> =
+            walk.errors.iter().map(|f| (f.kind, f.path.as_str(), f.detail.as_str())).collect();
+        assert_eq!(
+            found,
+            [
+                (Kind::NotSupported, "spec.effect", "supported values: \"NoSchedule\", \"PreferNoSchedule\""),
+                (Kind::NotSupported, "spec.n", "supported values: \"1\", \"2\""),
+            ]
+        );
+        assert!(walk.errors.iter().all(|f| f.kind.blocking()));
+        // The walk still finds the rule's failure; judge() drops it when blocked (tested above).
+        assert_eq!(walk.rules.len(), 1);
+    }
+
     /// A rule's `reason` sets the error type; `messageExpression` the message.
     #[test]
     fn a_rules_reason_and_message_expression() {
