@@ -222,6 +222,28 @@ mod tests {
         }
     }
 
+    /// `validate`'s schema types are all 422 `Invalid`, as the API server answers them, and beat a
+    /// Forbidden; only an unknown field makes it a 400.
+    #[test]
+    fn the_schema_types_are_unprocessable() {
+        for kind in [
+            ErrorType::TypeInvalid,
+            ErrorType::NotSupported,
+            ErrorType::TooLong,
+            ErrorType::TooMany,
+            ErrorType::Duplicate,
+        ] {
+            let errors = [
+                FieldError::new(Rule::Schema, ErrorType::Forbidden, "spec.a", "not now"),
+                FieldError::new(Rule::Schema, kind, "spec.b", ""),
+            ];
+            assert_eq!(denial_code(&errors), (422, "Invalid"), "{kind:?}");
+            let with_unknown =
+                [errors[1].clone(), FieldError::new(Rule::Schema, ErrorType::UnsupportedField, "spec.c", "")];
+            assert_eq!(denial_code(&with_unknown), (400, "BadRequest"), "{kind:?}");
+        }
+    }
+
     #[test]
     fn a_patch_is_written_base64_encoded() {
         let mut decision = Decision::allow(Rule::Defaulted);
