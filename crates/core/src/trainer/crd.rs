@@ -816,15 +816,34 @@ impl Validate {
                 continue;
             }
             let mut context = cel::Context::default();
-            context.add_variable_from_value("self", to_cel(value, Some(s)));
+            let root = |v: &Value| if path.is_empty() { coerced_metadata(v) } else { v.clone() };
+            context.add_variable_from_value("self", to_cel(&root(value), Some(s)));
             if let Some(old) = old {
-                context.add_variable_from_value("oldSelf", to_cel(old, Some(s)));
+                context.add_variable_from_value("oldSelf", to_cel(&root(old), Some(s)));
             }
             if !matches!(rule.program.execute(&context), Ok(cel::Value::Bool(true))) {
                 self.rule_failed(rule, path, value, Some(&context));
             }
         }
     }
+}
+
+/// The object as the root's CEL rules read it: the API server decodes `metadata` into ObjectMeta
+/// and encodes it again, so its empty members (`name: ""`) are absent (`self.metadata.name` is
+/// then an error, which fails the rule).
+fn coerced_metadata(object: &Value) -> Value {
+    let mut object = object.clone();
+    if let Some(Value::Object(meta)) = object.get_mut("metadata") {
+        meta.retain(|_, v| match v {
+            Value::Null => false,
+            Value::String(s) => !s.is_empty(),
+            Value::Object(m) => !m.is_empty(),
+            Value::Array(a) => !a.is_empty(),
+            Value::Number(n) => n.as_f64() != Some(0.0),
+            Value::Bool(b) => *b,
+        });
+    }
+    object
 }
 
 /// An integer as a structural schema's `integer` takes it: a whole number, `2.0` included.
@@ -1129,6 +1148,29 @@ mod root_rule_tests {
 }
 
 #[cfg(test)]
+mod coerced_metadata_tests {
+    use super::*;
+    use serde_json::json;
+
+    /// An empty `metadata.name` is absent to the root's CEL rules, as after the API server's
+    /// ObjectMeta round trip: both of v2.3's name rules fail (reading it is an error), not only
+    /// the pattern.
+    #[test]
+    fn an_empty_name_fails_both_name_rules() {
+        let object = json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+            "metadata": {"name": "", "generateName": "job-", "namespace": "ns"}, "spec": {"runtimeRef": {"name": "t"}}});
+        let verdict = judge(&object, Some(&object), TrainerVersion::V2_3);
+        let rules: Vec<&str> = verdict.errors.iter().filter(|e| e.from_rule()).map(|e| e.detail.as_str()).collect();
+        assert_eq!(
+            rules,
+            ["metadata.name must match RFC 1035 DNS label format", "metadata.name must be no more than 63 characters"],
+            "{verdict:?}"
+        );
+        assert_eq!(coerced_metadata(&object)["metadata"], json!({"generateName": "job-", "namespace": "ns"}));
+    }
+}
+
+#[cfg(test)]
 mod ratchet_tests {
     use super::*;
     use serde_json::json;
@@ -1221,6 +1263,35 @@ mod kind_tests {
             if let Some(detail) = detail {
                 assert_eq!(found[0].2, detail, "{spec}");
             }
+        }
+    }
+
+    /// ObjectMeta's checks have apimachinery's types too: a size is `TooLong`, a finalizer added
+    /// to an object being deleted `Forbidden`, a missing name `Required`.
+    #[test]
+    fn object_meta_findings_have_apimachinerys_types() {
+        let spec = json!({"runtimeRef": {"name": "t"}});
+        let with_meta = |metadata: Value| json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": metadata, "spec": spec});
+        let big = with_meta(json!({"name": "job", "namespace": "ns", "annotations": {"a": "x".repeat(256 * 1024)}}));
+        let unnamed = with_meta(json!({"namespace": "ns"}));
+        let deleting = |finalizers: Value| {
+            with_meta(
+                json!({"name": "job", "namespace": "ns", "deletionTimestamp": "2026-01-01T00:00:00Z", "finalizers": finalizers}),
+            )
+        };
+        let cases = [
+            (big, None, "metadata.annotations", Kind::TooLong),
+            (unnamed, None, "metadata.name", Kind::Required),
+            (
+                deleting(json!(["example.com/a", "example.com/b"])),
+                Some(deleting(json!(["example.com/a"]))),
+                "metadata.finalizers",
+                Kind::Forbidden,
+            ),
+        ];
+        for (new, old, path, kind) in cases {
+            let verdict = judge(&new, old.as_ref(), TrainerVersion::V2_3);
+            assert!(verdict.errors.iter().any(|e| e.path == path && e.kind() == kind), "{path} {kind:?}: {verdict:?}");
         }
     }
 
