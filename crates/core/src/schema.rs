@@ -40,10 +40,19 @@ pub fn check(object: &Value, old: Option<&Value>, version: TrainerVersion) -> Ve
             Some(value) => {
                 let rendered = match value {
                     Value::String(s) => quote(s),
-                    // A duplicate's key fields, as JSON like apimachinery's rendering.
-                    Value::Object(_) if kind == ErrorType::Duplicate => value.to_string(),
-                    Value::Object(_) => "\"object\"".to_string(),
-                    Value::Array(_) => "\"array\"".to_string(),
+                    // kube-openapi names a wrong type's value by its type.
+                    Value::Object(_) if kind == ErrorType::TypeInvalid => "\"object\"".to_string(),
+                    Value::Array(_) if kind == ErrorType::TypeInvalid => "\"array\"".to_string(),
+                    // Otherwise apimachinery shows it as JSON (a duplicate's key fields, the
+                    // finalizers, an owner reference), cut like a string.
+                    Value::Object(_) | Value::Array(_) => {
+                        let json = value.to_string();
+                        let mut shown: String = json.chars().take(100).collect();
+                        if shown.len() < json.len() {
+                            shown.push('…');
+                        }
+                        shown
+                    }
                     other => other.to_string(),
                 };
                 FieldError::with_value(RULE, kind, finding.path, rendered, finding.detail)
@@ -167,6 +176,41 @@ fn one_edit(a: &str, b: &str) -> bool {
         return true;
     }
     if short.len() == long.len() { short[head + 1..] == long[head + 1..] } else { short[head..] == long[head + 1..] }
+}
+
+#[cfg(test)]
+mod value_tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// A list or an object is shown as JSON, as apimachinery shows it, but for a wrong type,
+    /// which kube-openapi names by its type.
+    #[test]
+    fn composite_values_are_shown_as_json() {
+        let job = |metadata: Value, spec: Value| json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": metadata, "spec": spec});
+        let cases = [
+            (
+                job(
+                    json!({"name": "job", "namespace": "ns", "finalizers": ["orphan", "foregroundDeletion"]}),
+                    json!({"runtimeRef": {"name": "t"}}),
+                ),
+                "metadata.finalizers: Invalid value: [\"orphan\",\"foregroundDeletion\"]: finalizer orphan and foregroundDeletion cannot be both set",
+            ),
+            (
+                job(
+                    json!({"name": "job", "namespace": "ns"}),
+                    json!({"runtimeRef": {"name": "t"}, "trainer": {"command": {"a": 1}}}),
+                ),
+                "spec.trainer.command: Invalid value: \"object\": must be of type array in TrainJob v2.3",
+            ),
+        ];
+        for (object, want) in cases {
+            let errors = check(&object, None, TrainerVersion::V2_3);
+            let shown: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            assert!(shown.iter().any(|e| e == want), "{want}\n{shown:#?}");
+        }
+    }
 }
 
 #[cfg(test)]
