@@ -149,13 +149,13 @@ fn deliberate_cause(version: TrainerVersion, ours: &Said, theirs: &[&Cause]) -> 
     if go_map {
         return Some("a duplicate key as JSON, as Kubernetes 1.34 and later show it (older API servers show a Go map)");
     }
-    // A transition rule on a value CEL cannot read under its schema (unchanged, so ratcheted past
-    // the type check): the API server names the conversion error, trainguard the rule's message.
-    let unreadable = cause.detail.starts_with("Invalid value: \"")
-        && cause.detail.contains(": invalid data, ")
+    // A rule CEL cannot evaluate: a value it cannot read under its schema (unchanged, so
+    // ratcheted past the type check), a missing member (`self.metadata.name` without a name). The
+    // API server says CEL's error, trainguard the rule's message.
+    let unevaluated = cause.detail.starts_with("Invalid value: \"")
         && cause.detail.ends_with(&format!(" evaluating rule: {}", ours.detail));
-    if unreadable {
-        return Some("a transition rule on a value CEL cannot read: the rule's message, not the conversion error");
+    if unevaluated {
+        return Some("a rule CEL cannot evaluate: the rule's message, not CEL's error");
     }
     None
 }
@@ -173,6 +173,14 @@ fn api_causes(answer: &Answer) -> Vec<(String, &Cause)> {
         .collect();
     let mut causes: Vec<(String, &Cause)> = Vec::new();
     for cause in &answer.schema {
+        // On UPDATE, an ObjectMeta error found before the strategy and again in it is listed twice
+        // (trainguard lists it once); v0.32 shows Go pointers in it, which differ.
+        let same = |c: &Cause| {
+            c.kind == cause.kind && c.field == cause.field && unpointed(&c.detail) == unpointed(&cause.detail)
+        };
+        if causes.iter().any(|(_, c)| same(c)) {
+            continue;
+        }
         let summary = cause.detail.contains("some validation rules were not checked")
             || cause.detail.contains("must validate at least one schema (anyOf)")
             || cause.detail.contains("Checked value must be of type");
@@ -184,6 +192,18 @@ fn api_causes(answer: &Answer) -> Vec<(String, &Cause)> {
         }
     }
     causes
+}
+
+/// `detail` without Go's pointer addresses (`(*bool)(0xc0001)` as `(*bool)(0x)`).
+fn unpointed(detail: &str) -> String {
+    let mut out = String::with_capacity(detail.len());
+    let mut rest = detail;
+    while let Some(at) = rest.find("(0x") {
+        out.push_str(&rest[..at + 3]);
+        rest = rest[at + 3..].trim_start_matches(|c: char| c.is_ascii_hexdigit());
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The API server's causes as paths. A rule on the whole object has no field (`<nil>`), like
