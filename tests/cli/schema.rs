@@ -246,7 +246,7 @@ const DENIED: &[(&str, &str, &str)] = &[
     (
         "v2.3",
         "  trainer:\n    env:\n      - name: A\n      - name: A\n        value: b\n",
-        "spec.trainer.env[1]: Invalid value: duplicate entry with name=\"A\"",
+        "spec.trainer.env[1]: Duplicate value: {\"name\":\"A\"}",
     ),
     (
         "v2.3",
@@ -340,6 +340,32 @@ fn metadata_is_checked_as_the_api_server_checks_it() {
         for want in *wants {
             assert!(stdout.contains(want), "{args:?}: {want}\n{stdout}");
         }
+    }
+}
+
+/// A length and a count in the API server's types and apimachinery's wording (`Too long` shows no
+/// value; `Too many` the count), and a 422 with those cause types.
+#[test]
+fn lengths_and_counts_are_said_as_the_api_server_says_them() {
+    let image = format!("{RUNTIME}  trainer:\n    image: {}\n", "x".repeat(501));
+    let patches: String = (0..17).map(|i| format!("    - manager: example.com/m{i}\n")).collect();
+    let patches = format!("{RUNTIME}  runtimePatches:\n{patches}");
+    let cases = [
+        (&image, "spec.trainer.image: Too long: may not be more than 500 bytes", "FieldValueTooLong"),
+        (&patches, "spec.runtimePatches: Too many: 17: must have at most 16 items", "FieldValueTooMany"),
+    ];
+    for (spec, expected, cause) in cases {
+        let (code, out) = validate(&["--trainer-version", "v2.3"], spec);
+        assert_eq!(code, 1, "{out}");
+        assert!(out.contains(expected), "wanted {expected}\ngot {out}");
+        let (_, out) = validate(&["--trainer-version", "v2.3", "-o", "json"], spec);
+        let record: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+        assert_eq!(
+            (&record["code"], &record["reason"]),
+            (&serde_json::json!(422), &serde_json::json!("Invalid")),
+            "{out}"
+        );
+        assert!(out.contains(cause), "wanted cause {cause} in {out}");
     }
 }
 

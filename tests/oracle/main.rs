@@ -5,8 +5,9 @@
 //!
 //! Each Trainer tag's own example TrainJobs join them on every release ([`examples`]).
 //!
-//! Compared: the API server's verdict and field paths against `validate`'s schema check
-//! ([`super::schema`]), and on UPDATE, where the API server admits the write and both objects are
+//! Compared: the API server's verdict, field paths, each path's cause types, and the messages
+//! `validate` means to reproduce, against `validate`'s schema check ([`super::schema`]), and on
+//! UPDATE, where the API server admits the write and both objects are
 //! unsuspended, Trainer's "the overrides changed" against the webhook's ([`trainguard_core::admission::overrides`]).
 //! Generated UPDATEs also carry cluster state (a JobSet, child Jobs, a suspend transition), and
 //! the webhook's whole decision is compared with Trainer's overrides verdict on it ([`gate`]).
@@ -117,19 +118,99 @@ fn deliberate(case: &Case, answer: &Answer, tg: &BTreeSet<String>, api: &BTreeSe
     None
 }
 
-/// The API server's causes as paths. A rule on the whole object has no field (`<nil>`), like
-/// trainguard's (`""`); anyOf's summaries and the "rules were not checked" note repeat a cause
-/// already given.
-fn api_paths(answer: &Answer) -> BTreeSet<String> {
-    let mut paths: BTreeSet<String> = answer.unknown.iter().cloned().collect();
+/// trainguard's finding as the API server's cause would say it: path, cause type, rendered body
+/// (`Invalid value: "x": detail`), and its detail alone. An API cause trainguard has no match for
+/// has an empty `cause`.
+struct Said {
+    path: String,
+    cause: String,
+    body: String,
+    detail: String,
+}
+
+/// A type or message difference docs/webhook.md lists as deliberate, by name; `None` for one
+/// that fails the test. `theirs` are the API server's causes at the finding's path.
+fn deliberate_cause(version: TrainerVersion, ours: &Said, theirs: &[&Cause]) -> Option<&'static str> {
+    let same_type: Vec<&&Cause> = theirs.iter().filter(|c| c.kind == ours.cause).collect();
+    let [cause] = same_type.as_slice() else { return None };
+    // The k8s.io libraries of v2.0.1's and v2.1.0's oracles (v0.32, v0.34) show a failed rule's
+    // value as the schema's type; from v0.36 the value itself, none for an object or a list.
+    let old_value = matches!(version, TrainerVersion::V2_0 | TrainerVersion::V2_1)
+        && ["string", "integer", "number", "boolean", "object", "array"]
+            .iter()
+            .any(|ty| cause.detail == format!("Invalid value: \"{ty}\": {}", ours.detail));
+    if old_value {
+        return Some("a failed rule's value as Kubernetes 1.36 shows it (older API servers show its type)");
+    }
+    // v0.32 (v2.0.1's) renders a duplicate list-map key with Go's `%#v`; from v0.34 as JSON.
+    let go_map = version == TrainerVersion::V2_0
+        && ours.body.starts_with("Duplicate value: {")
+        && cause.detail.starts_with("Duplicate value: map[string]interface {}{");
+    if go_map {
+        return Some("a duplicate key as JSON, as Kubernetes 1.34 and later show it (older API servers show a Go map)");
+    }
+    // A rule CEL cannot evaluate: a value it cannot read under its schema (unchanged, so
+    // ratcheted past the type check), a missing member (`self.metadata.name` without a name). The
+    // API server says CEL's error, trainguard the rule's message.
+    let unevaluated = cause.detail.starts_with("Invalid value: \"")
+        && cause.detail.ends_with(&format!(" evaluating rule: {}", ours.detail));
+    if unevaluated {
+        return Some("a rule CEL cannot evaluate: the rule's message, not CEL's error");
+    }
+    None
+}
+
+/// The API server's causes (`<nil>` as `""`), without the summaries: anyOf's and the "rules were
+/// not checked" note repeat a cause already given.
+/// A value that fails an `anyOf` (an int-or-string of the wrong type) gets its type error once
+/// for the schema and again for the branch: one cause is kept per path and type there.
+fn api_causes(answer: &Answer) -> Vec<(String, &Cause)> {
+    let any_of: Vec<&str> = answer
+        .schema
+        .iter()
+        .filter_map(|c| c.detail.split_once("\" must validate at least one schema (anyOf)"))
+        .filter_map(|(head, _)| head.rsplit_once('"').map(|(_, path)| path))
+        .collect();
+    let mut causes: Vec<(String, &Cause)> = Vec::new();
     for cause in &answer.schema {
+        // On UPDATE, an ObjectMeta error found before the strategy and again in it is listed twice
+        // (trainguard lists it once); v0.32 shows Go pointers in it, which differ.
+        let same = |c: &Cause| {
+            c.kind == cause.kind && c.field == cause.field && unpointed(&c.detail) == unpointed(&cause.detail)
+        };
+        if causes.iter().any(|(_, c)| same(c)) {
+            continue;
+        }
         let summary = cause.detail.contains("some validation rules were not checked")
             || cause.detail.contains("must validate at least one schema (anyOf)")
             || cause.detail.contains("Checked value must be of type");
-        if !summary {
-            paths.insert(if cause.field == "<nil>" { String::new() } else { cause.field.clone() });
+        let path = if cause.field == "<nil>" { String::new() } else { cause.field.clone() };
+        let repeated =
+            any_of.contains(&path.as_str()) && causes.iter().any(|(p, c)| *p == path && c.kind == cause.kind);
+        if !summary && !repeated {
+            causes.push((path, cause));
         }
     }
+    causes
+}
+
+/// `detail` without Go's pointer addresses (`(*bool)(0xc0001)` as `(*bool)(0x)`).
+fn unpointed(detail: &str) -> String {
+    let mut out = String::with_capacity(detail.len());
+    let mut rest = detail;
+    while let Some(at) = rest.find("(0x") {
+        out.push_str(&rest[..at + 3]);
+        rest = rest[at + 3..].trim_start_matches(|c: char| c.is_ascii_hexdigit());
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The API server's causes as paths. A rule on the whole object has no field (`<nil>`), like
+/// trainguard's (`""`).
+fn api_paths(answer: &Answer) -> BTreeSet<String> {
+    let mut paths: BTreeSet<String> = answer.unknown.iter().cloned().collect();
+    paths.extend(api_causes(answer).into_iter().map(|(path, _)| path));
     paths
 }
 
@@ -147,6 +228,9 @@ struct Tally {
     /// Cases the API server refused for their metadata (ObjectMeta's own checks).
     metadata_refused: usize,
     changed_compared: usize,
+    /// Causes whose error type was compared, and those whose message was too.
+    types_compared: usize,
+    messages_compared: usize,
     deliberate: std::collections::BTreeMap<&'static str, usize>,
     differences: Vec<String>,
 }
@@ -184,6 +268,9 @@ fn compare(version: TrainerVersion, case: &Case, answer: &Answer, tally: &mut Ta
         }
         return;
     }
+    if answer.decode.is_none() {
+        compare_causes(version, case, answer, &verdict, tally);
+    }
     let Some(old) = &case.old else { return };
     if !api.is_empty() || answer.plugin_error.is_some() || suspended(old) || suspended(&case.new) {
         return;
@@ -204,6 +291,68 @@ fn compare(version: TrainerVersion, case: &Case, answer: &Answer, tally: &mut Ta
             old,
             case.new
         ));
+    }
+}
+
+/// With the same paths: the error type of each cause (as multisets of path and type), and the
+/// message where trainguard reproduces the API server's wording — a CRD rule's message, an enum's
+/// supported values, a length or a count.
+fn compare_causes(version: TrainerVersion, case: &Case, answer: &Answer, verdict: &crd::Verdict, tally: &mut Tally) {
+    // `validate`'s rendering of each finding (after the unknown fields, in the same order).
+    let rendered = trainguard_core::schema::check(&case.new, case.old.as_ref(), version);
+    let bodies = rendered.get(verdict.unknown.len()..).unwrap_or_default();
+    let theirs = api_causes(answer);
+    let mut unmatched: Vec<(String, &Cause)> = theirs.clone();
+    let mut problems: Vec<(Said, Vec<&Cause>)> = Vec::new();
+    for (i, finding) in verdict.errors.iter().enumerate() {
+        let body = bodies.get(i).map(|e| e.to_string()).unwrap_or_default();
+        let body = body.split_once(": ").map_or(body.clone(), |(_, b)| b.to_string());
+        let ours = Said {
+            path: finding.path.clone(),
+            cause: finding.kind().cause_type().to_string(),
+            body,
+            detail: finding.detail.clone(),
+        };
+        let at: Vec<&Cause> = theirs.iter().filter(|(p, _)| *p == ours.path).map(|(_, c)| *c).collect();
+        let Some(slot) = unmatched.iter().position(|(p, c)| *p == ours.path && c.kind == ours.cause) else {
+            problems.push((ours, at));
+            continue;
+        };
+        let (_, cause) = unmatched.remove(slot);
+        tally.types_compared += 1;
+        let wording = finding.from_rule()
+            || matches!(
+                finding.kind(),
+                crd::Kind::NotSupported | crd::Kind::TooLong | crd::Kind::TooMany | crd::Kind::Duplicate
+            );
+        if wording {
+            tally.messages_compared += 1;
+            if cause.detail != ours.body {
+                problems.push((ours, vec![cause]));
+            }
+        }
+    }
+    for (path, cause) in unmatched {
+        let ours = Said { path, cause: String::new(), body: String::new(), detail: String::new() };
+        problems.push((ours, vec![cause]));
+    }
+    for (ours, at) in problems {
+        match deliberate_cause(version, &ours, &at) {
+            Some(name) => *tally.deliberate.entry(name).or_default() += 1,
+            None => {
+                let shown: Vec<String> = at.iter().map(|c| format!("{} {}", c.kind, c.detail)).collect();
+                tally.differences.push(format!(
+                    "{} [{}]: at {:?}: trainguard {} {:?}, API server {shown:?}\n  old: {}\n  new: {}",
+                    case.id,
+                    version.name(),
+                    ours.path,
+                    ours.cause,
+                    ours.body,
+                    case.old.as_ref().map_or("-".to_string(), Value::to_string),
+                    case.new
+                ));
+            }
+        }
     }
 }
 
@@ -734,9 +883,12 @@ fn trainguard_agrees_with_upstream() {
         }
         eprintln!(
             "oracle {tag}: {} cases ({fixed} fixtures, manifests and examples, {count} generated), {} refused for their \
-             metadata, \"changed\" compared on {}, deliberate differences {:?}, other differences {}, {:.1} s",
+             metadata, causes compared by type {}, by message {}, \"changed\" compared on {}, deliberate differences \
+             {:?}, other differences {}, {:.1} s",
             tally.cases,
             tally.metadata_refused,
+            tally.types_compared,
+            tally.messages_compared,
             tally.changed_compared,
             tally.deliberate,
             tally.differences.len(),

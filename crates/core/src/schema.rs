@@ -35,25 +35,46 @@ pub fn check(object: &Value, old: Option<&Value>, version: TrainerVersion) -> Ve
             finding.path =
                 if finding.detail.contains("metadata.name") { "metadata.name" } else { "metadata" }.to_string();
         }
-        errors.push(match finding.kind {
-            Kind::Required => FieldError::new(RULE, ErrorType::Required, finding.path, finding.detail),
-            Kind::Blocking | Kind::Invalid | Kind::Duplicate => {
-                let rendered = match &finding.value {
-                    Some(Value::String(s)) => quote(s),
-                    Some(Value::Object(_)) => "\"object\"".to_string(),
-                    Some(Value::Array(_)) => "\"array\"".to_string(),
-                    Some(other) => other.to_string(),
-                    None => String::new(),
+        let kind = error_type(finding.kind());
+        errors.push(match &finding.value {
+            Some(value) => {
+                let rendered = match value {
+                    Value::String(s) => quote(s),
+                    // kube-openapi names a wrong type's value by its type.
+                    Value::Object(_) if kind == ErrorType::TypeInvalid => "\"object\"".to_string(),
+                    Value::Array(_) if kind == ErrorType::TypeInvalid => "\"array\"".to_string(),
+                    // Otherwise apimachinery shows it as JSON (a duplicate's key fields, the
+                    // finalizers, an owner reference), cut like a string.
+                    Value::Object(_) | Value::Array(_) => {
+                        let json = value.to_string();
+                        let mut shown: String = json.chars().take(100).collect();
+                        if shown.len() < json.len() {
+                            shown.push('…');
+                        }
+                        shown
+                    }
+                    other => other.to_string(),
                 };
-                if finding.value.is_some() {
-                    FieldError::invalid(RULE, finding.path, rendered, finding.detail)
-                } else {
-                    FieldError::new(RULE, ErrorType::Invalid, finding.path, finding.detail)
-                }
+                FieldError::with_value(RULE, kind, finding.path, rendered, finding.detail)
             }
+            None => FieldError::new(RULE, kind, finding.path, finding.detail),
         });
     }
     errors
+}
+
+/// The field error type the API server reports a finding as.
+fn error_type(kind: Kind) -> ErrorType {
+    match kind {
+        Kind::Required => ErrorType::Required,
+        Kind::TypeInvalid => ErrorType::TypeInvalid,
+        Kind::NotSupported => ErrorType::NotSupported,
+        Kind::TooLong => ErrorType::TooLong,
+        Kind::TooMany => ErrorType::TooMany,
+        Kind::Invalid => ErrorType::Invalid,
+        Kind::Duplicate => ErrorType::Duplicate,
+        Kind::Forbidden => ErrorType::Forbidden,
+    }
 }
 
 /// What the author likely meant by the unknown field at `path` (`spec.a[0].b`): the same place in
@@ -155,6 +176,41 @@ fn one_edit(a: &str, b: &str) -> bool {
         return true;
     }
     if short.len() == long.len() { short[head + 1..] == long[head + 1..] } else { short[head..] == long[head + 1..] }
+}
+
+#[cfg(test)]
+mod value_tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// A list or an object is shown as JSON, as apimachinery shows it, but for a wrong type,
+    /// which kube-openapi names by its type.
+    #[test]
+    fn composite_values_are_shown_as_json() {
+        let job = |metadata: Value, spec: Value| json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": metadata, "spec": spec});
+        let cases = [
+            (
+                job(
+                    json!({"name": "job", "namespace": "ns", "finalizers": ["orphan", "foregroundDeletion"]}),
+                    json!({"runtimeRef": {"name": "t"}}),
+                ),
+                "metadata.finalizers: Invalid value: [\"orphan\",\"foregroundDeletion\"]: finalizer orphan and foregroundDeletion cannot be both set",
+            ),
+            (
+                job(
+                    json!({"name": "job", "namespace": "ns"}),
+                    json!({"runtimeRef": {"name": "t"}, "trainer": {"command": {"a": 1}}}),
+                ),
+                "spec.trainer.command: Invalid value: \"object\": must be of type array in TrainJob v2.3",
+            ),
+        ];
+        for (object, want) in cases {
+            let errors = check(&object, None, TrainerVersion::V2_3);
+            let shown: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            assert!(shown.iter().any(|e| e == want), "{want}\n{shown:#?}");
+        }
+    }
 }
 
 #[cfg(test)]

@@ -327,6 +327,12 @@ pub fn check_denial_format(status: &Value) -> Vec<String> {
             "FieldValueInvalid" => "Invalid value: ",
             "FieldValueRequired" => "Required value",
             "InternalError" => "Internal error",
+            // `validate`'s schema check, in the API server's types.
+            "FieldValueTypeInvalid" => "Invalid value: ",
+            "FieldValueNotSupported" => "Unsupported value: ",
+            "FieldValueTooLong" => "Too long",
+            "FieldValueTooMany" => "Too many: ",
+            "FieldValueDuplicate" => "Duplicate value",
             other => {
                 problems.push(format!("cause reason {other:?} is not one of docs/webhook.md §6"));
                 continue;
@@ -341,7 +347,16 @@ pub fn check_denial_format(status: &Value) -> Vec<String> {
             problems.push(format!("message does not show {rendered:?}"));
         }
     }
-    let expected = if reasons.iter().any(|r| *r == "FieldValueInvalid" || *r == "FieldValueRequired") {
+    const UNPROCESSABLE: &[&str] = &[
+        "FieldValueInvalid",
+        "FieldValueRequired",
+        "FieldValueTypeInvalid",
+        "FieldValueNotSupported",
+        "FieldValueTooLong",
+        "FieldValueTooMany",
+        "FieldValueDuplicate",
+    ];
+    let expected = if reasons.iter().any(|r| UNPROCESSABLE.contains(r)) {
         (422, "Invalid")
     } else if reasons.contains(&"FieldValueForbidden") {
         (403, "Forbidden")

@@ -17,6 +17,17 @@ pub enum ErrorType {
     Internal,
     /// A field the TrainJob schema does not have (`validate`'s schema check only).
     UnsupportedField,
+    /// A value of the wrong JSON type or format (`validate`'s schema check only); shown as
+    /// `Invalid value`, like apimachinery's `TypeInvalid`.
+    TypeInvalid,
+    /// A value outside the schema's enum (`validate`'s schema check only).
+    NotSupported,
+    /// A string over the schema's `maxLength` (`validate`'s schema check only); the value is not shown.
+    TooLong,
+    /// A list or map over the schema's `maxItems` or `maxProperties` (`validate`'s schema check only).
+    TooMany,
+    /// A repeated key of a list map or item of a set (`validate`'s schema check only).
+    Duplicate,
 }
 
 impl ErrorType {
@@ -28,7 +39,24 @@ impl ErrorType {
             ErrorType::Required => "Required value",
             ErrorType::Internal => "Internal error",
             ErrorType::UnsupportedField => "Unsupported field",
+            ErrorType::TypeInvalid => "Invalid value",
+            ErrorType::NotSupported => "Unsupported value",
+            ErrorType::TooLong => "Too long",
+            ErrorType::TooMany => "Too many",
+            ErrorType::Duplicate => "Duplicate value",
         }
+    }
+
+    /// Whether `field.Error.ErrorBody()` shows the value for this type.
+    pub(crate) fn shows_value(self) -> bool {
+        matches!(
+            self,
+            ErrorType::Invalid
+                | ErrorType::TypeInvalid
+                | ErrorType::NotSupported
+                | ErrorType::TooMany
+                | ErrorType::Duplicate
+        )
     }
 
     /// `metav1.CauseType` of a `StatusCause`.
@@ -39,6 +67,11 @@ impl ErrorType {
             ErrorType::Required => "FieldValueRequired",
             ErrorType::Internal => "InternalError",
             ErrorType::UnsupportedField => "FieldValueNotSupported",
+            ErrorType::TypeInvalid => "FieldValueTypeInvalid",
+            ErrorType::NotSupported => "FieldValueNotSupported",
+            ErrorType::TooLong => "FieldValueTooLong",
+            ErrorType::TooMany => "FieldValueTooMany",
+            ErrorType::Duplicate => "FieldValueDuplicate",
         }
     }
 }
@@ -48,7 +81,8 @@ impl ErrorType {
 pub struct FieldError {
     pub path: String,
     pub kind: ErrorType,
-    /// The offending value, already rendered (`"quoted"` for strings); only for `Invalid`.
+    /// The offending value, already rendered (`"quoted"` for strings); only for the types whose
+    /// `field.Error.ErrorBody()` shows it (invalid, unsupported, duplicate, too many).
     pub value: Option<String>,
     pub(crate) detail: String,
     /// Spec rule id (`U2`, `G1`, `M1`, …), for the audit annotation and metrics.
@@ -61,7 +95,20 @@ impl FieldError {
     }
 
     pub(crate) fn invalid(rule: Rule, path: impl Into<String>, value: String, detail: impl Into<String>) -> Self {
-        FieldError { value: Some(value), ..FieldError::new(rule, ErrorType::Invalid, path, detail) }
+        FieldError::with_value(rule, ErrorType::Invalid, path, value, detail)
+    }
+
+    /// An error of `kind` showing `value` (already rendered): dropped for the types whose
+    /// `field.Error.ErrorBody()` never shows one (required, forbidden, too long, internal).
+    pub(crate) fn with_value(
+        rule: Rule,
+        kind: ErrorType,
+        path: impl Into<String>,
+        value: String,
+        detail: impl Into<String>,
+    ) -> Self {
+        let value = kind.shows_value().then_some(value);
+        FieldError { value, ..FieldError::new(rule, kind, path, detail) }
     }
 
     /// The part after the path: `Invalid value: "x": detail`.
@@ -235,4 +282,62 @@ pub(crate) fn truncate_to(mut s: String, max: usize) -> String {
     s.truncate(cut);
     s.push('…');
     s
+}
+
+#[cfg(test)]
+mod type_tests {
+    use super::*;
+
+    /// Each type renders as apimachinery's `field.Error.ErrorBody()` at v0.36.2: its
+    /// `ErrorType.String()`, the value for the types that show one, then the detail; and its
+    /// `CauseType`.
+    #[test]
+    fn each_type_renders_as_apimachinery_does() {
+        let cases = [
+            (
+                ErrorType::TooLong,
+                "\"xxx\"",
+                "may not be more than 2 bytes",
+                "p: Too long: may not be more than 2 bytes",
+                "FieldValueTooLong",
+            ),
+            (
+                ErrorType::TooMany,
+                "17",
+                "must have at most 16 items",
+                "p: Too many: 17: must have at most 16 items",
+                "FieldValueTooMany",
+            ),
+            (
+                ErrorType::NotSupported,
+                "\"Sometimes\"",
+                "supported values: \"NoSchedule\"",
+                "p: Unsupported value: \"Sometimes\": supported values: \"NoSchedule\"",
+                "FieldValueNotSupported",
+            ),
+            (
+                ErrorType::TypeInvalid,
+                "\"2\"",
+                "must be of type integer",
+                "p: Invalid value: \"2\": must be of type integer",
+                "FieldValueTypeInvalid",
+            ),
+            (ErrorType::Duplicate, "\"a\"", "", "p: Duplicate value: \"a\"", "FieldValueDuplicate"),
+            (
+                ErrorType::Invalid,
+                "0",
+                "must be at least 1",
+                "p: Invalid value: 0: must be at least 1",
+                "FieldValueInvalid",
+            ),
+            (ErrorType::Required, "\"\"", "", "p: Required value", "FieldValueRequired"),
+            (ErrorType::Forbidden, "\"x\"", "not now", "p: Forbidden: not now", "FieldValueForbidden"),
+        ];
+        for (kind, value, detail, rendered, cause) in cases {
+            let error = FieldError::with_value(Rule::Schema, kind, "p", value.to_string(), detail);
+            assert_eq!(error.to_string(), rendered, "{kind:?}");
+            assert_eq!(error.body().len(), error.body_len(), "{kind:?}");
+            assert_eq!(kind.cause_reason(), cause, "{kind:?}");
+        }
+    }
 }

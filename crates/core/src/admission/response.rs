@@ -68,7 +68,15 @@ fn denial_code(errors: &[FieldError]) -> (u16, &'static str) {
     let has = |k: &[ErrorType]| errors.iter().any(|e| k.contains(&e.kind));
     if has(&[ErrorType::UnsupportedField]) {
         (400, "BadRequest")
-    } else if has(&[ErrorType::Invalid, ErrorType::Required]) {
+    } else if has(&[
+        ErrorType::Invalid,
+        ErrorType::Required,
+        ErrorType::TypeInvalid,
+        ErrorType::NotSupported,
+        ErrorType::TooLong,
+        ErrorType::TooMany,
+        ErrorType::Duplicate,
+    ]) {
         (422, "Invalid")
     } else if has(&[ErrorType::Forbidden]) {
         (403, "Forbidden")
@@ -211,6 +219,28 @@ mod tests {
             assert_eq!(got, want, "{case}: {status}");
             let retry = status.pointer("/details/retryAfterSeconds").and_then(serde_json::Value::as_u64);
             assert_eq!(retry, (want.map(|w| w.0) == Some(500)).then_some(1), "{case}: only a 500 is retryable");
+        }
+    }
+
+    /// `validate`'s schema types are all 422 `Invalid`, as the API server answers them, and beat a
+    /// Forbidden; only an unknown field makes it a 400.
+    #[test]
+    fn the_schema_types_are_unprocessable() {
+        for kind in [
+            ErrorType::TypeInvalid,
+            ErrorType::NotSupported,
+            ErrorType::TooLong,
+            ErrorType::TooMany,
+            ErrorType::Duplicate,
+        ] {
+            let errors = [
+                FieldError::new(Rule::Schema, ErrorType::Forbidden, "spec.a", "not now"),
+                FieldError::new(Rule::Schema, kind, "spec.b", ""),
+            ];
+            assert_eq!(denial_code(&errors), (422, "Invalid"), "{kind:?}");
+            let with_unknown =
+                [errors[1].clone(), FieldError::new(Rule::Schema, ErrorType::UnsupportedField, "spec.c", "")];
+            assert_eq!(denial_code(&with_unknown), (400, "BadRequest"), "{kind:?}");
         }
     }
 

@@ -55,6 +55,10 @@ pub(crate) struct CelRule {
     pub(crate) source: String,
     program: cel::Program,
     pub(crate) message: Option<String>,
+    /// `messageExpression`: the message, when it evaluates to a non-empty string of one line.
+    message_expression: Option<cel::Program>,
+    /// The error type of a failure, from the rule's `reason`.
+    kind: Kind,
     /// A transition rule: it reads `oldSelf`, so it runs only on UPDATE where the old value exists.
     pub(crate) transition: bool,
     field_path: Option<String>,
@@ -248,8 +252,19 @@ impl CelRule {
             detail: e.to_string(),
         })?;
         let transition = program.references().has_variable("oldSelf");
+        let message_expression = match rule["messageExpression"].as_str() {
+            Some(expression) => Some(cel::Program::compile(expression).map_err(|e| CrdError::Rule {
+                path: path.to_string(),
+                rule: expression.to_string(),
+                detail: e.to_string(),
+            })?),
+            None => None,
+        };
         Ok(CelRule {
-            message: rule["message"].as_str().map(str::to_string),
+            // The API server trims the message.
+            message: rule["message"].as_str().map(|m| m.trim().to_string()).filter(|m| !m.is_empty()),
+            message_expression,
+            kind: Kind::of_reason(rule["reason"].as_str()),
             field_path: rule["fieldPath"].as_str().map(str::to_string),
             transition,
             program,
@@ -274,16 +289,70 @@ pub struct Finding {
     pub path: String,
     pub(crate) value: Option<Value>,
     pub detail: String,
+    /// Found by one of the CRD's CEL rules (its message is the CRD's own).
+    pub(crate) rule: bool,
 }
 
+impl Finding {
+    /// The error type the API server reports this finding as.
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// Whether one of the CRD's CEL rules found it: its message is the rule's.
+    pub fn from_rule(&self) -> bool {
+        self.rule
+    }
+}
+
+/// The `field.ErrorType` the API server reports a finding as: apiextensions-apiserver's
+/// `kubeOpenAPIResultToFieldErrors` (kube-openapi's `required` → `Required`, `enum` →
+/// `NotSupported`, `maxLength` → `TooLong`, `maxItems` and `maxProperties` → `TooMany`, a wrong
+/// type or `format` → `TypeInvalid`, anything else → `Invalid`), the list-type check (`Duplicate`)
+/// and a CEL rule's `reason` (`Invalid` unless it says `Forbidden`, `Required` or `Duplicate`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
+pub enum Kind {
     Required,
-    /// Wrong type, too long, too many, not supported: the errors after which the API server does not
-    /// run the CEL rules.
-    Blocking,
+    TypeInvalid,
+    NotSupported,
+    TooLong,
+    TooMany,
     Invalid,
     Duplicate,
+    Forbidden,
+}
+
+impl Kind {
+    /// Whether the API server skips the CEL rules when the schema check found this
+    /// (apiextensions-apiserver's `hasBlockingErr`: not supported, required, too long, too many,
+    /// wrong type).
+    pub fn blocking(self) -> bool {
+        matches!(self, Kind::NotSupported | Kind::Required | Kind::TooLong | Kind::TooMany | Kind::TypeInvalid)
+    }
+
+    /// `metav1.CauseType`, the `type` of the API server's cause (for the differential tests).
+    pub fn cause_type(self) -> &'static str {
+        match self {
+            Kind::Required => "FieldValueRequired",
+            Kind::TypeInvalid => "FieldValueTypeInvalid",
+            Kind::NotSupported => "FieldValueNotSupported",
+            Kind::TooLong => "FieldValueTooLong",
+            Kind::TooMany => "FieldValueTooMany",
+            Kind::Invalid => "FieldValueInvalid",
+            Kind::Duplicate => "FieldValueDuplicate",
+            Kind::Forbidden => "FieldValueForbidden",
+        }
+    }
+
+    /// A CEL rule's `reason` (`FieldValueInvalid` when it has none).
+    fn of_reason(reason: Option<&str>) -> Kind {
+        match reason {
+            Some("FieldValueForbidden") => Kind::Forbidden,
+            Some("FieldValueRequired") => Kind::Required,
+            Some("FieldValueDuplicate") => Kind::Duplicate,
+            _ => Kind::Invalid,
+        }
+    }
 }
 
 /// The fields of `metadata` a custom resource may carry (`metav1.ObjectMeta`).
@@ -352,7 +421,7 @@ pub fn judge(new: &Value, old: Option<&Value>, version: TrainerVersion) -> Verdi
     let mut walk = Validate { version: version.name(), errors: Vec::new(), rules: Vec::new() };
     // Labels or annotations that are not strings: the API server cannot read the object (400).
     for path in malformed {
-        walk.push(Kind::Blocking, &path, None, "must be a map of strings".to_string());
+        walk.push(Kind::TypeInvalid, &path, None, "must be a map of strings".to_string());
     }
     // ObjectMeta's own checks come first, as the API server lists them.
     let meta = super::object_meta::validate(&new, old.as_ref());
@@ -367,7 +436,7 @@ pub fn judge(new: &Value, old: Option<&Value>, version: TrainerVersion) -> Verdi
     if !old_duplicates {
         duplicates(&new, schema, "", &mut walk.errors);
     }
-    let blocked = walk.errors.iter().any(|e| matches!(e.kind, Kind::Blocking | Kind::Required));
+    let blocked = walk.errors.iter().any(|e| e.kind.blocking());
     if !blocked {
         walk.errors.append(&mut walk.rules);
     }
@@ -517,7 +586,7 @@ struct Validate {
 
 impl Validate {
     fn push(&mut self, kind: Kind, path: &str, value: Option<&Value>, detail: String) {
-        self.errors.push(Finding { kind, path: path.to_string(), value: value.cloned(), detail });
+        self.errors.push(Finding { kind, path: path.to_string(), value: value.cloned(), detail, rule: false });
     }
 
     /// `old` is the correlated old value (UPDATE), if any.
@@ -532,7 +601,7 @@ impl Validate {
         if value.is_null() {
             if !s.nullable {
                 let detail = format!("must be {} in TrainJob {}", s.describe(), self.version);
-                self.push(Kind::Blocking, path, Some(value), detail);
+                self.push(Kind::TypeInvalid, path, Some(value), detail);
             }
             return;
         }
@@ -551,12 +620,20 @@ impl Validate {
         };
         if !fits {
             let detail = format!("must be {} in TrainJob {}", s.describe(), self.version);
-            self.push(Kind::Blocking, path, Some(value), detail);
+            self.push(Kind::TypeInvalid, path, Some(value), detail);
             return;
         }
         if !s.enumeration.is_empty() && !s.enumeration.contains(value) {
-            let supported: Vec<String> = s.enumeration.iter().map(Value::to_string).collect();
-            self.push(Kind::Blocking, path, Some(value), format!("supported values: {}", supported.join(", ")));
+            // field.NotSupported: each value Go-quoted, a non-string one as its JSON.
+            let supported: Vec<String> = s
+                .enumeration
+                .iter()
+                .map(|v| match v {
+                    Value::String(text) => Value::String(text.clone()).to_string(),
+                    other => Value::String(other.to_string()).to_string(),
+                })
+                .collect();
+            self.push(Kind::NotSupported, path, Some(value), format!("supported values: {}", supported.join(", ")));
         }
         match value {
             Value::String(text) => self.string(text, value, s, path),
@@ -585,8 +662,9 @@ impl Validate {
         if let Some(max) = s.max_items
             && items.len() > max
         {
-            let detail = format!("must have at most {max} items in TrainJob {}", self.version);
-            self.push(Kind::Blocking, path, None, detail);
+            // field.TooMany: the count as the value.
+            let detail = format!("must have at most {max} items");
+            self.push(Kind::TooMany, path, Some(&Value::from(items.len())), detail);
         }
         if let Some(min) = s.min_items
             && items.len() < min
@@ -607,7 +685,8 @@ impl Validate {
         if let Some(max) = s.max_properties
             && o.len() > max
         {
-            self.push(Kind::Blocking, path, None, format!("must have at most {max} properties"));
+            // field.TooMany, as for items.
+            self.push(Kind::TooMany, path, Some(&Value::from(o.len())), format!("must have at most {max} items"));
         }
         if let Some(min) = s.min_properties
             && o.len() < min
@@ -638,8 +717,8 @@ impl Validate {
         if let Some(max) = s.max_length
             && chars > max
         {
-            let detail = format!("may not be more than {max} characters in TrainJob {}", self.version);
-            self.push(Kind::Blocking, path, Some(value), detail);
+            // field.TooLong: no value, and "bytes" though kube-openapi counts characters.
+            self.push(Kind::TooLong, path, None, format!("may not be more than {max} bytes"));
         }
         if let Some(min) = s.min_length
             && chars < min
@@ -658,8 +737,9 @@ impl Validate {
             self.push(Kind::Invalid, path, Some(value), detail);
         }
         if s.format.as_deref() == Some("date-time") && !is_date_time(text) {
+            // kube-openapi reports a format as a type.
             let detail = format!("must be an RFC 3339 date-time string in TrainJob {}", self.version);
-            self.push(Kind::Blocking, path, Some(value), detail);
+            self.push(Kind::TypeInvalid, path, Some(value), detail);
         }
     }
 
@@ -668,7 +748,7 @@ impl Validate {
     fn unchanged_transitions(&mut self, value: &Value, s: &Node, path: &str) {
         if s.rules.iter().any(|r| r.transition) && !cel_fits(value, s) {
             for rule in s.rules.iter().filter(|r| r.transition) {
-                self.rule_failed(rule, path, value);
+                self.rule_failed(rule, path, value, None);
             }
         }
         match value {
@@ -692,15 +772,35 @@ impl Validate {
         }
     }
 
-    /// A failed rule, quoting a scalar value as the API server does.
-    fn rule_failed(&mut self, rule: &CelRule, path: &str, value: &Value) {
+    /// A failed rule, quoting a scalar value as the API server does. `context` is the rule's own,
+    /// for its `messageExpression`.
+    fn rule_failed(&mut self, rule: &CelRule, path: &str, value: &Value, context: Option<&cel::Context>) {
         let at = match &rule.field_path {
             Some(field) => format!("{path}{field}"),
             None => path.to_string(),
         };
-        let detail = rule.message.clone().unwrap_or_else(|| format!("failed rule: {}", rule.source));
+        // A `messageExpression` that fails, or is empty or several lines, leaves the message.
+        let evaluated = rule.message_expression.as_ref().zip(context).and_then(|(program, context)| {
+            match program.execute(context) {
+                Ok(cel::Value::String(text)) => {
+                    let text = text.trim();
+                    (!text.is_empty() && !text.contains('\n')).then(|| text.to_string())
+                }
+                _ => None,
+            }
+        });
+        let detail = evaluated
+            .or_else(|| rule.message.clone())
+            .unwrap_or_else(|| format!("failed rule: {}", rule.source.trim()));
         let value = (!value.is_object() && !value.is_array() && rule.field_path.is_none()).then(|| value.clone());
-        self.rules.push(Finding { kind: Kind::Invalid, path: at, value, detail });
+        let kind = rule.kind;
+        // field.Required and field.Forbidden carry no value; field.Duplicate no detail.
+        let (value, detail) = match kind {
+            Kind::Required | Kind::Forbidden => (None, detail),
+            Kind::Duplicate => (value, String::new()),
+            _ => (value, detail),
+        };
+        self.rules.push(Finding { kind, path: at, value, detail, rule: true });
     }
 
     fn rules(&mut self, value: &Value, old: Option<&Value>, s: &Node, path: &str) {
@@ -712,19 +812,38 @@ impl Validate {
             // CEL reads values lazily: only a rule that compares whole values (`self == oldSelf`)
             // reads every member.
             if rule.transition && (!cel_fits(value, s) || old.is_some_and(|o| !cel_fits(o, s))) {
-                self.rule_failed(rule, path, value);
+                self.rule_failed(rule, path, value, None);
                 continue;
             }
             let mut context = cel::Context::default();
-            context.add_variable_from_value("self", to_cel(value, Some(s)));
+            let root = |v: &Value| if path.is_empty() { coerced_metadata(v) } else { v.clone() };
+            context.add_variable_from_value("self", to_cel(&root(value), Some(s)));
             if let Some(old) = old {
-                context.add_variable_from_value("oldSelf", to_cel(old, Some(s)));
+                context.add_variable_from_value("oldSelf", to_cel(&root(old), Some(s)));
             }
             if !matches!(rule.program.execute(&context), Ok(cel::Value::Bool(true))) {
-                self.rule_failed(rule, path, value);
+                self.rule_failed(rule, path, value, Some(&context));
             }
         }
     }
+}
+
+/// The object as the root's CEL rules read it: the API server decodes `metadata` into ObjectMeta
+/// and encodes it again, so its empty members (`name: ""`) are absent (`self.metadata.name` is
+/// then an error, which fails the rule).
+fn coerced_metadata(object: &Value) -> Value {
+    let mut object = object.clone();
+    if let Some(Value::Object(meta)) = object.get_mut("metadata") {
+        meta.retain(|_, v| match v {
+            Value::Null => false,
+            Value::String(s) => !s.is_empty(),
+            Value::Object(m) => !m.is_empty(),
+            Value::Array(a) => !a.is_empty(),
+            Value::Number(n) => n.as_f64() != Some(0.0),
+            Value::Bool(b) => *b,
+        });
+    }
+    object
 }
 
 /// An integer as a structural schema's `integer` takes it: a whole number, `2.0` included.
@@ -825,16 +944,15 @@ fn duplicates(value: &Value, s: &Node, path: &str, out: &mut Vec<Finding>) {
                             .map(|k| child.get(k).or_else(|| item.properties.get(k)?.default.as_ref()))
                             .collect();
                         if seen.contains(&key) {
-                            let shown: Vec<String> = keys
-                                .iter()
-                                .zip(&key)
-                                .map(|(k, v)| format!("{k}={}", v.map_or("null".to_string(), Value::to_string)))
-                                .collect();
+                            // field.Duplicate with the item's key fields as the value.
+                            let shown: Map<String, Value> =
+                                keys.iter().zip(&key).filter_map(|(k, v)| Some((k.clone(), (*v)?.clone()))).collect();
                             out.push(Finding {
                                 kind: Kind::Duplicate,
                                 path: format!("{path}[{i}]"),
-                                value: None,
-                                detail: format!("duplicate entry with {}", shown.join(", ")),
+                                value: Some(Value::Object(shown)),
+                                detail: String::new(),
+                                rule: false,
                             });
                         } else {
                             seen.push(key);
@@ -848,7 +966,9 @@ fn duplicates(value: &Value, s: &Node, path: &str, out: &mut Vec<Finding>) {
                                 kind: Kind::Duplicate,
                                 path: format!("{path}[{i}]"),
                                 value: Some(child.clone()),
-                                detail: "duplicate entry in a set".to_string(),
+                                // field.Duplicate: the value, no detail.
+                                detail: String::new(),
+                                rule: false,
                             });
                         }
                     }
@@ -1028,6 +1148,29 @@ mod root_rule_tests {
 }
 
 #[cfg(test)]
+mod coerced_metadata_tests {
+    use super::*;
+    use serde_json::json;
+
+    /// An empty `metadata.name` is absent to the root's CEL rules, as after the API server's
+    /// ObjectMeta round trip: both of v2.3's name rules fail (reading it is an error), not only
+    /// the pattern.
+    #[test]
+    fn an_empty_name_fails_both_name_rules() {
+        let object = json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+            "metadata": {"name": "", "generateName": "job-", "namespace": "ns"}, "spec": {"runtimeRef": {"name": "t"}}});
+        let verdict = judge(&object, Some(&object), TrainerVersion::V2_3);
+        let rules: Vec<&str> = verdict.errors.iter().filter(|e| e.from_rule()).map(|e| e.detail.as_str()).collect();
+        assert_eq!(
+            rules,
+            ["metadata.name must match RFC 1035 DNS label format", "metadata.name must be no more than 63 characters"],
+            "{verdict:?}"
+        );
+        assert_eq!(coerced_metadata(&object)["metadata"], json!({"generateName": "job-", "namespace": "ns"}));
+    }
+}
+
+#[cfg(test)]
 mod ratchet_tests {
     use super::*;
     use serde_json::json;
@@ -1041,5 +1184,190 @@ mod ratchet_tests {
         let verdict = judge(&new, Some(&old), TrainerVersion::V2_3);
         assert!(verdict.errors.is_empty(), "{verdict:?}");
         assert_eq!(judge(&new, None, TrainerVersion::V2_3).errors.len(), 1);
+    }
+}
+
+#[cfg(test)]
+mod kind_tests {
+    use super::*;
+    use serde_json::json;
+
+    fn job(spec: Value) -> Value {
+        json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "job", "namespace": "ns"}, "spec": spec})
+    }
+
+    fn found(verdict: &Verdict) -> Vec<(&str, &'static str, &str)> {
+        verdict.errors.iter().map(|e| (e.path.as_str(), e.kind().cause_type(), e.detail.as_str())).collect()
+    }
+
+    /// Each check reports the error type the API server gives it, with apimachinery's wording
+    /// where the type has one.
+    #[test]
+    fn each_check_reports_the_api_servers_error_type() {
+        let patches: Vec<Value> = (0..17).map(|i| json!({"manager": format!("example.com/m{i}")})).collect();
+        let cases = [
+            (
+                json!({"runtimeRef": {"name": "t"}, "trainer": {"numNodes": "2"}}),
+                "spec.trainer.numNodes",
+                "FieldValueTypeInvalid",
+                None,
+            ),
+            (
+                json!({"runtimeRef": {"name": "t"}, "runtimePatches": [{"manager": "a.b/c", "time": "2026-01-01 00:00:00Z"}]}),
+                "spec.runtimePatches[0].time",
+                "FieldValueTypeInvalid",
+                None,
+            ),
+            (
+                json!({"runtimeRef": {"name": "t"}, "trainer": {"image": "x".repeat(501)}}),
+                "spec.trainer.image",
+                "FieldValueTooLong",
+                Some("may not be more than 500 bytes"),
+            ),
+            (
+                json!({"runtimeRef": {"name": "t"}, "runtimePatches": patches}),
+                "spec.runtimePatches",
+                "FieldValueTooMany",
+                Some("must have at most 16 items"),
+            ),
+            (json!({"runtimeRef": {"name": "t"}}), "", "", None),
+            (json!({"trainer": {}}), "spec.runtimeRef", "FieldValueRequired", None),
+            (
+                json!({"runtimeRef": {"name": "t"}, "activeDeadlineSeconds": 0}),
+                "spec.activeDeadlineSeconds",
+                "FieldValueInvalid",
+                None,
+            ),
+            (
+                json!({"runtimeRef": {"name": "t"}, "trainer": {"env": [{"name": "A"}, {"name": "A", "value": "b"}]}}),
+                "spec.trainer.env[1]",
+                "FieldValueDuplicate",
+                None,
+            ),
+            (
+                json!({"runtimeRef": {"name": "t"}, "managedBy": "kueue"}),
+                "spec.managedBy",
+                "FieldValueInvalid",
+                Some("ManagedBy must be trainer.kubeflow.org/trainjob-controller or kueue.x-k8s.io/multikueue if set"),
+            ),
+        ];
+        for (spec, path, cause, detail) in cases {
+            let verdict = judge(&job(spec.clone()), None, TrainerVersion::V2_3);
+            let found = found(&verdict);
+            if path.is_empty() {
+                assert!(found.is_empty(), "{spec}: {found:?}");
+                continue;
+            }
+            assert_eq!(found.len(), 1, "{spec}: {found:?}");
+            assert_eq!((found[0].0, found[0].1), (path, cause), "{spec}");
+            if let Some(detail) = detail {
+                assert_eq!(found[0].2, detail, "{spec}");
+            }
+        }
+    }
+
+    /// ObjectMeta's checks have apimachinery's types too: a size is `TooLong`, a finalizer added
+    /// to an object being deleted `Forbidden`, a missing name `Required`.
+    #[test]
+    fn object_meta_findings_have_apimachinerys_types() {
+        let spec = json!({"runtimeRef": {"name": "t"}});
+        let with_meta = |metadata: Value| json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": metadata, "spec": spec});
+        let big = with_meta(json!({"name": "job", "namespace": "ns", "annotations": {"a": "x".repeat(256 * 1024)}}));
+        let unnamed = with_meta(json!({"namespace": "ns"}));
+        let deleting = |finalizers: Value| {
+            with_meta(
+                json!({"name": "job", "namespace": "ns", "deletionTimestamp": "2026-01-01T00:00:00Z", "finalizers": finalizers}),
+            )
+        };
+        let cases = [
+            (big, None, "metadata.annotations", Kind::TooLong),
+            (unnamed, None, "metadata.name", Kind::Required),
+            (
+                deleting(json!(["example.com/a", "example.com/b"])),
+                Some(deleting(json!(["example.com/a"]))),
+                "metadata.finalizers",
+                Kind::Forbidden,
+            ),
+        ];
+        for (new, old, path, kind) in cases {
+            let verdict = judge(&new, old.as_ref(), TrainerVersion::V2_3);
+            assert!(verdict.errors.iter().any(|e| e.path == path && e.kind() == kind), "{path} {kind:?}: {verdict:?}");
+        }
+    }
+
+    /// The CEL rules run only when the schema check found no blocking error (too long, too many,
+    /// wrong type, not supported, required); a bound, a pattern or a duplicate does not block them.
+    #[test]
+    fn only_blocking_errors_skip_the_rules() {
+        let rule_fails = json!({"runtimeRef": {"name": "t"}, "managedBy": "kueue"});
+        let with = |extra: Value| {
+            let mut spec = rule_fails.clone();
+            for (k, v) in extra.as_object().into_iter().flatten() {
+                spec[k] = v.clone();
+            }
+            let verdict = judge(&job(spec), None, TrainerVersion::V2_3);
+            verdict.errors.iter().any(|e| e.path == "spec.managedBy" && e.from_rule())
+        };
+        assert!(with(json!({})));
+        assert!(with(json!({"activeDeadlineSeconds": 0})), "a bound does not block");
+        assert!(with(json!({"trainer": {"env": [{"name": "A"}, {"name": "A"}]}})), "a duplicate does not block");
+        assert!(!with(json!({"trainer": {"image": "x".repeat(501)}})), "too long blocks");
+        assert!(!with(json!({"trainer": {"numNodes": "2"}})), "a wrong type blocks");
+        assert!(!with(json!({"runtimeRef": {}})), "a required value blocks");
+        for kind in [Kind::NotSupported, Kind::Required, Kind::TooLong, Kind::TooMany, Kind::TypeInvalid] {
+            assert!(kind.blocking(), "{kind:?}");
+        }
+        for kind in [Kind::Invalid, Kind::Duplicate, Kind::Forbidden] {
+            assert!(!kind.blocking(), "{kind:?}");
+        }
+    }
+
+    /// A value outside an `enum` is `NotSupported` with apimachinery's list of Go-quoted values (a
+    /// non-string one as its JSON), and blocks the rules. (No spec field at these tags has an enum.)
+    #[test]
+    fn an_enum_says_its_supported_values() {
+        let crd = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "effect": {"type": "string", "enum": ["NoSchedule", "PreferNoSchedule"]},
+            "n": {"type": "integer", "enum": [1, 2]},
+            "ruled": {"type": "string", "x-kubernetes-validations": [{"rule": "self != 'x'"}]}
+        }}}});
+        let schema = parse(&crd.to_string()).expect("schema");
+        let mut walk = Validate { version: "test", errors: Vec::new(), rules: Vec::new() };
+        walk.node(&json!({"spec": {"effect": "Sometimes", "n": 3, "ruled": "x"}}), None, &schema, "", true);
+        let found: Vec<(Kind, &str, &str)> =
+            walk.errors.iter().map(|f| (f.kind, f.path.as_str(), f.detail.as_str())).collect();
+        assert_eq!(
+            found,
+            [
+                (Kind::NotSupported, "spec.effect", "supported values: \"NoSchedule\", \"PreferNoSchedule\""),
+                (Kind::NotSupported, "spec.n", "supported values: \"1\", \"2\""),
+            ]
+        );
+        assert!(walk.errors.iter().all(|f| f.kind.blocking()));
+        // The walk still finds the rule's failure; judge() drops it when blocked (tested above).
+        assert_eq!(walk.rules.len(), 1);
+    }
+
+    /// A rule's `reason` sets the error type; `messageExpression` the message.
+    #[test]
+    fn a_rules_reason_and_message_expression() {
+        let crd = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        "a": {"type": "string", "x-kubernetes-validations": [
+            {"rule": "self != 'x'", "reason": "FieldValueForbidden", "message": "no x"},
+            {"rule": "self != 'y'", "messageExpression": "'not ' + self", "message": "fallback"},
+            {"rule": "self != 'z'", "messageExpression": "''", "message": "  trimmed  "},
+            {"rule": "self != 'w'", "reason": "FieldValueDuplicate"}
+        ]}}}}});
+        let schema = parse(&crd.to_string()).expect("schema");
+        let run = |a: &str| {
+            let mut walk = Validate { version: "test", errors: Vec::new(), rules: Vec::new() };
+            walk.node(&json!({"spec": {"a": a}}), None, &schema, "", true);
+            walk.rules.into_iter().map(|f| (f.kind, f.detail)).collect::<Vec<_>>()
+        };
+        assert_eq!(run("x"), [(Kind::Forbidden, "no x".to_string())]);
+        assert_eq!(run("y"), [(Kind::Invalid, "not y".to_string())]);
+        assert_eq!(run("z"), [(Kind::Invalid, "trimmed".to_string())]);
+        assert_eq!(run("w"), [(Kind::Duplicate, String::new())]);
+        assert!(run("ok").is_empty());
     }
 }

@@ -143,7 +143,7 @@ struct Check<'a> {
 
 impl Check<'_> {
     fn push(&mut self, kind: Kind, path: &str, value: Option<Value>, detail: impl Into<String>) {
-        self.errors.push(Finding { kind, path: format!("metadata.{path}"), value, detail: detail.into() });
+        self.errors.push(Finding { kind, path: format!("metadata.{path}"), value, detail: detail.into(), rule: false });
     }
 
     fn invalid_each(&mut self, path: &str, value: &str, messages: Vec<String>) {
@@ -167,7 +167,7 @@ impl Check<'_> {
         }
         if size > TOTAL_ANNOTATION_SIZE {
             self.push(
-                Kind::Blocking,
+                Kind::TooLong,
                 "annotations",
                 None,
                 format!("may not be more than {TOTAL_ANNOTATION_SIZE} bytes"),
@@ -253,7 +253,7 @@ impl Check<'_> {
             let manager = text("manager");
             if manager.len() > FIELD_MANAGER_MAX {
                 self.push(
-                    Kind::Blocking,
+                    Kind::TooLong,
                     &at("manager"),
                     None,
                     format!("may not be more than {FIELD_MANAGER_MAX} bytes"),
@@ -269,7 +269,7 @@ impl Check<'_> {
             }
             if text("subresource").len() > SUBRESOURCE_MAX {
                 self.push(
-                    Kind::Blocking,
+                    Kind::TooLong,
                     &at("subresource"),
                     None,
                     format!("may not be more than {SUBRESOURCE_MAX} bytes"),
@@ -404,7 +404,7 @@ impl Check<'_> {
             if !added.is_empty() {
                 let quoted: Vec<String> = added.iter().map(|f| format!("{f:?}")).collect();
                 self.push(
-                    Kind::Invalid,
+                    Kind::Forbidden,
                     "finalizers",
                     None,
                     format!(
