@@ -13,10 +13,9 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use trainguard::manifests::{Limits, read_documents};
 use trainguard_core::trainer::TrainerVersion;
 
-use super::{Answer, Case, api_paths, ask, oracle_dir};
+use super::{Case, api_paths, ask, oracle_dir, trainjobs_in};
 
 /// One example file of one tag, as build.sh copied it.
 struct ExampleFile {
@@ -42,14 +41,7 @@ fn files(dir: &Path) -> Vec<ExampleFile> {
         copies.sort();
         for copy in copies {
             let name = copy.file_name().expect("a file name").to_string_lossy().into_owned();
-            let documents = read_documents(std::slice::from_ref(&copy), &Limits::default())
-                .unwrap_or_else(|e| panic!("{}: {e}", copy.display()));
-            // What `validate` checks as a TrainJob.
-            let trainjobs = documents
-                .into_iter()
-                .filter(|d| d.kind() == "TrainJob" && d.api_version() == "trainer.kubeflow.org/v1alpha1")
-                .map(|d| d.value)
-                .collect();
+            let trainjobs = trainjobs_in(&copy).unwrap_or_else(|e| panic!("{}: {e}", copy.display()));
             out.push(ExampleFile { tag, copy, path: name.replace("__", "/"), trainjobs });
         }
     }
@@ -70,12 +62,6 @@ pub(crate) fn cases(dir: &Path) -> Vec<Case> {
             })
         })
         .collect()
-}
-
-/// The API server refuses the object: it cannot read it, prunes a field (kubectl's strict field
-/// validation refuses that), or reports a schema cause.
-fn api_refuses(answer: &Answer) -> bool {
-    answer.decode.is_some() || !answer.unknown.is_empty() || !answer.schema.is_empty()
 }
 
 /// The binary under test; `TRAINGUARD_BIN` overrides it, as in tests/cli.
@@ -148,7 +134,7 @@ fn validate_refuses_what_each_release_refuses_in_the_examples() {
                 assert_eq!(answer.id, format!("example {} {}#{i}", file.tag, file.path));
                 let count = counts.entry((file.tag, version.tag())).or_default();
                 count.trainjobs += 1;
-                let refused = api_refuses(answer);
+                let refused = answer.refused();
                 any_refused |= refused;
                 count.refused += usize::from(refused);
                 let denied = verdict["verdict"] == "denied";

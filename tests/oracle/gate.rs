@@ -240,8 +240,7 @@ pub(crate) fn compare(version: TrainerVersion, case: &Case, answer: &Answer, tal
     let Some(old) = &case.old else { return };
     let state = case.state.clone().unwrap_or_default();
     tally.with_jobset += usize::from(state.jobset.is_some());
-    let admitted = answer.decode.is_none() && answer.unknown.is_empty() && answer.schema.is_empty();
-    if !admitted || answer.plugin_error.is_some() {
+    if answer.refused() || answer.plugin_error.is_some() {
         return;
     }
     if crd::judge(old, None, version).errors.iter().any(|e| e.path == "metadata.name") {

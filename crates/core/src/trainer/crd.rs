@@ -629,7 +629,7 @@ impl Validate {
                 .enumeration
                 .iter()
                 .map(|v| match v {
-                    Value::String(text) => Value::String(text.clone()).to_string(),
+                    Value::String(_) => v.to_string(),
                     other => Value::String(other.to_string()).to_string(),
                 })
                 .collect();
@@ -804,6 +804,12 @@ impl Validate {
     }
 
     fn rules(&mut self, value: &Value, old: Option<&Value>, s: &Node, path: &str) {
+        // The root's rules read `metadata` as the API server re-encodes it.
+        let coerced = path.is_empty().then(|| (coerced_metadata(value), old.map(coerced_metadata)));
+        let (seen, old_seen) = match &coerced {
+            Some((value, old)) => (value, old.as_ref()),
+            None => (value, old),
+        };
         for rule in &s.rules {
             if rule.transition && old.is_none() {
                 continue;
@@ -816,10 +822,9 @@ impl Validate {
                 continue;
             }
             let mut context = cel::Context::default();
-            let root = |v: &Value| if path.is_empty() { coerced_metadata(v) } else { v.clone() };
-            context.add_variable_from_value("self", to_cel(&root(value), Some(s)));
-            if let Some(old) = old {
-                context.add_variable_from_value("oldSelf", to_cel(&root(old), Some(s)));
+            context.add_variable_from_value("self", to_cel(seen, Some(s)));
+            if let Some(old) = old_seen {
+                context.add_variable_from_value("oldSelf", to_cel(old, Some(s)));
             }
             if !matches!(rule.program.execute(&context), Ok(cel::Value::Bool(true))) {
                 self.rule_failed(rule, path, value, Some(&context));
