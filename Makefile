@@ -116,13 +116,15 @@ build:
 
 ## lint: formatting, clippy with warnings as errors, the core crate's dependency tree kept pure (no
 ## tokio, hyper or clap), the fuzz targets type-checked on stable (no libFuzzer build), and
-## licenses/bans/sources of the dependencies
+## licenses/bans/sources of the dependencies (`cargo fetch` first: cargo-deny reads the crates of
+## every target, Windows and WASI ones too, which no build on this machine downloads)
 lint:
 	./scripts/install-lint-deps.sh
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --features e2e,oracle -- -D warnings
 	./scripts/check-core-deps.sh
 	$(CARGO) check --manifest-path fuzz/Cargo.toml --no-default-features --bins --quiet
+	$(CARGO) fetch --locked --quiet
 	$(CARGO) deny --offline check licenses bans sources
 
 fmt:
