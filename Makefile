@@ -100,10 +100,12 @@ soak:
 ## e2e: the local control plane from upstream's Go modules (etcd, kube-apiserver, controller-manager,
 ## scheduler, kwok, JobSet, Trainer; scripts/e2e/) with trainguard registered from deploy/, and the
 ## tests in tests/e2e against it. Needs Go; the first run builds the binaries (cached after that).
+## trainguard is the build that ships (`--profile dist`, as the Dockerfile and the release build it);
+## TRAINGUARD_BIN=target/debug/trainguard ./scripts/e2e/run.sh tries a debug build instead.
 e2e:
 	./scripts/install-test-deps.sh
 	./scripts/e2e/install-deps.sh
-	$(CARGO) build --bin trainguard
+	$(CARGO) build --profile dist --bin trainguard
 	./scripts/e2e/run.sh
 
 ## e2e-cluster: opt-in checks against the current kubectl context (Trainer and trainguard installed)

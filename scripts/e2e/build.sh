@@ -71,8 +71,13 @@ build_kube() {
     esac
   done
   # One go build for all of them: their shared packages are compiled once.
-  (cd "$dir" && go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >/dev/null 2>&1 || true
-   cd "$dir" && timed "${missing[*]}" go build -mod=mod -ldflags "$ld" -o "$bin/.out/" "${pkgs[@]}")
+  # etcd's server is pinned to the version Kubernetes' own go.mod names; a pin that does not take
+  # must stop the build, not fall back to whatever version the module graph picks.
+  local pinned
+  pinned="$(cd "$dir" && go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" 2>&1 && go list -mod=mod -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)" \
+    || { log "could not pin etcd $ETCD_VERSION: $pinned"; exit 1; }
+  [[ "${pinned##*$'\n'}" == "$ETCD_VERSION" ]] || { log "etcd resolved to ${pinned##*$'\n'}, not $ETCD_VERSION"; exit 1; }
+  (cd "$dir" && timed "${missing[*]}" go build -mod=mod -ldflags "$ld" -o "$bin/.out/" "${pkgs[@]}")
   # go build names etcd's main package after its directory (server/v3 -> server).
   [[ -f "$bin/.out/server" ]] && mv "$bin/.out/server" "$bin/.out/etcd"
   mv "$bin/.out/"* "$bin/" && rmdir "$bin/.out"

@@ -44,7 +44,8 @@ P_TRAINGUARD=$((base + 40)) P_TRAINGUARD_ADMIN=$((base + 41)) P_TRAINGUARD_CTRL_
 P_KUEUE_WH=$((base + 50)) P_KUEUE_METRICS=$((base + 51)) P_KUEUE_PROBE=$((base + 52))
 P_TO_WH=$((base + 60)) P_TO_METRICS=$((base + 61)) P_TO_PROBE=$((base + 62))
 
-kctl() { "$BIN/kubectl" --kubeconfig "$run/admin.kubeconfig" --cache-dir "$run/kubectl-cache" "$@"; }
+# Every kubectl request has a deadline: one hung call must fail the run, not hang CI.
+kctl() { "$BIN/kubectl" --request-timeout=60s --kubeconfig "$run/admin.kubeconfig" --cache-dir "$run/kubectl-cache" "$@"; }
 
 wait_for() { # description seconds command...: polls until the command succeeds
   local what="$1" secs="$2" deadline=$((SECONDS + $2)); shift 2
@@ -54,11 +55,44 @@ wait_for() { # description seconds command...: polls until the command succeeds
   done
 }
 
+# A process's identity: its start time (field 22 of /proc/PID/stat, unchanged by exec) and its
+# process group (field 5). A PID alone may name another process once the one started has exited.
+identity() { # pid: prints "starttime pgid", or nothing when there is no such process
+  local stat
+  stat="$(cat "/proc/$1/stat" 2>/dev/null)" || return 0
+  # The command name (field 2) may hold spaces: count the fields after its closing parenthesis.
+  stat="${stat##*) }"
+  # shellcheck disable=SC2086
+  set -- $stat
+  echo "${20} ${3}"
+}
+
 start() { # name command...: starts a process in the background with its own TMPDIR and log
   local name="$1"; shift
   mkdir -p "$run/tmp/$name" "$run/logs" "$run/pids"
+  # setsid in a background job (not a group leader) execs in place: the PID leads the new session
+  # and process group, so stop() can signal everything it spawned.
   TMPDIR="$run/tmp/$name" setsid "$@" >"$run/logs/$name.log" 2>&1 </dev/null &
-  echo $! >"$run/pids/$name"
+  local pid=$!
+  echo "$pid $(identity "$pid")" >"$run/pids/$name"
+}
+
+ours() { # pidfile: prints the PID while it is still the process start() started (same start time)
+  local pid started rest now
+  read -r pid started rest <"$1" 2>/dev/null || return 0
+  [[ -n "$pid" && -n "$started" ]] || return 0
+  now="$(identity "$pid")"
+  [[ -n "$now" && "${now%% *}" == "$started" ]] && echo "$pid"
+  return 0
+}
+
+signal() { # SIGNAL pidfile: signals the process group start() made, only while it is still ours
+  local pid
+  pid="$(ours "$2")"
+  [[ -n "$pid" ]] || return 1
+  # Its own group once setsid has run; before that (a moment after start) the process alone.
+  if [[ "$(identity "$pid")" == *" $pid" ]]; then kill "-$1" -- "-$pid" 2>/dev/null; else kill "-$1" "$pid" 2>/dev/null; fi
+  return 0
 }
 
 started() { # name description seconds command...: waits for readiness, or shows the log and fails
@@ -67,19 +101,18 @@ started() { # name description seconds command...: waits for readiness, or shows
     log "--- last lines of $run/logs/$name.log ---"; tail -n 40 "$run/logs/$name.log" >&2 || true
     return 1
   fi
-  if ! kill -0 "$(cat "$run/pids/$name")" 2>/dev/null; then
+  if [[ -z "$(ours "$run/pids/$name")" ]]; then
     log "$name exited"; tail -n 40 "$run/logs/$name.log" >&2; return 1
   fi
 }
 
-stop() { # name: SIGTERM, then SIGKILL after 10 s
-  local pidfile="$run/pids/$1" pid
+stop() { # name: SIGTERM to its process group, then SIGKILL after 10 s. A PID that is no longer
+  # the process start() started (it exited and the PID was reused) is left alone.
+  local pidfile="$run/pids/$1"
   [[ -f "$pidfile" ]] || return 0
-  pid="$(cat "$pidfile")"
-  if kill -0 "$pid" 2>/dev/null; then
-    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
-    kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+  if signal TERM "$pidfile"; then
+    for _ in $(seq 1 40); do [[ -n "$(ours "$pidfile")" ]] || break; sleep 0.25; done
+    signal KILL "$pidfile" || true
   fi
   rm -f "$pidfile"
 }
@@ -227,8 +260,8 @@ YAML
   mkdir -p "$run/tmp/trainer/k8s-webhook-server/serving-certs"
   cp "$run/certs/trainer/"tls.* "$run/tmp/trainer/k8s-webhook-server/serving-certs/"
   start trainer "$BIN/trainer-controller-manager" --kubeconfig "$run/admin.kubeconfig" --config "$run/trainer-config.yaml"
-  started jobset "JobSet's controller" 60 curl -sf "http://127.0.0.1:$P_JOBSET_PROBE/readyz"
-  started trainer "Trainer's controller" 60 curl -sf "http://127.0.0.1:$P_TRAINER_PROBE/readyz"
+  started jobset "JobSet's controller" 60 curl -sf --max-time 5 "http://127.0.0.1:$P_JOBSET_PROBE/readyz"
+  started trainer "Trainer's controller" 60 curl -sf --max-time 5 "http://127.0.0.1:$P_TRAINER_PROBE/readyz"
   kctl apply -f "$run/jobset-webhooks.yaml" -f "$run/trainer-webhooks.yaml" >/dev/null
 }
 
@@ -284,7 +317,25 @@ start_trainguard() { # component (webhook | controller), extra args...
   done <"$run/trainguard-$component.args"
   start "trainguard-$component" env "${envs[@]}" "$TRAINGUARD_BIN" "${args[@]}" \
     --kubeconfig "$run/trainguard-$component.kubeconfig" "$@"
-  started "trainguard-$component" "trainguard's $component ready" 60 curl -sf "http://127.0.0.1:$admin/readyz"
+  started "trainguard-$component" "trainguard's $component ready" 60 curl -sf --max-time 5 "http://127.0.0.1:$admin/readyz"
+}
+
+webhook_requests() { # trainguard's webhook: requests served so far
+  curl -sf --max-time 5 "http://127.0.0.1:$P_TRAINGUARD_ADMIN/metrics" \
+    | awk '/^controller_runtime_webhook_requests_total/ {n += $NF} END {print n + 0}'
+}
+
+webhook_called() {
+  local before after
+  before="$(webhook_requests)" || return 1
+  kctl -n default create --dry-run=server -f - >/dev/null 2>&1 <<YAML || true
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata: {name: plane-probe}
+spec: {suspend: true, runtimeRef: {name: e2e-torch}}
+YAML
+  after="$(webhook_requests)" || return 1
+  ((after > before))
 }
 
 up() {
@@ -318,7 +369,7 @@ ENV
     --listen-client-urls "http://127.0.0.1:$P_ETCD" --advertise-client-urls "http://127.0.0.1:$P_ETCD" \
     --listen-peer-urls "http://127.0.0.1:$P_ETCD_PEER" --initial-advertise-peer-urls "http://127.0.0.1:$P_ETCD_PEER" \
     --initial-cluster "e2e=http://127.0.0.1:$P_ETCD_PEER" --listen-metrics-urls ""
-  started etcd etcd 30 curl -sf "http://127.0.0.1:$P_ETCD/health"
+  started etcd etcd 30 curl -sf --max-time 5 "http://127.0.0.1:$P_ETCD/health"
 
   start kube-apiserver "$BIN/kube-apiserver" --etcd-servers "http://127.0.0.1:$P_ETCD" \
     --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$P_APISERVER" \
@@ -332,7 +383,7 @@ ENV
     --audit-log-format json \
     --default-unreachable-toleration-seconds "${E2E_TOLERATION_SECONDS:-30}" \
     --default-not-ready-toleration-seconds "${E2E_TOLERATION_SECONDS:-30}"
-  started kube-apiserver kube-apiserver 90 curl -sf --cacert "$run/certs/ca.crt" \
+  started kube-apiserver kube-apiserver 90 curl -sf --max-time 5 --cacert "$run/certs/ca.crt" \
     --cert "$run/certs/admin.crt" --key "$run/certs/admin.key" "https://127.0.0.1:$P_APISERVER/readyz"
   kubeconfig "$run/admin.kubeconfig" "    client-certificate: $run/certs/admin.crt
     client-key: $run/certs/admin.key"
@@ -351,9 +402,9 @@ ENV
   start kwok "$BIN/kwok" --kubeconfig "$run/admin.kubeconfig" --config "$run/kwok.yaml" \
     --manage-nodes-with-label-selector type=kwok --server-address "127.0.0.1:$P_KWOK" \
     --node-lease-duration-seconds 10
-  started kube-controller-manager kube-controller-manager 60 curl -sfk "https://127.0.0.1:$P_KCM/healthz"
-  started kube-scheduler kube-scheduler 60 curl -sfk "https://127.0.0.1:$P_SCHED/healthz"
-  started kwok kwok 30 curl -sf "http://127.0.0.1:$P_KWOK/healthz"
+  started kube-controller-manager kube-controller-manager 60 curl -sfk --max-time 5 "https://127.0.0.1:$P_KCM/healthz"
+  started kube-scheduler kube-scheduler 60 curl -sfk --max-time 5 "https://127.0.0.1:$P_SCHED/healthz"
+  started kwok kwok 30 curl -sf --max-time 5 "http://127.0.0.1:$P_KWOK/healthz"
 
   create_nodes
   apply_upstream_manifests
@@ -362,11 +413,14 @@ ENV
   start_trainguard webhook
   start_trainguard controller
   kctl apply -f "$run/trainguard-webhooks.yaml" >/dev/null
-  # The tests' runtimes (webhook configurations are picked up asynchronously: the tests probe
-  # with server-side dry runs before they rely on a verdict).
+  # The tests' runtimes.
   kctl apply --server-side -f "$root/e2e/manifests/runtimes.yaml" >/dev/null
   # Trainer's own default runtime, which the manifests under tests/data name.
   kctl apply --server-side -f "$(grep '^TRAINER_MODULE_DIR=' "$run/env" | cut -d= -f2)/manifests/base/runtimes/torch_distributed.yaml" >/dev/null
+  # The API server picks webhook configurations up asynchronously: wait until it calls trainguard's
+  # (a server-side dry-run CREATE raises trainguard's request count), so no test can meet a plane
+  # on which trainguard's verdicts are not yet in force, and none needs to retry for it.
+  wait_for "the API server calling trainguard's webhooks" 60 webhook_called
   echo "PLANE_UP_SECONDS=$((SECONDS - t0))" >>"$run/env"
   log "up in $((SECONDS - t0)) s: KUBECONFIG=$run/admin.kubeconfig (logs in $run/logs)"
   echo "$run"
@@ -397,7 +451,7 @@ yaml.safe_dump_all(docs, open(sys.argv[2], "w"), sort_keys=False)' "$run/kwok-ch
   start "kwok-$name" "$BIN/kwok" --kubeconfig "$run/admin.kubeconfig" --config "$config" \
     --manage-nodes-with-label-selector "$selector" --server-address "127.0.0.1:$port" \
     --node-lease-duration-seconds 10
-  started "kwok-$name" "kwok $name" 30 curl -sf "http://127.0.0.1:$port/healthz"
+  started "kwok-$name" "kwok $name" 30 curl -sf --max-time 5 "http://127.0.0.1:$port/healthz"
 }
 
 # A second controller process (leader election tests): the shipped controller args with its own
@@ -415,7 +469,7 @@ start_controller_replica() { # name admin-port extra args...
   done <"$run/trainguard-controller.args"
   start "$name" env "${envs[@]}" "$TRAINGUARD_BIN" "${args[@]}" \
     --kubeconfig "$run/trainguard-controller.kubeconfig" "$@"
-  started "$name" "controller replica $name" 60 curl -sf "http://127.0.0.1:$port/healthz"
+  started "$name" "controller replica $name" 60 curl -sf --max-time 5 "http://127.0.0.1:$port/healthz"
 }
 
 # Kueue, only while a test needs it: its CRDs (the conversion webhooks pointed at the loopback
@@ -481,14 +535,18 @@ integrations:
 YAML
   # Without internal certificate management Kueue v0.19 reads its metrics serving certificate
   # from a fixed path (cmd/kueue/main.go), /etc/kueue/metrics/certs; any valid pair will do there.
-  if [[ ! -f /etc/kueue/metrics/certs/tls.key ]]; then
-    mkdir -p /etc/kueue/metrics/certs 2>/dev/null || die "Kueue needs /etc/kueue/metrics/certs/tls.{crt,key}: create them (any serving pair) or run as root"
-    cp "$run/certs/webhooks.crt" /etc/kueue/metrics/certs/tls.crt; cp "$run/certs/webhooks.key" /etc/kueue/metrics/certs/tls.key
-  fi
+  # Kueue alone sees them: /etc is overlaid in its own mount namespace, the upper layer in $run.
+  local etc="$run/mounts/kueue-etc"
+  mkdir -p "$etc/upper/kueue/metrics/certs" "$etc/work"
+  cp "$run/certs/webhooks.crt" "$etc/upper/kueue/metrics/certs/tls.crt"
+  cp "$run/certs/webhooks.key" "$etc/upper/kueue/metrics/certs/tls.key"
+  can_unshare || die "Kueue's fixed certificate path /etc/kueue/metrics/certs needs a private mount namespace (root and unshare): run make e2e as root"
   stop kueue
-  start kueue env KUBECONFIG="$run/admin.kubeconfig" "$BIN/kueue" --config "$run/kueue-config.yaml" \
+  start kueue env KUBECONFIG="$run/admin.kubeconfig" unshare -m --propagation private \
+    sh -c 'mount -t overlay overlay -o "lowerdir=/etc,upperdir=$0/upper,workdir=$0/work" /etc && exec "$@"' "$etc" \
+    "$BIN/kueue" --config "$run/kueue-config.yaml" \
     --kubeconfig "$run/admin.kubeconfig" --feature-gates=VisibilityOnDemand=false
-  started kueue "Kueue's controller" 90 curl -sf "http://127.0.0.1:$P_KUEUE_PROBE/readyz"
+  started kueue "Kueue's controller" 90 curl -sf --max-time 5 "http://127.0.0.1:$P_KUEUE_PROBE/readyz"
   kctl apply -f "$run/kueue-webhooks.yaml" >/dev/null
 }
 
@@ -538,21 +596,31 @@ for d in docs:
     d["webhooks"] = [h for h in d["webhooks"] if "pytorchjobs" in h["rules"][0]["resources"]]
 yaml.safe_dump_all(docs, sys.stdout, sort_keys=False)' >"$run/training-operator-webhooks.yaml"
   kctl apply -f "$run/training-operator-webhooks.yaml" >/dev/null
-  local certs="$run/tmp/training-operator/k8s-webhook-server" wrap=()
+  local certs="$run/tmp/training-operator/k8s-webhook-server"
   # What the kubelet would mount from the Secret: the rotator waits for tls.crt there.
   mkdir -p "$certs/serving-certs"
   cp "$d/ca.crt" "$d/tls.crt" "$d/tls.key" "$certs/serving-certs/"
-  if mkdir -p /tmp/k8s-webhook-server 2>/dev/null && unshare -m --propagation private true 2>/dev/null; then
-    wrap=(unshare -m --propagation private sh -c 'mount --bind "$0" /tmp/k8s-webhook-server && exec "$@"' "$certs")
-  else
-    mkdir -p /tmp/k8s-webhook-server/serving-certs && cp "$certs/serving-certs/"* /tmp/k8s-webhook-server/serving-certs/
-  fi
+  # Its fixed path /tmp/k8s-webhook-server exists only in the operator's own mount namespace: /tmp
+  # there is a fresh tmpfs holding that path (bound to $certs) and the run directory (bound back
+  # from the real /tmp, kept at /mnt for the moment of the swap), so nothing is written to /tmp.
+  can_unshare || die "the Training Operator's fixed certificate path /tmp/k8s-webhook-server needs a private mount namespace (root and unshare): run make e2e as root"
+  local wrap=(unshare -m --propagation private sh -c '
+    set -e
+    mount --bind /tmp /mnt
+    mount -t tmpfs -o size=16m tmpfs /tmp
+    mkdir -p /tmp/k8s-webhook-server "$1"
+    case "$1" in /tmp/*) mount --bind "/mnt/${1#/tmp/}" "$1" ;; esac
+    mount --bind "$0" /tmp/k8s-webhook-server
+    umount -l /mnt
+    shift; exec "$@"' "$certs" "$run")
   stop training-operator
   start training-operator env KUBECONFIG="$run/admin.kubeconfig" MY_POD_NAMESPACE=kubeflow "${wrap[@]}" \
     "$BIN/training-operator" --enable-scheme=pytorchjob --webhook-server-port "$P_TO_WH" \
     --metrics-bind-address "127.0.0.1:$P_TO_METRICS" --health-probe-bind-address "127.0.0.1:$P_TO_PROBE"
-  started training-operator "Training Operator" 90 curl -sf "http://127.0.0.1:$P_TO_PROBE/readyz"
+  started training-operator "Training Operator" 90 curl -sf --max-time 5 "http://127.0.0.1:$P_TO_PROBE/readyz"
 }
+
+can_unshare() { unshare -m --propagation private true 2>/dev/null; }
 
 stop_training_operator() {
   [[ -n "${BIN:-}" ]] || BIN="$(grep '^E2E_BIN=' "$run/env" | cut -d= -f2)"
@@ -596,7 +664,7 @@ case "${1:-}" in
   replica) case "${2:-}" in
       start) shift 2; start_controller_replica "$@" ;;
       stop) stop "${3:?name}" ;;
-      kill) [[ -f "$run/pids/${3:?name}" ]] && kill -KILL -- "-$(cat "$run/pids/$3")"; rm -f "$run/pids/$3" ;;
+      kill) [[ -f "$run/pids/${3:?name}" ]] && { signal KILL "$run/pids/$3" || true; }; rm -f "$run/pids/$3" ;;
       *) die "usage: $0 replica start NAME ADMIN_PORT [ARGS] | replica stop|kill NAME" ;;
     esac ;;
   *) die "usage: $0 up | down | stop webhook|controller | start webhook|controller [ARGS...]" ;;

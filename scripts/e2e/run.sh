@@ -8,8 +8,9 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 run="${TRAINGUARD_E2E_RUN:-/tmp/trainguard-e2e}"
 export TRAINGUARD_E2E_RUN="$run"
 target="${CARGO_TARGET_DIR:-$root/target}"
-export TRAINGUARD_BIN="$target/debug/trainguard"
-[[ -x "$TRAINGUARD_BIN" ]] || { echo "e2e: build trainguard first (cargo build --bin trainguard)" >&2; exit 1; }
+# The build that ships (make e2e builds it); TRAINGUARD_BIN chooses another.
+export TRAINGUARD_BIN="${TRAINGUARD_BIN:-$target/dist/trainguard}"
+[[ -x "$TRAINGUARD_BIN" ]] || { echo "e2e: build trainguard first (cargo build --profile dist --bin trainguard)" >&2; exit 1; }
 
 start=$SECONDS
 "$root/scripts/e2e/build.sh" kube jobset trainer kwok kueue training-operator >/dev/null
@@ -20,7 +21,7 @@ trap '"$root/scripts/e2e/plane.sh" down' EXIT
 "$root/scripts/e2e/plane.sh" up >/dev/null || status=$?
 if ((status == 0)); then
   # One at a time: the tests share one cluster, and some stop and restart trainguard.
-  cargo nextest run --features e2e --test e2e --test-threads 1 --no-fail-fast || status=$?
+  cargo nextest run --profile e2e --features e2e --test e2e || status=$?
 fi
 if ((status != 0)); then
   for f in "$run"/logs/*.log; do

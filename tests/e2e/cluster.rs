@@ -37,10 +37,17 @@ impl Plane {
         PathBuf::from(self.var("E2E_RUN"))
     }
 
-    /// kubectl as a cluster admin (client certificate in group system:masters).
+    /// kubectl as a cluster admin (client certificate in group system:masters). Every request has
+    /// a deadline, so a hung call fails its test instead of holding the run.
     pub(crate) fn kubectl(&self) -> Kubectl {
         let mut cmd = Command::new(self.var("KUBECTL"));
-        cmd.args(["--kubeconfig", self.var("KUBECONFIG"), "--cache-dir", self.var("KUBECTL_CACHE")]);
+        cmd.args([
+            "--request-timeout=60s",
+            "--kubeconfig",
+            self.var("KUBECONFIG"),
+            "--cache-dir",
+            self.var("KUBECTL_CACHE"),
+        ]);
         Kubectl(cmd)
     }
 
@@ -202,7 +209,9 @@ impl Kubectl {
 /// while to converge, but never a minute.
 pub(crate) const DEADLINE: Duration = Duration::from_secs(90);
 
-/// Polls `check` every 250 ms until it returns `Some`, failing the test after `DEADLINE`.
+/// Polls `check` every 250 ms until it returns `Some`, failing the test after `DEADLINE`. For a
+/// state the cluster converges to; a check of an admission verdict uses [`Answers`] instead, which
+/// fails on a wrong answer rather than waiting it out.
 #[allow(clippy::disallowed_methods, reason = "eventually's poll interval against the real cluster")]
 pub(crate) fn eventually<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
     let until = Instant::now() + DEADLINE;
@@ -281,4 +290,47 @@ pub(crate) fn assert_golden(file: &str, actual: &str) {
     let want = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("{} ({e}); run with TRAINGUARD_BLESS=1 to create it", path.display()));
     assert_eq!(actual, want, "kubectl's output differs from {}", path.display());
+}
+
+/// What a write that is retried until the expected answer comes back was answered before it. A
+/// retry must not hide an answer: every earlier one is kept and shown, and a wrong one (`Wrong`)
+/// fails the test at once.
+pub(crate) enum Answer<T> {
+    /// The answer the test waits for.
+    Expected(T),
+    /// An answer that can come before it and says nothing against the code under test (a
+    /// Conflict with a controller's write, a verdict from an older view of the cluster): retried.
+    Earlier(String),
+    /// An answer that must never come (an allow where a denial is due): fails the test.
+    Wrong(String),
+}
+
+/// Asks `ask` every 250 ms until it answers [`Answer::Expected`], for at most `DEADLINE`; returns
+/// that answer and the earlier ones (each shown on stderr, so a run's log says how many there were).
+#[allow(clippy::disallowed_methods, reason = "the poll interval against the real cluster")]
+pub(crate) fn answers<T>(what: &str, mut ask: impl FnMut() -> Answer<T>) -> (T, Vec<String>) {
+    let until = Instant::now() + DEADLINE;
+    let mut earlier = Vec::new();
+    loop {
+        match ask() {
+            Answer::Expected(found) => {
+                if !earlier.is_empty() {
+                    eprintln!("{what}: {} earlier answer(s) before the expected one:", earlier.len());
+                    for a in &earlier {
+                        eprintln!("  {a}");
+                    }
+                }
+                return (found, earlier);
+            }
+            Answer::Wrong(said) => {
+                panic!("{what}: a wrong answer after {} earlier one(s) {earlier:#?}:\n{said}", earlier.len())
+            }
+            Answer::Earlier(said) => earlier.push(said.trim().to_string()),
+        }
+        assert!(
+            Instant::now() < until,
+            "timed out after {DEADLINE:?} waiting for: {what}; the answers were {earlier:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
 }

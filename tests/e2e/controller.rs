@@ -171,13 +171,34 @@ fn trainers_jobset_ttl_loop_is_reported_and_validate_warns_on_the_runtime() {
     let file = plane().run_dir().join("e2e-torch-jobset-ttl.yaml");
     std::fs::write(&file, &looping).expect("write runtime");
     plane().kubectl().args(["apply", "--server-side", "--force-conflicts", "-f", file.to_str().expect("path")]).ok();
-    let out = std::process::Command::new(plane().var("TRAINGUARD_BIN"))
-        .args(["validate", "--trainer-version", "v2.3"])
-        .arg(&file)
-        .output()
-        .expect("run trainguard validate");
-    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(said.contains("ttlSecondsAfterFinished"), "validate did not warn about the runtime: {said}");
+    // The same file through `validate`: one warning naming the runtime, its line and the TTL, as
+    // a JSON line; the exit status stays 0 (a runtime is no TrainJob to deny), and with no
+    // TrainJob in the file `--strict` turns the run into a failure (exit 1).
+    let validate = |strict: bool| {
+        let mut cmd = std::process::Command::new(plane().var("TRAINGUARD_BIN"));
+        cmd.args(["validate", "--trainer-version", "v2.3", "--output", "json"]);
+        if strict {
+            cmd.arg("--strict");
+        }
+        cmd.arg(&file).output().expect("run trainguard validate")
+    };
+    let out = validate(false);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "validate's exit status: {stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let warnings: Vec<serde_json::Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["warning"].as_str().is_some_and(|w| w.contains("ttlSecondsAfterFinished=10")))
+        .collect();
+    assert_eq!(warnings.len(), 1, "validate's warnings about the runtime: {stdout}");
+    let warning = &warnings[0];
+    assert!(
+        warning["warning"].as_str().is_some_and(|w| w.contains("e2e-torch-jobset-ttl") && w.contains("kubeflow/trainer#3779")),
+        "{warning}"
+    );
+    assert_eq!(warning["file"], file.to_str().expect("path"), "{warning}");
+    assert!(warning["line"].as_u64().is_some_and(|l| l >= 1), "{warning}");
+    assert_eq!(validate(true).status.code(), Some(1), "validate --strict passed a file with no TrainJob");
 
     let ns = plane().namespace("e2e-jobset-ttl", &[]);
     let k = || plane().kubectl().args(["-n", &ns.name]);

@@ -449,8 +449,8 @@ impl Drop for TrainingOperator {
     }
 }
 
-/// A queued PyTorchJob (one master, 8 CPUs) with a TTL of 1s. kwok completes only pods a Job owns:
-/// the test finishes this one's pod itself.
+/// A queued PyTorchJob (one master, 8 CPUs) with a TTL of 3s and `restartPolicy: ExitCode`. kwok
+/// completes only pods a Job owns: the test ends this one's pod itself.
 fn queued_pytorchjob(name: &str, priority: &str) -> String {
     format!(
         r#"apiVersion: kubeflow.org/v1
@@ -459,11 +459,11 @@ metadata:
   name: {name}
   labels: {{kueue.x-k8s.io/queue-name: e2e-lq-one, kueue.x-k8s.io/priority-class: {priority}}}
 spec:
-  runPolicy: {{suspend: true, ttlSecondsAfterFinished: 1}}
+  runPolicy: {{suspend: true, ttlSecondsAfterFinished: 3}}
   pytorchReplicaSpecs:
     Master:
       replicas: 1
-      restartPolicy: OnFailure
+      restartPolicy: ExitCode
       template:
         metadata:
         spec:
@@ -506,9 +506,11 @@ fn pytorchjob_condition(job: &Value, kind: &str) -> bool {
     job["status"]["conditions"].as_array().is_some_and(|c| c.iter().any(|c| c["type"] == kind && c["status"] == "True"))
 }
 
-/// A PyTorchJob with a 1s TTL preempted by Kueue (`kubeflow.org/pytorchjob` integration) stays
+/// A PyTorchJob with a 3s TTL preempted by Kueue (`kubeflow.org/pytorchjob` integration) stays
 /// suspended while the quota is taken — trainguard in act mode, with no TTL grace, never deletes
-/// it then (it is not finished) — and once re-admitted and finished it is deleted by its TTL.
+/// it then (it is not finished) — and once re-admitted it fails through the operator's
+/// `ExitCode` path (a non-retryable exit code), which sets `Failed` without `completionTime`: the
+/// operator's own TTL cannot fire, so the delete must be trainguard's.
 #[test]
 #[allow(
     clippy::disallowed_methods,
@@ -547,8 +549,8 @@ fn kueue_preempted_pytorchjob_is_ttl_deleted_only_once_finished() {
     let reasons = event_reasons(&ns.name, "low");
     assert!(!reasons.iter().any(|r| r.contains("TTL")), "{reasons:?}");
 
-    // The quota comes back: 'low' is re-admitted and runs; its pod succeeds (as a kubelet would
-    // report it), the job Succeeds, and its TTL deletes it.
+    // The quota comes back: 'low' is re-admitted and runs; its container exits with code 1 (as a
+    // kubelet would report it), the operator fails the job, and trainguard's TTL deletes it.
     k(&ns.name).args(["delete", "pytorchjob", "high", "--wait=true"]).ok();
     let t_free = Instant::now();
     eventually("'low' resumed", || running("low").then_some(()));
@@ -565,18 +567,21 @@ fn kueue_preempted_pytorchjob_is_ttl_deleted_only_once_finished() {
             "--subresource=status",
             "--type=merge",
             "-p",
-            r#"{"status":{"phase":"Succeeded"}}"#,
+            r#"{"status":{"phase":"Failed","containerStatuses":[{"name":"pytorch","image":"pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime","imageID":"","ready":false,"restartCount":0,"state":{"terminated":{"exitCode":1,"reason":"Error"}}}]}}"#,
         ])
         .ok();
-    // With a 1s TTL the Succeeded job is gone within about a second: wait for either.
-    let finished = eventually("'low' Succeeded (or already deleted)", || match pytorchjob_json(&ns.name, "low") {
-        None => Some(t_free.elapsed()),
-        Some(j) => pytorchjob_condition(&j, "Succeeded").then_some(t_free.elapsed()),
+    // The operator's ExitCode path: Failed, and no completionTime, so its own TTL cleanup errors
+    // ("job completion time is nil") and never deletes.
+    let failed = eventually("'low' Failed", || {
+        let j = pytorchjob_json(&ns.name, "low")?;
+        pytorchjob_condition(&j, "Failed").then_some(j)
     });
+    let finished = t_free.elapsed();
+    assert!(failed["status"]["completionTime"].is_null(), "the operator set a completionTime: {failed}");
     eventually("'low' deleted by its TTL", || pytorchjob_json(&ns.name, "low").is_none().then_some(()));
     let deleted_after = t_free.elapsed();
     let reasons = event_reasons(&ns.name, "low");
-    assert!(reasons.iter().any(|r| r.contains("Succeeded")), "deleted without having succeeded: {reasons:?}");
+    assert!(reasons.iter().any(|r| r.contains("Failed")), "deleted without having failed: {reasons:?}");
     let deleter: Vec<String> = audit_since(&since)
         .into_iter()
         .filter(|e| {
@@ -589,11 +594,16 @@ fn kueue_preempted_pytorchjob_is_ttl_deleted_only_once_finished() {
         .collect();
     eprintln!(
         "kueue+pytorchjob: low suspended {:.1}s after high's create; after high's delete: resumed {:.1}s, \
-         Succeeded {:.1}s, deleted {:.1}s; deletes: {deleter:?}",
+         Failed {:.1}s, deleted {:.1}s; deletes: {deleter:?}",
         suspended_after.as_secs_f64(),
         resumed_after.as_secs_f64(),
         finished.as_secs_f64(),
         deleted_after.as_secs_f64()
     );
-    assert!(!deleter.is_empty(), "no delete of 'low' in the audit log");
+    // One delete, trainguard's, and it succeeded: nobody else could have.
+    assert_eq!(
+        deleter,
+        ["system:serviceaccount:trainguard-system:trainguard-controller (200)"],
+        "the deletes of 'low' in the audit log"
+    );
 }

@@ -1,7 +1,7 @@
 //! What the API server enforces around the webhook: the opt-out ValidatingAdmissionPolicy, the
 //! `failurePolicy: Fail` outage, and the mutating defaults.
 
-use crate::cluster::{eventually, plane, trainjob};
+use crate::cluster::{eventually, metric_sum, plane, trainjob};
 
 #[test]
 fn the_opt_out_label_is_refused_by_the_api_server_for_users_outside_the_opt_out_groups() {
@@ -69,20 +69,103 @@ impl Drop for RestartWebhook {
     }
 }
 
+/// The plane's TrainJob CRD with every schema `default` removed, as JSON: with it only trainguard's
+/// defaulting webhook can fill what the test checks (with the shipped CRD the API server's schema
+/// defaults fill them first, and trainguard's patch is empty).
+fn trainjob_crd_without_defaults() -> (String, usize) {
+    let path = std::path::Path::new(plane().var("TRAINER_MODULE_DIR"))
+        .join("manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml");
+    let text = std::fs::read_to_string(&path).expect("Trainer's TrainJob CRD");
+    let mut crd: serde_json::Value = serde_saphyr::from_str(&text).expect("CRD YAML");
+    let mut removed = 0;
+    for version in crd["spec"]["versions"].as_array_mut().expect("versions") {
+        strip_defaults(&mut version["schema"]["openAPIV3Schema"], &mut removed);
+    }
+    (crd.to_string(), removed)
+}
+
+/// Removes `default` from a schema node and every schema below it (not from `properties` maps,
+/// whose keys are field names).
+fn strip_defaults(schema: &mut serde_json::Value, removed: &mut usize) {
+    let Some(node) = schema.as_object_mut() else { return };
+    if node.remove("default").is_some() {
+        *removed += 1;
+    }
+    if let Some(props) = node.get_mut("properties").and_then(|p| p.as_object_mut()) {
+        props.values_mut().for_each(|p| strip_defaults(p, removed));
+    }
+    for key in ["items", "additionalProperties", "not"] {
+        if let Some(sub) = node.get_mut(key) {
+            strip_defaults(sub, removed);
+        }
+    }
+    for key in ["allOf", "anyOf", "oneOf"] {
+        if let Some(list) = node.get_mut(key).and_then(|l| l.as_array_mut()) {
+            list.iter_mut().for_each(|s| strip_defaults(s, removed));
+        }
+    }
+}
+
+/// Installs a TrainJob CRD given as JSON and waits until the API server serves it: a dry-run
+/// CREATE of a bare TrainJob in a namespace opted out of trainguard's webhooks comes back with
+/// `spec.managedBy` set or not, as the CRD's defaults say.
+#[allow(clippy::disallowed_methods, reason = "polls the real API server until the CRD is served")]
+fn install_crd_json(crd: &str, defaults: bool) {
+    let out = plane().kubectl().args(["apply", "--server-side", "--force-conflicts", "-f", "-"]).output_with(crd);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let probe_ns = plane().namespace("e2e-defaults-probe", &[("trainguard.io/webhook", "disabled")]);
+    let bare = "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: probe\nspec:\n  runtimeRef:\n    name: e2e-torch\n  suspend: true\n";
+    eventually(&format!("the API server serving the TrainJob CRD with defaults={defaults}"), || {
+        let out = plane()
+            .kubectl()
+            .args(["-n", &probe_ns.name, "create", "--dry-run=server", "-o", "json", "-f", "-"])
+            .output_with(bare);
+        let stored: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+        (stored["spec"]["managedBy"].is_string() == defaults).then_some(())
+    });
+}
+
+/// Puts the shipped TrainJob CRD back, pass or fail.
+struct ShippedCrd(String);
+
+impl Drop for ShippedCrd {
+    fn drop(&mut self) {
+        install_crd_json(&self.0, true);
+    }
+}
+
+/// trainguard's defaulting patches (`rule="defaulted"`: a CREATE it added fields to).
+fn defaulted() -> f64 {
+    metric_sum(&plane().webhook_metrics(), "trainguard_admission_decisions_total", &["rule=\"defaulted\""])
+}
+
 #[test]
-fn the_mutating_defaults_are_applied_once_and_idempotent_on_reapply() {
+fn the_mutating_defaults_fill_a_crd_without_schema_defaults_once_and_are_idempotent_on_reapply() {
+    let path = std::path::Path::new(plane().var("TRAINER_MODULE_DIR"))
+        .join("manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml");
+    let shipped: serde_json::Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(path).expect("CRD")).expect("CRD YAML");
+    let _restore = ShippedCrd(shipped.to_string());
+    let (crd, removed) = trainjob_crd_without_defaults();
+    assert!(removed >= 3, "the shipped CRD had {removed} defaults; the test means to remove managedBy's and runtimeRef's");
+    install_crd_json(&crd, false);
+
     let ns = plane().namespace("e2e-defaults", &[]);
     let bare = "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: bare\nspec:\n  runtimeRef:\n    name: e2e-torch\n  suspend: true\n";
+    let before = defaulted();
     plane().kubectl().args(["-n", &ns.name]).apply(bare);
-    let first = eventually("the TrainJob stored", || {
-        plane().kubectl().args(["-n", &ns.name, "get", "trainjob", "bare"]).get_json()
-    });
-    assert_eq!(first["spec"]["managedBy"], "trainer.kubeflow.org/trainjob-controller");
-    assert_eq!(first["spec"]["runtimeRef"]["kind"], "ClusterTrainingRuntime");
-    assert_eq!(first["spec"]["runtimeRef"]["apiGroup"], "trainer.kubeflow.org");
-    // Re-applying the same manifest changes nothing (no new generation).
+    let first = plane().kubectl().args(["-n", &ns.name, "get", "trainjob", "bare"]).get_json().expect("stored");
+    assert_eq!(first["spec"]["managedBy"], "trainer.kubeflow.org/trainjob-controller", "{first}");
+    assert_eq!(first["spec"]["runtimeRef"]["kind"], "ClusterTrainingRuntime", "{first}");
+    assert_eq!(first["spec"]["runtimeRef"]["apiGroup"], "trainer.kubeflow.org", "{first}");
+    // The fields came from trainguard: the CRD has no defaults, and its count rose by exactly
+    // this one CREATE.
+    assert_eq!(defaulted() - before, 1.0, "trainguard's defaulting patches for one CREATE");
+    // Re-applying the same manifest changes nothing (no new generation), and trainguard is not
+    // asked again (the defaulting webhook sees CREATE only).
     plane().kubectl().args(["-n", &ns.name]).apply(bare);
     let second = plane().kubectl().args(["-n", &ns.name, "get", "trainjob", "bare"]).get_json().expect("still there");
     assert_eq!(first["metadata"]["generation"], second["metadata"]["generation"]);
     assert_eq!(first["spec"], second["spec"]);
+    assert_eq!(defaulted() - before, 1.0, "a re-apply was defaulted again");
 }

@@ -198,9 +198,16 @@ type Verdict = (bool, String);
 const OLD_REFUSED: &str = "old object refused: ";
 
 /// One row under one release: its id, validate's verdict and the API server's, each with its text.
+/// The row's namespace is opted out of trainguard's webhooks by an admin (the namespace label
+/// `trainguard.io/webhook: disabled`), so the API server's verdict is its own and upstream's,
+/// never trainguard's: the two verdicts compared are independent.
 fn judge(row: &Path, version: &str, with_trainer: bool) -> (String, Verdict, Verdict) {
     let id = row.file_name().expect("row name").to_string_lossy().into_owned();
-    let labels: &[(&str, &str)] = if with_trainer { &[] } else { &[("e2e.trainguard.io/trainer-webhook", "off")] };
+    let labels: &[(&str, &str)] = if with_trainer {
+        &[("trainguard.io/webhook", "disabled")]
+    } else {
+        &[("trainguard.io/webhook", "disabled"), ("e2e.trainguard.io/trainer-webhook", "off")]
+    };
     let ns = plane().namespace(&format!("e2e-row-{}-{id}", version.replace('.', "")), labels);
     (id, validate_verdict(row, version), api_server_verdict(row, &ns.name))
 }

@@ -1,7 +1,8 @@
 //! trainguard's webhook as kube-apiserver calls it, through real kubectl: what a user sees.
 
 use crate::cluster::{
-    Kubectl, assert_golden, eventually, metric_sum, normalise, plane, trainjob, wait_jobset_active, wait_no_pods,
+    Answer, Kubectl, answers, assert_golden, eventually, metric_sum, normalise, plane, trainjob, wait_jobset_active,
+    wait_no_pods,
 };
 
 /// A runtime patch owned by a user, pinning the job's pods to a node pool.
@@ -33,23 +34,33 @@ fn running_job(ns_name: &str, trainer_webhook: bool) -> crate::cluster::Namespac
     ns
 }
 
-/// Retries a server-side dry run until the webhook's verdict shows (new webhook configurations and
-/// the webhook's own watch caches are picked up asynchronously), then returns that stderr.
-fn dry_run_denial(ns: &str, patch: &str, by: &str) -> String {
-    eventually(&format!("a dry-run patch in {ns} denied by {by}"), || {
+/// A server-side dry run of `patch` must come back denied by `by` with `expected` in the text; the
+/// denial's stderr is returned. The plane registers trainguard before any test starts (`plane.sh
+/// up` waits until the API server calls it), so an allow is a wrong answer and fails at once. A
+/// denial that says something else (trainguard's verdict from a watch cache a moment behind the
+/// state the test waited for) is retried, and every such earlier answer is shown.
+fn dry_run_denial(ns: &str, patch: &str, by: &str, expected: &str) -> String {
+    answers(&format!("a dry-run patch in {ns} denied by {by} ({expected})"), || {
         let out = kubectl_in(ns)
             .args(["patch", "trainjob", "running", "--type=merge", "--dry-run=server", "-p", patch])
             .output();
         let err = String::from_utf8_lossy(&out.stderr).into_owned();
-        (!out.status.success() && err.contains(by)).then_some(err)
+        if out.status.success() {
+            Answer::Wrong(format!("allowed: {}", String::from_utf8_lossy(&out.stdout)))
+        } else if err.contains(by) && err.contains(expected) {
+            Answer::Expected(err)
+        } else {
+            Answer::Earlier(err)
+        }
     })
+    .0
 }
 
 #[test]
 fn kubectl_patch_of_a_running_jobs_runtime_patches_prints_trainguards_denial() {
     let ns = running_job("e2e-patch", false);
     let patch = runtime_patches(&[patch_entry("e2e.trainguard.io/user", "pool-b")]);
-    dry_run_denial(&ns.name, &patch, TRAINGUARD);
+    dry_run_denial(&ns.name, &patch, TRAINGUARD, "spec.runtimePatches");
 
     let err = kubectl_in(&ns.name).args(["patch", "trainjob", "running", "--type=merge", "-p", &patch]).fails();
     assert_golden("kubectl-patch-running.txt", &normalise(&err));
@@ -58,7 +69,12 @@ fn kubectl_patch_of_a_running_jobs_runtime_patches_prints_trainguards_denial() {
 #[test]
 fn kubectl_edit_of_a_running_jobs_runtime_patches_prints_trainguards_denial() {
     let ns = running_job("e2e-edit", false);
-    dry_run_denial(&ns.name, &runtime_patches(&[patch_entry("e2e.trainguard.io/user", "pool-b")]), TRAINGUARD);
+    dry_run_denial(
+        &ns.name,
+        &runtime_patches(&[patch_entry("e2e.trainguard.io/user", "pool-b")]),
+        TRAINGUARD,
+        "spec.runtimePatches",
+    );
 
     // The user's editor changes the pool in the file kubectl opened; kubectl then prints the
     // denial and keeps the edited copy in a temporary file (named in its message).
@@ -79,7 +95,12 @@ fn kubectl_edit_of_a_running_jobs_runtime_patches_prints_trainguards_denial() {
 #[test]
 fn server_side_dry_run_apply_of_a_running_jobs_patches_is_denied() {
     let ns = running_job("e2e-apply", false);
-    dry_run_denial(&ns.name, &runtime_patches(&[patch_entry("e2e.trainguard.io/user", "pool-b")]), TRAINGUARD);
+    dry_run_denial(
+        &ns.name,
+        &runtime_patches(&[patch_entry("e2e.trainguard.io/user", "pool-b")]),
+        TRAINGUARD,
+        "spec.runtimePatches",
+    );
     let changed = format!("  runtimePatches: [{}]\n", patch_entry("e2e.trainguard.io/user", "pool-b"));
     let out = kubectl_in(&ns.name).args(["apply", "--dry-run=server", "-f", "-"]).output_with(&trainjob(
         "running",
@@ -92,17 +113,35 @@ fn server_side_dry_run_apply_of_a_running_jobs_patches_is_denied() {
     assert!(err.contains("spec.runtimePatches"), "the denial names no field: {err}");
 }
 
+/// trainguard's denials of UPDATEs, from its own metrics: `trainguard_admission_decisions_total`
+/// with `allowed="false"` on the validating webhook.
+fn trainguard_update_denials() -> f64 {
+    metric_sum(
+        &plane().webhook_metrics(),
+        "trainguard_admission_decisions_total",
+        &["webhook=\"/validate-", "operation=\"UPDATE\"", "allowed=\"false\""],
+    )
+}
+
 #[test]
-fn with_trainers_webhook_registered_too_one_of_them_denies() {
+fn with_trainers_webhook_registered_too_trainguard_denies_whichever_message_comes_back() {
     let ns = running_job("e2e-both", true);
     let patch = runtime_patches(&[patch_entry("e2e.trainguard.io/user", "pool-b")]);
-    // Validating webhooks run in parallel and the first denial wins: either text may come back.
-    let err = eventually("a denial by trainguard or Trainer", || {
-        let out = kubectl_in(&ns.name).args(["patch", "trainjob", "running", "--type=merge", "-p", &patch]).output();
-        let err = String::from_utf8_lossy(&out.stderr).into_owned();
-        (!out.status.success() && (err.contains(TRAINGUARD) || err.contains(TRAINER))).then_some(err)
-    });
+    let before = trainguard_update_denials();
+    // Validating webhooks run in parallel and the API server returns the first denial: either
+    // text may come back. trainguard's own count says whether it denied this one write.
+    let out = kubectl_in(&ns.name).args(["patch", "trainjob", "running", "--type=merge", "-p", &patch]).output();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "the change to a running job's patches was allowed");
+    let shown = match (err.contains(TRAINGUARD), err.contains(TRAINER)) {
+        (true, false) => "trainguard",
+        (false, true) => "Trainer",
+        _ => panic!("the denial names neither webhook alone: {err}"),
+    };
     assert!(err.contains("spec.runtimePatches"), "{err}");
+    let denied = trainguard_update_denials() - before;
+    assert_eq!(denied, 1.0, "trainguard denied {denied} UPDATE(s) for this one write (the message shown was {shown}'s)");
+    eprintln!("both webhooks registered: the message shown was {shown}'s; trainguard denied the write itself");
 }
 
 #[test]
@@ -113,8 +152,7 @@ fn a_reorder_of_runtime_patches_on_a_running_job_reaches_trainguard_and_is_denie
     kubectl_in(&ns.name).apply(&trainjob("running", "e2e-torch", false, &format!("  runtimePatches: [{a},{b}]\n")));
     wait_jobset_active(&ns.name, "running");
     // A merge patch replaces the list whole: same entries, other order.
-    let err = dry_run_denial(&ns.name, &runtime_patches(&[b.clone(), a.clone()]), TRAINGUARD);
-    assert!(err.contains("spec.runtimePatches"), "{err}");
+    dry_run_denial(&ns.name, &runtime_patches(&[b.clone(), a.clone()]), TRAINGUARD, "spec.runtimePatches");
     // A full update (kubectl replace) with the order swapped.
     let out = kubectl_in(&ns.name).args(["replace", "--dry-run=server", "-f", "-"]).output_with(&trainjob(
         "running",
@@ -181,8 +219,7 @@ fn change_and_resume_in_one_request_is_denied_while_the_old_runs_pods_terminate(
     });
     // Change and resume at once (U4): new pods could start beside the terminating ones, so
     // trainguard denies (G5). Trainer looks only at the JobSet's active counts, now zero.
-    let err = dry_run_denial(&ns.name, &change_and_resume, TRAINGUARD);
-    assert!(err.contains("terminating pod"), "not denied for the terminating pods: {err}");
+    dry_run_denial(&ns.name, &change_and_resume, TRAINGUARD, "terminating pod");
     // A change that keeps the job suspended (U3) starts nothing, so terminating pods do not block it.
     kubectl_in(&ns.name)
         .args(["patch", "trainjob", "running", "--type=merge", "--dry-run=server", "-p", &change_only])
@@ -194,11 +231,20 @@ fn change_and_resume_in_one_request_is_denied_while_the_old_runs_pods_terminate(
             .ok();
     }
     wait_no_pods(&ns.name);
-    eventually("change-and-resume allowed once the old run is gone", || {
+    // trainguard's pod cache may still hold the pods a moment: its G5 denial may come first
+    // (counted); any other answer but the allow is wrong.
+    answers("change-and-resume allowed once the old run is gone", || {
         let out = kubectl_in(&ns.name)
             .args(["patch", "trainjob", "running", "--type=merge", "-p", &change_and_resume])
             .output();
-        out.status.success().then_some(())
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        if out.status.success() {
+            Answer::Expected(())
+        } else if err.contains(TRAINGUARD) && err.contains("terminating pod") {
+            Answer::Earlier(err)
+        } else {
+            Answer::Wrong(err)
+        }
     });
 }
 
@@ -211,8 +257,7 @@ fn suspended_with_the_jobset_still_active_is_denied() {
         r#"{{"spec":{{"suspend":true,"runtimePatches":[{}]}}}}"#,
         patch_entry("e2e.trainguard.io/user", "pool-b")
     );
-    let err = dry_run_denial(&ns.name, &patch, TRAINGUARD);
-    assert!(err.contains("active job"), "not denied for the active JobSet: {err}");
+    dry_run_denial(&ns.name, &patch, TRAINGUARD, "active job");
 }
 
 #[test]
@@ -237,7 +282,12 @@ fn a_managed_by_change_is_denied_by_the_crd_before_any_webhook() {
 #[test]
 fn only_risky_writes_reach_the_webhook() {
     let ns = running_job("e2e-skip", false);
-    dry_run_denial(&ns.name, &runtime_patches(&[patch_entry("e2e.trainguard.io/user", "pool-b")]), TRAINGUARD);
+    dry_run_denial(
+        &ns.name,
+        &runtime_patches(&[patch_entry("e2e.trainguard.io/user", "pool-b")]),
+        TRAINGUARD,
+        "spec.runtimePatches",
+    );
     let reviews = |m: &str| metric_sum(m, "controller_runtime_webhook_requests_total", &["validate-trainer"]);
     let exclusions = |m: &str| {
         metric_sum(m, "apiserver_admission_match_condition_exclusions_total", &["validate.trainjob.trainguard.io"])
