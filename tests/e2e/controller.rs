@@ -193,7 +193,9 @@ fn trainers_jobset_ttl_loop_is_reported_and_validate_warns_on_the_runtime() {
     assert_eq!(warnings.len(), 1, "validate's warnings about the runtime: {stdout}");
     let warning = &warnings[0];
     assert!(
-        warning["warning"].as_str().is_some_and(|w| w.contains("e2e-torch-jobset-ttl") && w.contains("kubeflow/trainer#3779")),
+        warning["warning"]
+            .as_str()
+            .is_some_and(|w| w.contains("e2e-torch-jobset-ttl") && w.contains("kubeflow/trainer#3779")),
         "{warning}"
     );
     assert_eq!(warning["file"], file.to_str().expect("path"), "{warning}");

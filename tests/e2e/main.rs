@@ -10,6 +10,7 @@ mod controller;
 mod kueue;
 mod leadership;
 mod node_loss;
+mod oracle_replay;
 mod policy;
 mod validate;
 mod webhook;

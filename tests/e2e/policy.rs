@@ -147,7 +147,10 @@ fn the_mutating_defaults_fill_a_crd_without_schema_defaults_once_and_are_idempot
         serde_saphyr::from_str(&std::fs::read_to_string(path).expect("CRD")).expect("CRD YAML");
     let _restore = ShippedCrd(shipped.to_string());
     let (crd, removed) = trainjob_crd_without_defaults();
-    assert!(removed >= 3, "the shipped CRD had {removed} defaults; the test means to remove managedBy's and runtimeRef's");
+    assert!(
+        removed >= 3,
+        "the shipped CRD had {removed} defaults; the test means to remove managedBy's and runtimeRef's"
+    );
     install_crd_json(&crd, false);
 
     let ns = plane().namespace("e2e-defaults", &[]);

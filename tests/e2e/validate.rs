@@ -14,7 +14,8 @@ use std::process::Command;
 use crate::cluster::{eventually, plane, wait_jobset_active};
 
 /// The Trainer releases whose CRDs are installed in turn, with `validate`'s name for each.
-const RELEASES: &[(&str, &str)] = &[("v2.0.1", "v2.0"), ("v2.1.0", "v2.1"), ("v2.2.1", "v2.2"), ("v2.3.0", "v2.3")];
+pub(crate) const RELEASES: &[(&str, &str)] =
+    &[("v2.0.1", "v2.0"), ("v2.1.0", "v2.1"), ("v2.2.1", "v2.2"), ("v2.3.0", "v2.3")];
 
 /// (release, row) pairs where `validate` and the API server disagree on purpose, with the reason
 /// (docs/ci.md); `*` matches every release.
@@ -100,7 +101,7 @@ fn trainer_module(release: &str) -> std::path::PathBuf {
     info["Dir"].as_str().expect("module Dir").into()
 }
 
-fn install_trainjob_crd(release: &str) {
+pub(crate) fn install_trainjob_crd(release: &str) {
     let crd = trainer_module(release).join("manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml");
     plane().kubectl().args(["apply", "--server-side", "--force-conflicts", "-f"]).args([&crd]).ok();
     plane()
@@ -132,7 +133,7 @@ fn schema_probe(release: &str) -> (&'static str, bool) {
 }
 
 /// Puts the plane's own release (v2.3.0) back, pass or fail.
-struct RestoreCrd;
+pub(crate) struct RestoreCrd;
 
 impl Drop for RestoreCrd {
     fn drop(&mut self) {

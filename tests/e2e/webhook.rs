@@ -140,7 +140,10 @@ fn with_trainers_webhook_registered_too_trainguard_denies_whichever_message_come
     };
     assert!(err.contains("spec.runtimePatches"), "{err}");
     let denied = trainguard_update_denials() - before;
-    assert_eq!(denied, 1.0, "trainguard denied {denied} UPDATE(s) for this one write (the message shown was {shown}'s)");
+    assert_eq!(
+        denied, 1.0,
+        "trainguard denied {denied} UPDATE(s) for this one write (the message shown was {shown}'s)"
+    );
     eprintln!("both webhooks registered: the message shown was {shown}'s; trainguard denied the write itself");
 }
 

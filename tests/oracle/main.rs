@@ -36,6 +36,7 @@ use trainguard_core::trainer::{TrainerVersion, crd};
 
 mod examples;
 mod gate;
+mod replay;
 
 fn overrides_field(version: TrainerVersion) -> OverridesField {
     match version {
@@ -885,6 +886,7 @@ fn trainguard_agrees_with_upstream() {
         gate::add_state(version, &mut cases[fixed..]);
         let started = std::time::Instant::now();
         let answers = ask(&dir, version, &cases);
+        replay::write(&dir, tag, &cases[fixed..], &answers[fixed..]);
         let mut tally = Tally::default();
         let mut gate_tally = gate::Tally::default();
         for (case, answer) in cases.iter().zip(&answers) {

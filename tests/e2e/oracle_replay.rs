@@ -1,0 +1,244 @@
+//! The oracle checked against the real handler. `make oracle` judges thousands of generated cases
+//! per Trainer release with upstream's own code, but that code is called the way the oracle calls
+//! it (`rest.BeforeCreate`/`BeforeUpdate`, the CRD's validators), not the way kube-apiserver's
+//! handler does (field manager, defaulting, the status subresource, strict field validation). Here
+//! a sample of those cases (`replay-<tag>.jsonl` in the oracle directory, written by `make oracle`)
+//! is sent to the plane's kube-apiserver as server-side dry runs under the release's TrainJob CRD —
+//! a CREATE as a POST, an UPDATE as a PUT over the old object created for real — in a namespace
+//! opted out of trainguard's and Trainer's webhooks, so the answer is the API server's alone. The
+//! verdict and the field paths must be the oracle's.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use crate::cluster::plane;
+use crate::validate::{RELEASES, RestoreCrd, install_trainjob_crd};
+
+/// Where `make oracle` left its sample (`TRAINGUARD_ORACLE_DIR`, else `target/oracle`).
+fn oracle_dir() -> PathBuf {
+    std::env::var_os("TRAINGUARD_ORACLE_DIR").map(PathBuf::from).unwrap_or_else(|| {
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
+        target.join("oracle")
+    })
+}
+
+/// One replayed case as `make oracle` wrote it, with the oracle's verdict.
+#[derive(serde::Deserialize)]
+struct Replay {
+    id: String,
+    old: Option<Value>,
+    new: Value,
+    refused: bool,
+    paths: Vec<String>,
+}
+
+/// The API server's answer to one request: HTTP status and body.
+fn request(method: &str, path: &str, body: &Value) -> (u16, Value) {
+    request_as(method, path, "application/json", body)
+}
+
+fn request_as(method: &str, path: &str, content_type: &str, body: &Value) -> (u16, Value) {
+    let run = plane().run_dir();
+    let certs = run.join("certs");
+    let url = format!("https://127.0.0.1:{}{path}", plane().var("APISERVER_PORT"));
+    let out = Command::new("curl")
+        .args([
+            "-s",
+            "--max-time",
+            "30",
+            "-X",
+            method,
+            "-H",
+            &format!("Content-Type: {content_type}"),
+            "--data-binary",
+            "@-",
+        ])
+        .arg("--cacert")
+        .arg(certs.join("ca.crt"))
+        .arg("--cert")
+        .arg(certs.join("admin.crt"))
+        .arg("--key")
+        .arg(certs.join("admin.key"))
+        .args(["-w", "\n%{http_code}", &url])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child.stdin.take().expect("stdin").write_all(body.to_string().as_bytes())?;
+            child.wait_with_output()
+        })
+        .expect("run curl");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", &text));
+    (
+        code.trim().parse().unwrap_or_else(|_| panic!("{method} {path}: no HTTP status: {text}")),
+        serde_json::from_str(body).unwrap_or(Value::Null),
+    )
+}
+
+/// The field paths a refusal names: its causes' fields (`<nil>`-less), and for a strict decoding
+/// error (400) each `unknown field "x.y"` it lists.
+fn refused_paths(status: &Value) -> std::collections::BTreeSet<String> {
+    let mut paths = std::collections::BTreeSet::new();
+    for cause in status["details"]["causes"].as_array().into_iter().flatten() {
+        let field = cause["field"].as_str().unwrap_or_default();
+        let message = cause["message"].as_str().unwrap_or_default();
+        // The anyOf summary and the "rules were not checked" note repeat a cause already listed.
+        if message.contains("must validate at least one schema (anyOf)")
+            || message.contains("some validation rules were not checked")
+        {
+            continue;
+        }
+        match message.strip_prefix("unknown field \"") {
+            Some(rest) => paths.extend(rest.split('"').next().map(String::from)),
+            None => {
+                paths.insert(field.to_string());
+            }
+        }
+    }
+    if paths.is_empty() {
+        let message = status["message"].as_str().unwrap_or_default();
+        for part in message.split("unknown field \"").skip(1) {
+            paths.extend(part.split('"').next().map(String::from));
+        }
+    }
+    paths
+}
+
+/// Why a case cannot be replayed as it was judged, or `None`.
+fn unreplayable(case: &Replay) -> Option<&'static str> {
+    let meta = |o: &Value, k: &str| o["metadata"].get(k).cloned();
+    if case.paths.iter().any(|p| p.starts_with("metadata.namespace")) {
+        return Some("its namespace is refused (the test's namespace replaces it)");
+    }
+    if case.new["status"].is_object() || case.old.as_ref().is_some_and(|o| o["status"].is_object()) {
+        return Some("a status (the main resource never writes it)");
+    }
+    let Some(old) = &case.old else { return None };
+    if !old["metadata"]["deletionTimestamp"].is_null() {
+        return Some("an old object being deleted (cannot be created)");
+    }
+    if meta(old, "name") != meta(&case.new, "name") || old["metadata"]["name"].as_str().is_none_or(str::is_empty) {
+        return Some("another name than the old object's (a 400 for the URL, not a validation)");
+    }
+    for key in ["uid", "creationTimestamp"] {
+        let (o, n) = (meta(old, key), meta(&case.new, key));
+        if n.is_some() && n != o {
+            return Some("a changed uid or creationTimestamp (the stored old object has the server's)");
+        }
+    }
+    None
+}
+
+/// The object with the test's namespace, and on UPDATE the stored object's uid, timestamp and
+/// resourceVersion where the case kept the old one's.
+fn placed(object: &Value, ns: &str, stored: Option<&Value>) -> Value {
+    let mut object = object.clone();
+    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("namespace".into(), json!(ns));
+        if let Some(stored) = stored {
+            for key in ["uid", "creationTimestamp"] {
+                if meta.contains_key(key) {
+                    meta.insert(key.into(), stored["metadata"][key].clone());
+                }
+            }
+            meta.insert("resourceVersion".into(), stored["metadata"]["resourceVersion"].clone());
+        }
+    }
+    object
+}
+
+#[test]
+fn the_oracles_generated_cases_get_the_same_verdict_from_the_real_api_server() {
+    let dir = oracle_dir();
+    let _restore = RestoreCrd;
+    let mut table = String::new();
+    let mut differences = Vec::new();
+    for (release, _) in RELEASES {
+        let file = dir.join(format!("replay-{release}.jsonl"));
+        let text = std::fs::read_to_string(&file)
+            .unwrap_or_else(|e| panic!("{} ({e}): run `make oracle` first (`.ci/run` does)", file.display()));
+        let cases: Vec<Replay> = text.lines().map(|l| serde_json::from_str(l).expect("a replay line")).collect();
+        install_trainjob_crd(release);
+        let ns = plane().namespace(
+            &format!("e2e-replay-{}", release.replace('.', "")),
+            &[("trainguard.io/webhook", "disabled"), ("e2e.trainguard.io/trainer-webhook", "off")],
+        );
+        let base = format!("/apis/trainer.kubeflow.org/v1alpha1/namespaces/{}/trainjobs", ns.name);
+        let mut skipped: BTreeMap<&str, usize> = BTreeMap::new();
+        let (mut creates, mut updates) = (0, 0);
+        for case in &cases {
+            if let Some(why) = unreplayable(case) {
+                *skipped.entry(why).or_default() += 1;
+                continue;
+            }
+            let (code, answer) = match &case.old {
+                None => {
+                    creates += 1;
+                    request(
+                        "POST",
+                        &format!("{base}?dryRun=All&fieldValidation=Strict"),
+                        &placed(&case.new, &ns.name, None),
+                    )
+                }
+                Some(old) => {
+                    let (code, stored) =
+                        request("POST", &format!("{base}?fieldValidation=Strict"), &placed(old, &ns.name, None));
+                    if code != 201 {
+                        *skipped.entry("an old object the API server refuses to store").or_default() += 1;
+                        continue;
+                    }
+                    updates += 1;
+                    let name = stored["metadata"]["name"].as_str().expect("stored name").to_string();
+                    let answer = request(
+                        "PUT",
+                        &format!("{base}/{name}?dryRun=All&fieldValidation=Strict"),
+                        &placed(&case.new, &ns.name, Some(&stored)),
+                    );
+                    // Gone before the next case (a generated finalizer would hold it).
+                    let item = format!("{base}/{name}");
+                    let _ = request_as(
+                        "PATCH",
+                        &item,
+                        "application/merge-patch+json",
+                        &json!({"metadata": {"finalizers": null}}),
+                    );
+                    let _ = request("DELETE", &item, &json!({}));
+                    answer
+                }
+            };
+            let refused = !(200..300).contains(&code);
+            let api: std::collections::BTreeSet<String> =
+                if refused { refused_paths(&answer) } else { Default::default() };
+            let oracle: std::collections::BTreeSet<String> = case.paths.iter().cloned().collect();
+            // A body the API server cannot decode at all names no field: only the verdict counts.
+            let paths_agree = !refused || api == oracle || (code == 400 && api.is_empty());
+            if refused != case.refused || !paths_agree {
+                differences.push(format!(
+                    "{release} {}: oracle {} {oracle:?}, API server {code} {api:?}\n  {}\n  old: {}\n  new: {}",
+                    case.id,
+                    if case.refused { "refuses" } else { "admits" },
+                    answer["message"].as_str().unwrap_or_default(),
+                    case.old.as_ref().map_or("-".into(), Value::to_string),
+                    case.new
+                ));
+            }
+        }
+        table.push_str(&format!(
+            "{release}: {} cases, {creates} CREATEs and {updates} UPDATEs replayed; skipped {skipped:?}\n",
+            cases.len()
+        ));
+        assert!(
+            creates >= 10 && updates >= 10,
+            "{release}: too few cases replayed ({creates} CREATE, {updates} UPDATE)"
+        );
+    }
+    eprintln!("{table}");
+    assert!(differences.is_empty(), "the oracle and the real API server disagree:\n{}", differences.join("\n"));
+}

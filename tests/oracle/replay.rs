@@ -1,0 +1,31 @@
+//! A sample of the generated cases with the oracle's verdict, written for the e2e suite to replay
+//! against the plane's real kube-apiserver (tests/e2e/oracle_replay.rs): `replay-<tag>.jsonl` in
+//! the oracle directory, one case a line (`id`, `old`, `new`, `refused`, `paths`).
+
+use std::path::Path;
+
+use serde_json::json;
+
+use super::{Answer, Case, api_paths};
+
+/// CREATEs and UPDATEs each, spread evenly over the run.
+const PER_OPERATION: usize = 60;
+
+pub(crate) fn write(dir: &Path, tag: &str, cases: &[Case], answers: &[Answer]) {
+    let mut lines = Vec::new();
+    for update in [false, true] {
+        let picked: Vec<(&Case, &Answer)> =
+            cases.iter().zip(answers).filter(|(case, _)| case.old.is_some() == update).collect();
+        let step = (picked.len() / PER_OPERATION).max(1);
+        for (case, answer) in picked.into_iter().step_by(step).take(PER_OPERATION) {
+            let paths: Vec<String> =
+                if answer.decode.is_some() { Vec::new() } else { api_paths(answer).into_iter().collect() };
+            lines.push(
+                json!({"id": case.id, "old": case.old, "new": case.new, "refused": answer.refused(), "paths": paths})
+                    .to_string(),
+            );
+        }
+    }
+    let file = dir.join(format!("replay-{tag}.jsonl"));
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+}
