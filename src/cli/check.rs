@@ -231,10 +231,17 @@ pub(crate) fn suspends_a_running_job(
                 field.path(),
                 format!(
                     "the old manifest has spec.suspend false, so TrainJob {namespace}/{name} runs and its JobSet has \
-                     active jobs: the cluster denies suspending and changing in one update (G1). Make it two \
-                     changes: first set spec.suspend to true alone and apply it, wait until JobSet \
-                     {namespace}/{name} has no active jobs (kubectl -n {namespace} get jobs -l \
-                     jobset.sigs.k8s.io/jobset-name={name}), then change the overrides"
+                     active jobs"
+                ),
+            )
+            // The same for every changed field: a message naming several gives it once.
+            .with_remedy(
+                ": ",
+                &format!(
+                    "the cluster denies suspending and changing in one update (G1). Make it two changes: first set \
+                     spec.suspend to true alone and apply it, wait until JobSet {namespace}/{name} has no active \
+                     jobs (kubectl -n {namespace} get jobs -l jobset.sigs.k8s.io/jobset-name={name}), then change \
+                     the overrides"
                 ),
             )
         })
