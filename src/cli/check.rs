@@ -291,6 +291,8 @@ pub(crate) fn with_schema_findings(
     if let trainguard_core::admission::Outcome::Denied { errors: mut rule_errors, omitted: rule_omitted } =
         decision.outcome
     {
+        // One wrong-typed value, one error: the API server's.
+        schema::drop_restated(&mut rule_errors, &errors);
         rule_errors.append(&mut errors);
         errors = rule_errors;
         omitted = rule_omitted;
