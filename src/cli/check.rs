@@ -231,10 +231,17 @@ pub(crate) fn suspends_a_running_job(
                 field.path(),
                 format!(
                     "the old manifest has spec.suspend false, so TrainJob {namespace}/{name} runs and its JobSet has \
-                     active jobs: the cluster denies suspending and changing in one update (G1). Make it two \
-                     changes: first set spec.suspend to true alone and apply it, wait until JobSet \
-                     {namespace}/{name} has no active jobs (kubectl -n {namespace} get jobs -l \
-                     jobset.sigs.k8s.io/jobset-name={name}), then change the overrides"
+                     active jobs"
+                ),
+            )
+            // The same for every changed field: a message naming several gives it once.
+            .with_remedy(
+                ": ",
+                &format!(
+                    "the cluster denies suspending and changing in one update (G1). Make it two changes: first set \
+                     spec.suspend to true alone and apply it, wait until JobSet {namespace}/{name} has no active \
+                     jobs (kubectl -n {namespace} get jobs -l jobset.sigs.k8s.io/jobset-name={name}), then change \
+                     the overrides"
                 ),
             )
         })
@@ -284,6 +291,8 @@ pub(crate) fn with_schema_findings(
     if let trainguard_core::admission::Outcome::Denied { errors: mut rule_errors, omitted: rule_omitted } =
         decision.outcome
     {
+        // One wrong-typed value, one error: the API server's.
+        schema::drop_restated(&mut rule_errors, &errors);
         rule_errors.append(&mut errors);
         errors = rule_errors;
         omitted = rule_omitted;

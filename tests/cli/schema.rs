@@ -305,6 +305,56 @@ fn unknown_misplaced_and_mistyped_fields_are_denied_with_a_suggestion() {
     }
 }
 
+/// A value of the wrong type gets one error, the API server's: the webhook's shape check, which
+/// reads the overrides too, does not say it again in its own words (`must be a list`).
+#[test]
+fn a_wrong_typed_value_gets_one_error() {
+    let array = |path: &str, value: &str, version: &str| {
+        format!("{path}: Invalid value: {value}: must be of type array in TrainJob {version}")
+    };
+    let cases = [
+        ("v2.3", "  runtimePatches: {}\n", array("spec.runtimePatches", "\"object\"", "v2.3")),
+        ("v2.3", "  runtimePatches: x\n", array("spec.runtimePatches", "\"x\"", "v2.3")),
+        ("v2.3", "  runtimePatches: 1\n", array("spec.runtimePatches", "1", "v2.3")),
+        (
+            "v2.3",
+            "  runtimePatches:\n    - [a]\n",
+            "spec.runtimePatches[0]: Invalid value: \"array\": must be of type object in TrainJob v2.3".into(),
+        ),
+        (
+            "v2.3",
+            "  runtimePatches:\n    - manager: 5\n",
+            "spec.runtimePatches[0].manager: Invalid value: 5: must be of type string in TrainJob v2.3".into(),
+        ),
+        (
+            "v2.1",
+            "  podTemplateOverrides:\n    targetJobs: []\n",
+            array("spec.podTemplateOverrides", "\"object\"", "v2.1"),
+        ),
+        (
+            "v2.0",
+            "  podSpecOverrides:\n    - targetJobs:\n        name: node\n",
+            array("spec.podSpecOverrides[0].targetJobs", "\"object\"", "v2.0"),
+        ),
+    ];
+    for (version, spec, expected) in cases {
+        let (code, out) = validate(&["--trainer-version", version, "-o", "json"], &format!("{RUNTIME}{spec}"));
+        assert_eq!(code, 1, "{version} {spec}: {out}");
+        let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+        assert_eq!(v["message"], expected, "{version} {spec}");
+        assert_eq!(v["rule"], "schema", "{version} {spec}");
+        assert_eq!(v["causes"].as_array().map(Vec::len), Some(1), "{version} {spec}: {}", v["causes"]);
+        assert_eq!(v["causes"][0]["reason"], "FieldValueTypeInvalid", "{version} {spec}");
+    }
+    // On UPDATE the webhook's own finding about the change stays beside the API server's.
+    let running = |patches: &str| format!("{RUNTIME}  suspend: false\n  runtimePatches:{patches}\n");
+    let (code, out) = validate_update(Some(&running("\n    - manager: a.b/c")), &running(" {}"));
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("denied: [spec.runtimePatches: Forbidden: can only be changed while"), "{out}");
+    assert!(out.contains(&format!(", {}]", array("spec.runtimePatches", "\"object\"", "v2.3"))), "{out}");
+    assert!(!out.contains("must be a list"), "{out}");
+}
+
 /// `metadata` as the API server checks it, on the rows the real API server also judges
 /// (tests/e2e/validate.rs): a label value and a finalizer with a space on CREATE, a label value
 /// with an `@` on UPDATE.

@@ -861,6 +861,61 @@ fn completion_scripts_and_help() {
     assert!(help.contains("Examples:") && help.contains("completion"), "{help}");
 }
 
+/// A denial naming several fields gives each field's error and the remedy they share once, in the
+/// text and the JSON output alike (the webhook's message); each JSON cause keeps its remedy.
+#[test]
+fn several_fields_name_each_with_the_remedy_once() {
+    let job = |suspend: bool, zone: &str| {
+        format!(
+            "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: llama\n  namespace: ml-team\n\
+             spec:\n  suspend: {suspend}\n  runtimeRef:\n    name: torch-distributed\n  podSpecOverrides:\n  - targetJobs:\n\
+             \x20   - name: node\n    nodeSelector:\n      zone: {zone}\n  runtimePatches:\n  - manager: example.com/{zone}\n"
+        )
+    };
+    let u2 = "can only be changed while the TrainJob is suspended";
+    let u2_remedy = &U2_MESSAGE[U2_MESSAGE.find(u2).unwrap() + u2.len()..];
+    let u5 = "the old manifest has spec.suspend false, so TrainJob ml-team/llama runs and its JobSet has active jobs";
+    let u5_remedy = &U5_DETAIL[u5.len()..];
+    // (case, new spec.suspend, the message)
+    let cases = [
+        (
+            "U2",
+            false,
+            format!("[spec.podSpecOverrides: Forbidden: {u2}{u2_remedy}, spec.runtimePatches: Forbidden: {u2}]"),
+        ),
+        (
+            "U5 offline",
+            true,
+            format!("[spec.podSpecOverrides: Forbidden: {u5}{u5_remedy}, spec.runtimePatches: Forbidden: {u5}]"),
+        ),
+    ];
+    for (case, suspend, message) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("old.yaml"), job(false, "a")).unwrap();
+        std::fs::write(dir.path().join("new.yaml"), job(suspend, "b")).unwrap();
+        let run = validate(dir.path(), &["--old", "old.yaml", "new.yaml"]);
+        assert_eq!(run.code, 1, "{case}: {}{}", run.stdout, run.stderr);
+        let first = run.stdout.lines().next().unwrap();
+        assert_eq!(
+            first,
+            format!("trainjob.trainer.kubeflow.org/ml-team/llama (new.yaml:1): denied: {message}"),
+            "{case}"
+        );
+        let run = validate(dir.path(), &["-o", "json", "--old", "old.yaml", "new.yaml"]);
+        let v: serde_json::Value = serde_json::from_str(run.stdout.trim()).unwrap();
+        assert_eq!(v["message"], message, "{case}");
+        let causes: Vec<(&str, &str)> = v["causes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| (c["field"].as_str().unwrap(), c["message"].as_str().unwrap()))
+            .collect();
+        let (detail, remedy) = if suspend { (u5, u5_remedy) } else { (u2, u2_remedy) };
+        let whole = format!("Forbidden: {detail}{remedy}");
+        assert_eq!(causes, [("spec.podSpecOverrides", &*whole), ("spec.runtimePatches", &*whole)], "{case}");
+    }
+}
+
 /// When the schema check also sees a field the webhook denies, `validate` still says what the
 /// webhook says (its rule first, its advice), and the schema's finding beside it.
 #[test]

@@ -63,6 +63,24 @@ pub fn check(object: &Value, old: Option<&Value>, version: TrainerVersion) -> Ve
     errors
 }
 
+/// Drops the webhook's shape errors about a value [`check`] refuses whole (a value of the wrong
+/// type, or a field the schema does not have) or about anything inside it. The API server refuses
+/// such a value with one error, its own, before any webhook reads it; the shape check would only
+/// say it again in other words (`must be a list` beside `must be of type array`).
+pub fn drop_restated(rule_errors: &mut Vec<FieldError>, schema_errors: &[FieldError]) {
+    let refused: Vec<&str> = schema_errors
+        .iter()
+        .filter(|e| matches!(e.kind, ErrorType::TypeInvalid | ErrorType::UnsupportedField))
+        .map(|e| e.path.as_str())
+        .collect();
+    rule_errors.retain(|e| e.rule != Rule::Shape || !refused.iter().any(|outer| within(&e.path, outer)));
+}
+
+/// Whether `path` is `outer` or a path inside it (`outer.a`, `outer[0]`).
+fn within(path: &str, outer: &str) -> bool {
+    path.strip_prefix(outer).is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+}
+
 /// The field error type the API server reports a finding as.
 fn error_type(kind: Kind) -> ErrorType {
     match kind {
@@ -238,5 +256,104 @@ mod generated_name_tests {
             "spec": {"runtimeRef": {"name": "torch-distributed"}}});
         let errors = check(&create, None, TrainerVersion::V2_3);
         assert!(errors.iter().all(|e| e.path != "metadata.name"), "{errors:?}");
+    }
+}
+
+#[cfg(test)]
+mod restated_tests {
+    use serde_json::json;
+    use serde_json::value::RawValue;
+
+    use super::*;
+    use crate::admission::overrides::shape;
+    use crate::model::OverridesField::{self, PodSpecOverrides, PodTemplateOverrides, RuntimePatches};
+    use crate::trainer::TrainerVersion::{V2_0, V2_1, V2_3};
+
+    /// What `validate` reports on an overrides value with the schema check on: the webhook's shape
+    /// errors, then the schema's, the restated ones dropped.
+    fn merged(version: TrainerVersion, field: OverridesField, value: &Value) -> Vec<String> {
+        let raw = RawValue::from_string(value.to_string()).unwrap();
+        let mut rule_errors = shape::scan(field, Some(&raw)).errors.errors;
+        assert!(!rule_errors.is_empty(), "{value}: the shape check sees it too");
+        let mut spec = json!({"runtimeRef": {"name": "torch-distributed"}});
+        spec[field.json_name()] = value.clone();
+        let object = json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+            "metadata": {"name": "job", "namespace": "ns"}, "spec": spec});
+        let schema_errors = check(&object, None, version);
+        drop_restated(&mut rule_errors, &schema_errors);
+        rule_errors.iter().chain(&schema_errors).map(ToString::to_string).collect()
+    }
+
+    /// A value of the wrong type gets one error, the API server's: the shape check's own words for
+    /// it, and for what is inside it, are dropped; its errors about other values stay.
+    #[test]
+    fn a_wrong_typed_value_gets_one_error() {
+        let wrong = |path: &str, value: &str, ty: &str, version: TrainerVersion| {
+            format!("{path}: Invalid value: {value}: must be of type {ty} in TrainJob {}", version.name())
+        };
+        let (patches, templates) = ("spec.runtimePatches", "spec.podTemplateOverrides");
+        let targets = "spec.podSpecOverrides[0].targetJobs";
+        let manager = "spec.runtimePatches[0].manager";
+        let cases: Vec<(TrainerVersion, OverridesField, Value, Vec<String>)> = vec![
+            // A list given as an object, a string, a number, a boolean.
+            (V2_3, RuntimePatches, json!({}), vec![wrong(patches, "\"object\"", "array", V2_3)]),
+            (V2_3, RuntimePatches, json!("x"), vec![wrong(patches, "\"x\"", "array", V2_3)]),
+            (V2_3, RuntimePatches, json!(3), vec![wrong(patches, "3", "array", V2_3)]),
+            (V2_3, RuntimePatches, json!(true), vec![wrong(patches, "true", "array", V2_3)]),
+            (
+                V2_1,
+                PodTemplateOverrides,
+                json!({"targetJobs": []}),
+                vec![wrong(templates, "\"object\"", "array", V2_1)],
+            ),
+            (
+                V2_0,
+                PodSpecOverrides,
+                json!([{"targetJobs": {"name": "a"}}]),
+                vec![wrong(targets, "\"object\"", "array", V2_0)],
+            ),
+            (V2_0, PodSpecOverrides, json!([{"targetJobs": "a"}]), vec![wrong(targets, "\"a\"", "array", V2_0)]),
+            // An object given as a list, a string, null.
+            (V2_3, RuntimePatches, json!([["a"]]), vec![wrong("spec.runtimePatches[0]", "\"array\"", "object", V2_3)]),
+            (V2_3, RuntimePatches, json!(["a"]), vec![wrong("spec.runtimePatches[0]", "\"a\"", "object", V2_3)]),
+            (V2_3, RuntimePatches, json!([null]), vec![wrong("spec.runtimePatches[0]", "null", "object", V2_3)]),
+            // A string given as a number, an object; a target that is not an object has no name
+            // to require.
+            (V2_3, RuntimePatches, json!([{"manager": 5}]), vec![wrong(manager, "5", "string", V2_3)]),
+            (V2_3, RuntimePatches, json!([{"manager": {}}]), vec![wrong(manager, "\"object\"", "string", V2_3)]),
+            (
+                V2_0,
+                PodSpecOverrides,
+                json!([{"targetJobs": [{"name": 5}, "a"]}]),
+                vec![
+                    wrong(&format!("{targets}[0].name"), "5", "string", V2_0),
+                    wrong(&format!("{targets}[1]"), "\"a\"", "object", V2_0),
+                ],
+            ),
+            // The shape check's error about another value stays.
+            (
+                V2_0,
+                PodSpecOverrides,
+                json!([{"targetJobs": {"name": "a"}}, {"targetJobs": []}]),
+                vec![
+                    format!("spec.podSpecOverrides[1].targetJobs: Required value: {}", shape::TARGET_JOBS_REQUIRED),
+                    wrong(targets, "\"object\"", "array", V2_0),
+                ],
+            ),
+            // A field this release does not have: the API server refuses it unread.
+            (
+                V2_3,
+                PodSpecOverrides,
+                json!({}),
+                vec![
+                    "spec.podSpecOverrides: Unsupported field: not a field of TrainJob v2.3 (a field of TrainJob \
+                     v2.0: pass --trainer-version v2.0 or set TRAINGUARD_TRAINER_VERSION)"
+                        .into(),
+                ],
+            ),
+        ];
+        for (version, field, value, expected) in cases {
+            assert_eq!(merged(version, field, &value), expected, "{} {value}", version.name());
+        }
     }
 }

@@ -10,6 +10,9 @@ pub mod response;
 pub(crate) mod rule;
 pub mod rules;
 
+#[cfg(test)]
+mod message_tests;
+
 use std::borrow::Cow;
 use std::fmt;
 

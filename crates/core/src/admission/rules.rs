@@ -307,24 +307,29 @@ fn validate_update(
 
     if transition == Transition::Running {
         for field in &changed {
-            errors.push(FieldError::new(
-                Rule::U2,
-                ErrorType::Forbidden,
-                field.path(),
-                format!("can only be changed while the TrainJob is suspended: {}", subject.suspend_advice()),
-            ));
+            errors.push(
+                FieldError::new(
+                    Rule::U2,
+                    ErrorType::Forbidden,
+                    field.path(),
+                    "can only be changed while the TrainJob is suspended",
+                )
+                .with_remedy(": ", &subject.suspend_advice()),
+            );
         }
         return Decision::from_errors(errors, Rule::U2);
     }
     if transition == Transition::Resumes && config.suspend_rule == SuspendRule::New {
         for field in &changed {
-            errors.push(FieldError::new(
-                Rule::U2,
-                ErrorType::Forbidden,
-                field.path(),
-                "can only be changed while the TrainJob stays suspended (--suspend-rule=new): keep \
-                 spec.suspend true for this change, then set it to false in a separate update",
-            ));
+            errors.push(
+                FieldError::new(
+                    Rule::U2,
+                    ErrorType::Forbidden,
+                    field.path(),
+                    "can only be changed while the TrainJob stays suspended (--suspend-rule=new)",
+                )
+                .with_remedy(": ", "keep spec.suspend true for this change, then set it to false in a separate update"),
+            );
         }
         return Decision::from_errors(errors, Rule::U2);
     }
@@ -363,7 +368,8 @@ fn managed_by_change(old: &TrainJobView<'_>, new: &TrainJobView<'_>) -> Option<F
     ))
 }
 
-/// The gate's findings as errors on one changed overrides field; the first says what to do.
+/// The gate's findings as errors on one changed overrides field; the first says what to do (once
+/// in a message naming several fields: see [`FieldError::with_remedy`]).
 fn gate_errors(
     gate: &GateResult,
     field: OverridesField,
@@ -374,12 +380,14 @@ fn gate_errors(
         .iter()
         .enumerate()
         .map(|(i, finding)| {
-            let detail = if i == 0 && finding.kind != ErrorType::Internal {
-                format!("{}: {}", finding.text, subject.gate_advice(transition))
-            } else {
-                finding.text.clone()
-            };
-            FieldError::new(finding.rule, finding.kind, field.path(), detail)
+            let error = FieldError::new(finding.rule, finding.kind, field.path(), finding.text.as_str());
+            match &finding.remedy {
+                Some((joint, remedy)) => error.with_remedy(joint, remedy),
+                None if i == 0 && finding.kind != ErrorType::Internal => {
+                    error.with_remedy(": ", &subject.gate_advice(transition))
+                }
+                None => error,
+            }
         })
         .collect()
 }
@@ -446,6 +454,8 @@ struct Finding {
     rule: Rule,
     kind: ErrorType,
     text: String,
+    /// Its own remedy and joint, in place of the gate's advice.
+    remedy: Option<(&'static str, String)>,
 }
 
 struct GateResult {
@@ -461,7 +471,7 @@ fn evaluate_gate(
     facts: &GateFacts,
 ) -> GateResult {
     let strict = transition == Transition::Resumes;
-    let forbidden = |rule, text| Finding { rule, kind: ErrorType::Forbidden, text };
+    let forbidden = |rule, text| Finding { rule, kind: ErrorType::Forbidden, text, remedy: None };
     let mut findings = Vec::new();
 
     if let GateFacts::Known(JobSetFacts { jobset, jobs }) = facts {
@@ -515,11 +525,11 @@ fn evaluate_gate(
         findings.push(Finding {
             rule: Rule::ClusterUnknown,
             kind: ErrorType::Internal,
-            text: format!(
-                "the cluster state is unknown ({why}), so trainguard cannot tell whether JobSet {} still runs; \
-                 retry the request",
-                subject.jobset()
-            ),
+            text: format!("the cluster state is unknown ({why})"),
+            remedy: Some((
+                ", ",
+                format!("so trainguard cannot tell whether JobSet {} still runs; retry the request", subject.jobset()),
+            )),
         });
     }
     GateResult { findings, offline: matches!(facts, GateFacts::Offline) }
