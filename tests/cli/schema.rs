@@ -66,6 +66,15 @@ fn what_the_api_server_accepts_passes() {
         ("v2.3", "  runtimePatches:\n    - manager: a.b/c\n      time: 2026-01-01t00:00:00.1234567890z\n"),
         // A structural `integer` takes 2.0.
         ("v2.3", "  trainer:\n    numNodes: 2.0\n"),
+        // A `null` in a map of strings is pruned (stored as `{}`), in a template's labels too.
+        (
+            "v2.0",
+            "  podSpecOverrides:\n    - targetJobs:\n        - name: node\n      nodeSelector:\n        a: null\n",
+        ),
+        (
+            "v2.1",
+            "  podTemplateOverrides:\n    - targetJobs:\n        - name: node\n      metadata:\n        labels:\n          a: null\n",
+        ),
     ] {
         let (code, out) = validate(&["--trainer-version", version], &format!("{RUNTIME}{spec}"));
         assert_eq!(code, 0, "{version} {spec}: {out}");
@@ -205,6 +214,12 @@ const DENIED: &[(&str, &str, &str)] = &[
         "v2.1",
         "  trainer:\n    command: torchrun\n",
         "spec.trainer.command: Invalid value: \"torchrun\": must be of type array in TrainJob v2.1",
+    ),
+    // A `null` list item is not pruned: a wrong type.
+    (
+        "v2.3",
+        "  trainer:\n    command: [null]\n",
+        "spec.trainer.command[0]: Invalid value: null: must be of type string",
     ),
     // What each release's CRD says, checked against its tag.
     (

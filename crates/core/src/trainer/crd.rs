@@ -517,6 +517,11 @@ fn prune(value: &mut Value, schema: &Node, path: &str, unknown: &mut Vec<String>
     match value {
         Value::Object(o) => {
             if let Some(additional) = &schema.additional {
+                // PruneNonNullableNullsWithoutDefaults drops a map's non-nullable `null` values as
+                // it drops an object's (`nodeSelector: {a: null}` is stored as `{}`); a list's stay.
+                if !additional.nullable && additional.default.is_none() {
+                    o.retain(|_, child| !child.is_null());
+                }
                 for (key, child) in o.iter_mut() {
                     prune(child, additional, &format!("{path}[{key}]"), unknown);
                 }
@@ -546,6 +551,7 @@ fn default(value: &mut Value, schema: &Node) {
         Value::Object(o) => {
             if let Some(additional) = &schema.additional {
                 for child in o.values_mut() {
+                    default_null(child, additional);
                     default(child, additional);
                 }
                 return;
@@ -569,11 +575,22 @@ fn default(value: &mut Value, schema: &Node) {
         Value::Array(items) => {
             if let Some(item) = &schema.items {
                 for child in items {
+                    default_null(child, item);
                     default(child, item);
                 }
             }
         }
         _ => {}
+    }
+}
+
+/// A non-nullable `null` map value or list item takes the schema's default, as structural
+/// defaulting does; without a default a list item stays `null` (and fails validation).
+fn default_null(value: &mut Value, schema: &Node) {
+    if let (Value::Null, Some(d)) = (&value, &schema.default)
+        && !schema.nullable
+    {
+        *value = d.clone();
     }
 }
 
@@ -1374,5 +1391,79 @@ mod kind_tests {
         assert_eq!(run("z"), [(Kind::Invalid, "trimmed".to_string())]);
         assert_eq!(run("w"), [(Kind::Duplicate, String::new())]);
         assert!(run("ok").is_empty());
+    }
+}
+
+#[cfg(test)]
+mod null_tests {
+    use super::*;
+    use serde_json::json;
+
+    fn job(spec: Value) -> Value {
+        json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "job", "namespace": "ns"}, "spec": spec})
+    }
+
+    /// Structural pruning drops a non-nullable `null` in a map (a map of strings, of quantities, a
+    /// template's labels) as it drops an object's member, so the API server stores `{}`; a `null`
+    /// list item stays and is a wrong type.
+    #[test]
+    fn a_null_in_a_map_is_pruned_and_in_a_list_refused() {
+        let v2_0 = |pod: Value| {
+            let mut item = json!({"targetJobs": [{"name": "node"}]});
+            for (k, v) in pod.as_object().into_iter().flatten() {
+                item[k] = v.clone();
+            }
+            json!({"runtimeRef": {"name": "t"}, "podSpecOverrides": [item]})
+        };
+        let template = json!({"runtimeRef": {"name": "t"}, "podTemplateOverrides": [{"targetJobs": [{"name": "node"}], "metadata": {"labels": {"a": null, "b": "c"}}}]});
+        // (release, spec, the stored value at pointer, type errors)
+        let cases = [
+            (
+                TrainerVersion::V2_0,
+                v2_0(json!({"nodeSelector": {"a": null}})),
+                "/spec/podSpecOverrides/0/nodeSelector",
+                json!({}),
+                vec![],
+            ),
+            (TrainerVersion::V2_1, template, "/spec/podTemplateOverrides/0/metadata/labels", json!({"b": "c"}), vec![]),
+            (
+                TrainerVersion::V2_1,
+                json!({"runtimeRef": {"name": "t"}, "labels": {"a": null}}),
+                "/spec/labels",
+                json!({}),
+                vec![],
+            ),
+            (
+                TrainerVersion::V2_3,
+                json!({"runtimeRef": {"name": "t"}, "trainer": {"resourcesPerNode": {"limits": {"cpu": null, "memory": "1Gi"}}}}),
+                "/spec/trainer/resourcesPerNode/limits",
+                json!({"memory": "1Gi"}),
+                vec![],
+            ),
+            (
+                TrainerVersion::V2_3,
+                json!({"runtimeRef": {"name": "t"}, "trainer": {"command": [null, "x"]}}),
+                "/spec/trainer/command",
+                json!([null, "x"]),
+                vec!["spec.trainer.command[0]"],
+            ),
+            (
+                TrainerVersion::V2_0,
+                v2_0(json!({"tolerations": [null]})),
+                "/spec/podSpecOverrides/0/tolerations",
+                json!([null]),
+                vec!["spec.podSpecOverrides[0].tolerations[0]"],
+            ),
+        ];
+        for (version, spec, pointer, stored, type_errors) in cases {
+            let object = job(spec.clone());
+            let mut decoded = object.clone();
+            decode(&mut decoded, schema(version), &mut Vec::new(), &mut Vec::new());
+            assert_eq!(decoded.pointer(pointer), Some(&stored), "{} {spec}", version.name());
+            let verdict = judge(&object, None, version);
+            let found: Vec<(&str, Kind)> = verdict.errors.iter().map(|e| (e.path.as_str(), e.kind())).collect();
+            let want: Vec<(&str, Kind)> = type_errors.iter().map(|p| (*p, Kind::TypeInvalid)).collect();
+            assert_eq!(found, want, "{} {spec}", version.name());
+        }
     }
 }
