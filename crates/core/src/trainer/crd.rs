@@ -944,8 +944,20 @@ fn cel_fits(value: &Value, s: &Node) -> bool {
 /// atomic list.
 fn correlate<'a>(list: Option<&ListType>, item: &Value, old: &'a [Value]) -> Option<&'a Value> {
     match list {
-        // The first old item with the key (a repeated key correlates with its first item).
-        Some(ListType::Map(keys)) => old.iter().find(|o| keys.iter().all(|k| o.get(k) == item.get(k))),
+        // The first old item with the key (a repeated key correlates with its first item). An item
+        // that lacks a key field, or whose key is not a scalar, has no key and correlates with
+        // nothing (apiserver's `MapList`): it is judged again.
+        Some(ListType::Map(keys)) => {
+            let key = |v: &'_ Value| -> Option<Vec<Value>> {
+                keys.iter()
+                    .map(|k| {
+                        v.get(k).filter(|k| matches!(k, Value::Bool(_) | Value::Number(_) | Value::String(_))).cloned()
+                    })
+                    .collect()
+            };
+            let wanted = key(item)?;
+            old.iter().find(|o| key(o).as_ref() == Some(&wanted))
+        }
         // Set and atomic list items are not correlated (apiserver's CorrelatedObject).
         _ => None,
     }
@@ -1206,6 +1218,51 @@ mod ratchet_tests {
         let verdict = judge(&new, Some(&old), TrainerVersion::V2_3);
         assert!(verdict.errors.is_empty(), "{verdict:?}");
         assert_eq!(judge(&new, None, TrainerVersion::V2_3).errors.len(), 1);
+    }
+}
+
+#[cfg(test)]
+mod correlation_tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A list-map item is correlated with the old item of the same key, and ratchets when
+    /// unchanged; an item that lacks its key field correlates with nothing (apiserver's `MapList`),
+    /// so it is judged again even when the old list held the same item.
+    #[test]
+    fn a_list_map_item_without_its_key_is_judged_again() {
+        let job = |env: Value| json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "job", "namespace": "ns"}, "spec": {"runtimeRef": {"name": "t"}, "trainer": {"env": env}}});
+        let unkeyed = json!([{"valueFrom": {"configMapKeyRef": {}}}]);
+        let keyed = json!([{"name": "A", "valueFrom": {"configMapKeyRef": {}}}]);
+        let with_name = |env: &Value| {
+            let mut env = env.clone();
+            env[0]["valueFrom"]["configMapKeyRef"]["name"] = json!("");
+            env
+        };
+        // (old env, new env, the paths found)
+        let cases = [
+            (
+                &unkeyed,
+                with_name(&unkeyed),
+                vec!["spec.trainer.env[0].valueFrom.configMapKeyRef.key", "spec.trainer.env[0].name"],
+            ),
+            (
+                &unkeyed,
+                unkeyed.clone(),
+                vec!["spec.trainer.env[0].valueFrom.configMapKeyRef.key", "spec.trainer.env[0].name"],
+            ),
+            // `name: ""` is the default: after defaulting the item is unchanged, and ratchets.
+            (&keyed, with_name(&keyed), vec![]),
+            (&keyed, keyed.clone(), vec![]),
+        ];
+        for (old, new, want) in cases {
+            let verdict = judge(&job(new.clone()), Some(&job(old.clone())), TrainerVersion::V2_1);
+            let mut found: Vec<&str> = verdict.errors.iter().map(|e| e.path.as_str()).collect();
+            found.sort_unstable();
+            let mut want = want;
+            want.sort_unstable();
+            assert_eq!(found, want, "{old} -> {new}: {verdict:?}");
+        }
     }
 }
 
