@@ -12,14 +12,14 @@
 //! Generated UPDATEs also carry cluster state (a JobSet, child Jobs, a suspend transition), and
 //! the webhook's whole decision is compared with Trainer's overrides verdict on it ([`gate`]).
 //! Differences docs/webhook.md lists as deliberate are counted, not failed ([`deliberate`],
-//! [`gate::deliberate`]).
+//! [`deliberate_cause`], [`RANGE_BEFORE_1_36`], [`gate::deliberate`]).
 //!
 //! Run by `make oracle` (built with `--features oracle`; needs the oracles that
 //! scripts/oracle/build.sh builds into `TRAINGUARD_ORACLE_DIR`). `TRAINGUARD_ORACLE_CASES` sets the
 //! generated cases per release (default 10000).
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a panic is its failure report")]
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -190,8 +190,7 @@ fn api_causes(answer: &Answer) -> Vec<(String, &Cause)> {
             continue;
         }
         let summary = cause.detail.contains("some validation rules were not checked")
-            || cause.detail.contains("must validate at least one schema (anyOf)")
-            || cause.detail.contains("Checked value must be of type");
+            || cause.detail.contains("must validate at least one schema (anyOf)");
         let path = if cause.field == "<nil>" { String::new() } else { cause.field.clone() };
         let repeated =
             any_of.contains(&path.as_str()) && causes.iter().any(|(p, c)| *p == path && c.kind == cause.kind);
@@ -239,16 +238,41 @@ struct Tally {
     /// Causes whose error type was compared, and those whose message was too.
     types_compared: usize,
     messages_compared: usize,
-    deliberate: std::collections::BTreeMap<&'static str, usize>,
+    deliberate: BTreeMap<&'static str, usize>,
     differences: Vec<String>,
 }
+
+/// Kubernetes 1.36 refuses a number its integer format cannot hold (kube-openapi's range check
+/// gets the schema's type and format from then on); the k8s.io libraries of v2.0.1's and v2.1.0's
+/// oracles (v0.32, v0.34) do not check it, and `validate` says what 1.36 says on every release.
+const RANGE_BEFORE_1_36: &str = "a number past its integer format's range, refused as Kubernetes 1.36 refuses it (older API servers do not check it)";
 
 fn compare(version: TrainerVersion, case: &Case, answer: &Answer, tally: &mut Tally) {
     assert_eq!(case.id, answer.id);
     tally.cases += 1;
     let verdict = crd::judge(&case.new, case.old.as_ref(), version);
+    // `validate`'s rendering of each finding (after the unknown fields, in the same order): its
+    // body, without the path.
+    let rendered = trainguard_core::schema::check(&case.new, case.old.as_ref(), version);
+    let bodies = rendered.get(verdict.unknown.len()..).unwrap_or_default();
+    let mut findings: Vec<(&crd::Finding, String)> = verdict
+        .errors
+        .iter()
+        .enumerate()
+        .map(|(i, finding)| {
+            let body = bodies.get(i).map(|e| e.to_string()).unwrap_or_default();
+            (finding, body.split_once(": ").map_or(body.clone(), |(_, b)| b.to_string()))
+        })
+        .collect();
+    if matches!(version, TrainerVersion::V2_0 | TrainerVersion::V2_1) {
+        let before = findings.len();
+        findings.retain(|(f, _)| f.range_of().is_none());
+        if findings.len() < before {
+            *tally.deliberate.entry(RANGE_BEFORE_1_36).or_default() += before - findings.len();
+        }
+    }
     let mut tg: BTreeSet<String> = verdict.unknown.iter().cloned().collect();
-    tg.extend(verdict.errors.iter().map(|e| e.path.clone()));
+    tg.extend(findings.iter().map(|(f, _)| f.path.clone()));
     let api = if answer.decode.is_some() { BTreeSet::new() } else { api_paths(answer) };
     let api_denies = answer.refused();
     if answer.schema.iter().any(|c| c.field.starts_with("metadata.")) {
@@ -263,7 +287,7 @@ fn compare(version: TrainerVersion, case: &Case, answer: &Answer, tally: &mut Ta
             None => {
                 let shown: Vec<String> =
                     answer.schema.iter().map(|c| format!("{} {}: {}", c.kind, c.field, c.detail)).collect();
-                let ours: Vec<String> = verdict.errors.iter().map(|e| format!("{} {}", e.path, e.detail)).collect();
+                let ours: Vec<String> = findings.iter().map(|(f, _)| format!("{} {}", f.path, f.detail)).collect();
                 tally.differences.push(format!(
                     "{} [{}]: trainguard {tg:?}, API server {api:?} {}\n  API server: {shown:?}\n  trainguard: {ours:?}\n  old: {}\n  new: {}",
                     case.id,
@@ -277,7 +301,7 @@ fn compare(version: TrainerVersion, case: &Case, answer: &Answer, tally: &mut Ta
         return;
     }
     if answer.decode.is_none() {
-        compare_causes(version, case, answer, &verdict, tally);
+        compare_causes(version, case, answer, &findings, tally);
     }
     let Some(old) = &case.old else { return };
     if !api.is_empty() || answer.plugin_error.is_some() || suspended(old) || suspended(&case.new) {
@@ -304,35 +328,45 @@ fn compare(version: TrainerVersion, case: &Case, answer: &Answer, tally: &mut Ta
 
 /// With the same paths: the error type of each cause (as multisets of path and type), and the
 /// message where trainguard reproduces the API server's wording — a CRD rule's message, an enum's
-/// supported values, a length or a count.
-fn compare_causes(version: TrainerVersion, case: &Case, answer: &Answer, verdict: &crd::Verdict, tally: &mut Tally) {
-    // `validate`'s rendering of each finding (after the unknown fields, in the same order).
-    let rendered = trainguard_core::schema::check(&case.new, case.old.as_ref(), version);
-    let bodies = rendered.get(verdict.unknown.len()..).unwrap_or_default();
+/// supported values, a length, a count, a duplicate, an integer's format range. `findings` are
+/// trainguard's, each with `validate`'s body.
+fn compare_causes(
+    version: TrainerVersion,
+    case: &Case,
+    answer: &Answer,
+    findings: &[(&crd::Finding, String)],
+    tally: &mut Tally,
+) {
     let theirs = api_causes(answer);
     let mut unmatched: Vec<(String, &Cause)> = theirs.clone();
     let mut problems: Vec<(Said, Vec<&Cause>)> = Vec::new();
-    for (i, finding) in verdict.errors.iter().enumerate() {
-        let body = bodies.get(i).map(|e| e.to_string()).unwrap_or_default();
-        let body = body.split_once(": ").map_or(body.clone(), |(_, b)| b.to_string());
+    for (finding, body) in findings {
         let ours = Said {
             path: finding.path.clone(),
             cause: finding.kind().cause_type().to_string(),
-            body,
+            body: body.clone(),
             detail: finding.detail.clone(),
         };
         let at: Vec<&Cause> = theirs.iter().filter(|(p, _)| *p == ours.path).map(|(_, c)| *c).collect();
-        let Some(slot) = unmatched.iter().position(|(p, c)| *p == ours.path && c.kind == ours.cause) else {
+        let wording = finding.from_rule()
+            || finding.range_of().is_some()
+            || matches!(
+                finding.kind(),
+                crd::Kind::NotSupported | crd::Kind::TooLong | crd::Kind::TooMany | crd::Kind::Duplicate
+            );
+        // Several causes may share a path and a type (range checks all have none): the one with
+        // the same words first.
+        let same = |(p, c): &(String, &Cause)| *p == ours.path && c.kind == ours.cause;
+        let slot = unmatched
+            .iter()
+            .position(|u| same(u) && (!wording || u.1.detail == ours.body))
+            .or_else(|| unmatched.iter().position(same));
+        let Some(slot) = slot else {
             problems.push((ours, at));
             continue;
         };
         let (_, cause) = unmatched.remove(slot);
         tally.types_compared += 1;
-        let wording = finding.from_rule()
-            || matches!(
-                finding.kind(),
-                crd::Kind::NotSupported | crd::Kind::TooLong | crd::Kind::TooMany | crd::Kind::Duplicate
-            );
         if wording {
             tally.messages_compared += 1;
             if cause.detail != ours.body {
