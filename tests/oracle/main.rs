@@ -12,7 +12,8 @@
 //! Generated UPDATEs also carry cluster state (a JobSet, child Jobs, a suspend transition), and
 //! the webhook's whole decision is compared with Trainer's overrides verdict on it ([`gate`]).
 //! Differences docs/webhook.md lists as deliberate are counted, not failed ([`deliberate`],
-//! [`deliberate_cause`], [`RANGE_BEFORE_1_36`], [`gate::deliberate`]).
+//! [`deliberate_cause`], [`RANGE_BEFORE_1_36`]; the gate's only where the generated state
+//! justifies them, [`gate`]).
 //!
 //! Run by `make oracle` (built with `--features oracle`; needs the oracles that
 //! scripts/oracle/build.sh builds into `TRAINGUARD_ORACLE_DIR`). `TRAINGUARD_ORACLE_CASES` sets the
