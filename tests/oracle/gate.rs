@@ -29,7 +29,7 @@ use trainguard_core::trainer::{TrainerVersion, crd};
 use trainguard_core::view::StaticView;
 use trainguard_test_support::builders::{Review, child_job, jobset};
 
-use super::{Answer, Case, overrides_field};
+use super::{Answer, Case, Skips, overrides_field, skip};
 
 /// The cluster around one UPDATE.
 #[derive(Debug, Clone, Default)]
@@ -229,10 +229,17 @@ pub(crate) struct Tally {
     /// UPDATEs of an old object the API server could never have stored (its name refused on
     /// CREATE): no API server sends them, and the webhook answers 400.
     pub(crate) unstorable: usize,
+    /// Cases not compared, by reason.
+    pub(crate) skipped: Skips,
     pub(crate) differences: Vec<String>,
 }
 
 impl Tally {
+    /// Of `cases`, those neither compared nor counted as skipped (a failed one is compared).
+    pub(crate) fn unaccounted(&self, cases: usize) -> isize {
+        cases as isize - (self.compared + self.skipped.values().sum::<usize>()) as isize
+    }
+
     pub(crate) fn report(&self, tag: &str) {
         eprintln!(
             "oracle {tag} gate: {} UPDATEs with a JobSet, {} decisions compared {:?} ({} denied by Trainer, {} of \
@@ -305,14 +312,23 @@ fn decide(version: TrainerVersion, case: &Case, old: &Value, state: &State) -> R
 }
 
 pub(crate) fn compare(version: TrainerVersion, case: &Case, answer: &Answer, tally: &mut Tally) {
-    let Some(old) = &case.old else { return };
+    let Some(old) = &case.old else {
+        skip(&mut tally.skipped, "gate: a CREATE");
+        return;
+    };
     let state = case.state.clone().unwrap_or_else(|| State { made: Made::read(old, &case.new), ..State::default() });
     tally.with_jobset += usize::from(state.jobset.is_some());
-    if answer.refused() || answer.plugin_error.is_some() {
+    if answer.refused() {
+        skip(&mut tally.skipped, "gate: the API server refuses the write");
+        return;
+    }
+    if answer.plugin_error.is_some() {
+        skip(&mut tally.skipped, "gate: Trainer cannot decode the objects");
         return;
     }
     if crd::judge(old, None, version).errors.iter().any(|e| e.path == "metadata.name") {
         tally.unstorable += 1;
+        skip(&mut tally.skipped, "gate: an old object no API server stores (its name)");
         return;
     }
     tally.compared += 1;

@@ -15,6 +15,9 @@
 //! [`deliberate_cause`], [`RANGE_BEFORE_1_36`]; the gate's only where the generated state
 //! justifies them, [`gate`]).
 //!
+//! The run also fails unless every case is compared or counted as skipped by reason in each
+//! comparison; it ends with a per-release table.
+//!
 //! Run by `make oracle` (built with `--features oracle`; needs the oracles that
 //! scripts/oracle/build.sh builds into `TRAINGUARD_ORACLE_DIR`). `TRAINGUARD_ORACLE_CASES` sets the
 //! generated cases per release (default 10000).
@@ -52,6 +55,13 @@ struct Case {
     new: Value,
     /// The cluster around an UPDATE: its JobSet goes to the oracle ([`gate`]).
     state: Option<gate::State>,
+}
+
+/// Why inputs or cases were not compared, with their counts.
+type Skips = BTreeMap<&'static str, usize>;
+
+fn skip(skips: &mut Skips, reason: &'static str) {
+    *skips.entry(reason).or_default() += 1;
 }
 
 #[derive(Debug, serde::Deserialize)]
@@ -239,8 +249,28 @@ struct Tally {
     /// Causes whose error type was compared, and those whose message was too.
     types_compared: usize,
     messages_compared: usize,
+    /// Cases whose causes were compared, and those whose verdicts differ (a failure).
+    causes_cases: usize,
+    verdict_differences: usize,
+    /// Cases not compared (wholly or in part), by reason: each reason names the comparisons it
+    /// skips before its colon.
+    skipped: Skips,
     deliberate: BTreeMap<&'static str, usize>,
     differences: Vec<String>,
+}
+
+impl Tally {
+    /// The cases of `comparison` (`causes`, `"changed"`) neither compared, nor failed, nor counted
+    /// as skipped: none, or a skip went uncounted.
+    fn unaccounted(&self, comparison: &str, compared: usize) -> isize {
+        let skipped: usize = self.skipped.iter().filter(|(r, _)| skips_comparison(r, comparison)).map(|(_, n)| n).sum();
+        self.cases as isize - (compared + skipped + self.verdict_differences) as isize
+    }
+}
+
+/// Whether a skip reason (`"changed": a CREATE`, `causes and "changed": …`) skips `comparison`.
+fn skips_comparison(reason: &str, comparison: &str) -> bool {
+    reason.split_once(": ").is_some_and(|(head, _)| head.split(" and ").any(|c| c == comparison))
 }
 
 /// Kubernetes 1.36 refuses a number its integer format cannot hold (kube-openapi's range check
@@ -284,8 +314,12 @@ fn compare(version: TrainerVersion, case: &Case, answer: &Answer, tally: &mut Ta
     let agree = tg_denies == api_denies && (answer.decode.is_some() || tg == api);
     if !agree {
         match deliberate(case, answer, &tg, &api) {
-            Some(name) => *tally.deliberate.entry(name).or_default() += 1,
+            Some(name) => {
+                *tally.deliberate.entry(name).or_default() += 1;
+                skip(&mut tally.skipped, "causes and \"changed\": the verdicts differ as docs/webhook.md lists");
+            }
             None => {
+                tally.verdict_differences += 1;
                 let shown: Vec<String> =
                     answer.schema.iter().map(|c| format!("{} {}: {}", c.kind, c.field, c.detail)).collect();
                 let ours: Vec<String> = findings.iter().map(|(f, _)| format!("{} {}", f.path, f.detail)).collect();
@@ -301,11 +335,26 @@ fn compare(version: TrainerVersion, case: &Case, answer: &Answer, tally: &mut Ta
         }
         return;
     }
-    if answer.decode.is_none() {
+    if answer.decode.is_some() {
+        skip(&mut tally.skipped, "causes: the API server cannot decode the object (the verdict alone is compared)");
+    } else {
+        tally.causes_cases += 1;
         compare_causes(version, case, answer, &findings, tally);
     }
-    let Some(old) = &case.old else { return };
-    if !api.is_empty() || answer.plugin_error.is_some() || suspended(old) || suspended(&case.new) {
+    let Some(old) = &case.old else {
+        skip(&mut tally.skipped, "\"changed\": a CREATE");
+        return;
+    };
+    if answer.refused() {
+        skip(&mut tally.skipped, "\"changed\": the API server refuses the write");
+        return;
+    }
+    if answer.plugin_error.is_some() {
+        skip(&mut tally.skipped, "\"changed\": Trainer cannot decode the objects");
+        return;
+    }
+    if suspended(old) || suspended(&case.new) {
+        skip(&mut tally.skipped, "\"changed\": suspended (the gate compares the decision)");
         return;
     }
     tally.changed_compared += 1;
@@ -399,25 +448,35 @@ fn compare_causes(
     }
 }
 
-/// The TrainJobs of the admission fixtures (object, and oldObject on UPDATE).
-fn fixture_cases() -> Vec<Case> {
+/// The TrainJobs of the admission fixtures (object, and oldObject on UPDATE), and the fixtures
+/// that have none, by reason.
+fn fixture_cases() -> (Vec<Case>, Skips) {
     let mut cases = Vec::new();
+    let mut skips = Skips::new();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/admission");
     let mut files: Vec<PathBuf> =
         walk(&root).into_iter().filter(|p| p.to_string_lossy().ends_with(".review.json")).collect();
     files.sort();
     for file in files {
         let text = std::fs::read_to_string(&file).expect("fixture");
-        let Ok(review) = serde_json::from_str::<Value>(&text) else { continue };
+        let Ok(review) = serde_json::from_str::<Value>(&text) else {
+            skip(&mut skips, "input: a fixture that is not JSON");
+            continue;
+        };
         let request = &review["request"];
-        let Some(new) = request.get("object").filter(|o| o["kind"] == "TrainJob") else { continue };
+        let Some(new) = request.get("object").filter(|o| o["kind"] == "TrainJob") else {
+            skip(&mut skips, "input: a fixture with no TrainJob object (DELETE, another kind)");
+            continue;
+        };
         if request["subResource"].is_string() {
+            skip(&mut skips, "input: a fixture of a subresource");
             continue;
         }
         let old = request.get("oldObject").filter(|o| o.is_object()).cloned();
-        cases.push(Case { id: format!("fixture {}", file.display()), old, new: new.clone(), state: None });
+        let id = format!("fixture {}", file.display());
+        cases.push(Case { id, old, new: new.clone(), state: None });
     }
-    cases
+    (cases, skips)
 }
 
 /// The TrainJobs of a manifest file, in document order: what `validate` checks as a TrainJob
@@ -431,8 +490,9 @@ fn trainjobs_in(path: &Path) -> Result<Vec<Value>, String> {
         .collect())
 }
 
-/// Every TrainJob manifest under tests/data (CREATE), and the `old.yaml`/`new.yaml` pairs (UPDATE).
-fn manifest_cases() -> Vec<Case> {
+/// Every TrainJob manifest under tests/data (CREATE), and the `old.yaml`/`new.yaml` pairs (UPDATE);
+/// the files `validate` cannot read are counted.
+fn manifest_cases() -> (Vec<Case>, Skips) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
     let mut files: Vec<PathBuf> =
         walk(&root).into_iter().filter(|p| trainguard::manifests::is_manifest_path(p)).collect();
@@ -440,9 +500,14 @@ fn manifest_cases() -> Vec<Case> {
     // A file `validate` cannot read (tests/data has some on purpose) has no case.
     let trainjobs = |path: &Path| trainjobs_in(path).unwrap_or_default();
     let mut cases = Vec::new();
+    let mut skips = Skips::new();
     for file in &files {
+        if trainjobs_in(file).is_err() {
+            skip(&mut skips, "input: a manifest file validate cannot read");
+        }
         for (i, new) in trainjobs(file).into_iter().enumerate() {
-            cases.push(Case { id: format!("manifest {}#{i}", file.display()), old: None, new, state: None });
+            let id = format!("manifest {}#{i}", file.display());
+            cases.push(Case { id, old: None, new, state: None });
         }
         if file.file_name().is_some_and(|n| n == "new.yaml") {
             let old_file = file.with_file_name("old.yaml");
@@ -450,12 +515,13 @@ fn manifest_cases() -> Vec<Case> {
             for (i, new) in trainjobs(file).into_iter().enumerate() {
                 let old = olds.iter().find(|o| o["metadata"]["name"] == new["metadata"]["name"]).cloned();
                 if old.is_some() {
-                    cases.push(Case { id: format!("manifest {} (update)#{i}", file.display()), old, new, state: None });
+                    let id = format!("manifest {} (update)#{i}", file.display());
+                    cases.push(Case { id, old, new, state: None });
                 }
             }
         }
     }
-    cases
+    (cases, skips)
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {
@@ -901,19 +967,59 @@ fn oracle_dir() -> PathBuf {
     dir
 }
 
+/// The per-release summary printed at the end: rows in order of first use, one column per release.
+#[derive(Default)]
+struct Table {
+    rows: Vec<String>,
+    cells: BTreeMap<(String, usize), String>,
+}
+
+impl Table {
+    fn set(&mut self, row: &str, column: usize, value: impl ToString) {
+        if !self.rows.iter().any(|r| r == row) {
+            self.rows.push(row.to_string());
+        }
+        self.cells.insert((row.to_string(), column), value.to_string());
+    }
+
+    fn print(&self, columns: &[&str]) {
+        let width = self.rows.iter().map(|r| r.chars().count()).max().unwrap_or(0);
+        let cell = |row: &str, i: usize| self.cells.get(&(row.to_string(), i)).cloned().unwrap_or_else(|| "-".into());
+        let widths: Vec<usize> = (0..columns.len())
+            .map(|i| self.rows.iter().map(|r| cell(r, i).len()).chain([columns[i].len()]).max().unwrap_or(0))
+            .collect();
+        let mut out = format!("{:width$}", "");
+        for (c, w) in columns.iter().zip(&widths) {
+            out.push_str(&format!("  {c:>w$}"));
+        }
+        eprintln!("{out}");
+        for row in &self.rows {
+            let mut line = format!("{row:width$}");
+            for (i, w) in widths.iter().enumerate() {
+                line.push_str(&format!("  {:>w$}", cell(row, i)));
+            }
+            eprintln!("{line}");
+        }
+    }
+}
+
 #[test]
 fn trainguard_agrees_with_upstream() {
     let dir = oracle_dir();
     let count: usize = std::env::var("TRAINGUARD_ORACLE_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(10_000);
     let mut failed = Vec::new();
-    for version in TrainerVersion::ALL {
+    let mut table = Table::default();
+    let tags: Vec<&str> = TrainerVersion::ALL.iter().map(|v| v.tag()).collect();
+    for (column, version) in TrainerVersion::ALL.into_iter().enumerate() {
         let tag = version.tag();
         if !dir.join(format!("oracle-{tag}")).exists() {
             failed.push(format!("{tag}: no oracle in {}", dir.display()));
             continue;
         }
-        let mut cases = fixture_cases();
-        cases.extend(manifest_cases());
+        let (mut cases, mut inputs) = fixture_cases();
+        let (manifests, unreadable) = manifest_cases();
+        cases.extend(manifests);
+        inputs.extend(unreadable);
         cases.extend(examples::cases(&dir));
         let fixed = cases.len();
         cases.extend(generated_cases(version, count));
@@ -949,6 +1055,40 @@ fn trainguard_agrees_with_upstream() {
         if !gate_tally.differences.is_empty() {
             failed.push(format!("{tag}: {} gate differences", gate_tally.differences.len()));
         }
+
+        table.set("cases", column, tally.cases);
+        let columns = [
+            ("causes compared by type", tally.types_compared),
+            ("causes compared by message", tally.messages_compared),
+            ("\"changed\" compared", tally.changed_compared),
+            ("gate decisions compared", gate_tally.compared),
+        ];
+        for (name, compared) in columns {
+            table.set(name, column, compared);
+        }
+        // Every case is compared, failed or counted as skipped, in each comparison.
+        let accounts = [
+            ("causes", tally.unaccounted("causes", tally.causes_cases)),
+            ("\"changed\"", tally.unaccounted("\"changed\"", tally.changed_compared)),
+            ("gate", gate_tally.unaccounted(tally.cases)),
+        ];
+        for (comparison, n) in accounts {
+            if n != 0 {
+                failed.push(format!("{tag}: {comparison}: {n} cases neither compared, failed nor counted as skipped"));
+            }
+        }
+        for (reason, n) in inputs.iter().chain(&tally.skipped).chain(&gate_tally.skipped) {
+            table.set(&format!("skipped: {reason}"), column, n);
+        }
+        for (name, n) in &tally.deliberate {
+            table.set(&format!("tolerated: {name}"), column, n);
+        }
+        for (name, n) in &gate_tally.deliberate {
+            table.set(&format!("tolerated: gate: trainguard's own {name}"), column, n);
+        }
+        table.set("tolerated: gate: shape rule where Trainer has no such check", column, gate_tally.shape_beyond);
     }
+    eprintln!("oracle summary ({count} generated cases per release):");
+    table.print(&tags);
     assert!(failed.is_empty(), "{failed:?}");
 }
