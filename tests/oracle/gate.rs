@@ -29,7 +29,7 @@ use trainguard_core::trainer::{TrainerVersion, crd};
 use trainguard_core::view::StaticView;
 use trainguard_test_support::builders::{Review, child_job, jobset};
 
-use super::{Answer, Case, Skips, overrides_field, skip};
+use super::{Answer, Case, Column, Skips, overrides_field, skip};
 
 /// The cluster around one UPDATE.
 #[derive(Debug, Clone, Default)]
@@ -215,7 +215,7 @@ pub(crate) struct Tally {
     /// UPDATEs with a JobSet given to both sides.
     pub(crate) with_jobset: usize,
     /// UPDATEs the API server admits, decided by both, and how many of them by suspend transition.
-    pub(crate) compared: usize,
+    pub(crate) compared: Column,
     pub(crate) transitions: BTreeMap<&'static str, usize>,
     /// Of those, the ones Trainer denies, and the ones it denies because the JobSet is active.
     pub(crate) trainer_denies: usize,
@@ -237,7 +237,7 @@ pub(crate) struct Tally {
 impl Tally {
     /// Of `cases`, those neither compared nor counted as skipped (a failed one is compared).
     pub(crate) fn unaccounted(&self, cases: usize) -> isize {
-        cases as isize - (self.compared + self.skipped.values().sum::<usize>()) as isize
+        cases as isize - (self.compared.all + self.skipped.values().sum::<usize>()) as isize
     }
 
     pub(crate) fn report(&self, tag: &str) {
@@ -247,7 +247,7 @@ impl Tally {
              managers) and {} (Trainer has no such check), {} skipped (an old object no API server stores), other \
              differences {}",
             self.with_jobset,
-            self.compared,
+            self.compared.all,
             self.transitions,
             self.trainer_denies,
             self.trainer_active,
@@ -331,7 +331,7 @@ pub(crate) fn compare(version: TrainerVersion, case: &Case, answer: &Answer, tal
         skip(&mut tally.skipped, "gate: an old object no API server stores (its name)");
         return;
     }
-    tally.compared += 1;
+    tally.compared.add(case, 1);
     let suspended = |o: &Value| o.pointer("/spec/suspend").and_then(Value::as_bool).unwrap_or(false);
     let transition = match (suspended(old), suspended(&case.new)) {
         (false, false) => "running",
