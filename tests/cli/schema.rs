@@ -66,6 +66,21 @@ fn what_the_api_server_accepts_passes() {
         ("v2.3", "  runtimePatches:\n    - manager: a.b/c\n      time: 2026-01-01t00:00:00.1234567890z\n"),
         // A structural `integer` takes 2.0.
         ("v2.3", "  trainer:\n    numNodes: 2.0\n"),
+        // An int32 at its limits.
+        ("v2.3", "  trainer:\n    numNodes: 2147483647\n"),
+        (
+            "v2.0",
+            "  podSpecOverrides:\n    - targetJobs:\n        - name: node\n      tolerations:\n        - key: k\n          tolerationSeconds: -9223372036854775808\n",
+        ),
+        // A `null` in a map of strings is pruned (stored as `{}`), in a template's labels too.
+        (
+            "v2.0",
+            "  podSpecOverrides:\n    - targetJobs:\n        - name: node\n      nodeSelector:\n        a: null\n",
+        ),
+        (
+            "v2.1",
+            "  podTemplateOverrides:\n    - targetJobs:\n        - name: node\n      metadata:\n        labels:\n          a: null\n",
+        ),
     ] {
         let (code, out) = validate(&["--trainer-version", version], &format!("{RUNTIME}{spec}"));
         assert_eq!(code, 0, "{version} {spec}: {out}");
@@ -205,6 +220,26 @@ const DENIED: &[(&str, &str, &str)] = &[
         "v2.1",
         "  trainer:\n    command: torchrun\n",
         "spec.trainer.command: Invalid value: \"torchrun\": must be of type array in TrainJob v2.1",
+    ),
+    // A number its integer format cannot hold: Kubernetes 1.36's cause has no field (`<nil>`),
+    // and names it in its message.
+    (
+        "v2.3",
+        "  trainer:\n    numNodes: 2147483648\n",
+        "spec.trainer.numNodes: Invalid value: \"\": Checked value must be of type integer with format int32 in spec.trainer.numNodes",
+    ),
+    (
+        "v2.0",
+        "  podSpecOverrides:\n    - targetJobs:\n        - name: node\n      tolerations:\n        - key: k\n          \
+         tolerationSeconds: 9223372036854775808\n",
+        "spec.podSpecOverrides[0].tolerations[0].tolerationSeconds: Invalid value: \"\": Checked value must be of type integer \
+         with format int64 in spec.podSpecOverrides[0].tolerations[0].tolerationSeconds",
+    ),
+    // A `null` list item is not pruned: a wrong type.
+    (
+        "v2.3",
+        "  trainer:\n    command: [null]\n",
+        "spec.trainer.command[0]: Invalid value: null: must be of type string",
     ),
     // What each release's CRD says, checked against its tag.
     (

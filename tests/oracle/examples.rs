@@ -59,6 +59,7 @@ pub(crate) fn cases(dir: &Path) -> Vec<Case> {
                 old: None,
                 new,
                 state: None,
+                generated: false,
             })
         })
         .collect()

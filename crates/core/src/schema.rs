@@ -31,9 +31,14 @@ pub fn check(object: &Value, old: Option<&Value>, version: TrainerVersion) -> Ve
     }
     for mut finding in verdict.errors {
         // A CRD rule on the whole object has no field; the ones at these tags are about the name.
+        // A number past its format's range has no field either (the API server says `<nil>`); its
+        // message names the field, which is where a reader looks.
         if finding.path.is_empty() {
-            finding.path =
-                if finding.detail.contains("metadata.name") { "metadata.name" } else { "metadata" }.to_string();
+            finding.path = match finding.range_of() {
+                Some(field) => field.to_string(),
+                None if finding.detail.contains("metadata.name") => "metadata.name".to_string(),
+                None => "metadata".to_string(),
+            };
         }
         let kind = error_type(finding.kind());
         errors.push(match &finding.value {

@@ -291,9 +291,37 @@ pub struct Finding {
     pub detail: String,
     /// Found by one of the CRD's CEL rules (its message is the CRD's own).
     pub(crate) rule: bool,
+    /// Found by kube-openapi's range check of an integer's format: the field it names. The cause
+    /// itself has no field (`path` is empty), as the API server reports it.
+    pub(crate) range_of: Option<String>,
 }
 
 impl Finding {
+    /// Kubernetes 1.36's cause for a number that does not fit its `integer` schema's format
+    /// (kube-openapi's `IsValueValidAgainstRange`, a plain error that apiextensions-apiserver turns
+    /// into `field.Invalid(nil, "", …)`): `<nil>: Invalid value: "": Checked value must be of type
+    /// integer with format int32 in spec.trainer.numNodes`. Without a format it says `(default
+    /// format)`; the check is int64's then.
+    fn format_range(path: &str, format: Option<&str>) -> Finding {
+        let with = match format {
+            Some(f @ ("int32" | "int64")) => format!("with format {f}"),
+            _ => "(default format)".to_string(),
+        };
+        Finding {
+            kind: Kind::Invalid,
+            path: String::new(),
+            value: Some(Value::String(String::new())),
+            detail: format!("Checked value must be of type integer {with} in {path}"),
+            rule: false,
+            range_of: Some(path.to_string()),
+        }
+    }
+
+    /// The field a range check of an integer's format named (its cause has none).
+    pub fn range_of(&self) -> Option<&str> {
+        self.range_of.as_deref()
+    }
+
     /// The error type the API server reports this finding as.
     pub fn kind(&self) -> Kind {
         self.kind
@@ -517,6 +545,11 @@ fn prune(value: &mut Value, schema: &Node, path: &str, unknown: &mut Vec<String>
     match value {
         Value::Object(o) => {
             if let Some(additional) = &schema.additional {
+                // PruneNonNullableNullsWithoutDefaults drops a map's non-nullable `null` values as
+                // it drops an object's (`nodeSelector: {a: null}` is stored as `{}`); a list's stay.
+                if !additional.nullable && additional.default.is_none() {
+                    o.retain(|_, child| !child.is_null());
+                }
                 for (key, child) in o.iter_mut() {
                     prune(child, additional, &format!("{path}[{key}]"), unknown);
                 }
@@ -546,6 +579,7 @@ fn default(value: &mut Value, schema: &Node) {
         Value::Object(o) => {
             if let Some(additional) = &schema.additional {
                 for child in o.values_mut() {
+                    default_null(child, additional);
                     default(child, additional);
                 }
                 return;
@@ -569,11 +603,22 @@ fn default(value: &mut Value, schema: &Node) {
         Value::Array(items) => {
             if let Some(item) = &schema.items {
                 for child in items {
+                    default_null(child, item);
                     default(child, item);
                 }
             }
         }
         _ => {}
+    }
+}
+
+/// A non-nullable `null` map value or list item takes the schema's default, as structural
+/// defaulting does; without a default a list item stays `null` (and fails validation).
+fn default_null(value: &mut Value, schema: &Node) {
+    if let (Value::Null, Some(d)) = (&value, &schema.default)
+        && !schema.nullable
+    {
+        *value = d.clone();
     }
 }
 
@@ -586,7 +631,14 @@ struct Validate {
 
 impl Validate {
     fn push(&mut self, kind: Kind, path: &str, value: Option<&Value>, detail: String) {
-        self.errors.push(Finding { kind, path: path.to_string(), value: value.cloned(), detail, rule: false });
+        self.errors.push(Finding {
+            kind,
+            path: path.to_string(),
+            value: value.cloned(),
+            detail,
+            rule: false,
+            range_of: None,
+        });
     }
 
     /// `old` is the correlated old value (UPDATE), if any.
@@ -621,6 +673,11 @@ impl Validate {
         if !fits {
             let detail = format!("must be {} in TrainJob {}", s.describe(), self.version);
             self.push(Kind::TypeInvalid, path, Some(value), detail);
+            // kube-openapi runs every validator: a number of the wrong type is still checked
+            // against its format's range and its bounds (`0.5` for an int64 with `minimum: 1`).
+            if let Value::Number(n) = value {
+                self.number(n, value, s, path);
+            }
             return;
         }
         if !s.enumeration.is_empty() && !s.enumeration.contains(value) {
@@ -637,7 +694,7 @@ impl Validate {
         }
         match value {
             Value::String(text) => self.string(text, value, s, path),
-            Value::Number(n) => self.number(n.as_f64().unwrap_or(0.0), value, s, path),
+            Value::Number(n) => self.number(n, value, s, path),
             Value::Array(items) => self.array(items, old, s, path),
             Value::Object(o) => self.object(o, old, s, path, root),
             _ => {}
@@ -645,7 +702,14 @@ impl Validate {
         self.rules(value, old, s, path);
     }
 
-    fn number(&mut self, n: f64, value: &Value, s: &Node, path: &str) {
+    fn number(&mut self, number: &serde_json::Number, value: &Value, s: &Node, path: &str) {
+        // An int-or-string's number is judged by its `anyOf` integer branch, which has no format.
+        let format = if s.int_or_string { None } else { s.format.as_deref() };
+        let integer = s.int_or_string || s.ty == Some(Type::Integer);
+        if integer && !in_format_range(number, format) {
+            self.errors.push(Finding::format_range(path, format));
+        }
+        let n = number.as_f64().unwrap_or(0.0);
         if let Some(min) = s.minimum
             && n < min
         {
@@ -800,7 +864,7 @@ impl Validate {
             Kind::Duplicate => (value, String::new()),
             _ => (value, detail),
         };
-        self.rules.push(Finding { kind, path: at, value, detail, rule: true });
+        self.rules.push(Finding { kind, path: at, value, detail, rule: true, range_of: None });
     }
 
     fn rules(&mut self, value: &Value, old: Option<&Value>, s: &Node, path: &str) {
@@ -851,11 +915,68 @@ fn coerced_metadata(object: &Value) -> Value {
     object
 }
 
-/// An integer as a structural schema's `integer` takes it: a whole number, `2.0` included.
+/// A JSON number as the API server decodes it (apimachinery's `utiljson`): an integer literal that
+/// fits int64 is an int64, any other number (`2.0`, `1e3`, a literal past int64) a float64.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum GoNumber {
+    Int(i64),
+    Float(f64),
+}
+
+fn go_number(n: &serde_json::Number) -> GoNumber {
+    match n.as_i64() {
+        Some(i) => GoNumber::Int(i),
+        None => GoNumber::Float(n.as_f64().unwrap_or(f64::NAN)),
+    }
+}
+
+/// An integer as a structural schema's `integer` takes it (kube-openapi's type check): an int64,
+/// or a float64 that go-openapi's `swag.IsFloat64AJSONInteger` takes — within ±2^53 and whole, or
+/// within a relative 1e-9 of a whole number (`2.0` passes; `9223372036854775808`, a float64 past
+/// 2^53, does not).
 fn integer(v: &Value) -> bool {
     match v {
-        Value::Number(n) => n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0),
+        Value::Number(n) => match go_number(n) {
+            GoNumber::Int(_) => true,
+            GoNumber::Float(f) => json_integer(f),
+        },
         _ => false,
+    }
+}
+
+/// go-openapi's `swag.IsFloat64AJSONInteger`.
+fn json_integer(f: f64) -> bool {
+    const LIMIT: f64 = 9_007_199_254_740_992.0; // 2^53
+    if !f.is_finite() || !(-LIMIT..=LIMIT).contains(&f) {
+        return false;
+    }
+    // Go's uint64 conversion of a negative float is not Rust's (which gives 0), but for a negative
+    // f both lead to the same answer below: it is whole (int64 round trip) or it is not.
+    let g = f as u64 as f64;
+    let diff = (f - g).abs();
+    if f == g || f == (f as i64) as f64 {
+        return true;
+    }
+    if f == 0.0 || g == 0.0 || diff < f64::from_bits(1) {
+        return diff < 1e-9 * f64::from_bits(1);
+    }
+    diff / (f.abs() + g.abs()).min(f64::MAX) < 1e-9
+}
+
+/// kube-openapi's range check of a number against an `integer` schema's format (Kubernetes 1.36's
+/// `IsValueValidAgainstRange`): the number as Go prints it (a float64 with its shortest digits,
+/// never an exponent: `-9223372036854775809` decodes as -2^63, printed `-9223372036854776000`)
+/// must parse as an int32 for `format: int32`, as an int64 otherwise.
+fn in_format_range(n: &serde_json::Number, format: Option<&str>) -> bool {
+    // Rust's `Display` of an f64 is Go's `FormatFloat(f, 'f', -1, 64)`: shortest round-trip
+    // digits, no exponent.
+    let text = match go_number(n) {
+        GoNumber::Int(i) => i.to_string(),
+        GoNumber::Float(f) => f.to_string(),
+    };
+    match format {
+        Some("int32") => text.parse::<i32>().is_ok(),
+        _ => text.parse::<i64>().is_ok(),
     }
 }
 
@@ -899,7 +1020,8 @@ fn conflicting_key(items: &[Value], s: &Node) -> bool {
 /// a float where an integer is declared (`1.0`), a wrong type, a non-nullable `null` or a list map
 /// whose key repeats with different contents fails.
 fn cel_fits(value: &Value, s: &Node) -> bool {
-    let integer = |n: &serde_json::Number| n.is_i64() || n.is_u64();
+    // CEL reads an integer only from an int64 (a float64, even `2.0`, is an error).
+    let integer = |n: &serde_json::Number| n.is_i64();
     match value {
         Value::Null => s.nullable,
         Value::Number(n) if s.int_or_string || s.ty == Some(Type::Integer) => integer(n),
@@ -927,8 +1049,20 @@ fn cel_fits(value: &Value, s: &Node) -> bool {
 /// atomic list.
 fn correlate<'a>(list: Option<&ListType>, item: &Value, old: &'a [Value]) -> Option<&'a Value> {
     match list {
-        // The first old item with the key (a repeated key correlates with its first item).
-        Some(ListType::Map(keys)) => old.iter().find(|o| keys.iter().all(|k| o.get(k) == item.get(k))),
+        // The first old item with the key (a repeated key correlates with its first item). An item
+        // that lacks a key field, or whose key is not a scalar, has no key and correlates with
+        // nothing (apiserver's `MapList`): it is judged again.
+        Some(ListType::Map(keys)) => {
+            let key = |v: &'_ Value| -> Option<Vec<Value>> {
+                keys.iter()
+                    .map(|k| {
+                        v.get(k).filter(|k| matches!(k, Value::Bool(_) | Value::Number(_) | Value::String(_))).cloned()
+                    })
+                    .collect()
+            };
+            let wanted = key(item)?;
+            old.iter().find(|o| key(o).as_ref() == Some(&wanted))
+        }
         // Set and atomic list items are not correlated (apiserver's CorrelatedObject).
         _ => None,
     }
@@ -958,6 +1092,7 @@ fn duplicates(value: &Value, s: &Node, path: &str, out: &mut Vec<Finding>) {
                                 value: Some(Value::Object(shown)),
                                 detail: String::new(),
                                 rule: false,
+                                range_of: None,
                             });
                         } else {
                             seen.push(key);
@@ -974,6 +1109,7 @@ fn duplicates(value: &Value, s: &Node, path: &str, out: &mut Vec<Finding>) {
                                 // field.Duplicate: the value, no detail.
                                 detail: String::new(),
                                 rule: false,
+                                range_of: None,
                             });
                         }
                     }
@@ -1193,6 +1329,51 @@ mod ratchet_tests {
 }
 
 #[cfg(test)]
+mod correlation_tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A list-map item is correlated with the old item of the same key, and ratchets when
+    /// unchanged; an item that lacks its key field correlates with nothing (apiserver's `MapList`),
+    /// so it is judged again even when the old list held the same item.
+    #[test]
+    fn a_list_map_item_without_its_key_is_judged_again() {
+        let job = |env: Value| json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "job", "namespace": "ns"}, "spec": {"runtimeRef": {"name": "t"}, "trainer": {"env": env}}});
+        let unkeyed = json!([{"valueFrom": {"configMapKeyRef": {}}}]);
+        let keyed = json!([{"name": "A", "valueFrom": {"configMapKeyRef": {}}}]);
+        let with_name = |env: &Value| {
+            let mut env = env.clone();
+            env[0]["valueFrom"]["configMapKeyRef"]["name"] = json!("");
+            env
+        };
+        // (old env, new env, the paths found)
+        let cases = [
+            (
+                &unkeyed,
+                with_name(&unkeyed),
+                vec!["spec.trainer.env[0].valueFrom.configMapKeyRef.key", "spec.trainer.env[0].name"],
+            ),
+            (
+                &unkeyed,
+                unkeyed.clone(),
+                vec!["spec.trainer.env[0].valueFrom.configMapKeyRef.key", "spec.trainer.env[0].name"],
+            ),
+            // `name: ""` is the default: after defaulting the item is unchanged, and ratchets.
+            (&keyed, with_name(&keyed), vec![]),
+            (&keyed, keyed.clone(), vec![]),
+        ];
+        for (old, new, want) in cases {
+            let verdict = judge(&job(new.clone()), Some(&job(old.clone())), TrainerVersion::V2_1);
+            let mut found: Vec<&str> = verdict.errors.iter().map(|e| e.path.as_str()).collect();
+            found.sort_unstable();
+            let mut want = want;
+            want.sort_unstable();
+            assert_eq!(found, want, "{old} -> {new}: {verdict:?}");
+        }
+    }
+}
+
+#[cfg(test)]
 mod kind_tests {
     use super::*;
     use serde_json::json;
@@ -1374,5 +1555,246 @@ mod kind_tests {
         assert_eq!(run("z"), [(Kind::Invalid, "trimmed".to_string())]);
         assert_eq!(run("w"), [(Kind::Duplicate, String::new())]);
         assert!(run("ok").is_empty());
+    }
+}
+
+#[cfg(test)]
+mod null_tests {
+    use super::*;
+    use serde_json::json;
+
+    fn job(spec: Value) -> Value {
+        json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "job", "namespace": "ns"}, "spec": spec})
+    }
+
+    /// Structural pruning drops a non-nullable `null` in a map (a map of strings, of quantities, a
+    /// template's labels) as it drops an object's member, so the API server stores `{}`; a `null`
+    /// list item stays and is a wrong type.
+    #[test]
+    fn a_null_in_a_map_is_pruned_and_in_a_list_refused() {
+        let v2_0 = |pod: Value| {
+            let mut item = json!({"targetJobs": [{"name": "node"}]});
+            for (k, v) in pod.as_object().into_iter().flatten() {
+                item[k] = v.clone();
+            }
+            json!({"runtimeRef": {"name": "t"}, "podSpecOverrides": [item]})
+        };
+        let template = json!({"runtimeRef": {"name": "t"}, "podTemplateOverrides": [{"targetJobs": [{"name": "node"}], "metadata": {"labels": {"a": null, "b": "c"}}}]});
+        // (release, spec, the stored value at pointer, type errors)
+        let cases = [
+            (
+                TrainerVersion::V2_0,
+                v2_0(json!({"nodeSelector": {"a": null}})),
+                "/spec/podSpecOverrides/0/nodeSelector",
+                json!({}),
+                vec![],
+            ),
+            (TrainerVersion::V2_1, template, "/spec/podTemplateOverrides/0/metadata/labels", json!({"b": "c"}), vec![]),
+            (
+                TrainerVersion::V2_1,
+                json!({"runtimeRef": {"name": "t"}, "labels": {"a": null}}),
+                "/spec/labels",
+                json!({}),
+                vec![],
+            ),
+            (
+                TrainerVersion::V2_3,
+                json!({"runtimeRef": {"name": "t"}, "trainer": {"resourcesPerNode": {"limits": {"cpu": null, "memory": "1Gi"}}}}),
+                "/spec/trainer/resourcesPerNode/limits",
+                json!({"memory": "1Gi"}),
+                vec![],
+            ),
+            (
+                TrainerVersion::V2_3,
+                json!({"runtimeRef": {"name": "t"}, "trainer": {"command": [null, "x"]}}),
+                "/spec/trainer/command",
+                json!([null, "x"]),
+                vec!["spec.trainer.command[0]"],
+            ),
+            (
+                TrainerVersion::V2_0,
+                v2_0(json!({"tolerations": [null]})),
+                "/spec/podSpecOverrides/0/tolerations",
+                json!([null]),
+                vec!["spec.podSpecOverrides[0].tolerations[0]"],
+            ),
+        ];
+        for (version, spec, pointer, stored, type_errors) in cases {
+            let object = job(spec.clone());
+            let mut decoded = object.clone();
+            decode(&mut decoded, schema(version), &mut Vec::new(), &mut Vec::new());
+            assert_eq!(decoded.pointer(pointer), Some(&stored), "{} {spec}", version.name());
+            let verdict = judge(&object, None, version);
+            let found: Vec<(&str, Kind)> = verdict.errors.iter().map(|e| (e.path.as_str(), e.kind())).collect();
+            let want: Vec<(&str, Kind)> = type_errors.iter().map(|p| (*p, Kind::TypeInvalid)).collect();
+            assert_eq!(found, want, "{} {spec}", version.name());
+        }
+    }
+}
+
+#[cfg(test)]
+mod format_range_tests {
+    use super::*;
+    use serde_json::json;
+
+    fn job(spec: Value) -> Value {
+        json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "job", "namespace": "ns"}, "spec": spec})
+    }
+
+    /// A finding as (path, cause type, detail).
+    type Said = (String, &'static str, String);
+
+    fn found(verdict: &Verdict) -> Vec<Said> {
+        verdict.errors.iter().map(|e| (e.path.clone(), e.kind().cause_type(), e.detail.clone())).collect()
+    }
+
+    fn checked(format: &str, path: &str) -> Said {
+        (
+            String::new(),
+            "FieldValueInvalid",
+            format!("Checked value must be of type integer with format {format} in {path}"),
+        )
+    }
+
+    fn typed(path: &str) -> Said {
+        (path.to_string(), "FieldValueTypeInvalid", String::new())
+    }
+
+    /// Kubernetes 1.36 (kube-openapi's `IsValueValidAgainstRange`) refuses a number its integer
+    /// format cannot hold, with a cause that has no field; a float64 (a literal past int64
+    /// decodes as one) that is not a JSON integer (past 2^53) is a wrong type too, and its bounds
+    /// are still checked. The limits themselves pass.
+    #[test]
+    fn an_integer_past_its_formats_range_is_refused() {
+        let nodes = |n: Value| json!({"runtimeRef": {"name": "t"}, "trainer": {"numNodes": n}});
+        let deadline = |n: Value| json!({"runtimeRef": {"name": "t"}, "activeDeadlineSeconds": n});
+        let past_i64: Value = serde_json::from_str("-9223372036854775809").expect("a number");
+        let grace = "spec.podSpecOverrides[0].tolerations[0].tolerationSeconds";
+        let mode = "spec.podSpecOverrides[0].volumes[0].configMap.defaultMode";
+        let overrides = |pod: Value| {
+            let mut item = json!({"targetJobs": [{"name": "node"}]});
+            for (k, v) in pod.as_object().into_iter().flatten() {
+                item[k] = v.clone();
+            }
+            json!({"runtimeRef": {"name": "t"}, "podSpecOverrides": [item]})
+        };
+        let min =
+            |path: &str| (path.to_string(), "FieldValueInvalid", "must be greater than or equal to 1".to_string());
+        // An int-or-string's number is checked by its integer branch, which has no format.
+        let cpu = "spec.trainer.resourcesPerNode.limits.cpu";
+        let quantity =
+            |n: Value| json!({"runtimeRef": {"name": "t"}, "trainer": {"resourcesPerNode": {"limits": {"cpu": n}}}});
+        let any_integer = (
+            String::new(),
+            "FieldValueInvalid",
+            format!("Checked value must be of type integer (default format) in {cpu}"),
+        );
+        let numbers = "spec.trainer.numNodes";
+        let deadlines = "spec.activeDeadlineSeconds";
+        // (release, spec, findings: path, cause type, detail — a type error's detail not compared)
+        let cases: Vec<(TrainerVersion, Value, Vec<Said>)> = vec![
+            (TrainerVersion::V2_3, nodes(json!(2_147_483_647)), vec![]),
+            (TrainerVersion::V2_3, nodes(json!(-2_147_483_648)), vec![]),
+            (TrainerVersion::V2_3, nodes(json!(2_147_483_648_i64)), vec![checked("int32", numbers)]),
+            (TrainerVersion::V2_3, nodes(json!(-2_147_483_649_i64)), vec![checked("int32", numbers)]),
+            (TrainerVersion::V2_0, nodes(json!(2_147_483_648_i64)), vec![checked("int32", numbers)]),
+            (TrainerVersion::V2_3, nodes(json!(2.0)), vec![]),
+            (TrainerVersion::V2_3, nodes(json!(3e9)), vec![checked("int32", numbers)]),
+            (TrainerVersion::V2_3, nodes(json!(1.5)), vec![typed(numbers), checked("int32", numbers)]),
+            (TrainerVersion::V2_3, deadline(json!(i64::MAX)), vec![]),
+            (TrainerVersion::V2_3, deadline(json!(i64::MIN)), vec![min(deadlines)]),
+            (
+                TrainerVersion::V2_3,
+                deadline(json!(9_223_372_036_854_775_808_u64)),
+                vec![typed(deadlines), checked("int64", deadlines)],
+            ),
+            (
+                TrainerVersion::V2_3,
+                deadline(past_i64),
+                vec![typed(deadlines), checked("int64", deadlines), min(deadlines)],
+            ),
+            (
+                TrainerVersion::V2_3,
+                deadline(json!(0.5)),
+                vec![typed(deadlines), checked("int64", deadlines), min(deadlines)],
+            ),
+            (TrainerVersion::V2_3, quantity(json!(i64::MAX)), vec![]),
+            (TrainerVersion::V2_3, quantity(json!(2.0)), vec![]),
+            (TrainerVersion::V2_3, quantity(json!(0.5)), vec![typed(cpu), any_integer.clone()]),
+            (TrainerVersion::V2_3, quantity(json!(9_223_372_036_854_775_808_u64)), vec![typed(cpu), any_integer]),
+            (
+                TrainerVersion::V2_0,
+                overrides(json!({"tolerations": [{"key": "k", "tolerationSeconds": 9_223_372_036_854_775_807_i64}]})),
+                vec![],
+            ),
+            (
+                TrainerVersion::V2_0,
+                overrides(json!({"tolerations": [{"key": "k", "tolerationSeconds": 9_223_372_036_854_775_808_u64}]})),
+                vec![typed(grace), checked("int64", grace)],
+            ),
+            (
+                TrainerVersion::V2_0,
+                overrides(json!({"volumes": [{"name": "v", "configMap": {"defaultMode": 2_147_483_648_i64}}]})),
+                vec![checked("int32", mode)],
+            ),
+        ];
+        for (version, spec, want) in cases {
+            let verdict = judge(&job(spec.clone()), None, version);
+            let mut got = found(&verdict);
+            // A wrong type's detail is trainguard's own words (not compared with the API server's).
+            for (_, cause, detail) in &mut got {
+                if *cause == "FieldValueTypeInvalid" {
+                    detail.clear();
+                }
+            }
+            assert_eq!(got, want, "{} {spec}", version.name());
+            // The range finding names its field for `validate`'s output.
+            for finding in verdict.errors.iter().filter(|e| e.path.is_empty()) {
+                assert!(finding.detail.ends_with(finding.range_of().expect("a range finding")), "{finding:?}");
+            }
+        }
+    }
+
+    /// The range cause is not blocking (the CEL rules still run) and ratchets like any other: an
+    /// unchanged value is not judged again on UPDATE.
+    #[test]
+    fn a_range_finding_lets_the_rules_run_and_ratchets() {
+        let spec =
+            json!({"runtimeRef": {"name": "t"}, "managedBy": "kueue", "trainer": {"numNodes": 2_147_483_648_i64}});
+        let create = judge(&job(spec.clone()), None, TrainerVersion::V2_3);
+        let kinds: Vec<(&str, bool)> = create.errors.iter().map(|e| (e.path.as_str(), e.from_rule())).collect();
+        assert_eq!(kinds, [("", false), ("spec.managedBy", true)], "{create:?}");
+        let mut suspended = spec.clone();
+        suspended["managedBy"] = json!("kueue.x-k8s.io/multikueue");
+        let old = job(suspended.clone());
+        let mut new = old.clone();
+        new["spec"]["suspend"] = json!(true);
+        let cases = [(json!(2_147_483_648_i64), 0), (json!(2_147_483_649_i64), 1)];
+        for (nodes, findings) in cases {
+            new["spec"]["trainer"]["numNodes"] = nodes.clone();
+            let verdict = judge(&new, Some(&old), TrainerVersion::V2_1);
+            assert_eq!(verdict.errors.len(), findings, "{nodes}: {verdict:?}");
+        }
+    }
+
+    #[test]
+    fn json_integers_as_go_openapi_takes_them() {
+        let cases = [
+            (2.0, true),
+            (-2.0, true),
+            (0.0, true),
+            (1.5, false),
+            (-1.5, false),
+            (0.5, false),
+            // Within a relative 1e-9 of a whole number.
+            (2.000_000_000_1, true),
+            (9_007_199_254_740_992.0, true),
+            (9_007_199_254_740_994.0, false),
+            (-9_007_199_254_740_994.0, false),
+            (f64::NAN, false),
+        ];
+        for (f, want) in cases {
+            assert_eq!(json_integer(f), want, "{f}");
+        }
     }
 }

@@ -143,7 +143,8 @@ struct Check<'a> {
 
 impl Check<'_> {
     fn push(&mut self, kind: Kind, path: &str, value: Option<Value>, detail: impl Into<String>) {
-        self.errors.push(Finding { kind, path: format!("metadata.{path}"), value, detail: detail.into(), rule: false });
+        let path = format!("metadata.{path}");
+        self.errors.push(Finding { kind, path, value, detail: detail.into(), rule: false, range_of: None });
     }
 
     fn invalid_each(&mut self, path: &str, value: &str, messages: Vec<String>) {
