@@ -1,6 +1,7 @@
 //! A sample of the generated cases with the oracle's verdict, written for the e2e suite to replay
 //! against the plane's real kube-apiserver (tests/e2e/oracle_replay.rs): `replay-<tag>.jsonl` in
-//! the oracle directory, one case a line (`id`, `old`, `new`, `refused`, `paths`).
+//! the oracle directory, one case a line (`id`, `old`, `new`, `refused`, `unknown`: the fields strict
+//! field validation refuses, `paths`: every field the API server's refusal names).
 
 use std::path::Path;
 
@@ -21,8 +22,9 @@ pub(crate) fn write(dir: &Path, tag: &str, cases: &[Case], answers: &[Answer]) {
             let paths: Vec<String> =
                 if answer.decode.is_some() { Vec::new() } else { api_paths(answer).into_iter().collect() };
             lines.push(
-                json!({"id": case.id, "old": case.old, "new": case.new, "refused": answer.refused(), "paths": paths})
-                    .to_string(),
+                json!({"id": case.id, "old": case.old, "new": case.new, "refused": answer.refused(),
+                    "unknown": answer.unknown, "paths": paths})
+                .to_string(),
             );
         }
     }
