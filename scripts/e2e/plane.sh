@@ -218,15 +218,16 @@ apply_upstream_manifests() {
     <"$trainer/manifests/base/webhook/manifests.yaml" >"$run/trainer-webhooks.yaml"
   sed -i 's/name: mutating-webhook-configuration/name: jobset-mutating/; s/name: validating-webhook-configuration/name: jobset-validating/' "$run/jobset-webhooks.yaml"
   sed -i 's/name: mutating-webhook-configuration/name: trainer-mutating/; s/name: validating-webhook-configuration/name: trainer-validating/' "$run/trainer-webhooks.yaml"
-  # Tests that pin the exact text trainguard sends take Trainer's TrainJob validator out of their
-  # namespace (label e2e.trainguard.io/trainer-webhook=off); everywhere else both webhooks run.
+  # Tests that pin the exact text trainguard sends, or want the API server's own verdict, take
+  # Trainer's TrainJob webhooks (validator and defaulter) out of their namespace (label
+  # e2e.trainguard.io/trainer-webhook=off); everywhere else Trainer's and trainguard's webhooks run.
   python3 - "$run/trainer-webhooks.yaml" <<'PY'
 import sys, yaml
 path = sys.argv[1]
 docs = list(yaml.safe_load_all(open(path)))
 for d in docs:
     for hook in d.get("webhooks", []):
-        if hook["name"] == "validator.trainjob.trainer.kubeflow.org":
+        if hook["name"] in ("validator.trainjob.trainer.kubeflow.org", "defaulter.trainjob.trainer.kubeflow.org"):
             hook["namespaceSelector"] = {"matchExpressions": [{"key": "e2e.trainguard.io/trainer-webhook", "operator": "NotIn", "values": ["off"]}]}
 yaml.safe_dump_all(docs, open(path, "w"), sort_keys=False)
 PY

@@ -76,9 +76,28 @@ fn request_as(method: &str, path: &str, content_type: &str, body: &Value) -> (u1
     )
 }
 
+/// The differences between the oracle and the real handler that are known and counted, by name.
+/// Each is a place where the oracle is not the real API server; the first is also one where
+/// `validate` follows the oracle, not the API server.
+const MANAGED_FIELDS: &str = "managedFields the field manager cannot decode: the real handler drops them before \
+     validation (the oracle, and validate, check them as sent)";
+const INTEGER_FORMAT: &str = "an integer past its format's range: this plane's kube-apiserver (1.36) refuses it, the \
+     libraries the v2.0.1 and v2.1.0 oracles link do not check it";
+
+/// The cause that 1.36's number validation adds for a value past its format (`<nil>`: `Checked
+/// value must be of type integer with format int32 in spec.x`, or `(default format)`).
+fn is_integer_format(message: &str) -> bool {
+    message.contains("Checked value must be of type integer")
+}
+
 /// The field paths a refusal names: its causes' fields (`<nil>`-less), and for a strict decoding
-/// error (400) each `unknown field "x.y"` it lists.
-fn refused_paths(status: &Value) -> std::collections::BTreeSet<String> {
+/// error (400) each `unknown field "x.y"` it lists. Integer-format causes are left out where
+/// `integer_format` is false (the release's oracle does not know them) and counted in `tolerated`.
+fn refused_paths(
+    status: &Value,
+    integer_format: bool,
+    tolerated: &mut BTreeMap<&'static str, usize>,
+) -> std::collections::BTreeSet<String> {
     let mut paths = std::collections::BTreeSet::new();
     for cause in status["details"]["causes"].as_array().into_iter().flatten() {
         let field = cause["field"].as_str().unwrap_or_default();
@@ -87,6 +106,10 @@ fn refused_paths(status: &Value) -> std::collections::BTreeSet<String> {
         if message.contains("must validate at least one schema (anyOf)")
             || message.contains("some validation rules were not checked")
         {
+            continue;
+        }
+        if !integer_format && is_integer_format(message) {
+            *tolerated.entry(INTEGER_FORMAT).or_default() += 1;
             continue;
         }
         match message.strip_prefix("unknown field \"") {
@@ -167,6 +190,7 @@ fn the_oracles_generated_cases_get_the_same_verdict_from_the_real_api_server() {
         );
         let base = format!("/apis/trainer.kubeflow.org/v1alpha1/namespaces/{}/trainjobs", ns.name);
         let mut skipped: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut tolerated: BTreeMap<&'static str, usize> = BTreeMap::new();
         let (mut creates, mut updates, mut conflicts) = (0, 0, 0);
         for case in &cases {
             if let Some(why) = unreplayable(case) {
@@ -227,18 +251,25 @@ fn the_oracles_generated_cases_get_the_same_verdict_from_the_real_api_server() {
                 }
             };
             let refused = !(200..300).contains(&code);
+            let integer_format = !matches!(*release, "v2.0.1" | "v2.1.0");
             let api: std::collections::BTreeSet<String> =
-                if refused { refused_paths(&answer) } else { Default::default() };
+                if refused { refused_paths(&answer, integer_format, &mut tolerated) } else { Default::default() };
             // Strict field validation refuses unknown fields before the schema is checked: the
             // answer is a 400 naming those alone. Otherwise every field the oracle names.
-            let oracle: std::collections::BTreeSet<String> = if case.unknown.is_empty() {
+            let mut oracle: std::collections::BTreeSet<String> = if case.unknown.is_empty() {
                 case.paths.iter().cloned().collect()
             } else {
                 case.unknown.iter().cloned().collect()
             };
+            let managed = oracle.iter().filter(|p| p.starts_with("metadata.managedFields")).count();
+            if managed > 0 && !api.iter().any(|p| p.starts_with("metadata.managedFields")) {
+                *tolerated.entry(MANAGED_FIELDS).or_default() += 1;
+                oracle.retain(|p| !p.starts_with("metadata.managedFields"));
+            }
+            let oracle_refuses = case.refused && (!oracle.is_empty() || case.paths.is_empty());
             // A body the API server cannot decode at all names no field: only the verdict counts.
             let paths_agree = !refused || api == oracle || (code == 400 && api.is_empty() && case.unknown.is_empty());
-            if refused != case.refused || !paths_agree {
+            if refused != oracle_refuses || !paths_agree {
                 differences.push(format!(
                     "{release} {}: oracle {} {oracle:?}, API server {code} {api:?}\n  {}\n  old: {}\n  new: {}",
                     case.id,
@@ -251,7 +282,7 @@ fn the_oracles_generated_cases_get_the_same_verdict_from_the_real_api_server() {
         }
         table.push_str(&format!(
             "{release}: {} cases, {creates} CREATEs and {updates} UPDATEs replayed ({conflicts} Conflicts with Trainer's \
-             controller sent again); skipped {skipped:?}\n",
+             controller sent again); skipped {skipped:?}; known differences {tolerated:?}\n",
             cases.len()
         ));
         assert!(

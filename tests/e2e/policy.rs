@@ -99,13 +99,18 @@ fn trainjob_crd_without_defaults() -> (String, usize) {
 }
 
 /// Installs a TrainJob CRD given as JSON and waits until the API server serves it: a dry-run
-/// CREATE of a bare TrainJob in a namespace opted out of trainguard's webhooks comes back with
-/// `spec.managedBy` set or not, as the CRD's defaults say.
+/// CREATE of a bare TrainJob in a namespace without trainguard's and Trainer's webhooks comes back
+/// with `spec.managedBy` set or not, as the CRD's defaults say.
 #[allow(clippy::disallowed_methods, reason = "polls the real API server until the CRD is served")]
 fn install_crd_json(crd: &str, defaults: bool) {
     let out = plane().kubectl().args(["apply", "--server-side", "--force-conflicts", "-f", "-"]).output_with(crd);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let probe_ns = plane().namespace("e2e-defaults-probe", &[("trainguard.io/webhook", "disabled")]);
+    // Neither trainguard's webhooks nor Trainer's (whose validator refuses a runtimeRef without
+    // the kind the defaults would give) in the probe's namespace: the CRD alone answers.
+    let probe_ns = plane().namespace(
+        "e2e-defaults-probe",
+        &[("trainguard.io/webhook", "disabled"), ("e2e.trainguard.io/trainer-webhook", "off")],
+    );
     let bare = "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: probe\nspec:\n  runtimeRef:\n    name: e2e-torch\n  suspend: true\n";
     eventually(&format!("the API server serving the TrainJob CRD with defaults={defaults}"), || {
         let out = plane()
