@@ -250,10 +250,20 @@ fn the_oracles_generated_cases_get_the_same_verdict_from_the_real_api_server() {
                     answer
                 }
             };
-            let refused = !(200..300).contains(&code);
             let integer_format = !matches!(*release, "v2.0.1" | "v2.1.0");
-            let api: std::collections::BTreeSet<String> =
-                if refused { refused_paths(&answer, integer_format, &mut tolerated) } else { Default::default() };
+            let api: std::collections::BTreeSet<String> = if (200..300).contains(&code) {
+                Default::default()
+            } else {
+                refused_paths(&answer, integer_format, &mut tolerated)
+            };
+            // Refused for an integer format alone, which this release's oracle does not check: as
+            // the oracle's API server would, it admits (the cause was counted above).
+            let integer_format_only = code == 422
+                && api.is_empty()
+                && answer["details"]["causes"]
+                    .as_array()
+                    .is_some_and(|c| c.iter().any(|c| c["message"].as_str().is_some_and(is_integer_format)));
+            let refused = !(200..300).contains(&code) && !integer_format_only;
             // Strict field validation refuses unknown fields before the schema is checked: the
             // answer is a 400 naming those alone. Otherwise every field the oracle names.
             let mut oracle: std::collections::BTreeSet<String> = if case.unknown.is_empty() {
