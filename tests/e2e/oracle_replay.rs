@@ -239,6 +239,16 @@ fn the_oracles_generated_cases_get_the_same_verdict_from_the_real_api_server() {
                             &placed(&case.new, &ns.name, Some(&stored)),
                         );
                     }
+                    // An owner reference to an object that does not exist: the garbage collector
+                    // may delete the old object before the PUT, which then finds nothing (404, no
+                    // verdict). Counted, not compared.
+                    if answer.0 == 404 && old["metadata"]["ownerReferences"].is_array() {
+                        updates -= 1;
+                        *skipped
+                            .entry("an old object the garbage collector deleted first (its owner does not exist)")
+                            .or_default() += 1;
+                        continue;
+                    }
                     // Gone before the next case (a generated finalizer would hold it).
                     let _ = request_as(
                         "PATCH",
