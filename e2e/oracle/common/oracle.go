@@ -16,7 +16,8 @@
 //     validation refuses (400 BadRequest, `unknown field "spec.x"`);
 //   - schema: the causes of the API server's 422 (ObjectMeta, structural schema, list types,
 //     CEL rules with transition rules and ratcheting on UPDATE), after pruning and defaulting,
-//     as rest.BeforeCreate / rest.BeforeUpdate report them;
+//     as rest.BeforeCreate / rest.BeforeUpdate report them, on the object as the handler's field
+//     manager leaves it (managed fields it cannot decode replaced, before validation);
 //   - changed: on UPDATE, the Forbidden errors of Trainer's JobSet plugin (the overrides
 //     immutability check) after Trainer's defaulter, with the JobSet given held by a fake client;
 //   - plugin: the plugin's other errors (runtime template consistency), for information.
@@ -43,10 +44,12 @@ import (
 	"k8s.io/apiextensions-apiserver/pkg/crdserverscheme"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
@@ -317,6 +320,7 @@ func (s *server) judge(c caseIn, plugin Judge) (out caseOut) {
 		newObj.SetNamespace(namespace)
 	}
 	ctx := genericapirequest.WithNamespace(context.Background(), namespace)
+	fieldManagerReplaces(newObj, oldObj)
 	var verdict error
 	if oldObj == nil {
 		if accessor, err := meta.Accessor(newObj); err == nil {
@@ -342,6 +346,28 @@ func (s *server) judge(c caseIn, plugin Judge) (out caseOut) {
 	out.Schema = causes(verdict)
 	out.Changed, out.Plugin, out.PluginError = plugin(oldObj, newObj, c.JobSet)
 	return out
+}
+
+// fieldManagerReplaces does to newObj's managed fields what the handler's field manager does
+// before validation (decodeLiveOrNew): a reset (`[]`, `[{}]`) leaves none; a list left out, or one
+// it cannot decode, is replaced with the stored object's (none on CREATE). The entry the field
+// manager then adds for the request's own manager is always valid, so it is left out here.
+func fieldManagerReplaces(newObj, oldObj *unstructured.Unstructured) {
+	managed := newObj.GetManagedFields()
+	if managed != nil && (len(managed) == 0 || (len(managed) == 1 && reflect.DeepEqual(managed[0], metav1.ManagedFieldsEntry{}))) {
+		newObj.SetManagedFields(nil)
+		return
+	}
+	if len(managed) > 0 && managedfields.ValidateManagedFields(managed) == nil {
+		return
+	}
+	var stored []metav1.ManagedFieldsEntry
+	if oldObj != nil {
+		if entries := oldObj.GetManagedFields(); managedfields.ValidateManagedFields(entries) == nil {
+			stored = entries
+		}
+	}
+	newObj.SetManagedFields(stored)
 }
 
 func causes(err error) []FieldErr {

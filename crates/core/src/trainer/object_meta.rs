@@ -6,7 +6,8 @@
 //!   label, `finalizers` qualified names (not both orphan and foreground);
 //! - both: label keys and values, annotation keys and their total size (256 KiB), owner
 //!   references (version, kind, name and uid set; one controller at most), managed fields
-//!   (operation, fieldsType, manager);
+//!   (manager, subresource) as the field manager leaves them: it replaces a list it cannot decode
+//!   before this check runs;
 //! - UPDATE: `name`, `namespace`, `uid`, `creationTimestamp`, `deletionTimestamp` and
 //!   `deletionGracePeriodSeconds` unchanged where the write sets them (the API server carries the
 //!   stored ones over where it leaves them out, and sets `generation` itself), and no new
@@ -239,18 +240,12 @@ impl Check<'_> {
         }
     }
 
-    fn managed_fields(&mut self, meta: &Meta<'_>) {
-        for (i, entry) in meta.list("managedFields").enumerate() {
+    /// The checks of each managed-fields entry the field manager leaves (see [`managed_fields`]):
+    /// a decodable entry's `operation` and `fieldsType` are already right.
+    fn managed_fields(&mut self, entries: &[Value]) {
+        for (i, entry) in entries.iter().enumerate() {
             let text = |key: &str| entry.get(key).and_then(Value::as_str).unwrap_or("");
             let at = |key: &str| format!("managedFields[{i}].{key}");
-            let operation = text("operation");
-            if !matches!(operation, "Apply" | "Update") {
-                self.push(Kind::Invalid, &at("operation"), Some(operation.into()), "must be `Apply` or `Update`");
-            }
-            let fields_type = text("fieldsType");
-            if !fields_type.is_empty() && fields_type != "FieldsV1" {
-                self.push(Kind::Invalid, &at("fieldsType"), Some(fields_type.into()), "must be `FieldsV1`");
-            }
             let manager = text("manager");
             if manager.len() > FIELD_MANAGER_MAX {
                 self.push(
@@ -280,11 +275,11 @@ impl Check<'_> {
     }
 
     /// What CREATE and UPDATE both check.
-    fn common(&mut self, meta: &Meta<'_>) {
+    fn common(&mut self, meta: &Meta<'_>, managed: &[Value]) {
         self.labels(meta);
         self.annotations(meta);
         self.owner_references(meta);
-        self.managed_fields(meta);
+        self.managed_fields(managed);
     }
 }
 
@@ -313,6 +308,52 @@ impl<'v> Meta<'v> {
     }
 }
 
+/// The managed fields ObjectMeta's check sees. The API server's field manager runs before it
+/// (`decodeLiveOrNew`): a write that resets them (`[]` or `[{}]`) leaves none; a write that
+/// leaves them out, or sends a list the field manager cannot decode, gets the stored object's
+/// (none on CREATE). So an undecodable entry is never refused: it is replaced.
+fn managed_fields<'v>(meta: &Meta<'v>, before: Option<&Meta<'v>>) -> &'v [Value] {
+    let list = |m: &Meta<'v>| m.get("managedFields").and_then(Value::as_array).map(Vec::as_slice);
+    let stored = || before.and_then(list).filter(|l| l.iter().all(decodable)).unwrap_or_default();
+    match list(meta) {
+        Some([]) => &[],
+        Some([only]) if only.as_object().is_some_and(serde_json::Map::is_empty) => &[],
+        Some(entries) if entries.iter().all(decodable) => entries,
+        _ => stored(),
+    }
+}
+
+/// Whether the field manager decodes an entry (`DecodeManagedFields`): an `Apply` or `Update`
+/// with an apiVersion, `fieldsType: FieldsV1`, and a field set it can read.
+fn decodable(entry: &Value) -> bool {
+    let text = |key: &str| entry.get(key).and_then(Value::as_str).unwrap_or("");
+    matches!(text("operation"), "Apply" | "Update")
+        && !text("apiVersion").is_empty()
+        && text("fieldsType") == "FieldsV1"
+        && entry.get("fieldsV1").is_none_or(field_set)
+}
+
+/// structured-merge-diff's `Set.FromJSON`: nested objects (or `null`) whose keys are `.` (the
+/// path itself) or `f:` a field name, `k:` a key object, `v:` a value, `i:` an index; another
+/// letter before the colon is a newer kind, skipped.
+fn field_set(set: &Value) -> bool {
+    let Value::Object(children) = set else { return set.is_null() };
+    children.iter().all(|(key, child)| {
+        if key == "." {
+            return true;
+        }
+        let element_ok = match key.as_bytes() {
+            [b'f', b':', ..] => true,
+            [b'k', b':', ..] => serde_json::from_str::<Value>(&key[2..]).is_ok_and(|v| v.is_object()),
+            [b'v', b':', ..] => serde_json::from_str::<Value>(&key[2..]).is_ok(),
+            [b'i', b':', ..] => key[2..].parse::<i64>().is_ok(),
+            [_, b':', ..] => return true,
+            _ => false,
+        };
+        element_ok && field_set(child)
+    })
+}
+
 /// What ObjectMeta's checks find, split by where the API server runs them: on UPDATE,
 /// `rest.BeforeUpdate` checks the CREATE rules (with a path-segment name rule) before the
 /// strategy, so those findings do not keep the CRD's CEL rules from running; everything else is
@@ -333,15 +374,16 @@ pub(crate) fn validate(new: &Value, old: Option<&Value>) -> MetaFindings {
             let mut check = Check { errors: &mut found.in_strategy };
             // The CRD strategy's check (a DNS subdomain name); the API server's second,
             // path-segment check runs only when this one passed, and never finds more.
-            check.identity(&meta, NameRule::DnsSubdomain);
+            check.identity(&meta, NameRule::DnsSubdomain, managed_fields(&meta, None));
         }
         Some(old) => {
             let before = Meta::of(old);
+            let managed = managed_fields(&meta, Some(&before));
             let mut check = Check { errors: &mut found.before_strategy };
-            check.identity(&meta, NameRule::PathSegment);
-            check.update(&meta, &before);
+            check.identity(&meta, NameRule::PathSegment, managed);
+            check.update(&meta, &before, managed);
             let mut check = Check { errors: &mut found.in_strategy };
-            check.update(&meta, &before);
+            check.update(&meta, &before, managed);
         }
     }
     found
@@ -374,7 +416,7 @@ impl NameRule {
 impl Check<'_> {
     /// `ValidateObjectMetaAccessor`: name, generateName, namespace, then the common checks and
     /// the finalizers.
-    fn identity(&mut self, meta: &Meta<'_>, rule: NameRule) {
+    fn identity(&mut self, meta: &Meta<'_>, rule: NameRule, managed: &[Value]) {
         let generate_name = meta.text("generateName");
         if !generate_name.is_empty() {
             self.invalid_each("generateName", generate_name, rule.check(generate_name, true));
@@ -390,12 +432,12 @@ impl Check<'_> {
             self.invalid_each("namespace", namespace, dns1123_label(namespace));
         }
         // `generation` is set by the API server (1 on CREATE, the stored one on UPDATE).
-        self.common(meta);
+        self.common(meta, managed);
         self.finalizers(meta);
     }
 
     /// `ValidateObjectMetaAccessorUpdate`.
-    fn update(&mut self, meta: &Meta<'_>, before: &Meta<'_>) {
+    fn update(&mut self, meta: &Meta<'_>, before: &Meta<'_>, managed: &[Value]) {
         if before.get("deletionTimestamp").is_some() {
             let had: Vec<&str> = before.list("finalizers").filter_map(Value::as_str).collect();
             let mut added: Vec<&str> =
@@ -436,7 +478,7 @@ impl Check<'_> {
                 self.push(Kind::Invalid, key, now.cloned(), "field is immutable");
             }
         }
-        self.common(meta);
+        self.common(meta, managed);
     }
 }
 
@@ -537,12 +579,21 @@ mod tests {
                     "Only one reference can have Controller set to true. Found \"true\" in references for A/a and B/b",
                 )],
             ),
+            // The field manager replaces managed fields it cannot decode before this check.
             (
                 json!({"name": "j", "managedFields": [{"manager": "m", "operation": "Patch", "fieldsType": "FieldsV2"}]}),
-                vec![
-                    ("metadata.managedFields[0].operation", "must be `Apply` or `Update`"),
-                    ("metadata.managedFields[0].fieldsType", "must be `FieldsV1`"),
-                ],
+                vec![],
+            ),
+            (json!({"name": "j", "managedFields": [{"manager": LONG_MANAGER, "operation": "Update"}]}), vec![]),
+            (
+                json!({"name": "j", "managedFields": [{"manager": LONG_MANAGER, "operation": "Update", "apiVersion": "v1",
+                    "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"x:future": 1}}}]}),
+                vec![("metadata.managedFields[0].manager", "may not be more than 128 bytes")],
+            ),
+            (
+                json!({"name": "j", "managedFields": [{"manager": LONG_MANAGER, "operation": "Update", "apiVersion": "v1",
+                    "fieldsType": "FieldsV1", "fieldsV1": {"spec": {}}}]}),
+                vec![],
             ),
         ];
         for (metadata, expected) in cases {
@@ -550,6 +601,33 @@ mod tests {
             let matches = found.len() == expected.len()
                 && found.iter().zip(&expected).all(|((p, d), (ep, ed))| p == ep && d.starts_with(ed));
             assert!(matches, "{metadata}: {found:?}, expected {expected:?}");
+        }
+    }
+
+    /// One byte past the field manager name's limit.
+    const LONG_MANAGER: &str = "mmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmm";
+
+    #[test]
+    fn managed_fields_are_checked_as_the_field_manager_leaves_them() {
+        let entry = |manager: &str, operation: &str| json!({"manager": manager, "operation": operation, "apiVersion": "v1", "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {".": {}}}});
+        let stored = json!({"name": "j", "managedFields": [entry(LONG_MANAGER, "Update")]});
+        let too_long = vec!["metadata.managedFields[0].manager".to_string()];
+        // (new metadata, old metadata, paths found)
+        let cases: Vec<(Value, Option<Value>, Vec<String>)> = vec![
+            (json!({"name": "j", "managedFields": [entry(LONG_MANAGER, "Apply")]}), None, too_long.clone()),
+            (json!({"name": "j", "managedFields": [entry("m", "Patch")]}), None, vec![]),
+            // Undecodable or left out on UPDATE: the stored object's are checked.
+            (json!({"name": "j", "managedFields": [entry("m", "Patch")]}), Some(stored.clone()), too_long.clone()),
+            (json!({"name": "j"}), Some(stored.clone()), too_long.clone()),
+            // Reset: none.
+            (json!({"name": "j", "managedFields": []}), Some(stored.clone()), vec![]),
+            (json!({"name": "j", "managedFields": [{}]}), Some(stored.clone()), vec![]),
+            (json!({"name": "j", "managedFields": [entry("m", "Update")]}), Some(stored), vec![]),
+        ];
+        for (new, old, expected) in cases {
+            let found: Vec<String> =
+                findings(object(new.clone()), old.map(object)).into_iter().map(|(p, _)| p).collect();
+            assert_eq!(found, expected, "{new}");
         }
     }
 
