@@ -602,18 +602,25 @@ yaml.safe_dump_all(docs, sys.stdout, sort_keys=False)' >"$run/training-operator-
   mkdir -p "$certs/serving-certs"
   cp "$d/ca.crt" "$d/tls.crt" "$d/tls.key" "$certs/serving-certs/"
   # Its fixed path /tmp/k8s-webhook-server exists only in the operator's own mount namespace: /tmp
-  # there is a fresh tmpfs holding that path (bound to $certs) and the run directory (bound back
-  # from the real /tmp, kept at /mnt for the moment of the swap), so nothing is written to /tmp.
+  # there is a fresh tmpfs holding that path (bound to $certs), with the run directory and the
+  # binaries bound back from the real /tmp where they live under it (a HOME or cache in /tmp; the
+  # real /tmp kept at /mnt for the moment of the swap), so nothing is written to /tmp.
   can_unshare || die "the Training Operator's fixed certificate path /tmp/k8s-webhook-server needs a private mount namespace (root and unshare): run make e2e as root"
   local wrap=(unshare -m --propagation private sh -c '
     set -e
+    certs=$1
+    shift
     mount --bind /tmp /mnt
     mount -t tmpfs -o size=16m tmpfs /tmp
-    mkdir -p /tmp/k8s-webhook-server "$1"
-    case "$1" in /tmp/*) mount --bind "/mnt/${1#/tmp/}" "$1" ;; esac
-    mount --bind "$0" /tmp/k8s-webhook-server
+    while [ "$1" != -- ]; do
+      case "$1" in /tmp/*) mkdir -p "$1" && mount --bind "/mnt/${1#/tmp/}" "$1" ;; esac
+      shift
+    done
+    shift
+    mkdir -p /tmp/k8s-webhook-server
+    mount --bind "$certs" /tmp/k8s-webhook-server
     umount -l /mnt
-    shift; exec "$@"' "$certs" "$run")
+    exec "$@"' sh "$certs" "$run" "$BIN" --)
   stop training-operator
   start training-operator env KUBECONFIG="$run/admin.kubeconfig" MY_POD_NAMESPACE=kubeflow "${wrap[@]}" \
     "$BIN/training-operator" --enable-scheme=pytorchjob --webhook-server-port "$P_TO_WH" \
