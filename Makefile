@@ -105,7 +105,6 @@ soak:
 e2e:
 	./scripts/install-test-deps.sh
 	./scripts/e2e/install-deps.sh
-	$(CARGO) build --profile dist --bin trainguard
 	./scripts/e2e/run.sh
 
 ## e2e-cluster: opt-in checks against the current kubectl context (Trainer and trainguard installed)
