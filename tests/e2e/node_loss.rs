@@ -485,7 +485,7 @@ spec:
     )
 }
 
-/// The PyTorchJob story (Training Operator v1.9.0): a job whose pods have fixed names cannot get
+/// The PyTorchJob story (Training Operator v1.9.4): a job whose pods have fixed names cannot get
 /// its pods back while the old ones hang Terminating on the lost node; report mode only reports,
 /// act mode force-deletes them and the operator recreates them on the spare node.
 #[test]
@@ -546,7 +546,7 @@ fn node_loss_hangs_a_pytorchjob_until_act_mode_force_deletes_its_pods() {
     assert!(now.iter().all(|u| !uids.contains(u)), "old pods on the spare node?");
     assert!(count_events(&story.ns, "ForceDeletedStuckPod") >= 2, "events: {:?}", events(&story.ns));
     eprintln!(
-        "node loss (PyTorchJob, Training Operator v1.9.0): taint {taint_after}s after the kubelet stopped; \
+        "node loss (PyTorchJob, Training Operator v1.9.4): taint {taint_after}s after the kubelet stopped; \
          WouldForceDeletedStuckPod {reported_after_taint}s after the taint (report mode); running again \
          {recovered_after_taint}s after the taint ({recovered_after_act}s after act mode started)"
     );
