@@ -272,7 +272,11 @@ mod restated_tests {
     use super::*;
     use crate::admission::overrides::shape;
     use crate::model::OverridesField::{self, PodSpecOverrides, PodTemplateOverrides, RuntimePatches};
-    use crate::trainer::TrainerVersion::{V2_0, V2_1, V2_3};
+    use crate::trainer::TrainerVersion;
+
+    const V2_0: TrainerVersion = TrainerVersion::V2_0;
+    const V2_1: TrainerVersion = TrainerVersion::V2_1;
+    const V2_3: TrainerVersion = TrainerVersion::V2_3;
 
     /// What `validate` reports on an overrides value with the schema check on: the webhook's shape
     /// errors, then the schema's, the restated ones dropped.
