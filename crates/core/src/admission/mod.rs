@@ -18,7 +18,7 @@ use std::fmt;
 
 pub use decision::{Decision, Endpoint, Operation, Outcome};
 pub use errors::{ErrorList, ErrorType, FieldError};
-pub use rule::Rule;
+pub use rule::{DocSection, Rule};
 pub use rules::RuleInput;
 pub use rules::{RulesConfig, SuspendRule};
 
