@@ -570,7 +570,8 @@ const TRAINJOB_API_VERSION: &str = "trainer.kubeflow.org/v1alpha1";
 /// `TrainJob`, case aside): what is wrong with its apiVersion and kind, with "did you mean".
 fn near_miss(doc: &Document) -> Option<String> {
     let kind = doc.kind();
-    let close = kind == TRAINJOB_KIND || edit_distance(&kind.to_ascii_lowercase(), "trainjob") <= 2;
+    let close =
+        kind == TRAINJOB_KIND || trainguard_core::schema::edit_distance(&kind.to_ascii_lowercase(), "trainjob") <= 2;
     if !close || kind.is_empty() {
         return None;
     }
@@ -582,22 +583,6 @@ fn near_miss(doc: &Document) -> Option<String> {
         wrong.push(format!("kind {kind:?} (did you mean kind: {TRAINJOB_KIND}?)"));
     }
     Some(format!("not checked: looks like a TrainJob but has {}", wrong.join(" and ")))
-}
-
-/// Levenshtein distance over chars.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let cur = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
-            prev = cur;
-        }
-    }
-    row[b.len()]
 }
 
 /// An old side that cannot be read: a warning, since the new objects are still checked (as
@@ -728,19 +713,6 @@ mod tests {
                 (Some(w), Some(g)) => assert!(g.contains(w), "{api_version} {kind}: {g}"),
                 _ => panic!("{api_version} {kind}: got {got:?}, want {want:?}"),
             }
-        }
-    }
-
-    #[test]
-    fn edit_distances() {
-        for (a, b, d) in [
-            ("trainjob", "trainjob", 0),
-            ("tranjob", "trainjob", 1),
-            ("trainjobs", "trainjob", 1),
-            ("", "ab", 2),
-            ("tfjob", "trainjob", 4),
-        ] {
-            assert_eq!(edit_distance(a, b), d, "{a} {b}");
         }
     }
 }
