@@ -6,7 +6,7 @@
 use super::actions::event;
 use k8s_openapi::jiff::Timestamp;
 
-use super::actions::{EventType, KeyPlan, Observation, Reason, Rule, Target};
+use super::actions::{EventType, KeyPlan, Observation, PlanRule, Reason, Target};
 use crate::planner::config::PlanConfig;
 use crate::planner::facts::{FinishKind, JobSetFacts, TrainJobFacts};
 use crate::trainer::Defect;
@@ -39,7 +39,7 @@ pub(crate) fn plan(
     // with the loop.
     let last = Defect::JobSetTtlLoop.last_release().unwrap_or_default().tag();
     out.push(
-        Rule::Ttl,
+        PlanRule::Ttl,
         event(
             config,
             target,
