@@ -20,7 +20,7 @@ use super::check::{self, Checked, Context, NewObject, OldObject};
 use super::lines;
 use super::parallel;
 use super::report::{OutputFormat, Reporter};
-use super::state;
+use super::state_file;
 use crate::cluster::{ClusterView, Offline};
 use crate::manifests::{self, Document, GitBlob, Limits, ManifestError, RawFile, Revision, RevisionFiles, Source};
 use trainguard_core::model::TrainJobView;
@@ -193,11 +193,11 @@ pub(crate) fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
 
 /// `--state`, loaded; when it cannot be, the run is checked offline instead, and the error (to
 /// report once the reporter exists) alone makes it exit 2.
-fn load_state(args: &ValidateArgs, limits: &Limits) -> (Option<state::State>, Option<String>) {
+fn load_state(args: &ValidateArgs, limits: &Limits) -> (Option<state_file::State>, Option<String>) {
     if args.state.is_empty() {
         return (None, None);
     }
-    match state::load(&args.state, limits, &args.namespace) {
+    match state_file::load(&args.state, limits, &args.namespace) {
         Ok(state) => (Some(state), None),
         Err(e) => (None, Some(format!("{e:#} (checked without cluster state)"))),
     }
@@ -442,7 +442,7 @@ impl FileContext<'_> {
             }
         };
         for doc in documents {
-            if !state::is_trainjob(&doc) {
+            if !state_file::is_trainjob(&doc) {
                 let version = self.ctx.schema.unwrap_or_default();
                 let near = near_miss(&doc);
                 outcome.findings.push(match (super::runtime_ttl::warning(&doc, version), near) {
@@ -624,7 +624,7 @@ fn manifest_error(e: &ManifestError, in_change: bool) -> Finding {
 fn old_entries(documents: Vec<Document>, rev_prefix: &str, default_namespace: &str) -> Vec<(Key, OldEntry)> {
     documents
         .into_iter()
-        .filter(state::is_trainjob)
+        .filter(state_file::is_trainjob)
         .filter_map(|doc| {
             let key = check::key(&doc, default_namespace);
             if key.1.is_empty() {
@@ -707,7 +707,7 @@ mod tests {
         ];
         for (api_version, kind, want) in cases {
             let d = doc(api_version, kind);
-            let got = if state::is_trainjob(&d) { None } else { near_miss(&d) };
+            let got = if state_file::is_trainjob(&d) { None } else { near_miss(&d) };
             match (want, &got) {
                 (None, None) => {}
                 (Some(w), Some(g)) => assert!(g.contains(w), "{api_version} {kind}: {g}"),
