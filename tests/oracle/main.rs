@@ -301,7 +301,7 @@ fn compare(version: TrainerVersion, case: &Case, answer: &Answer, tally: &mut Ta
     // body, without the path.
     let rendered = trainguard_core::schema::check(&case.new, case.old.as_ref(), version);
     let bodies = rendered.get(verdict.unknown.len()..).unwrap_or_default();
-    let mut findings: Vec<(&crd::Finding, String)> = verdict
+    let mut findings: Vec<(&crd::ApiCause, String)> = verdict
         .errors
         .iter()
         .enumerate()
@@ -399,7 +399,7 @@ fn compare_causes(
     version: TrainerVersion,
     case: &Case,
     answer: &Answer,
-    findings: &[(&crd::Finding, String)],
+    findings: &[(&crd::ApiCause, String)],
     tally: &mut Tally,
 ) {
     let theirs = api_causes(answer);

@@ -5,6 +5,7 @@
 //! release is adding its oracle (`e2e/oracle/<tag>`), running `make generate` and adding its row
 //! to the table of releases (`releases.rs`).
 
+pub(crate) mod api_cause;
 pub mod crd;
 pub(crate) mod equality;
 pub(crate) mod model;
