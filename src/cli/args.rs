@@ -1,7 +1,10 @@
 //! Argument groups shared by several commands. Every flag is also an environment variable
 //! `TRAINGUARD_<FLAG>`.
 
+use std::sync::LazyLock;
+
 use clap::Args;
+use clap::builder::PossibleValue;
 
 use trainguard_core::admission::{RulesConfig, SuspendRule};
 use trainguard_core::model::{DEFAULT_MANAGED_BY, DEFAULT_OPT_OUT_GROUPS, MULTIKUEUE_MANAGED_BY};
@@ -25,32 +28,26 @@ impl From<SuspendRuleArg> for SuspendRule {
     }
 }
 
-/// `--trainer-version`: a [`TrainerVersion`], with the help `--help` shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub(crate) enum TrainerVersionArg {
-    /// v2.0.x: `spec.podSpecOverrides`.
-    #[value(name = "v2.0")]
-    V2_0,
-    /// v2.1.x: `spec.podTemplateOverrides`.
-    #[value(name = "v2.1")]
-    V2_1,
-    /// v2.2.x: `spec.runtimePatches`.
-    #[value(name = "v2.2")]
-    V2_2,
-    /// v2.3.x: `spec.runtimePatches`, whose pod spec has `terminationGracePeriodSeconds`.
-    #[default]
-    #[value(name = "v2.3")]
-    V2_3,
+/// `--trainer-version`: a [`TrainerVersion`]. Its values and their `--help` lines are the core's
+/// table of releases, so a release added there is a value here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct TrainerVersionArg(pub(crate) TrainerVersion);
+
+impl clap::ValueEnum for TrainerVersionArg {
+    fn value_variants<'a>() -> &'a [Self] {
+        static ALL: LazyLock<Vec<TrainerVersionArg>> =
+            LazyLock::new(|| TrainerVersion::ALL.into_iter().map(TrainerVersionArg).collect());
+        &ALL
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(PossibleValue::new(self.0.name()).help(self.0.help()))
+    }
 }
 
 impl From<TrainerVersionArg> for TrainerVersion {
     fn from(arg: TrainerVersionArg) -> TrainerVersion {
-        match arg {
-            TrainerVersionArg::V2_0 => TrainerVersion::V2_0,
-            TrainerVersionArg::V2_1 => TrainerVersion::V2_1,
-            TrainerVersionArg::V2_2 => TrainerVersion::V2_2,
-            TrainerVersionArg::V2_3 => TrainerVersion::V2_3,
-        }
+        arg.0
     }
 }
 

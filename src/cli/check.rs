@@ -181,7 +181,7 @@ pub(crate) fn check(new: NewObject, old: Option<OldObject<'_>>, ctx: &Context<'_
         && let Some(old) = old
         && decision.allowed()
         && decision.rule() == Rule::AllowGate.as_str()
-        && let Some(error) = suspends_a_running_job(old.json, &object, &namespace, &name)
+        && let Some(error) = rules::suspends_a_running_job(old.json, &object, &namespace, &name)
     {
         decision = Decision { warnings: Vec::new(), ..Decision::from_errors(error, Rule::AllowGate) };
     }
@@ -200,63 +200,6 @@ pub(crate) fn check(new: NewObject, old: Option<OldObject<'_>>, ctx: &Context<'_
         decision,
         strict_denial,
         field_lines: Vec::new(),
-    })
-}
-
-/// U5 offline: the old manifest says the job runs (`spec.suspend` not true, no finished
-/// condition), and the new one suspends it and changes its overrides in the same update. The
-/// cluster's gate would see the JobSet's active jobs (G1, G3) and deny that single apply; without
-/// `--state`, the old manifest is the evidence. One error per changed overrides field, with the
-/// advice a git workflow can follow: two commits.
-pub(crate) fn suspends_a_running_job(
-    old: &RawValue,
-    new: &RawValue,
-    namespace: &str,
-    name: &str,
-) -> Option<Vec<trainguard_core::admission::FieldError>> {
-    use trainguard_core::admission::{ErrorType, FieldError};
-    use trainguard_core::model::OverridesField;
-    let (old_view, new_view) = (TrainJobView::decode(old).ok()?, TrainJobView::decode(new).ok()?);
-    if old_view.suspended() || !new_view.suspended() || finished(&serde_json::from_str(old.get()).ok()?) {
-        return None;
-    }
-    let changed = OverridesField::ALL
-        .into_iter()
-        .filter(|f| trainguard_core::admission::overrides::changed(*f, old_view.overrides(*f), new_view.overrides(*f)));
-    let errors: Vec<FieldError> = changed
-        .map(|field| {
-            FieldError::new(
-                Rule::U5,
-                ErrorType::Forbidden,
-                field.path(),
-                format!(
-                    "the old manifest has spec.suspend false, so TrainJob {namespace}/{name} runs and its JobSet has \
-                     active jobs"
-                ),
-            )
-            // The same for every changed field: a message naming several gives it once.
-            .with_remedy(
-                ": ",
-                &format!(
-                    "the cluster denies suspending and changing in one update (G1). Make it two changes: first set \
-                     spec.suspend to true alone and apply it, wait until JobSet {namespace}/{name} has no active \
-                     jobs (kubectl -n {namespace} get jobs -l jobset.sigs.k8s.io/jobset-name={name}), then change \
-                     the overrides"
-                ),
-            )
-        })
-        .collect();
-    (!errors.is_empty()).then_some(errors)
-}
-
-/// Whether a TrainJob's status says it finished (`Complete` or `Failed` condition true): its
-/// JobSet then runs nothing, whatever `spec.suspend` says.
-fn finished(trainjob: &Value) -> bool {
-    trainjob.pointer("/status/conditions").and_then(Value::as_array).is_some_and(|conditions| {
-        conditions.iter().any(|c| {
-            matches!(c.get("type").and_then(Value::as_str), Some("Complete" | "Failed"))
-                && c.get("status").and_then(Value::as_str) == Some("True")
-        })
     })
 }
 

@@ -11,7 +11,7 @@ pub(crate) mod report;
 pub mod review;
 pub(crate) mod runtime_ttl;
 pub mod serve;
-pub mod state;
+pub mod state_file;
 pub(crate) mod validate;
 
 use std::process::ExitCode;

@@ -7,7 +7,7 @@ use clap::ValueEnum;
 use serde_json::{Value, json};
 
 use super::check::Checked;
-use trainguard_core::admission::response;
+use trainguard_core::admission::{Rule, response};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
 pub(crate) enum OutputFormat {
@@ -463,10 +463,11 @@ fn sarif(records: &[Record], information_uri: Option<&str>) -> Value {
                 "help": { "text": help },
             });
             if let Some(uri) = information_uri {
-                let page = if *id == "schema" || id.starts_with("input") || *id == "strict" || *id == "U5" {
-                    "docs/ci.md"
-                } else {
-                    "docs/webhook.md"
+                let page = match Rule::from_label(id) {
+                    Some(rule) => rule.doc().page,
+                    // `validate`'s own ids: its input, and `--strict`.
+                    None if id.starts_with("input") || *id == "strict" => "docs/ci.md",
+                    None => "docs/webhook.md",
                 };
                 rule["helpUri"] = json!(format!("{uri}/blob/main/{page}"));
             }

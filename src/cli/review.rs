@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 
-use super::state;
+use super::state_file;
 
 use super::args::RulesArgs;
 use crate::cluster::{ClusterView, Offline};
@@ -59,7 +59,7 @@ pub struct ReviewArgs {
 pub fn run(args: ReviewArgs) -> anyhow::Result<ExitCode> {
     let config = args.rules.rules_config();
     let state =
-        if args.state.is_empty() { None } else { Some(state::load(&args.state, &Limits::default(), "default")?) };
+        if args.state.is_empty() { None } else { Some(state_file::load(&args.state, &Limits::default(), "default")?) };
     let cluster: &dyn ClusterView = match &state {
         Some(state) => &state.view,
         None => &Offline,

@@ -8,31 +8,28 @@ use serde_json::Value;
 
 use crate::manifests::Document;
 use trainguard_core::model::TRAINJOB_GROUP;
-use trainguard_core::trainer::TrainerVersion;
+use trainguard_core::trainer::{Defect, TrainerVersion};
 
 const RUNTIME_KINDS: [&str; 2] = ["ClusterTrainingRuntime", "TrainingRuntime"];
-
-/// Whether Trainer `version` has the JobSet-TTL loop (every release up to v2.3).
-fn has_the_loop(version: TrainerVersion) -> bool {
-    matches!(version, TrainerVersion::V2_0 | TrainerVersion::V2_1 | TrainerVersion::V2_2 | TrainerVersion::V2_3)
-}
 
 /// The warning for a runtime document whose JobSet template sets `ttlSecondsAfterFinished`, when
 /// `version` has the loop; `None` for anything else.
 pub(crate) fn warning(doc: &Document, version: TrainerVersion) -> Option<String> {
     let group = doc.api_version().split_once('/').map_or("", |(g, _)| g);
-    if group != TRAINJOB_GROUP || !RUNTIME_KINDS.contains(&doc.kind()) || !has_the_loop(version) {
+    if group != TRAINJOB_GROUP || !RUNTIME_KINDS.contains(&doc.kind()) || !version.has(Defect::JobSetTtlLoop) {
         return None;
     }
     let ttl = doc.value.pointer("/spec/template/spec/ttlSecondsAfterFinished").filter(|v| !v.is_null())?;
     let name = doc.value.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+    let last = Defect::JobSetTtlLoop.last_release().unwrap_or(version);
     Some(format!(
         "{} {name}: its JobSet template sets ttlSecondsAfterFinished={ttl}; with Trainer {} a Failed TrainJob \
          of this runtime gets its JobSet recreated each time that TTL deletes it, restart count reset, for ever \
          (kubeflow/trainer#3779): remove spec.template.spec.ttlSecondsAfterFinished, or upgrade Trainer past \
-         v2.3.0",
+         {}",
         doc.kind(),
-        version.name()
+        version.name(),
+        last.tag()
     ))
 }
 

@@ -20,7 +20,7 @@ use super::check::{self, Checked, Context, NewObject, OldObject};
 use super::lines;
 use super::parallel;
 use super::report::{OutputFormat, Reporter};
-use super::state;
+use super::state_file;
 use crate::cluster::{ClusterView, Offline};
 use crate::manifests::{self, Document, GitBlob, Limits, ManifestError, RawFile, Revision, RevisionFiles, Source};
 use trainguard_core::model::TrainJobView;
@@ -193,11 +193,11 @@ pub(crate) fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
 
 /// `--state`, loaded; when it cannot be, the run is checked offline instead, and the error (to
 /// report once the reporter exists) alone makes it exit 2.
-fn load_state(args: &ValidateArgs, limits: &Limits) -> (Option<state::State>, Option<String>) {
+fn load_state(args: &ValidateArgs, limits: &Limits) -> (Option<state_file::State>, Option<String>) {
     if args.state.is_empty() {
         return (None, None);
     }
-    match state::load(&args.state, limits, &args.namespace) {
+    match state_file::load(&args.state, limits, &args.namespace) {
         Ok(state) => (Some(state), None),
         Err(e) => (None, Some(format!("{e:#} (checked without cluster state)"))),
     }
@@ -268,20 +268,20 @@ impl<'a> Output<'a> {
         Output { reporter, write_error: None }
     }
 
-    fn emit(&mut self, finding: Finding) {
+    fn emit(&mut self, finding: DocumentResult) {
         let reporter = &mut self.reporter;
         let result = match finding {
-            Finding::Skipped => {
+            DocumentResult::Skipped => {
                 reporter.skipped();
                 Ok(())
             }
-            Finding::Checked(checked) => reporter.checked(&checked),
-            Finding::RuntimeWarning { message, file, line } => {
+            DocumentResult::Checked(checked) => reporter.checked(&checked),
+            DocumentResult::RuntimeWarning { message, file, line } => {
                 reporter.skipped();
                 reporter.runtime_warning(&message, &file, line)
             }
-            Finding::Error { message, file, line } => reporter.input_error(&message, file.as_deref(), line),
-            Finding::Warning { message, file, line } => reporter.input_warning(&message, file.as_deref(), line),
+            DocumentResult::Error { message, file, line } => reporter.input_error(&message, file.as_deref(), line),
+            DocumentResult::Warning { message, file, line } => reporter.input_warning(&message, file.as_deref(), line),
         };
         self.keep_first(result);
     }
@@ -368,7 +368,7 @@ fn sources_of(paths: &[PathBuf]) -> (Vec<Source>, Vec<ManifestError>) {
 }
 
 /// What checking found, in document order.
-enum Finding {
+enum DocumentResult {
     Checked(Box<Checked>),
     Skipped,
     /// A training runtime `validate` does not judge, with a warning about it (`runtime_ttl`).
@@ -392,7 +392,7 @@ enum Finding {
 
 /// What one new file (and the same path at the base) gave.
 struct FileOutcome {
-    findings: Vec<Finding>,
+    findings: Vec<DocumentResult>,
     /// Old TrainJobs of the paired old file that no new object of the file matched.
     orphans: Vec<(Key, OldEntry)>,
     /// New TrainJobs that matched nothing yet.
@@ -430,7 +430,7 @@ impl FileContext<'_> {
             Ok(documents) => documents,
             Err(e) => {
                 let mut finding = manifest_error(&e, true);
-                if let (Finding::Error { message, .. }, Source::File(path)) = (&mut finding, source)
+                if let (DocumentResult::Error { message, .. }, Source::File(path)) = (&mut finding, source)
                     && is_syntax_error(&e)
                     && looks_like_a_template(path)
                 {
@@ -442,12 +442,12 @@ impl FileContext<'_> {
             }
         };
         for doc in documents {
-            if !state::is_trainjob(&doc) {
+            if !state_file::is_trainjob(&doc) {
                 let version = self.ctx.schema.unwrap_or_default();
                 let near = near_miss(&doc);
                 outcome.findings.push(match (super::runtime_ttl::warning(&doc, version), near) {
-                    (Some(message), _) => Finding::RuntimeWarning { message, file: doc.source, line: doc.line },
-                    (None, Some(message)) if self.look_alikes_fail => Finding::Error {
+                    (Some(message), _) => DocumentResult::RuntimeWarning { message, file: doc.source, line: doc.line },
+                    (None, Some(message)) if self.look_alikes_fail => DocumentResult::Error {
                         message: format!(
                             "{}:{}: {message}; fix it, or pass --allow-look-alikes if the file holds a look-alike \
                              on purpose",
@@ -456,12 +456,12 @@ impl FileContext<'_> {
                         file: Some(doc.source.clone()),
                         line: Some(doc.line),
                     },
-                    (None, Some(message)) => Finding::Warning {
+                    (None, Some(message)) => DocumentResult::Warning {
                         message: format!("{}:{}: {message}", doc.source, doc.line),
                         file: Some(doc.source.clone()),
                         line: Some(doc.line),
                     },
-                    (None, None) => Finding::Skipped,
+                    (None, None) => DocumentResult::Skipped,
                 });
                 continue;
             }
@@ -495,13 +495,13 @@ fn check_against(
     old: Option<&OldEntry>,
     live: Option<&HashMap<Key, Document>>,
     ctx: &Context<'_>,
-) -> Vec<Finding> {
+) -> Vec<DocumentResult> {
     if let Some(entry) = old
         && let Err(e) = TrainJobView::decode(&entry.json)
     {
         let has_live = live.is_some_and(|l| l.contains_key(&(new.namespace.clone(), new.name.clone())));
         let instead = if has_live { "checked against the live TrainJob only" } else { "checked as a CREATE" };
-        let warning = Finding::Warning {
+        let warning = DocumentResult::Warning {
             message: format!(
                 "{}:{}: old TrainJob {}/{} does not decode: {e} (old side unusable: {instead})",
                 entry.source, entry.line, new.namespace, new.name
@@ -519,7 +519,7 @@ fn check_one(
     old: Option<&OldEntry>,
     live: Option<&HashMap<Key, Document>>,
     ctx: &Context<'_>,
-) -> Finding {
+) -> DocumentResult {
     let live_doc = live.and_then(|l| l.get(&(new.namespace.clone(), new.name.clone())));
     let merged: Option<(Box<RawValue>, &str, usize)> = live_doc.map(|live| {
         let json = check::with_running_state(old.map(|e| &*e.json), &live.value, &new.namespace);
@@ -537,11 +537,11 @@ fn check_one(
     match check::check(new, old_object, ctx) {
         Ok(mut checked) => {
             locate_fields(&mut checked);
-            Finding::Checked(Box::new(checked))
+            DocumentResult::Checked(Box::new(checked))
         }
         Err(failure) => {
             let file = (failure.source_name == source).then_some(source);
-            Finding::Error { message: failure.to_string(), file, line: Some(failure.line) }
+            DocumentResult::Error { message: failure.to_string(), file, line: Some(failure.line) }
         }
     }
 }
@@ -570,7 +570,8 @@ const TRAINJOB_API_VERSION: &str = "trainer.kubeflow.org/v1alpha1";
 /// `TrainJob`, case aside): what is wrong with its apiVersion and kind, with "did you mean".
 fn near_miss(doc: &Document) -> Option<String> {
     let kind = doc.kind();
-    let close = kind == TRAINJOB_KIND || edit_distance(&kind.to_ascii_lowercase(), "trainjob") <= 2;
+    let close =
+        kind == TRAINJOB_KIND || trainguard_core::schema::edit_distance(&kind.to_ascii_lowercase(), "trainjob") <= 2;
     if !close || kind.is_empty() {
         return None;
     }
@@ -584,26 +585,10 @@ fn near_miss(doc: &Document) -> Option<String> {
     Some(format!("not checked: looks like a TrainJob but has {}", wrong.join(" and ")))
 }
 
-/// Levenshtein distance over chars.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let cur = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
-            prev = cur;
-        }
-    }
-    row[b.len()]
-}
-
 /// An old side that cannot be read: a warning, since the new objects are still checked (as
 /// CREATEs where their old version was in it). Annotations never point at old files.
-fn old_side_warning(e: &ManifestError) -> Finding {
-    Finding::Warning {
+fn old_side_warning(e: &ManifestError) -> DocumentResult {
+    DocumentResult::Warning {
         message: format!("{e} (old side unusable: TrainJobs whose old version it held are checked as CREATEs)"),
         file: None,
         line: None,
@@ -626,8 +611,8 @@ fn locate_fields(checked: &mut Checked) {
 }
 
 /// `in_change`: the file belongs to the change itself, so an annotation may point at it.
-fn manifest_error(e: &ManifestError, in_change: bool) -> Finding {
-    Finding::Error {
+fn manifest_error(e: &ManifestError, in_change: bool) -> DocumentResult {
+    DocumentResult::Error {
         message: e.to_string(),
         file: e.source_name().filter(|_| in_change).map(str::to_string),
         line: e.position().map(|(line, _)| line),
@@ -639,7 +624,7 @@ fn manifest_error(e: &ManifestError, in_change: bool) -> Finding {
 fn old_entries(documents: Vec<Document>, rev_prefix: &str, default_namespace: &str) -> Vec<(Key, OldEntry)> {
     documents
         .into_iter()
-        .filter(state::is_trainjob)
+        .filter(state_file::is_trainjob)
         .filter_map(|doc| {
             let key = check::key(&doc, default_namespace);
             if key.1.is_empty() {
@@ -722,25 +707,12 @@ mod tests {
         ];
         for (api_version, kind, want) in cases {
             let d = doc(api_version, kind);
-            let got = if state::is_trainjob(&d) { None } else { near_miss(&d) };
+            let got = if state_file::is_trainjob(&d) { None } else { near_miss(&d) };
             match (want, &got) {
                 (None, None) => {}
                 (Some(w), Some(g)) => assert!(g.contains(w), "{api_version} {kind}: {g}"),
                 _ => panic!("{api_version} {kind}: got {got:?}, want {want:?}"),
             }
-        }
-    }
-
-    #[test]
-    fn edit_distances() {
-        for (a, b, d) in [
-            ("trainjob", "trainjob", 0),
-            ("tranjob", "trainjob", 1),
-            ("trainjobs", "trainjob", 1),
-            ("", "ab", 2),
-            ("tfjob", "trainjob", 4),
-        ] {
-            assert_eq!(edit_distance(a, b), d, "{a} {b}");
         }
     }
 }

@@ -5,7 +5,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
 use kube::runtime::events::{Event, EventType as KubeEventType, Recorder, Reporter};
 
-use trainguard_core::planner::{EventType, PlannedEvent, Rule, Target};
+use trainguard_core::planner::{EventType, PlanRule, PlannedEvent, Target};
 
 pub(crate) const REPORTING_CONTROLLER: &str = "trainguard";
 
@@ -22,11 +22,11 @@ pub(crate) fn object_ref(target: &Target) -> ObjectReference {
 }
 
 /// The `action` field of an event: what the companion was doing.
-fn action(rule: Rule) -> &'static str {
+fn action(rule: PlanRule) -> &'static str {
     match rule {
-        Rule::Ttl => "TTLAfterFinished",
-        Rule::Suspend => "SuspendCheck",
-        Rule::NodeFailure => "NodeFailure",
+        PlanRule::Ttl => "TTLAfterFinished",
+        PlanRule::Suspend => "SuspendCheck",
+        PlanRule::NodeFailure => "NodeFailure",
     }
 }
 
@@ -41,7 +41,7 @@ impl EventSink {
         EventSink { recorder: Recorder::new(client, Reporter { controller: REPORTING_CONTROLLER.into(), instance }) }
     }
 
-    pub(crate) async fn publish(&self, event: &PlannedEvent, rule: Rule) -> Result<(), kube::Error> {
+    pub(crate) async fn publish(&self, event: &PlannedEvent, rule: PlanRule) -> Result<(), kube::Error> {
         let ev = Event {
             type_: match event.type_ {
                 EventType::Normal => KubeEventType::Normal,

@@ -30,7 +30,7 @@ use tracing::{debug, info, warn};
 use super::config::{Mode, PlanConfig, Propagation};
 use super::events::EventSink;
 use super::metrics::Metrics;
-use super::state::{Outcome, Report, SharedBucket, Work};
+use super::state::{Report, SharedBucket, Work, WorkOutcome};
 use trainguard_core::duration::plus;
 use trainguard_core::model::kubeflow_v1::{TrainingJobView, TrainingKind};
 use trainguard_core::model::pod::{NodeView, PodView};
@@ -42,7 +42,7 @@ use trainguard_core::planner::node_failure::{
 use trainguard_core::planner::suspend::{RestoreVerdict, restore_patch, restore_verdict, stash_patch, v1_stuck};
 use trainguard_core::planner::ttl::{TtlVerdict, delete_failed_message, trainjob_verdict, verdict};
 use trainguard_core::planner::{
-    Action, EventType, JobPatchKind, NodeState, PlannedEvent, Reason, Rule, Target, TargetKind, ZoneHealth,
+    Action, EventType, JobPatchKind, NodeState, PlanRule, PlannedEvent, Reason, Target, TargetKind, ZoneHealth,
 };
 
 /// Field manager of every write.
@@ -95,29 +95,29 @@ pub struct Executor {
 
 /// How one write step ended.
 struct Step {
-    outcome: Outcome,
+    outcome: WorkOutcome,
     /// The write happened (or in report mode: would have): publish the events that report it.
     wrote: bool,
 }
 
 impl Step {
     fn done(wrote: bool) -> Self {
-        Step { outcome: Outcome::Done, wrote }
+        Step { outcome: WorkOutcome::Done, wrote }
     }
-    fn stop(outcome: Outcome) -> Self {
+    fn stop(outcome: WorkOutcome) -> Self {
         Step { outcome, wrote: false }
     }
 }
 
 /// Severity for merging outcomes of several steps of one work item.
-fn rank(o: Outcome) -> u8 {
+fn rank(o: WorkOutcome) -> u8 {
     match o {
-        Outcome::Done => 0,
-        Outcome::Aborted => 1,
-        Outcome::Suppressed => 2,
-        Outcome::RateLimited(_) => 3,
-        Outcome::Conflict => 4,
-        Outcome::Failed => 5,
+        WorkOutcome::Done => 0,
+        WorkOutcome::Aborted => 1,
+        WorkOutcome::Suppressed => 2,
+        WorkOutcome::RateLimited(_) => 3,
+        WorkOutcome::Conflict => 4,
+        WorkOutcome::Failed => 5,
     }
 }
 
@@ -192,10 +192,10 @@ impl Executor {
     /// Executes one work item in order. Events marked `after_write` are published only if the
     /// write before them (same rule) happened; the rest of a rule stops at its first failed step.
     pub(crate) async fn execute(&mut self, work: Work) -> Report {
-        let mut outcome = Outcome::Done;
+        let mut outcome = WorkOutcome::Done;
         let mut published = Vec::new();
-        let mut wrote: Option<(Rule, bool)> = None;
-        let mut stopped: HashSet<Rule> = HashSet::new();
+        let mut wrote: Option<(PlanRule, bool)> = None;
+        let mut stopped: HashSet<PlanRule> = HashSet::new();
         let mut status_patch: Option<Value> = None;
         // Finalizer warnings the planner already predicted (published after the delete).
         let predicted: HashSet<String> = work
@@ -213,7 +213,7 @@ impl Executor {
             }
             if !self.leading() {
                 debug!(key = ?work.key, "leadership ended: dropping the rest of this work");
-                outcome = Outcome::Aborted;
+                outcome = WorkOutcome::Aborted;
                 break;
             }
             let step = match &planned.action {
@@ -248,7 +248,7 @@ impl Executor {
                             let ttl = TtlDelete { target, reads: TrainJob, propagation, planned_expiry };
                             self.guarded(ttl, &mut published).await
                         }
-                        TargetKind::Pod => Step::stop(Outcome::Aborted),
+                        TargetKind::Pod => Step::stop(WorkOutcome::Aborted),
                     }
                 }
                 Action::PatchJob { target, kind, .. } => match target.kind {
@@ -256,7 +256,7 @@ impl Executor {
                         let patch = JobPatch { target, reads: V1Job(job_kind), kind, live_pods: work.live_pods };
                         self.guarded(patch, &mut published).await
                     }
-                    _ => Step::stop(Outcome::Aborted),
+                    _ => Step::stop(WorkOutcome::Aborted),
                 },
                 Action::ForceDeletePod { target, job, node, .. } => {
                     let status_patch = status_patch.take();
@@ -265,7 +265,7 @@ impl Executor {
                 }
             };
             wrote = Some((rule, step.wrote));
-            if step.outcome != Outcome::Done || !step.wrote {
+            if step.outcome != WorkOutcome::Done || !step.wrote {
                 stopped.insert(rule);
             }
             if rank(step.outcome) > rank(outcome) {
@@ -275,7 +275,7 @@ impl Executor {
         Report { key: work.key, outcome, published }
     }
 
-    async fn publish(&self, event: &PlannedEvent, rule: Rule) -> bool {
+    async fn publish(&self, event: &PlannedEvent, rule: PlanRule) -> bool {
         if !self.leading() {
             return false;
         }
@@ -296,7 +296,7 @@ impl Executor {
     }
 
     /// Publishes an event the executor raised itself, once per (UID, reason, episode).
-    async fn publish_own(&mut self, event: PlannedEvent, rule: Rule, published: &mut Published) {
+    async fn publish_own(&mut self, event: PlannedEvent, rule: PlanRule, published: &mut Published) {
         let key = (event.target.uid.clone(), event.reason, event.episode.clone());
         if self.own_events.contains(&key) {
             return;
@@ -362,10 +362,10 @@ impl Executor {
             Ok(None) => return action.gone(self),
             Err(e) => {
                 warn!(error = %e, object = %target.id, "{}: live GET failed", G::WHAT);
-                return Step::stop(Outcome::Failed);
+                return Step::stop(WorkOutcome::Failed);
             }
         };
-        let Some(facts) = reads.facts(&live) else { return Step::stop(Outcome::Aborted) };
+        let Some(facts) = reads.facts(&live) else { return Step::stop(WorkOutcome::Aborted) };
         if G::Read::uid(&facts) != &*target.uid {
             debug!(object = %target.id, "{}: a new object has the name now; leaving it to its own plan", G::WHAT);
             return action.recreated(self);
@@ -378,7 +378,7 @@ impl Executor {
             return action.would(self);
         }
         if !self.leading() {
-            return Step::stop(Outcome::Aborted);
+            return Step::stop(WorkOutcome::Aborted);
         }
         action.write(self, &api, checked, published).await
     }
@@ -585,7 +585,7 @@ impl<R: Expires> Guarded for TtlDelete<'_, R> {
         let now = (ex.clock)();
         let TtlVerdict::Expired { expires_at, .. } = R::verdict(&facts, now, &ex.config) else {
             debug!(job = %self.target.id, "TTL: no longer expired on the live object");
-            return Err(Step::stop(Outcome::Aborted));
+            return Err(Step::stop(WorkOutcome::Aborted));
         };
         if expires_at != self.planned_expiry {
             debug!(job = %self.target.id, "TTL: expiry moved since planning; re-checked live, still expired");
@@ -635,7 +635,7 @@ impl<R: Expires> Guarded for TtlDelete<'_, R> {
             Answer::Conflict => {
                 // Changed between GET and DELETE: re-evaluate now.
                 ex.metrics.ttl_deletion(kind, "conflict");
-                Step::stop(Outcome::Conflict)
+                Step::stop(WorkOutcome::Conflict)
             }
             Answer::Failed(e) => {
                 warn!(error = %e, job = %target.id, "TTL: delete failed");
@@ -643,8 +643,8 @@ impl<R: Expires> Guarded for TtlDelete<'_, R> {
                 let episode = format!("delete-failed@{}", self.planned_expiry);
                 let message = delete_failed_message(&e.to_string());
                 let event = ex.own_event(target, EventType::Warning, Reason::TTLDeleteFailed, message, episode);
-                ex.publish_own(event, Rule::Ttl, published).await;
-                Step::stop(Outcome::Failed)
+                ex.publish_own(event, PlanRule::Ttl, published).await;
+                Step::stop(WorkOutcome::Failed)
             }
         }
     }
@@ -672,11 +672,11 @@ impl Guarded for JobPatch<'_> {
         &self.reads
     }
     fn recreated(&self, _: &Executor) -> Step {
-        Step::stop(Outcome::Aborted)
+        Step::stop(WorkOutcome::Aborted)
     }
     async fn recheck(&self, _: &mut Executor, facts: JobFacts, _: &mut Published) -> Result<Value, Step> {
         if facts.guard().is_some() {
-            return Err(Step::stop(Outcome::Aborted));
+            return Err(Step::stop(WorkOutcome::Aborted));
         }
         let live_target = Target { resource_version: facts.resource_version.clone(), ..self.target.clone() };
         match self.kind {
@@ -688,7 +688,7 @@ impl Guarded for JobPatch<'_> {
             JobPatchKind::Restore { ttl } if restore_verdict(&facts) == (RestoreVerdict::Restore { ttl: *ttl }) => {
                 Ok(restore_patch(&live_target, *ttl))
             }
-            _ => Err(Step::stop(Outcome::Aborted)),
+            _ => Err(Step::stop(WorkOutcome::Aborted)),
         }
     }
     async fn write(&self, ex: &mut Executor, api: &Api<TrainingJobView>, body: Value, _: &mut Published) -> Step {
@@ -699,10 +699,10 @@ impl Guarded for JobPatch<'_> {
                 Step::done(true)
             }
             Answer::NotFound => Step::done(false),
-            Answer::Conflict => Step::stop(Outcome::Conflict),
+            Answer::Conflict => Step::stop(WorkOutcome::Conflict),
             Answer::Failed(e) => {
                 warn!(error = %e, job = %target.id, "job patch failed");
-                Step::stop(Outcome::Failed)
+                Step::stop(WorkOutcome::Failed)
             }
         }
     }
@@ -747,27 +747,27 @@ impl Guarded for ForceDelete<'_> {
     /// still one `--node-failure` trusts to be dead, for long enough; the brake on fresh counts.
     async fn recheck(&self, ex: &mut Executor, pod: PodFacts, published: &mut Published) -> Result<ForceChecked, Step> {
         let (target, node_name) = (self.target, self.node_name);
-        let Some(deletion) = pod.deletion else { return Err(Step::stop(Outcome::Aborted)) };
+        let Some(deletion) = pod.deletion else { return Err(Step::stop(WorkOutcome::Aborted)) };
         if pod.deletion_grace_seconds == Some(0) {
             return Err(Step::done(false));
         }
         if pod.node.as_deref() != Some(node_name) {
-            return Err(Step::stop(Outcome::Aborted));
+            return Err(Step::stop(WorkOutcome::Aborted));
         }
         let nodes: Api<NodeView> = Api::all(ex.client.clone());
         let node = match ex.read(nodes.get_opt(node_name)).await {
-            Ok(Some(n)) => Some(NodeFacts::from_view(&n).map_err(|_| Step::stop(Outcome::Aborted))?),
+            Ok(Some(n)) => Some(NodeFacts::from_view(&n).map_err(|_| Step::stop(WorkOutcome::Aborted))?),
             Ok(None) => None,
             Err(e) => {
                 warn!(error = %e, node = node_name, "force delete: live GET of the node failed");
-                return Err(Step::stop(Outcome::Failed));
+                return Err(Step::stop(WorkOutcome::Failed));
             }
         };
         let now = (ex.clock)();
         let health = node_health(node.as_ref(), true, &ex.config);
         if !trusted(ex.config.node_failure, &health, now) || now < escalate_from(&pod, deletion, &ex.config) {
             info!(pod = %target.id, node = node_name, state = health.state.as_str(), "force delete: re-check says no");
-            return Err(Step::stop(Outcome::Aborted));
+            return Err(Step::stop(WorkOutcome::Aborted));
         }
         if let Some(step) = ex.brake_on_fresh_counts(target, node_name, node.as_ref(), published).await {
             return Err(step);
@@ -786,7 +786,7 @@ impl Guarded for ForceDelete<'_> {
             return step;
         }
         let step = self.status_patch_and_delete(ex, pods, c, published).await;
-        if !matches!(step, Step { outcome: Outcome::Done, wrote: true }) {
+        if !matches!(step, Step { outcome: WorkOutcome::Done, wrote: true }) {
             ex.shared.bucket.lock().unwrap_or_else(|e| e.into_inner()).refund();
         }
         step
@@ -815,12 +815,12 @@ impl ForceDelete<'_> {
                 Answer::Failed(e) => {
                     warn!(error = %e, pod = %target.id, "force delete: status patch failed");
                     ex.metrics.force_deletion("error");
-                    return Step::stop(Outcome::Failed);
+                    return Step::stop(WorkOutcome::Failed);
                 }
             }
         }
         if !ex.leading() {
-            return Step::stop(Outcome::Aborted);
+            return Step::stop(WorkOutcome::Aborted);
         }
         let params = DeleteParams {
             grace_period_seconds: Some(0),
@@ -842,7 +842,7 @@ impl ForceDelete<'_> {
                         let message = finalizers_message(&blocking, "was");
                         let reason = Reason::PodBlockedByFinalizers;
                         let event = ex.own_event(target, EventType::Warning, reason, message, episode);
-                        ex.publish_own(event, Rule::NodeFailure, published).await;
+                        ex.publish_own(event, PlanRule::NodeFailure, published).await;
                     }
                 }
                 Step::done(true)
@@ -851,7 +851,7 @@ impl ForceDelete<'_> {
             Answer::Failed(e) => {
                 warn!(error = %e, pod = %target.id, "force delete failed");
                 ex.metrics.force_deletion("error");
-                Step::stop(Outcome::Failed)
+                Step::stop(WorkOutcome::Failed)
             }
         }
     }
@@ -879,8 +879,8 @@ impl Executor {
         );
         let reason = trip.metric_reason().to_string();
         let event = self.own_event(target, EventType::Warning, Reason::ForceDeleteSuppressed, message, reason);
-        self.publish_own(event, Rule::NodeFailure, published).await;
-        Some(Step::stop(Outcome::Suppressed))
+        self.publish_own(event, PlanRule::NodeFailure, published).await;
+        Some(Step::stop(WorkOutcome::Suppressed))
     }
 
     /// Re-check 4: a token of the force-delete rate limit. Tokens are spent on deletes that are
@@ -902,8 +902,8 @@ impl Executor {
         );
         let event =
             self.own_event(target, EventType::Warning, Reason::ForceDeleteSuppressed, message, "rate-limit".into());
-        self.publish_own(event, Rule::NodeFailure, published).await;
-        Some(Step::stop(next.map_or(Outcome::Suppressed, Outcome::RateLimited)))
+        self.publish_own(event, PlanRule::NodeFailure, published).await;
+        Some(Step::stop(next.map_or(WorkOutcome::Suppressed, WorkOutcome::RateLimited)))
     }
 }
 

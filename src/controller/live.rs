@@ -16,7 +16,7 @@ use super::events::EventSink;
 use super::execute::{self, Executor, Shared, system_clock};
 use super::metrics::Metrics;
 use super::namespaces::Namespaces;
-use super::state::{ControllerState, Outcome, Report, SharedBucket, Work, new_bucket};
+use super::state::{ControllerState, Report, SharedBucket, Work, WorkOutcome, new_bucket};
 use super::watch::{self, WatchMsg};
 use trainguard_core::planner::snapshot::Key;
 
@@ -33,11 +33,11 @@ fn controller_label(key: &Key) -> String {
     }
 }
 
-fn result_label(outcome: Outcome) -> &'static str {
+fn result_label(outcome: WorkOutcome) -> &'static str {
     match outcome {
-        Outcome::Done | Outcome::Aborted => "success",
-        Outcome::Conflict | Outcome::Suppressed | Outcome::RateLimited(_) => "requeue",
-        Outcome::Failed => "error",
+        WorkOutcome::Done | WorkOutcome::Aborted => "success",
+        WorkOutcome::Conflict | WorkOutcome::Suppressed | WorkOutcome::RateLimited(_) => "requeue",
+        WorkOutcome::Failed => "error",
     }
 }
 

@@ -27,7 +27,7 @@ pub struct Work {
 
 /// How the executor's work for a key ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Outcome {
+pub(crate) enum WorkOutcome {
     /// Done, or nothing left to do (404, precondition failed on a new object, …).
     Done,
     /// The live object no longer matches the rule: wait for the watch to bring the change.
@@ -46,7 +46,7 @@ pub(crate) enum Outcome {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Report {
     pub key: Key,
-    pub(crate) outcome: Outcome,
+    pub(crate) outcome: WorkOutcome,
     /// Events it published: (object UID, reason, episode).
     pub(crate) published: Vec<(Str, Reason, String)>,
 }
@@ -375,19 +375,19 @@ impl ControllerState {
             self.published.entry(uid).or_default().insert((reason, episode));
         }
         match report.outcome {
-            Outcome::Done | Outcome::Aborted | Outcome::Suppressed => {
+            WorkOutcome::Done | WorkOutcome::Aborted | WorkOutcome::Suppressed => {
                 self.failures.remove(&report.key);
             }
-            Outcome::Conflict => {
+            WorkOutcome::Conflict => {
                 self.failures.remove(&report.key);
                 self.dirty.insert(report.key);
             }
-            Outcome::RateLimited(at) => {
+            WorkOutcome::RateLimited(at) => {
                 self.failures.remove(&report.key);
                 let wake = self.timers.by_key.get(&report.key).map_or(at, |t| (*t).min(at));
                 self.timers.set(&report.key, Some(wake));
             }
-            Outcome::Failed => {
+            WorkOutcome::Failed => {
                 let n = self.failures.entry(report.key.clone()).or_default();
                 *n += 1;
                 let backoff = BACKOFF_MIN.checked_mul(1 << (*n - 1).min(16)).unwrap_or(BACKOFF_MAX).min(BACKOFF_MAX);

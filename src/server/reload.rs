@@ -4,7 +4,7 @@
 //! expired, not yet to come); otherwise the old pair stays, the refusal is logged with its reason
 //! and counted in `trainguard_certificate_reload_refusals_total{reason}`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
@@ -13,7 +13,7 @@ use arc_swap::ArcSwap;
 use rustls::sign::CertifiedKey;
 use tokio_util::sync::CancellationToken;
 
-use super::tls::{LoadedPair, TlsError, unix_now};
+use super::tls::{LoadedPair, READ_ATTEMPTS, TlsError, read_pair, unix_now};
 use crate::server::metrics::{ReasonLabels, ResultLabels, WebhookMetrics};
 
 /// The validity period of the pair being served (seconds since the Unix epoch), for `/readyz`:
@@ -39,29 +39,6 @@ impl CertValidity {
             Some(format!("serving certificate not valid before {not_before} (Unix time)"))
         } else {
             None
-        }
-    }
-}
-
-/// Reads of the certificate and key when they do not belong together: a Secret volume swaps both
-/// at once (its `..data` symlink), but the two reads may fall on either side of a swap.
-const READ_ATTEMPTS: usize = 3;
-
-/// Reads the certificate and the key, again (up to [`READ_ATTEMPTS`] times) when they do not
-/// belong together. `read` is `std::fs::read`; a seam for the tests.
-pub(crate) fn read_pair(
-    cert_path: &Path,
-    key_path: &Path,
-    mut read: impl FnMut(&Path) -> std::io::Result<Vec<u8>>,
-) -> Result<(LoadedPair, Vec<u8>, Vec<u8>), TlsError> {
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        let cert = read(cert_path).map_err(|source| TlsError::Read { path: cert_path.into(), source })?;
-        let key = read(key_path).map_err(|source| TlsError::Read { path: key_path.into(), source })?;
-        match super::tls::parse_pair(&cert, &key, cert_path, key_path) {
-            Err(TlsError::KeyMismatch { .. }) if attempt < READ_ATTEMPTS => continue,
-            parsed => return parsed.map(|pair| (pair, cert, key)),
         }
     }
 }
@@ -188,6 +165,8 @@ impl CertReloader {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
 
     /// A self-signed pair valid from `from` to `until` (offsets from now).

@@ -269,7 +269,7 @@ fn record_decision(inner: &Inner, endpoint: Endpoint, reviewed: &admission::Revi
             dry_run = reviewed.dry_run, patched = decision.patch.is_some(), "allowed"
         );
     } else {
-        let (rule, detail) = (&reviewed.said.audit_rules, &reviewed.said.message);
+        let (rule, detail) = (&reviewed.rendered.audit_rules, &reviewed.rendered.message);
         tracing::info!(
             webhook = endpoint.path(), uid = %reviewed.uid, operation = reviewed.operation,
             namespace = %reviewed.namespace, name = %reviewed.name, rule = %rule,

@@ -111,7 +111,30 @@ pub(crate) fn parse_pair(
 /// Reads and parses the pair from disk (again when the two reads straddle a swap of a Secret
 /// volume).
 pub fn load_pair(cert_path: &Path, key_path: &Path) -> Result<(LoadedPair, Vec<u8>, Vec<u8>), TlsError> {
-    super::reload::read_pair(cert_path, key_path, |p| std::fs::read(p))
+    read_pair(cert_path, key_path, |p| std::fs::read(p))
+}
+
+/// Reads of the certificate and key when they do not belong together: a Secret volume swaps both
+/// at once (its `..data` symlink), but the two reads may fall on either side of a swap.
+pub(crate) const READ_ATTEMPTS: usize = 3;
+
+/// Reads the certificate and the key, again (up to [`READ_ATTEMPTS`] times) when they do not
+/// belong together. `read` is `std::fs::read`; a seam for the tests.
+pub(crate) fn read_pair(
+    cert_path: &Path,
+    key_path: &Path,
+    mut read: impl FnMut(&Path) -> std::io::Result<Vec<u8>>,
+) -> Result<(LoadedPair, Vec<u8>, Vec<u8>), TlsError> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let cert = read(cert_path).map_err(|source| TlsError::Read { path: cert_path.into(), source })?;
+        let key = read(key_path).map_err(|source| TlsError::Read { path: key_path.into(), source })?;
+        match parse_pair(&cert, &key, cert_path, key_path) {
+            Err(TlsError::KeyMismatch { .. }) if attempt < READ_ATTEMPTS => continue,
+            parsed => return parsed.map(|pair| (pair, cert, key)),
+        }
+    }
 }
 
 /// The crypto provider the whole binary uses (ring).

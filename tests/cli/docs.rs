@@ -1,7 +1,7 @@
 //! Facts the docs state in more than one place, or about another file, kept true: a figure quoted
 //! in a summary is one its section measured, two docs quote the same measurement, and the README
 //! names where `make run` leaves the binary. Figures are compared as numbers (a summary may round
-//! them), never as sentences.
+//! them), never as sentences. CONTRIBUTING.md's list of crates and its recipes match the tree.
 
 use std::path::Path;
 
@@ -190,4 +190,50 @@ fn the_readme_names_where_make_run_puts_the_binary() {
     let path = format!("target/{profile}/trainguard");
     assert!(first_screen.contains(&format!("`{path}`")), "README's first screen does not name {path}");
     assert!(first_screen.contains("CARGO_TARGET_DIR"), "README's first screen: the binary moves with CARGO_TARGET_DIR");
+}
+
+// CONTRIBUTING.md against the tree: the crates it lists, and the files its recipes for a Trainer
+// release and a validating rule send a contributor to.
+
+/// The workspace's members, as `Cargo.toml` lists them.
+fn members() -> Vec<String> {
+    let manifest = read("Cargo.toml");
+    let line = manifest.lines().find(|l| l.starts_with("members = [")).unwrap();
+    line.split('"').skip(1).step_by(2).map(str::to_string).collect()
+}
+
+#[test]
+fn the_layout_counts_and_names_every_crate() {
+    let text = read("CONTRIBUTING.md");
+    let members = members();
+    let words = ["One crate", "Two crates", "Three crates", "Four crates", "Five crates", "Six crates"];
+    let said = format!("{} in one workspace", words[members.len() - 1]);
+    assert!(text.contains(&said), "CONTRIBUTING.md should say {said:?}: the workspace has {members:?}");
+    for member in members.iter().filter(|m| *m != ".") {
+        assert!(text.contains(&format!("`{member}`")), "CONTRIBUTING.md does not name the crate {member}");
+    }
+}
+
+#[test]
+fn the_recipes_name_files_that_exist() {
+    let text = read("CONTRIBUTING.md");
+    // (section, a file it must send the contributor to, what that file must hold)
+    let cases = [
+        ("Adding a Trainer release", "crates/core/src/trainer/releases.rs", "const RELEASES"),
+        ("Adding a validating rule, end to end", "crates/core/src/admission/rule.rs", "rules! {"),
+    ];
+    for (heading, file, holds) in cases {
+        let recipe = section(&text, heading);
+        assert!(recipe.contains(&format!("`{file}`")), "{heading}: does not name {file}");
+        assert!(read(file).contains(holds), "{file} has no {holds:?}, which {heading:?} sends one to");
+        // Every path the recipe names (whose first part is in the tree) exists; `<tag>` stands for one.
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        for path in recipe.split('`').skip(1).step_by(2) {
+            let first = path.split('/').next().unwrap_or("");
+            if !path.contains('/') || path.contains(['<', ' ']) || first.is_empty() || !root.join(first).exists() {
+                continue;
+            }
+            assert!(root.join(path).exists(), "{heading}: {path} does not exist");
+        }
+    }
 }

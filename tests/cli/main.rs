@@ -10,5 +10,5 @@ mod monitoring;
 mod plan_cli;
 mod review;
 mod schema;
-mod serve_cli;
+mod serve_refusals;
 mod validate;

@@ -175,7 +175,7 @@ fn the_oracles_generated_cases_get_the_same_verdict_from_the_real_api_server() {
     let _restore = RestoreCrd;
     let mut table = String::new();
     let mut differences = Vec::new();
-    for (release, _) in RELEASES {
+    for (release, _) in RELEASES.iter() {
         let file = dir.join(format!("replay-{release}.jsonl"));
         let text = std::fs::read_to_string(&file)
             .unwrap_or_else(|e| panic!("{} ({e}): run `make oracle` first (`.ci/run` does)", file.display()));

@@ -10,12 +10,16 @@
 
 use std::path::Path;
 use std::process::Command;
+use std::sync::LazyLock;
+
+use trainguard_core::trainer::TrainerVersion;
 
 use crate::cluster::{eventually, plane, wait_jobset_active};
 
-/// The Trainer releases whose CRDs are installed in turn, with `validate`'s name for each.
-pub(crate) const RELEASES: &[(&str, &str)] =
-    &[("v2.0.1", "v2.0"), ("v2.1.0", "v2.1"), ("v2.2.1", "v2.2"), ("v2.3.0", "v2.3")];
+/// The Trainer releases whose CRDs are installed in turn (the core's table of releases), with
+/// `validate`'s name for each.
+pub(crate) static RELEASES: LazyLock<Vec<(&str, &str)>> =
+    LazyLock::new(|| TrainerVersion::ALL.iter().map(|v| (v.tag(), v.name())).collect());
 
 /// (release, row) pairs where `validate` and the API server disagree on purpose, with the reason
 /// (docs/ci.md); `*` matches every release.
@@ -164,7 +168,7 @@ fn validate_agrees_with_the_api_server_on_every_row_the_cluster_can_hold_for_eac
     let _restore = RestoreCrd;
     let mut differences = Vec::new();
     let mut table = String::new();
-    for (release, version) in RELEASES {
+    for (release, version) in RELEASES.iter() {
         install_trainjob_crd(release);
         let with_trainer = *release == plane().var("TRAINER_VERSION");
         // The rows are independent (a namespace each): eight at a time.

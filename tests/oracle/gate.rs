@@ -29,7 +29,7 @@ use trainguard_core::trainer::{TrainerVersion, crd};
 use trainguard_core::view::StaticView;
 use trainguard_test_support::builders::{Review, child_job, jobset};
 
-use super::{Answer, Case, Column, Skips, overrides_field, skip};
+use super::{Answer, Case, Column, Skips, skip};
 
 /// The cluster around one UPDATE.
 #[derive(Debug, Clone, Default)]
@@ -100,7 +100,7 @@ fn justified(rule: Rule, made: &Made, overrides_differ: bool) -> bool {
 /// On v2.0 and v2.1, the shape rule's reason as the new object shows it: an item of the overrides
 /// with no `targetJobs`, an empty list, or a target without a name.
 fn untargeted(version: TrainerVersion, new: &Value) -> bool {
-    let field = overrides_field(version).json_name();
+    let field = version.overrides().json_name();
     let unnamed = |t: &Value| t.get("name").and_then(Value::as_str).is_none_or(str::is_empty);
     new["spec"][field].as_array().into_iter().flatten().any(|item| match item.get("targetJobs") {
         Some(Value::Array(targets)) => targets.is_empty() || targets.iter().any(unnamed),
@@ -138,7 +138,7 @@ fn owned_by(mut object: Value, namespace: &str, name: &str) -> Value {
 /// generator's seed).
 pub(crate) fn add_state(version: TrainerVersion, cases: &mut [Case]) {
     let mut seed = [0u8; 32];
-    seed[..4].copy_from_slice(&(version as u32 + 77).to_le_bytes());
+    seed[..4].copy_from_slice(&(version.index() as u32 + 77).to_le_bytes());
     let mut rng = TestRng::from_seed(RngAlgorithm::ChaCha, &seed);
     let mut below = move |n: u64| rng.next_u64() % n;
     for case in cases.iter_mut() {
@@ -382,7 +382,7 @@ pub(crate) fn compare(version: TrainerVersion, case: &Case, answer: &Answer, tal
     // The gate runs only on a change: the overrides' JSON differs, or (from v2.2) two patches of
     // the new object share a manager, which Trainer's defaulter then re-stamps (a necessary
     // condition, read from the objects as generated).
-    let field = overrides_field(version).json_name();
+    let field = version.overrides().json_name();
     let patches = case.new["spec"][field].as_array().cloned().unwrap_or_default();
     let shared_manager = version >= TrainerVersion::V2_2
         && patches.iter().enumerate().any(|(i, p)| patches[..i].iter().any(|q| q.get("manager") == p.get("manager")));

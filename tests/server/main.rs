@@ -5,8 +5,8 @@
 use trainguard_test_support as support;
 
 mod certs;
-mod cli_serve;
 mod cluster_cache;
+mod serve_modes;
 mod server_fixtures;
 mod server_hostile;
 mod server_lifecycle;

@@ -186,19 +186,46 @@ fn resolve(s: &'static Struct, keys: &[String]) -> Option<&'static Field> {
 
 /// Equal but for case, or one insertion, deletion or substitution apart.
 fn one_edit(a: &str, b: &str) -> bool {
-    if a.eq_ignore_ascii_case(b) {
-        return true;
+    a.eq_ignore_ascii_case(b) || edit_distance(a, b) <= 1
+}
+
+/// Levenshtein distance over chars: how far a name is from the one meant, for "did you mean".
+pub fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
     }
-    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
-    let (short, long) = if a.len() <= b.len() { (&a, &b) } else { (&b, &a) };
-    if long.len() - short.len() > 1 {
-        return false;
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod edit_tests {
+    use super::*;
+
+    #[test]
+    fn edit_distances() {
+        // (a, b, distance)
+        let cases = [
+            ("trainjob", "trainjob", 0),
+            ("tranjob", "trainjob", 1),
+            ("trainjobs", "trainjob", 1),
+            ("", "ab", 2),
+            ("tfjob", "trainjob", 4),
+            ("ab", "ba", 2),
+        ];
+        for (a, b, d) in cases {
+            assert_eq!(edit_distance(a, b), d, "{a} {b}");
+            assert_eq!(one_edit(a, b), d <= 1, "{a} {b}");
+        }
+        assert!(one_edit("NumNodes", "numNodes"));
     }
-    let head = short.iter().zip(long.iter()).take_while(|(x, y)| x == y).count();
-    if head == short.len() {
-        return true;
-    }
-    if short.len() == long.len() { short[head + 1..] == long[head + 1..] } else { short[head..] == long[head + 1..] }
 }
 
 #[cfg(test)]
@@ -272,7 +299,11 @@ mod restated_tests {
     use super::*;
     use crate::admission::overrides::shape;
     use crate::model::OverridesField::{self, PodSpecOverrides, PodTemplateOverrides, RuntimePatches};
-    use crate::trainer::TrainerVersion::{V2_0, V2_1, V2_3};
+    use crate::trainer::TrainerVersion;
+
+    const V2_0: TrainerVersion = TrainerVersion::V2_0;
+    const V2_1: TrainerVersion = TrainerVersion::V2_1;
+    const V2_3: TrainerVersion = TrainerVersion::V2_3;
 
     /// What `validate` reports on an overrides value with the schema check on: the webhook's shape
     /// errors, then the schema's, the restated ones dropped.

@@ -12,7 +12,7 @@ use crate::controller::config::{Mode, PlanConfig};
 use crate::controller::events::EventSink;
 use crate::controller::execute::{Executor, Shared};
 use crate::controller::metrics::Metrics;
-use crate::controller::state::{Outcome, Report, Work};
+use crate::controller::state::{Report, Work, WorkOutcome};
 use controller_support::*;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -22,10 +22,10 @@ use trainguard_fake_api::{FakeApi, status, success};
 
 type Answer = (u16, Value);
 /// (name, live GET, DELETE, outcome, non-event calls, events)
-type TtlCase = (&'static str, Answer, Option<Answer>, Outcome, usize, Vec<&'static str>);
+type TtlCase = (&'static str, Answer, Option<Answer>, WorkOutcome, usize, Vec<&'static str>);
 /// (name, pod GET, node GET, status patch, delete, outcome, non-event calls, events)
 type PodCase =
-    (&'static str, Answer, Option<Answer>, Option<Answer>, Option<Answer>, Outcome, usize, Vec<&'static str>);
+    (&'static str, Answer, Option<Answer>, Option<Answer>, Option<Answer>, WorkOutcome, usize, Vec<&'static str>);
 
 const JOB_PATH: &str = "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs/a";
 const POD_PATH: &str = "/api/v1/namespaces/ml/pods/a-master-0";
@@ -78,7 +78,7 @@ async fn execute_shared(api: &FakeApi, config: &PlanConfig, now: i64, works: Vec
     reports
 }
 
-fn outcomes(reports: &[Report]) -> Vec<Outcome> {
+fn outcomes(reports: &[Report]) -> Vec<WorkOutcome> {
     reports.iter().map(|r| r.outcome).collect()
 }
 
@@ -92,7 +92,7 @@ async fn ttl_delete_carries_uid_and_resource_version_preconditions() {
     let api = FakeApi::new();
     api.on("GET", JOB_PATH, 200, job.clone()).on("DELETE", JOB_PATH, 200, success());
     let reports = execute(&api, &PlanConfig::acting(), 90, works(&[job], 90, &PlanConfig::acting())).await;
-    assert_eq!(outcomes(&reports), [Outcome::Done]);
+    assert_eq!(outcomes(&reports), [WorkOutcome::Done]);
     assert_eq!(api.calls(), [format!("GET {JOB_PATH}"), format!("DELETE {JOB_PATH}")]);
     let delete = &api.seen()[1];
     assert_eq!(
@@ -130,12 +130,12 @@ async fn ttl_delete_status_handling() {
     let c = PlanConfig::acting();
     // (name, live GET, DELETE answer, outcome, non-event calls, events)
     let cases: Vec<TtlCase> = vec![
-        ("gone before the GET", (404, status(404, "NotFound")), None, Outcome::Done, 1, vec![]),
+        ("gone before the GET", (404, status(404, "NotFound")), None, WorkOutcome::Done, 1, vec![]),
         (
             "gone between GET and DELETE",
             (200, job.clone()),
             Some((404, status(404, "NotFound"))),
-            Outcome::Done,
+            WorkOutcome::Done,
             2,
             vec![],
         ),
@@ -143,7 +143,7 @@ async fn ttl_delete_status_handling() {
             "changed between GET and DELETE",
             (200, job.clone()),
             Some((409, status(409, "Conflict"))),
-            Outcome::Conflict,
+            WorkOutcome::Conflict,
             2,
             vec![],
         ),
@@ -151,26 +151,26 @@ async fn ttl_delete_status_handling() {
             "server error",
             (200, job.clone()),
             Some((500, status(500, "InternalError"))),
-            Outcome::Failed,
+            WorkOutcome::Failed,
             2,
             vec!["TTLDeleteFailed"],
         ),
-        ("GET fails", (500, status(500, "InternalError")), None, Outcome::Failed, 1, vec![]),
-        ("resumed meanwhile (live is suspended)", (200, suspended(job.clone())), None, Outcome::Aborted, 1, vec![]),
+        ("GET fails", (500, status(500, "InternalError")), None, WorkOutcome::Failed, 1, vec![]),
+        ("resumed meanwhile (live is suspended)", (200, suspended(job.clone())), None, WorkOutcome::Aborted, 1, vec![]),
         (
             "recreated with the same name (new UID)",
             (200, set(job.clone(), "/metadata/uid", json!("new"))),
             None,
-            Outcome::Done,
+            WorkOutcome::Done,
             1,
             vec![],
         ),
-        ("TTL raised meanwhile", (200, with_ttl(job.clone(), 3600)), None, Outcome::Aborted, 1, vec![]),
+        ("TTL raised meanwhile", (200, with_ttl(job.clone(), 3600)), None, WorkOutcome::Aborted, 1, vec![]),
         (
             "opted out meanwhile",
             (200, label(job.clone(), "trainguard.io/ignore", "true")),
             None,
-            Outcome::Aborted,
+            WorkOutcome::Aborted,
             1,
             vec![],
         ),
@@ -197,7 +197,7 @@ async fn repeated_delete_failures_publish_one_event_per_episode() {
     let mut w = works(std::slice::from_ref(&job), 90, &c);
     w.extend(works(std::slice::from_ref(&job), 90, &c));
     let reports = execute(&api, &c, 90, w).await;
-    assert_eq!(outcomes(&reports), [Outcome::Failed, Outcome::Failed]);
+    assert_eq!(outcomes(&reports), [WorkOutcome::Failed, WorkOutcome::Failed]);
     assert_eq!(api.event_reasons(), ["TTLDeleteFailed"]);
 }
 
@@ -223,7 +223,7 @@ async fn force_delete_patches_status_then_deletes_with_grace_zero_and_uid() {
         .on("PATCH", &format!("{POD_PATH}/status"), 200, objects[1].clone())
         .on("DELETE", POD_PATH, 200, objects[1].clone());
     let reports = execute(&api, &c, 420, works(&objects, 420, &c)).await;
-    assert_eq!(outcomes(&reports), [Outcome::Done]);
+    assert_eq!(outcomes(&reports), [WorkOutcome::Done]);
     assert_eq!(
         api.calls(),
         [
@@ -257,14 +257,14 @@ async fn force_delete_rechecks_on_live_state() {
     let patch_path = format!("{POD_PATH}/status");
     // (name, pod GET, node GET, status patch, delete, outcome, non-event calls, events)
     let cases: Vec<PodCase> = vec![
-        ("pod already gone", (404, status(404, "NotFound")), None, None, None, Outcome::Done, 1, vec![]),
+        ("pod already gone", (404, status(404, "NotFound")), None, None, None, WorkOutcome::Done, 1, vec![]),
         (
             "pod recreated with the same name and a new UID: untouched",
             (200, recreated),
             None,
             None,
             None,
-            Outcome::Done,
+            WorkOutcome::Done,
             1,
             vec![],
         ),
@@ -274,7 +274,7 @@ async fn force_delete_rechecks_on_live_state() {
             Some((200, node("n1", None))),
             None,
             None,
-            Outcome::Aborted,
+            WorkOutcome::Aborted,
             2,
             vec![],
         ),
@@ -284,7 +284,7 @@ async fn force_delete_rechecks_on_live_state() {
             Some((404, status(404, "NotFound"))),
             Some((200, pod.clone())),
             Some((200, pod.clone())),
-            Outcome::Done,
+            WorkOutcome::Done,
             4,
             vec!["ForceDeletedStuckPod", "ForceDeletedStuckPod"],
         ),
@@ -294,7 +294,7 @@ async fn force_delete_rechecks_on_live_state() {
             Some((200, dead.clone())),
             Some((409, status(409, "Conflict"))),
             None,
-            Outcome::Done,
+            WorkOutcome::Done,
             3,
             vec![],
         ),
@@ -304,7 +304,7 @@ async fn force_delete_rechecks_on_live_state() {
             Some((200, dead.clone())),
             Some((200, pod.clone())),
             Some((409, status(409, "Conflict"))),
-            Outcome::Done,
+            WorkOutcome::Done,
             4,
             vec![],
         ),
@@ -314,7 +314,7 @@ async fn force_delete_rechecks_on_live_state() {
             Some((200, dead.clone())),
             Some((200, pod.clone())),
             Some((500, status(500, "InternalError"))),
-            Outcome::Failed,
+            WorkOutcome::Failed,
             4,
             vec![],
         ),
@@ -324,7 +324,7 @@ async fn force_delete_rechecks_on_live_state() {
             Some((200, dead.clone())),
             Some((200, pod.clone())),
             Some((200, held)),
-            Outcome::Done,
+            WorkOutcome::Done,
             4,
             vec!["ForceDeletedStuckPod", "PodBlockedByFinalizers", "ForceDeletedStuckPod"],
         ),
@@ -411,7 +411,7 @@ async fn force_delete_brake_rechecked_with_the_live_node() {
     let api = FakeApi::new();
     api.on("GET", POD_PATH, 200, objects[1].clone()).on("GET", NODE_PATH, 200, objects[2].clone());
     let reports = execute_shared(&api, &c, 420, w, shared).await;
-    assert_eq!(outcomes(&reports), [Outcome::Suppressed]);
+    assert_eq!(outcomes(&reports), [WorkOutcome::Suppressed]);
     assert_eq!(api.calls(), [format!("GET {POD_PATH}"), format!("GET {NODE_PATH}")]);
     assert_eq!(api.event_reasons(), ["ForceDeleteSuppressed"]);
 }
@@ -425,7 +425,7 @@ async fn stash_and_restore_patch_with_the_live_resource_version() {
     let api = FakeApi::new();
     api.on("GET", JOB_PATH, 200, live.clone()).on("PATCH", JOB_PATH, 200, live);
     let reports = execute(&api, &c, 120, works(&[stuck, evicted], 120, &c)).await;
-    assert_eq!(outcomes(&reports), [Outcome::Done]);
+    assert_eq!(outcomes(&reports), [WorkOutcome::Done]);
     assert_eq!(api.calls(), [format!("GET {JOB_PATH}"), format!("PATCH {JOB_PATH}")]);
     let patch = &api.seen()[2];
     assert_eq!(patch.content_type, "application/merge-patch+json");
@@ -450,7 +450,7 @@ async fn stash_and_restore_patch_with_the_live_resource_version() {
         status(409, "Conflict"),
     );
     let reports = execute(&api, &c, 500, works(std::slice::from_ref(&stashed), 500, &c)).await;
-    assert_eq!(outcomes(&reports), [Outcome::Conflict], "409 on the resourceVersion: re-evaluate now");
+    assert_eq!(outcomes(&reports), [WorkOutcome::Conflict], "409 on the resourceVersion: re-evaluate now");
     assert_eq!(
         api.seen()[1].body,
         json!({"metadata": {"resourceVersion": "300", "annotations": {"trainguard.io/stashed-ttl-seconds-after-finished": null}},
@@ -462,7 +462,7 @@ async fn stash_and_restore_patch_with_the_live_resource_version() {
     let api = FakeApi::new();
     api.on("GET", JOB_PATH, 200, suspended(stashed.clone()));
     let reports = execute(&api, &c, 500, works(&[stashed], 500, &c)).await;
-    assert_eq!(outcomes(&reports), [Outcome::Aborted]);
+    assert_eq!(outcomes(&reports), [WorkOutcome::Aborted]);
     assert_eq!(api.calls(), [format!("GET {JOB_PATH}")]);
 }
 
@@ -482,7 +482,7 @@ async fn report_mode_writes_nothing_but_events() {
     let w = works(&objects, 420, &c);
     assert_eq!(w.len(), 3);
     let reports = execute(&api, &c, 420, w).await;
-    assert_eq!(outcomes(&reports), [Outcome::Done, Outcome::Done, Outcome::Done]);
+    assert_eq!(outcomes(&reports), [WorkOutcome::Done, WorkOutcome::Done, WorkOutcome::Done]);
     let methods: BTreeSet<String> =
         api.seen().iter().filter(|s| s.rbac.0 != "events.k8s.io").map(|s| s.method.clone()).collect();
     assert_eq!(methods, BTreeSet::from(["GET".to_string()]), "{:?}", api.calls());
@@ -628,7 +628,7 @@ async fn executor_does_nothing_once_leadership_has_ended() {
     ended.cancel();
     let shared = Shared::new(ended, Shared::full_bucket(20));
     let reports = execute_shared(&api, &c, 420, queued, shared).await;
-    assert_eq!(outcomes(&reports), [Outcome::Aborted; 3]);
+    assert_eq!(outcomes(&reports), [WorkOutcome::Aborted; 3]);
     assert_eq!(api.seen().len(), 0, "not even a GET or an event");
 }
 
@@ -654,7 +654,7 @@ async fn rate_limit_tokens_are_taken_at_execution_only() {
     let api = FakeApi::with_objects(objects.clone());
     let shared = Shared::new(CancellationToken::new(), bucket(0));
     let reports = execute_shared(&api, &c, 420, planned(&objects)[..1].to_vec(), shared).await;
-    assert_eq!(outcomes(&reports), [Outcome::RateLimited(at(480))]);
+    assert_eq!(outcomes(&reports), [WorkOutcome::RateLimited(at(480))]);
     assert_eq!(api.writes(), Vec::<String>::new());
     assert_eq!(api.event_reasons(), ["ForceDeleteSuppressed"]);
 
@@ -663,7 +663,10 @@ async fn rate_limit_tokens_are_taken_at_execution_only() {
     let b = bucket(1);
     let shared = Shared::new(CancellationToken::new(), b.clone());
     let reports = execute_shared(&api, &c, 420, planned(&objects), shared).await;
-    assert_eq!(outcomes(&reports), [Outcome::Done, Outcome::RateLimited(at(480)), Outcome::RateLimited(at(480))]);
+    assert_eq!(
+        outcomes(&reports),
+        [WorkOutcome::Done, WorkOutcome::RateLimited(at(480)), WorkOutcome::RateLimited(at(480))]
+    );
     assert_eq!(api.writes().iter().filter(|w| w.starts_with("DELETE")).count(), 1);
 
     // Report mode spends none.
@@ -672,7 +675,7 @@ async fn rate_limit_tokens_are_taken_at_execution_only() {
     let b = bucket(1);
     let shared = Shared::new(CancellationToken::new(), b.clone());
     let reports = execute_shared(&api, &report, 420, planned(&objects), shared).await;
-    assert_eq!(outcomes(&reports), [Outcome::Done; 3]);
+    assert_eq!(outcomes(&reports), [WorkOutcome::Done; 3]);
     assert_eq!(api.writes(), Vec::<String>::new());
     assert_eq!(b.lock().unwrap().available(at(420)), 1.0, "report mode took no token");
 
@@ -683,7 +686,7 @@ async fn rate_limit_tokens_are_taken_at_execution_only() {
     let b = bucket(1);
     let shared = Shared::new(CancellationToken::new(), b.clone());
     let reports = execute_shared(&api, &c, 420, planned(&objects), shared).await;
-    assert_eq!(outcomes(&reports), [Outcome::Aborted; 3]);
+    assert_eq!(outcomes(&reports), [WorkOutcome::Aborted; 3]);
     assert_eq!(b.lock().unwrap().available(at(420)), 1.0, "aborted plans took no token");
 
     // The token of a delete that did not happen (the pod went away under the status patch, or the
@@ -783,7 +786,7 @@ async fn cluster_brake_decided_at_execution_on_fresh_counts() {
     shared.zones.store(Arc::new(ZoneHealth::compute(&snapshot)));
     let api = FakeApi::with_objects(now);
     let reports = execute_shared(&api, &c, 420, w, shared).await;
-    assert_eq!(outcomes(&reports), [Outcome::Suppressed]);
+    assert_eq!(outcomes(&reports), [WorkOutcome::Suppressed]);
     assert_eq!(api.writes(), Vec::<String>::new());
     let event = api.seen().into_iter().find(|s| s.rbac.0 == "events.k8s.io").unwrap();
     assert_eq!(event.body["reason"], "ForceDeleteSuppressed");
@@ -811,7 +814,7 @@ async fn trainjob_ttl_delete_rechecks_live_and_carries_preconditions() {
         success(),
     );
     let reports = execute(&api, &c, 90, works(std::slice::from_ref(&tj), 90, &c)).await;
-    assert_eq!(outcomes(&reports), [Outcome::Done]);
+    assert_eq!(outcomes(&reports), [WorkOutcome::Done]);
     assert_eq!(api.calls()[..2], [format!("GET {TRAINJOB_PATH}"), format!("DELETE {TRAINJOB_PATH}")]);
     assert_eq!(
         api.seen()[1].body,
@@ -823,12 +826,12 @@ async fn trainjob_ttl_delete_rechecks_live_and_carries_preconditions() {
 
     // (name, live GET, DELETE answer, outcome, non-event calls, events)
     let cases: Vec<TtlCase> = vec![
-        ("gone before the GET", (404, status(404, "NotFound")), None, Outcome::Done, 1, vec![]),
+        ("gone before the GET", (404, status(404, "NotFound")), None, WorkOutcome::Done, 1, vec![]),
         (
             "deleted by someone else between GET and DELETE: quiet",
             (200, tj.clone()),
             Some((404, status(404, "NotFound"))),
-            Outcome::Done,
+            WorkOutcome::Done,
             2,
             vec![],
         ),
@@ -836,7 +839,7 @@ async fn trainjob_ttl_delete_rechecks_live_and_carries_preconditions() {
             "changed between GET and DELETE",
             (200, tj.clone()),
             Some((409, status(409, "Conflict"))),
-            Outcome::Conflict,
+            WorkOutcome::Conflict,
             2,
             vec![],
         ),
@@ -844,7 +847,7 @@ async fn trainjob_ttl_delete_rechecks_live_and_carries_preconditions() {
             "server error",
             (200, tj.clone()),
             Some((500, status(500, "InternalError"))),
-            Outcome::Failed,
+            WorkOutcome::Failed,
             2,
             vec!["TTLDeleteFailed"],
         ),
@@ -852,7 +855,7 @@ async fn trainjob_ttl_delete_rechecks_live_and_carries_preconditions() {
             "suspended meanwhile",
             (200, set(tj.clone(), "/spec/suspend", json!(true))),
             None,
-            Outcome::Aborted,
+            WorkOutcome::Aborted,
             1,
             vec![],
         ),
@@ -860,7 +863,7 @@ async fn trainjob_ttl_delete_rechecks_live_and_carries_preconditions() {
             "TTL raised meanwhile",
             (200, annotate(tj.clone(), "trainguard.io/ttl-seconds-after-finished", "3600")),
             None,
-            Outcome::Aborted,
+            WorkOutcome::Aborted,
             1,
             vec![],
         ),
@@ -868,7 +871,7 @@ async fn trainjob_ttl_delete_rechecks_live_and_carries_preconditions() {
             "annotation made unreadable meanwhile",
             (200, annotate(tj.clone(), "trainguard.io/ttl-seconds-after-finished", "later")),
             None,
-            Outcome::Aborted,
+            WorkOutcome::Aborted,
             1,
             vec![],
         ),
@@ -876,7 +879,7 @@ async fn trainjob_ttl_delete_rechecks_live_and_carries_preconditions() {
             "recreated with the same name (new UID)",
             (200, set(tj.clone(), "/metadata/uid", json!("new"))),
             None,
-            Outcome::Done,
+            WorkOutcome::Done,
             1,
             vec![],
         ),
@@ -919,14 +922,14 @@ async fn kueue_annotated_pod_someone_else_deleted_first_is_quiet_success() {
     let patch_path = format!("{POD_PATH}/status");
     // Kueue (or PodGC) got there first, at each step of the way: success, no Warning, no event at all.
     let cases: Vec<PodCase> = vec![
-        ("gone before the GET", (404, status(404, "NotFound")), None, None, None, Outcome::Done, 1, vec![]),
+        ("gone before the GET", (404, status(404, "NotFound")), None, None, None, WorkOutcome::Done, 1, vec![]),
         (
             "gone before the status patch",
             (200, pod.clone()),
             Some((200, dead.clone())),
             Some((404, status(404, "NotFound"))),
             None,
-            Outcome::Done,
+            WorkOutcome::Done,
             3,
             vec![],
         ),
@@ -936,7 +939,7 @@ async fn kueue_annotated_pod_someone_else_deleted_first_is_quiet_success() {
             Some((200, dead.clone())),
             Some((200, pod.clone())),
             Some((404, status(404, "NotFound"))),
-            Outcome::Done,
+            WorkOutcome::Done,
             4,
             vec![],
         ),
@@ -946,7 +949,7 @@ async fn kueue_annotated_pod_someone_else_deleted_first_is_quiet_success() {
             Some((200, dead.clone())),
             Some((200, pod.clone())),
             Some((409, status(409, "Conflict"))),
-            Outcome::Done,
+            WorkOutcome::Done,
             4,
             vec![],
         ),
@@ -956,7 +959,7 @@ async fn kueue_annotated_pod_someone_else_deleted_first_is_quiet_success() {
             None,
             None,
             None,
-            Outcome::Done,
+            WorkOutcome::Done,
             1,
             vec![],
         ),
@@ -966,7 +969,7 @@ async fn kueue_annotated_pod_someone_else_deleted_first_is_quiet_success() {
             Some((200, dead.clone())),
             Some((200, pod.clone())),
             Some((200, pod.clone())),
-            Outcome::Done,
+            WorkOutcome::Done,
             4,
             vec!["ForceDeletedStuckPod", "ForceDeletedStuckPod"],
         ),
@@ -996,7 +999,7 @@ async fn kueue_annotated_pod_someone_else_deleted_first_is_quiet_success() {
     let api = FakeApi::new();
     api.on("GET", POD_PATH, 200, pod.clone()).on("GET", NODE_PATH, 200, dead.clone());
     let reports = execute(&api, &c, 380, works(&objects, 390, &c)).await;
-    assert_eq!(outcomes(&reports), [Outcome::Aborted]);
+    assert_eq!(outcomes(&reports), [WorkOutcome::Aborted]);
     assert_eq!(api.calls(), [format!("GET {POD_PATH}"), format!("GET {NODE_PATH}")]);
 }
 
@@ -1012,7 +1015,7 @@ async fn a_pod_that_succeeded_since_planning_keeps_its_phase() {
         .on("DELETE", POD_PATH, 200, succeeded_live);
     let planned = works(&objects, 420, &c);
     let reports = execute(&api, &c, 420, planned).await;
-    assert_eq!(outcomes(&reports), [Outcome::Done]);
+    assert_eq!(outcomes(&reports), [WorkOutcome::Done]);
     let patch = &api.seen()[2];
     assert_eq!(patch.path, format!("{POD_PATH}/status"));
     assert_eq!(patch.body["status"].get("phase"), None, "{}", patch.body);
@@ -1046,7 +1049,7 @@ async fn a_hanging_write_is_cut_when_leadership_ends() {
         .await
         .expect("the hanging write was cut when leadership ended")
         .unwrap();
-    assert_ne!(report.outcome, Outcome::Done, "{:?}", report.outcome);
+    assert_ne!(report.outcome, WorkOutcome::Done, "{:?}", report.outcome);
     assert!(api.event_reasons().iter().all(|r| r != "TTLExpiredDeleted"), "{:?}", api.event_reasons());
 }
 
@@ -1093,6 +1096,6 @@ async fn a_hanging_live_read_is_cut_at_the_read_timeout() {
     let report = tokio::time::timeout(READ_TIMEOUT + std::time::Duration::from_secs(1), executor.execute(work))
         .await
         .expect("the hanging GET was cut at the read timeout");
-    assert_eq!(report.outcome, Outcome::Failed);
+    assert_eq!(report.outcome, WorkOutcome::Failed);
     assert_eq!(api.calls(), [format!("GET {JOB_PATH}")], "nothing written after a read that did not answer");
 }

@@ -6,7 +6,7 @@ use crate::controller::testing as controller_support;
 use std::collections::HashSet;
 
 use crate::controller::config::PlanConfig;
-use crate::controller::state::{ControllerState, Outcome, Report, Work};
+use crate::controller::state::{ControllerState, Report, Work, WorkOutcome};
 use controller_support::*;
 use serde_json::{Value, json};
 use trainguard_core::planner::facts::NsName;
@@ -23,7 +23,7 @@ fn plan(state: &mut ControllerState, now: i64) -> Vec<Work> {
     state.plan_dirty(at(now)).into_iter().filter_map(|(_, _, w)| w).collect()
 }
 
-fn done(state: &mut ControllerState, work: &Work, outcome: Outcome, now: i64) {
+fn done(state: &mut ControllerState, work: &Work, outcome: WorkOutcome, now: i64) {
     let published = work
         .actions
         .iter()
@@ -101,7 +101,7 @@ fn suspend_alarm_once_per_episode() {
     state.fire_due(at(120));
     let work = plan(&mut state, 120);
     assert_eq!(reasons(&work[0]), ["SuspendNotReconciled"]);
-    done(&mut state, &work[0], Outcome::Done, 120);
+    done(&mut state, &work[0], WorkOutcome::Done, 120);
     assert_eq!(state.gauges().get(&Observation::SuspendStuck("PyTorchJob")), Some(&1));
 
     // Updates during the same episode: no second event.
@@ -132,7 +132,7 @@ fn in_flight_keys_are_not_planned_twice_and_replanned_after_their_report() {
     apply(&mut state, &set(job.clone(), "/metadata/resourceVersion", json!("101")), 101);
     assert!(plan(&mut state, 101).is_empty());
     // 409 (the executor published nothing): re-evaluated at once, with the deferred change.
-    state.finish(Report { key: work[0].key.clone(), outcome: Outcome::Conflict, published: vec![] }, at(102));
+    state.finish(Report { key: work[0].key.clone(), outcome: WorkOutcome::Conflict, published: vec![] }, at(102));
     let again = plan(&mut state, 102);
     assert_eq!(reasons(&again[0]), ["delete-job", "TTLExpiredDeleted"]);
 }
@@ -146,7 +146,7 @@ fn failures_back_off_from_one_second_doubling_to_five_minutes() {
     for _ in 0..12 {
         let work = plan(&mut state, now);
         assert_eq!(work.len(), 1, "at {now}");
-        state.finish(Report { key: work[0].key.clone(), outcome: Outcome::Failed, published: vec![] }, at(now));
+        state.finish(Report { key: work[0].key.clone(), outcome: WorkOutcome::Failed, published: vec![] }, at(now));
         let wake = state.next_wake().unwrap();
         delays.push(wake.as_second() - at(now).as_second());
         now = wake.as_second() - T0;
@@ -211,7 +211,7 @@ fn report_events_dedupe_by_uid_reason_and_episode() {
     apply(&mut state, &job, 100);
     state.set_synced();
     let work = plan(&mut state, 100);
-    done(&mut state, &work[0], Outcome::Done, 100);
+    done(&mut state, &work[0], WorkOutcome::Done, 100);
     apply(&mut state, &set(job, "/metadata/labels", json!({"x": "y"})), 200);
     let work = plan(&mut state, 200);
     // The write is re-checked, but the event is not sent again.
@@ -228,7 +228,7 @@ fn relist_forgets_the_memory_of_objects_that_are_gone() {
     assert!(plan(&mut state, 0).is_empty());
     state.fire_due(at(120));
     let work = plan(&mut state, 120);
-    done(&mut state, &work[0], Outcome::Done, 120);
+    done(&mut state, &work[0], WorkOutcome::Done, 120);
     assert_eq!(state.remembered(), 2, "first sighting and the published alarm");
     // Deleted while the watch was down: the relist removes it, and its memory goes too.
     let kind = trainguard_core::model::kubeflow_v1::TrainingKind::PyTorchJob;
@@ -262,7 +262,7 @@ fn the_bucket_starts_empty_and_planning_spends_no_token() {
     assert_eq!(force_deletes(&work), 0);
     assert_eq!(state.next_wake(), Some(at(450)));
     for w in &work {
-        done(&mut state, w, Outcome::Done, 420);
+        done(&mut state, w, WorkOutcome::Done, 420);
     }
     // At 450 one token: one pod dispatched, the other told to wait for the next.
     state.fire_due(at(450));
@@ -280,7 +280,7 @@ fn rate_limited_at_execution_requeues_when_the_next_token_is_due() {
     state.fire_due(at(420));
     let work = plan(&mut state, 420);
     assert_eq!(force_deletes(&work), 1);
-    done(&mut state, &work[0], Outcome::RateLimited(at(423)), 420);
+    done(&mut state, &work[0], WorkOutcome::RateLimited(at(423)), 420);
     assert_eq!(state.next_wake(), Some(at(423)));
     state.fire_due(at(423));
     assert_eq!(force_deletes(&plan(&mut state, 423)), 1, "planned again once the token is due");
@@ -309,7 +309,7 @@ fn the_jobset_loop_gauge_holds_while_trainer_removes_and_sets_failed_again() {
     assert!(work.iter().any(|w| reasons(w).contains(&"JobSetRecreatedAfterFailure")), "{work:?}");
     assert_eq!(gauge(&state), 1, "Failed removed, JobSet created after the remembered failure");
     for w in &work {
-        done(&mut state, w, Outcome::Done, 600);
+        done(&mut state, w, WorkOutcome::Done, 600);
     }
     // The new JobSet fails: Failed again, at 620, after the JobSet's creation.
     apply(&mut state, &trainjob_finished(trainjob("t"), "Failed", 620), 620);
@@ -323,7 +323,7 @@ fn the_jobset_loop_gauge_holds_while_trainer_removes_and_sets_failed_again() {
     assert!(work.iter().any(|w| reasons(w).contains(&"JobSetRecreatedAfterFailure")), "{work:?}");
     assert_eq!(gauge(&state), 1);
     for w in &work {
-        done(&mut state, w, Outcome::Done, 640);
+        done(&mut state, w, WorkOutcome::Done, 640);
     }
     // Deleted: no series left counting it, and no memory kept.
     state.apply(Change::TrainJob(NsName::new("ml", "t"), None), at(700));

@@ -198,7 +198,7 @@ fn a_denial_of_several_fields_names_each_and_gives_the_remedy_once() {
         let body = update(fields, *transition, opts, (&namespace, &name));
         let reviewed = review(Endpoint::Validate, &body, &config, view(*cluster, &namespace, &name).as_ref()).unwrap();
         let Outcome::Denied { errors, .. } = &reviewed.decision.outcome else { panic!("{case}: not denied") };
-        let message = &reviewed.said.message;
+        let message = &reviewed.rendered.message;
         assert!(message.len() < MAX_MESSAGE_BYTES, "{case}: {} bytes: {message}", message.len());
         let mut paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
         paths.dedup();
@@ -245,6 +245,6 @@ fn with_short_names_nothing_is_cut() {
     for (fields, expected) in cases {
         let body = update(fields, RUNNING, &[], ("ml-team", "llama"));
         let reviewed = review(Endpoint::Validate, &body, &RulesConfig::default(), &StaticView::new()).unwrap();
-        assert_eq!(&reviewed.said.message, expected);
+        assert_eq!(&reviewed.rendered.message, expected);
     }
 }

@@ -18,7 +18,7 @@ use std::fmt;
 
 pub use decision::{Decision, Endpoint, Operation, Outcome};
 pub use errors::{ErrorList, ErrorType, FieldError};
-pub use rule::Rule;
+pub use rule::{DocSection, Rule};
 pub use rules::RuleInput;
 pub use rules::{RulesConfig, SuspendRule};
 
@@ -52,7 +52,7 @@ pub struct Reviewed<'a> {
     pub name: Cow<'a, str>,
     pub dry_run: bool,
     /// The message and audit rules the body carries, for the log line.
-    pub said: response::Said,
+    pub rendered: response::Rendered,
 }
 
 impl fmt::Display for Reviewed<'_> {
@@ -156,8 +156,8 @@ fn respond<'a, O>(
     // answer (or the log line) grow with them.
     let uid = cut_echo(uid, MAX_UID_BYTES);
     let name = cut_echo(request.name.take().unwrap_or_default(), rules::MAX_NAME_BYTES);
-    let said = response::Said::of(&decision);
-    let body = response::review_bytes_saying(&uid, &decision, &name, &said);
+    let rendered = response::Rendered::of(&decision);
+    let body = response::review_bytes_rendered(&uid, &decision, &name, &rendered);
     Ok(Reviewed {
         body,
         uid,
@@ -166,7 +166,7 @@ fn respond<'a, O>(
         namespace: cut_echo(request.namespace.take().unwrap_or_default(), rules::MAX_NAMESPACE_BYTES),
         name,
         dry_run: request.dry_run.unwrap_or(false),
-        said,
+        rendered,
     })
 }
 

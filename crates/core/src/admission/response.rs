@@ -14,27 +14,27 @@ use crate::model::{TRAINJOB_GROUP, TRAINJOB_RESOURCE};
 /// Audit annotation key; the API server prefixes it with the webhook name.
 pub(crate) const AUDIT_RULE_KEY: &str = "trainguard.io/rule";
 
-/// What an answer says besides its causes: the `Status` message and the audit rules. Rendered once
+/// What an answer says besides its causes, rendered: the `Status` message and the audit rules. Once
 /// per review, for the answer and for the denial's log line.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Said {
+pub struct Rendered {
     pub message: String,
     pub audit_rules: String,
 }
 
-impl Said {
-    pub(crate) fn of(decision: &Decision) -> Said {
-        Said { message: decision.message(), audit_rules: decision.audit_rules() }
+impl Rendered {
+    pub(crate) fn of(decision: &Decision) -> Rendered {
+        Rendered { message: decision.message(), audit_rules: decision.audit_rules() }
     }
 }
 
 /// The `status` of a denial: code and reason from the most definite error present (docs/webhook.md §6).
 pub fn status(decision: &Decision, object_name: &str) -> Option<Status> {
-    status_saying(decision, object_name, &decision.message())
+    status_with_message(decision, object_name, &decision.message())
 }
 
-/// [`status`] with its message already rendered (`Said::of(decision).message`).
-fn status_saying(decision: &Decision, object_name: &str, message: &str) -> Option<Status> {
+/// [`status`] with its message already rendered (`Rendered::of(decision).message`).
+fn status_with_message(decision: &Decision, object_name: &str, message: &str) -> Option<Status> {
     match &decision.outcome {
         Outcome::Allowed { .. } => None,
         Outcome::BadRequest { message, .. } => Some(Status::failure(message, "BadRequest").with_code(400)),
@@ -87,20 +87,20 @@ fn denial_code(errors: &[FieldError]) -> (u16, &'static str) {
 
 /// The full response review for `uid`.
 pub fn review_response(uid: &str, decision: &Decision, object_name: &str) -> AdmissionReview<DynamicObject> {
-    review_response_saying(uid, decision, object_name, &Said::of(decision))
+    review_response_rendered(uid, decision, object_name, &Rendered::of(decision))
 }
 
-fn review_response_saying(
+fn review_response_rendered(
     uid: &str,
     decision: &Decision,
     object_name: &str,
-    said: &Said,
+    rendered: &Rendered,
 ) -> AdmissionReview<DynamicObject> {
     let mut response = AdmissionResponse::invalid("");
     response.uid = uid.to_string();
     response.allowed = decision.allowed();
-    response.result = status_saying(decision, object_name, &said.message).unwrap_or_default();
-    response.audit_annotations = HashMap::from([(AUDIT_RULE_KEY.to_string(), said.audit_rules.clone())]);
+    response.result = status_with_message(decision, object_name, &rendered.message).unwrap_or_default();
+    response.audit_annotations = HashMap::from([(AUDIT_RULE_KEY.to_string(), rendered.audit_rules.clone())]);
     if !decision.warnings.is_empty() {
         response.warnings = Some(decision.warnings.clone());
     }
@@ -115,13 +115,13 @@ fn review_response_saying(
 /// base64-encoded, as the API server's Go types (`[]byte`) expect: kube's `AdmissionResponse`
 /// serialises it as an array of numbers (kube-rs issue #1781), which is not the documented wire form.
 pub fn review_bytes(uid: &str, decision: &Decision, object_name: &str) -> Vec<u8> {
-    review_bytes_saying(uid, decision, object_name, &Said::of(decision))
+    review_bytes_rendered(uid, decision, object_name, &Rendered::of(decision))
 }
 
 /// [`review_bytes`] with what it says already rendered.
-pub(crate) fn review_bytes_saying(uid: &str, decision: &Decision, object_name: &str, said: &Said) -> Vec<u8> {
+pub(crate) fn review_bytes_rendered(uid: &str, decision: &Decision, object_name: &str, rendered: &Rendered) -> Vec<u8> {
     use base64::Engine as _;
-    let review = review_response_saying(uid, decision, object_name, said);
+    let review = review_response_rendered(uid, decision, object_name, rendered);
     let patch = review.response.as_ref().and_then(|r| r.patch.as_ref());
     let Some(patch) = patch else {
         // Serialising kube's response types cannot fail.

@@ -7,6 +7,7 @@ use super::decision::{Decision, Endpoint, Operation};
 use super::errors::{ErrorList, ErrorType, FieldError, quote};
 use super::overrides;
 use super::rule::Rule;
+use crate::model::trainjob_state::{self, ConditionsOnly};
 use crate::model::{
     DEFAULT_MANAGED_BY, DEFAULT_OPT_OUT_GROUPS, MULTIKUEUE_MANAGED_BY, OPT_OUT_LABEL, OverridesField, TrainJobView,
 };
@@ -259,6 +260,47 @@ fn in_any_group(groups: Option<&RawValue>, allowed: &[String]) -> bool {
         return false;
     };
     groups.iter().any(|g| allowed.contains(g))
+}
+
+/// U5, decided offline by `validate`: the old manifest says the job runs (`spec.suspend` not
+/// true, not finished), and the new one suspends it and changes its overrides in the same update.
+/// The cluster's gate would see the JobSet's active jobs (G1, G3) and deny that single apply;
+/// without cluster state, the old manifest is the evidence. One error per changed overrides
+/// field, with the advice a git workflow can follow: two commits. `None` when the objects do not
+/// decode (other checks say so).
+pub fn suspends_a_running_job(old: &RawValue, new: &RawValue, namespace: &str, name: &str) -> Option<Vec<FieldError>> {
+    let (old_view, new_view) = (TrainJobView::decode(old).ok()?, TrainJobView::decode(new).ok()?);
+    let old_state: ConditionsOnly = serde_json::from_str(old.get()).ok()?;
+    if old_view.suspended() || !new_view.suspended() || trainjob_state::finished(old_state.conditions()).is_some() {
+        return None;
+    }
+    let changed = OverridesField::ALL
+        .into_iter()
+        .filter(|f| overrides::changed(*f, old_view.overrides(*f), new_view.overrides(*f)));
+    let errors: Vec<FieldError> = changed
+        .map(|field| {
+            FieldError::new(
+                Rule::U5,
+                ErrorType::Forbidden,
+                field.path(),
+                format!(
+                    "the old manifest has spec.suspend false, so TrainJob {namespace}/{name} runs and its JobSet has \
+                     active jobs"
+                ),
+            )
+            // The same for every changed field: a message naming several gives it once.
+            .with_remedy(
+                ": ",
+                &format!(
+                    "the cluster denies suspending and changing in one update (G1). Make it two changes: first set \
+                     spec.suspend to true alone and apply it, wait until JobSet {namespace}/{name} has no active \
+                     jobs (kubectl -n {namespace} get jobs -l jobset.sigs.k8s.io/jobset-name={name}), then change \
+                     the overrides"
+                ),
+            )
+        })
+        .collect();
+    (!errors.is_empty()).then_some(errors)
 }
 
 /// The suspend transition of an UPDATE that changes the overrides.

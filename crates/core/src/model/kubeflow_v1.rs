@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::jiff::Timestamp;
 use kube_core::ApiResource;
 use serde::{Deserialize, Serialize};
 
@@ -117,6 +118,31 @@ pub(crate) struct TrainingJobStatusView {
     pub completion_time: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) replica_statuses: Option<BTreeMap<String, ReplicaStatusView>>,
+}
+
+/// How a job finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinishKind {
+    Succeeded,
+    Failed,
+}
+
+impl FinishKind {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            FinishKind::Succeeded => "Succeeded",
+            FinishKind::Failed => "Failed",
+        }
+    }
+}
+
+/// `Some(lastTransitionTime)` when condition `type_` (the first of that type) is True.
+pub(crate) fn true_since(conditions: &[JobConditionView], type_: &str) -> Option<Option<Timestamp>> {
+    conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .filter(|c| c.status == "True")
+        .map(|c| c.last_transition_time.as_ref().map(|t| t.0))
 }
 
 /// One `status.conditions[]` entry, the shape shared by v1 jobs, TrainJobs and Kueue Workloads.

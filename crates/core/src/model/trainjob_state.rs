@@ -6,7 +6,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube_core::DynamicResourceScope;
 use serde::{Deserialize, Serialize};
 
-use super::kubeflow_v1::JobConditionView;
+use k8s_openapi::jiff::Timestamp;
+
+use super::kubeflow_v1::{FinishKind, JobConditionView, true_since};
 use super::{TRAINJOB_GROUP, TRAINJOB_KIND, TRAINJOB_RESOURCE, TRAINJOB_VERSION};
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -57,6 +59,34 @@ impl TrainJobStateView {
     }
 }
 
+/// How a TrainJob finished: its `Complete` or `Failed` condition is True (`Complete` wins should
+/// both be), with that condition's `lastTransitionTime`. The one place "finished" is decided for a
+/// TrainJob: the planner's facts and `validate`'s offline U5 read it.
+pub(crate) fn finished(conditions: &[JobConditionView]) -> Option<(FinishKind, Option<Timestamp>)> {
+    [("Complete", FinishKind::Succeeded), ("Failed", FinishKind::Failed)]
+        .into_iter()
+        .find_map(|(type_, kind)| true_since(conditions, type_).map(|t| (kind, t)))
+}
+
+/// Only the conditions of a TrainJob, from an object whose other parts need not decode.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct ConditionsOnly {
+    #[serde(default)]
+    status: Option<ConditionsOnlyStatus>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ConditionsOnlyStatus {
+    #[serde(default)]
+    conditions: Option<Vec<JobConditionView>>,
+}
+
+impl ConditionsOnly {
+    pub(crate) fn conditions(&self) -> &[JobConditionView] {
+        self.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or(&[])
+    }
+}
+
 static_resource!(
     TrainJobStateView,
     DynamicResourceScope,
@@ -65,3 +95,29 @@ static_resource!(
     kind = TRAINJOB_KIND,
     plural = TRAINJOB_RESOURCE
 );
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn finished_is_a_true_complete_or_failed_condition() {
+        let condition = |type_: &str, status: &str| json!({"type": type_, "status": status});
+        // (conditions, how it finished)
+        let cases = [
+            (json!([]), None),
+            (json!([condition("Complete", "True")]), Some(FinishKind::Succeeded)),
+            (json!([condition("Failed", "True")]), Some(FinishKind::Failed)),
+            (json!([condition("Failed", "True"), condition("Complete", "True")]), Some(FinishKind::Succeeded)),
+            (json!([condition("Complete", "False"), condition("Failed", "Unknown")]), None),
+            (json!([condition("Complete", "true")]), None),
+            (json!([condition("Suspended", "True")]), None),
+        ];
+        for (conditions, expected) in cases {
+            let object: ConditionsOnly = serde_json::from_value(json!({"status": {"conditions": conditions}})).unwrap();
+            assert_eq!(finished(object.conditions()).map(|(kind, _)| kind), expected, "{conditions}");
+        }
+    }
+}

@@ -9,20 +9,20 @@ use crate::model::{TRAINJOB_GROUP, TRAINJOB_VERSION};
 use crate::planner::config::{Mode, PlanConfig, Propagation};
 use crate::planner::facts::{JobFacts, NsName, Str, TrainJobFacts};
 
-/// The rule an action serves.
+/// The controller rule an action serves (the webhook's are [`crate::admission::Rule`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Rule {
+pub enum PlanRule {
     Ttl,
     Suspend,
     NodeFailure,
 }
 
-impl Rule {
+impl PlanRule {
     pub(crate) fn as_str(self) -> &'static str {
         match self {
-            Rule::Ttl => "ttl",
-            Rule::Suspend => "suspend",
-            Rule::NodeFailure => "node-failure",
+            PlanRule::Ttl => "ttl",
+            PlanRule::Suspend => "suspend",
+            PlanRule::NodeFailure => "node-failure",
         }
     }
 }
@@ -272,7 +272,7 @@ impl Action {
 /// One action and the rule that asked for it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Planned {
-    pub rule: Rule,
+    pub rule: PlanRule,
     pub action: Action,
 }
 
@@ -363,7 +363,7 @@ pub struct KeyPlan {
 }
 
 impl KeyPlan {
-    pub(crate) fn push(&mut self, rule: Rule, action: Action) {
+    pub(crate) fn push(&mut self, rule: PlanRule, action: Action) {
         if let Action::Requeue { at, .. } = &action {
             self.wake = Some(self.wake.map_or(*at, |w| w.min(*at)));
         }

@@ -9,10 +9,10 @@ use k8s_openapi::jiff::Timestamp;
 
 use crate::model::jobset::{BatchJobView, JOBSET_GROUP, JOBSET_KIND, JOBSET_NAME_LABEL, JobSetView};
 use crate::model::kubeflow_v1::{
-    JOB_NAME_LABEL, JobConditionView, KUBEFLOW_GROUP, TRAINING_OPERATOR_MANAGED_BY, TrainingJobView, TrainingKind,
+    JOB_NAME_LABEL, KUBEFLOW_GROUP, TRAINING_OPERATOR_MANAGED_BY, TrainingJobView, TrainingKind, true_since,
 };
 use crate::model::pod::{NodeView, PodView};
-use crate::model::trainjob_state::TrainJobStateView;
+use crate::model::trainjob_state::{self, TrainJobStateView};
 use crate::model::workload::WorkloadView;
 use crate::model::{DEFAULT_MANAGED_BY, TRAINJOB_GROUP, TRAINJOB_KIND};
 
@@ -146,21 +146,7 @@ impl CondStatus {
     }
 }
 
-/// How a job finished.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FinishKind {
-    Succeeded,
-    Failed,
-}
-
-impl FinishKind {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            FinishKind::Succeeded => "Succeeded",
-            FinishKind::Failed => "Failed",
-        }
-    }
-}
+pub use crate::model::kubeflow_v1::FinishKind;
 
 /// A finished job (condition `Succeeded` or `Failed` with status `True`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -372,17 +358,6 @@ fn ignored(meta: &ObjectMeta) -> bool {
     label(meta, IGNORE_LABEL) == Some("true")
 }
 
-fn condition<'a>(conditions: &'a [JobConditionView], type_: &str) -> Option<&'a JobConditionView> {
-    conditions.iter().find(|c| c.type_ == type_)
-}
-
-/// `Some(lastTransitionTime)` when condition `type_` is True.
-fn true_since(conditions: &[JobConditionView], type_: &str) -> Option<Option<Timestamp>> {
-    condition(conditions, type_)
-        .filter(|c| CondStatus::parse(&c.status) == CondStatus::True)
-        .map(|c| c.last_transition_time.as_ref().map(|t| t.0))
-}
-
 fn controller_owner(meta: &ObjectMeta) -> Option<&OwnerReference> {
     meta.owner_references.as_ref()?.iter().find(|o| o.controller == Some(true))
 }
@@ -437,6 +412,7 @@ impl TrainJobFacts {
     pub fn from_view(job: &TrainJobStateView) -> Result<Self, FactsError> {
         let meta = &job.metadata;
         let conditions = job.conditions();
+        let finished = trainjob_state::finished(conditions);
         Ok(TrainJobFacts {
             id: ns_name(meta, "TrainJob")?,
             uid: required(meta, "TrainJob", "uid")?.into(),
@@ -445,11 +421,8 @@ impl TrainJobFacts {
             ignored: ignored(meta),
             managed_by: job.spec.managed_by.as_deref().map(Str::from),
             suspend: job.spec.suspend.unwrap_or(false),
-            finished: true_since(conditions, "Complete").is_some() || true_since(conditions, "Failed").is_some(),
-            // Complete wins over Failed if (oddly) both are True.
-            finished_condition: [("Complete", FinishKind::Succeeded), ("Failed", FinishKind::Failed)]
-                .into_iter()
-                .find_map(|(type_, kind)| true_since(conditions, type_).map(|t| (kind, t))),
+            finished: finished.is_some(),
+            finished_condition: finished,
             spec_ttl: job.spec.ttl_seconds_after_finished,
             ttl_annotation: meta
                 .annotations

@@ -6,9 +6,10 @@
 use super::actions::event;
 use k8s_openapi::jiff::Timestamp;
 
-use super::actions::{EventType, KeyPlan, Observation, Reason, Rule, Target};
+use super::actions::{EventType, KeyPlan, Observation, PlanRule, Reason, Target};
 use crate::planner::config::PlanConfig;
 use crate::planner::facts::{FinishKind, JobSetFacts, TrainJobFacts};
+use crate::trainer::Defect;
 
 /// A TrainJob whose JobSet (owned by it) was created after the TrainJob failed gets one Warning
 /// per JobSet UID, and counts in the gauge while such a JobSet exists. "Failed" is the earliest of
@@ -34,8 +35,11 @@ pub(crate) fn plan(
     let Some(jobset) = jobset else { return };
     let Some(created) = jobset.created.filter(|c| *c > failed_at) else { return };
     out.observations.push(Observation::JobSetRecreated);
+    // The controller does not know the cluster's Trainer: the message names the newest release
+    // with the loop.
+    let last = Defect::JobSetTtlLoop.last_release().unwrap_or_default().tag();
     out.push(
-        Rule::Ttl,
+        PlanRule::Ttl,
         event(
             config,
             target,
@@ -43,10 +47,10 @@ pub(crate) fn plan(
             Reason::JobSetRecreatedAfterFailure,
             format!(
                 "TrainJob failed at {failed_at}, but its JobSet {} was created at {created}, after the failure: \
-                 Trainer up to v2.3.0 recreates the JobSet of a Failed TrainJob once the JobSet's \
+                 Trainer up to {last} recreates the JobSet of a Failed TrainJob once the JobSet's \
                  ttlSecondsAfterFinished has deleted it, with the restart count reset, for ever \
                  (kubeflow/trainer#3779). Remove ttlSecondsAfterFinished from the JobSet template of this \
-                 TrainJob's runtime, or upgrade Trainer past v2.3.0; delete the TrainJob to stop the loop now",
+                 TrainJob's runtime, or upgrade Trainer past {last}; delete the TrainJob to stop the loop now",
                 jobset.id
             ),
             format!("jobset:{}", jobset.uid),

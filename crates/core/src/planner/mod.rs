@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use k8s_openapi::jiff::Timestamp;
 
 pub use actions::{Action, Target};
-pub use actions::{EventType, JobPatchKind, KeyPlan, PlannedEvent, Rule, TargetKind};
+pub use actions::{EventType, JobPatchKind, KeyPlan, PlanRule, PlannedEvent, TargetKind};
 pub use actions::{NodeState, Observation, Planned, Reason};
 pub use node_failure::Budget;
 pub use node_failure::ZoneHealth;

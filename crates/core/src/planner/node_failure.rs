@@ -8,7 +8,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde_json::json;
 
 use super::actions::{
-    Action, BrakeCounts, EventType, KeyPlan, NodeState, Observation, Reason, Rule, Target, TargetKind,
+    Action, BrakeCounts, EventType, KeyPlan, NodeState, Observation, PlanRule, Reason, Target, TargetKind,
 };
 use super::actions::{event, verb};
 use super::ratelimit::TokenBucket;
@@ -326,7 +326,7 @@ fn plan_escalated(pod: &PodFacts, target: &Target, config: &PlanConfig, out: &mu
     let blocking = blocking_finalizers(pod);
     if pod.disrupted_by_trainguard && !blocking.is_empty() {
         out.push(
-            Rule::NodeFailure,
+            PlanRule::NodeFailure,
             event(
                 config,
                 target,
@@ -374,7 +374,7 @@ impl Stuck<'_> {
         if past {
             let why = self.not_yet_because(node_from, fire_from);
             out.push(
-                Rule::NodeFailure,
+                PlanRule::NodeFailure,
                 event(
                     config,
                     &self.target,
@@ -392,7 +392,10 @@ impl Stuck<'_> {
         }
         let wake = if past { fire_from } else { Some(stuck_at) };
         if let Some(at) = wake {
-            out.push(Rule::NodeFailure, Action::Requeue { target: self.target.clone(), at, why: "force-delete-after" });
+            out.push(
+                PlanRule::NodeFailure,
+                Action::Requeue { target: self.target.clone(), at, why: "force-delete-after" },
+            );
         }
         true
     }
@@ -432,7 +435,7 @@ impl Stuck<'_> {
         let Stuck { config, now, .. } = *self;
         if let Some(trip) = zones.trip(self.node_name, node, config.pause_unhealthy_fraction) {
             out.push(
-                Rule::NodeFailure,
+                PlanRule::NodeFailure,
                 event(
                     config,
                     &self.target,
@@ -450,7 +453,7 @@ impl Stuck<'_> {
         let next = budget.bucket.next_token_at(now, budget.waiting);
         budget.waiting += 1;
         out.push(
-            Rule::NodeFailure,
+            PlanRule::NodeFailure,
             event(
                 config,
                 &self.target,
@@ -464,7 +467,7 @@ impl Stuck<'_> {
             ),
         );
         if let Some(at) = next {
-            out.push(Rule::NodeFailure, Action::Requeue { target: self.target.clone(), at, why: "rate-limit" });
+            out.push(PlanRule::NodeFailure, Action::Requeue { target: self.target.clone(), at, why: "rate-limit" });
         }
         true
     }
@@ -492,10 +495,10 @@ impl Stuck<'_> {
                 }]);
             }
             let patch = json!({ "metadata": { "uid": &*pod.uid }, "status": status });
-            out.push(Rule::NodeFailure, Action::PatchPodStatus { target: target.clone(), patch });
+            out.push(PlanRule::NodeFailure, Action::PatchPodStatus { target: target.clone(), patch });
         }
         out.push(
-            Rule::NodeFailure,
+            PlanRule::NodeFailure,
             Action::ForceDeletePod {
                 target: target.clone(),
                 job: job.clone(),
@@ -528,7 +531,7 @@ impl Stuck<'_> {
                 e.after_write = true;
                 e.related = Some(related.clone());
             }
-            out.push(Rule::NodeFailure, done);
+            out.push(PlanRule::NodeFailure, done);
         }
         // Predicted with the force delete (so `plan` shows it), published once the delete went through.
         let blocking = blocking_finalizers(pod);
@@ -544,7 +547,7 @@ impl Stuck<'_> {
             if let Action::Event(e) = &mut held {
                 e.after_write = true;
             }
-            out.push(Rule::NodeFailure, held);
+            out.push(PlanRule::NodeFailure, held);
         }
     }
 }

@@ -7,7 +7,7 @@ use std::fmt;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
-use super::actions::{Action, EventType, JobPatchKind, KeyPlan, Observation, Reason, Rule, Target};
+use super::actions::{Action, EventType, JobPatchKind, KeyPlan, Observation, PlanRule, Reason, Target};
 use super::actions::{event, verb};
 use crate::duration::{fmt_duration, plus};
 use crate::planner::config::PlanConfig;
@@ -83,7 +83,7 @@ pub(crate) fn plan(input: SuspendInput<'_>, now: Timestamp, config: &PlanConfig,
     let Some(since) = since else { return };
     let due = plus(since, config.suspend_stuck_after);
     if now < due {
-        out.push(Rule::Suspend, Action::Requeue { target: target.clone(), at: due, why: "suspend-stuck-after" });
+        out.push(PlanRule::Suspend, Action::Requeue { target: target.clone(), at: due, why: "suspend-stuck-after" });
         return;
     }
     out.observations.push(Observation::SuspendStuck(kind));
@@ -101,10 +101,13 @@ pub(crate) fn plan(input: SuspendInput<'_>, now: Timestamp, config: &PlanConfig,
              --stash-ttl-on-stuck-suspend"
         ));
     }
-    out.push(Rule::Suspend, event(config, target, EventType::Warning, Reason::SuspendNotReconciled, message, episode));
+    out.push(
+        PlanRule::Suspend,
+        event(config, target, EventType::Warning, Reason::SuspendNotReconciled, message, episode),
+    );
     if let (true, true, Some(ttl)) = (stashable, config.stash_ttl_on_stuck_suspend, ttl) {
         out.push(
-            Rule::Suspend,
+            PlanRule::Suspend,
             Action::PatchJob {
                 target: target.clone(),
                 kind: JobPatchKind::Stash { ttl },
@@ -126,7 +129,7 @@ pub(crate) fn plan(input: SuspendInput<'_>, now: Timestamp, config: &PlanConfig,
         if let Action::Event(e) = &mut done {
             e.after_write = true;
         }
-        out.push(Rule::Suspend, done);
+        out.push(PlanRule::Suspend, done);
     }
 }
 
@@ -183,7 +186,7 @@ pub(crate) fn plan_restore(job: &JobFacts, target: &Target, config: &PlanConfig,
         RestoreVerdict::Nothing => {}
         RestoreVerdict::Restore { ttl } => {
             out.push(
-                Rule::Suspend,
+                PlanRule::Suspend,
                 Action::PatchJob {
                     target: target.clone(),
                     kind: JobPatchKind::Restore { ttl },
@@ -211,10 +214,10 @@ pub(crate) fn plan_restore(job: &JobFacts, target: &Target, config: &PlanConfig,
             if let Action::Event(e) = &mut done {
                 e.after_write = true;
             }
-            out.push(Rule::Suspend, done);
+            out.push(PlanRule::Suspend, done);
         }
         RestoreVerdict::Unreadable(value) => out.push(
-            Rule::Suspend,
+            PlanRule::Suspend,
             event(
                 config,
                 target,
@@ -278,7 +281,10 @@ pub(crate) fn plan_admitted<'a>(
     let Some(Some(admitted_at)) = workload.admitted else { return };
     let due = plus(admitted_at, config.admitted_suspended_after);
     if now < due {
-        out.push(Rule::Suspend, Action::Requeue { target: target.clone(), at: due, why: "admitted-suspended-after" });
+        out.push(
+            PlanRule::Suspend,
+            Action::Requeue { target: target.clone(), at: due, why: "admitted-suspended-after" },
+        );
         return;
     }
     out.observations.push(Observation::AdmittedSuspended(kind));
@@ -297,7 +303,7 @@ pub(crate) fn plan_admitted<'a>(
         ),
     };
     out.push(
-        Rule::Suspend,
+        PlanRule::Suspend,
         event(
             config,
             target,

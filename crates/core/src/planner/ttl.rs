@@ -3,7 +3,7 @@
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-use super::actions::{Action, EventType, KeyPlan, Observation, Reason, Rule, Target, TargetKind};
+use super::actions::{Action, EventType, KeyPlan, Observation, PlanRule, Reason, Target, TargetKind};
 use super::actions::{event, verb};
 use crate::duration::{fmt_duration, plus};
 use crate::planner::config::{PlanConfig, Propagation};
@@ -76,7 +76,7 @@ pub(crate) fn plan(job: &JobFacts, target: &Target, now: Timestamp, config: &Pla
     match verdict(job, now, config) {
         TtlVerdict::Skip(_) => {}
         TtlVerdict::NoFinishTime => out.push(
-            Rule::Ttl,
+            PlanRule::Ttl,
             event(
                 config,
                 target,
@@ -93,7 +93,7 @@ pub(crate) fn plan(job: &JobFacts, target: &Target, now: Timestamp, config: &Pla
             let episode = format!("finished@{finish_at}");
             if from_condition {
                 out.push(
-                    Rule::Ttl,
+                    PlanRule::Ttl,
                     event(
                         config,
                         target,
@@ -109,14 +109,14 @@ pub(crate) fn plan(job: &JobFacts, target: &Target, now: Timestamp, config: &Pla
                 );
             }
             if skewed {
-                out.push(Rule::Ttl, clock_skew_event(config, target, "Job", finish_at, now, episode));
+                out.push(PlanRule::Ttl, clock_skew_event(config, target, "Job", finish_at, now, episode));
             }
             out.observations.push(Observation::TtlScheduled(kind));
-            out.push(Rule::Ttl, Action::Requeue { target: target.clone(), at: expires_at, why: "ttl-expiry" });
+            out.push(PlanRule::Ttl, Action::Requeue { target: target.clone(), at: expires_at, why: "ttl-expiry" });
         }
         TtlVerdict::Expired { finish_at, expires_at, from_condition } => {
             out.push(
-                Rule::Ttl,
+                PlanRule::Ttl,
                 Action::DeleteJob {
                     target: target.clone(),
                     propagation: config.ttl_propagation,
@@ -146,7 +146,7 @@ pub(crate) fn plan(job: &JobFacts, target: &Target, now: Timestamp, config: &Pla
             if let Action::Event(e) = &mut done {
                 e.after_write = true;
             }
-            out.push(Rule::Ttl, done);
+            out.push(PlanRule::Ttl, done);
         }
     }
 }
@@ -259,7 +259,7 @@ pub(crate) fn plan_trainjob(
     if let TrainJobTtl::Invalid(value) = &ttl {
         if config.ttl && !tj.deleting && tj.managed() && !tj.ignored {
             out.push(
-                Rule::Ttl,
+                PlanRule::Ttl,
                 event(
                     config,
                     target,
@@ -279,7 +279,7 @@ pub(crate) fn plan_trainjob(
     match trainjob_verdict(tj, now, config) {
         TtlVerdict::Skip(_) => {}
         TtlVerdict::NoFinishTime => out.push(
-            Rule::Ttl,
+            PlanRule::Ttl,
             event(
                 config,
                 target,
@@ -295,14 +295,14 @@ pub(crate) fn plan_trainjob(
         TtlVerdict::Pending { finish_at, expires_at, skewed, .. } => {
             if skewed {
                 let episode = format!("finished@{finish_at}");
-                out.push(Rule::Ttl, clock_skew_event(config, target, "TrainJob", finish_at, now, episode));
+                out.push(PlanRule::Ttl, clock_skew_event(config, target, "TrainJob", finish_at, now, episode));
             }
             out.observations.push(Observation::TtlScheduled("TrainJob"));
-            out.push(Rule::Ttl, Action::Requeue { target: target.clone(), at: expires_at, why: "ttl-expiry" });
+            out.push(PlanRule::Ttl, Action::Requeue { target: target.clone(), at: expires_at, why: "ttl-expiry" });
         }
         TtlVerdict::Expired { finish_at, expires_at, .. } => {
             out.push(
-                Rule::Ttl,
+                PlanRule::Ttl,
                 Action::DeleteJob {
                     target: target.clone(),
                     propagation: Propagation::Background,
@@ -327,7 +327,7 @@ pub(crate) fn plan_trainjob(
             if let Action::Event(e) = &mut done {
                 e.after_write = true;
             }
-            out.push(Rule::Ttl, done);
+            out.push(PlanRule::Ttl, done);
         }
     }
 }

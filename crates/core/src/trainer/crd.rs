@@ -12,7 +12,7 @@
 //! `e2e/oracle` runs upstream's own code on the same cases (`make oracle`).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::LazyLock;
+use std::sync::{LazyLock, OnceLock};
 
 use regex::Regex;
 use serde_json::{Map, Value};
@@ -97,17 +97,13 @@ pub(crate) struct Node {
     pub(crate) rules: Vec<CelRule>,
 }
 
-// A compiled CEL program is read-only after compilation; the schema is shared by threads.
-// (cel::Program holds `Arc`s only.)
-static SCHEMAS: [LazyLock<Node>; 4] = [
-    LazyLock::new(|| load(include_str!("crd/v2.0.1.json"))),
-    LazyLock::new(|| load(include_str!("crd/v2.1.0.json"))),
-    LazyLock::new(|| load(include_str!("crd/v2.2.1.json"))),
-    LazyLock::new(|| load(include_str!("crd/v2.3.0.json"))),
-];
+// Each release's schema, built on first use. A compiled CEL program is read-only after
+// compilation; the schema is shared by threads. (cel::Program holds `Arc`s only.)
+static SCHEMAS: [OnceLock<Node>; TrainerVersion::ALL.len()] = [const { OnceLock::new() }; TrainerVersion::ALL.len()];
 
 fn load(text: &str) -> Node {
-    // The files are generated and tested (`every_release_crd_loads`); a failure is a build bug.
+    // The files are generated and tested (`each_row_has_its_generated_files_and_they_load`); a
+    // failure is a build bug.
     parse(text).unwrap_or_else(|e| panic!("a committed CRD schema does not load: {e}"))
 }
 
@@ -118,8 +114,7 @@ pub(crate) fn parse(text: &str) -> Result<Node, CrdError> {
 
 /// The release's TrainJob schema.
 pub(crate) fn schema(version: TrainerVersion) -> &'static Node {
-    let index = TrainerVersion::ALL.iter().position(|v| *v == version).unwrap_or(3);
-    &SCHEMAS[index]
+    SCHEMAS[version.index()].get_or_init(|| load(version.generated().crd))
 }
 
 /// The quantity pattern of `resource.Quantity` in every CRD.
@@ -279,109 +274,10 @@ pub struct Verdict {
     /// Field paths the schema does not have: pruned, or with strict field validation a 400.
     pub unknown: Vec<String>,
     /// The 422's causes.
-    pub errors: Vec<Finding>,
+    pub errors: Vec<ApiCause>,
 }
 
-/// One cause of a 422, in the API server's terms.
-#[derive(Debug, Clone)]
-pub struct Finding {
-    pub(crate) kind: Kind,
-    pub path: String,
-    pub(crate) value: Option<Value>,
-    pub detail: String,
-    /// Found by one of the CRD's CEL rules (its message is the CRD's own).
-    pub(crate) rule: bool,
-    /// Found by kube-openapi's range check of an integer's format: the field it names. The cause
-    /// itself has no field (`path` is empty), as the API server reports it.
-    pub(crate) range_of: Option<String>,
-}
-
-impl Finding {
-    /// Kubernetes 1.36's cause for a number that does not fit its `integer` schema's format
-    /// (kube-openapi's `IsValueValidAgainstRange`, a plain error that apiextensions-apiserver turns
-    /// into `field.Invalid(nil, "", …)`): `<nil>: Invalid value: "": Checked value must be of type
-    /// integer with format int32 in spec.trainer.numNodes`. Without a format it says `(default
-    /// format)`; the check is int64's then.
-    fn format_range(path: &str, format: Option<&str>) -> Finding {
-        let with = match format {
-            Some(f @ ("int32" | "int64")) => format!("with format {f}"),
-            _ => "(default format)".to_string(),
-        };
-        Finding {
-            kind: Kind::Invalid,
-            path: String::new(),
-            value: Some(Value::String(String::new())),
-            detail: format!("Checked value must be of type integer {with} in {path}"),
-            rule: false,
-            range_of: Some(path.to_string()),
-        }
-    }
-
-    /// The field a range check of an integer's format named (its cause has none).
-    pub fn range_of(&self) -> Option<&str> {
-        self.range_of.as_deref()
-    }
-
-    /// The error type the API server reports this finding as.
-    pub fn kind(&self) -> Kind {
-        self.kind
-    }
-
-    /// Whether one of the CRD's CEL rules found it: its message is the rule's.
-    pub fn from_rule(&self) -> bool {
-        self.rule
-    }
-}
-
-/// The `field.ErrorType` the API server reports a finding as: apiextensions-apiserver's
-/// `kubeOpenAPIResultToFieldErrors` (kube-openapi's `required` → `Required`, `enum` →
-/// `NotSupported`, `maxLength` → `TooLong`, `maxItems` and `maxProperties` → `TooMany`, a wrong
-/// type or `format` → `TypeInvalid`, anything else → `Invalid`), the list-type check (`Duplicate`)
-/// and a CEL rule's `reason` (`Invalid` unless it says `Forbidden`, `Required` or `Duplicate`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Required,
-    TypeInvalid,
-    NotSupported,
-    TooLong,
-    TooMany,
-    Invalid,
-    Duplicate,
-    Forbidden,
-}
-
-impl Kind {
-    /// Whether the API server skips the CEL rules when the schema check found this
-    /// (apiextensions-apiserver's `hasBlockingErr`: not supported, required, too long, too many,
-    /// wrong type).
-    pub fn blocking(self) -> bool {
-        matches!(self, Kind::NotSupported | Kind::Required | Kind::TooLong | Kind::TooMany | Kind::TypeInvalid)
-    }
-
-    /// `metav1.CauseType`, the `type` of the API server's cause (for the differential tests).
-    pub fn cause_type(self) -> &'static str {
-        match self {
-            Kind::Required => "FieldValueRequired",
-            Kind::TypeInvalid => "FieldValueTypeInvalid",
-            Kind::NotSupported => "FieldValueNotSupported",
-            Kind::TooLong => "FieldValueTooLong",
-            Kind::TooMany => "FieldValueTooMany",
-            Kind::Invalid => "FieldValueInvalid",
-            Kind::Duplicate => "FieldValueDuplicate",
-            Kind::Forbidden => "FieldValueForbidden",
-        }
-    }
-
-    /// A CEL rule's `reason` (`FieldValueInvalid` when it has none).
-    fn of_reason(reason: Option<&str>) -> Kind {
-        match reason {
-            Some("FieldValueForbidden") => Kind::Forbidden,
-            Some("FieldValueRequired") => Kind::Required,
-            Some("FieldValueDuplicate") => Kind::Duplicate,
-            _ => Kind::Invalid,
-        }
-    }
-}
+pub use super::api_cause::{ApiCause, Kind};
 
 /// The fields of `metadata` a custom resource may carry (`metav1.ObjectMeta`).
 const OBJECT_META: &[&str] = &[
@@ -624,14 +520,14 @@ fn default_null(value: &mut Value, schema: &Node) {
 
 struct Validate {
     version: &'static str,
-    errors: Vec<Finding>,
+    errors: Vec<ApiCause>,
     /// CEL rule failures, reported only when no blocking error was found.
-    rules: Vec<Finding>,
+    rules: Vec<ApiCause>,
 }
 
 impl Validate {
     fn push(&mut self, kind: Kind, path: &str, value: Option<&Value>, detail: String) {
-        self.errors.push(Finding {
+        self.errors.push(ApiCause {
             kind,
             path: path.to_string(),
             value: value.cloned(),
@@ -707,7 +603,7 @@ impl Validate {
         let format = if s.int_or_string { None } else { s.format.as_deref() };
         let integer = s.int_or_string || s.ty == Some(Type::Integer);
         if integer && !in_format_range(number, format) {
-            self.errors.push(Finding::format_range(path, format));
+            self.errors.push(ApiCause::format_range(path, format));
         }
         let n = number.as_f64().unwrap_or(0.0);
         if let Some(min) = s.minimum
@@ -864,7 +760,7 @@ impl Validate {
             Kind::Duplicate => (value, String::new()),
             _ => (value, detail),
         };
-        self.rules.push(Finding { kind, path: at, value, detail, rule: true, range_of: None });
+        self.rules.push(ApiCause { kind, path: at, value, detail, rule: true, range_of: None });
     }
 
     fn rules(&mut self, value: &Value, old: Option<&Value>, s: &Node, path: &str) {
@@ -1070,7 +966,7 @@ fn correlate<'a>(list: Option<&ListType>, item: &Value, old: &'a [Value]) -> Opt
 
 /// The list maps with two items of the same key, and sets with two equal items, everywhere in
 /// `value`.
-fn duplicates(value: &Value, s: &Node, path: &str, out: &mut Vec<Finding>) {
+fn duplicates(value: &Value, s: &Node, path: &str, out: &mut Vec<ApiCause>) {
     match value {
         Value::Array(items) => {
             let Some(item) = &s.items else { return };
@@ -1086,7 +982,7 @@ fn duplicates(value: &Value, s: &Node, path: &str, out: &mut Vec<Finding>) {
                             // field.Duplicate with the item's key fields as the value.
                             let shown: Map<String, Value> =
                                 keys.iter().zip(&key).filter_map(|(k, v)| Some((k.clone(), (*v)?.clone()))).collect();
-                            out.push(Finding {
+                            out.push(ApiCause {
                                 kind: Kind::Duplicate,
                                 path: format!("{path}[{i}]"),
                                 value: Some(Value::Object(shown)),
@@ -1102,7 +998,7 @@ fn duplicates(value: &Value, s: &Node, path: &str, out: &mut Vec<Finding>) {
                 Some(ListType::Set) => {
                     for (i, child) in items.iter().enumerate() {
                         if items[..i].contains(child) {
-                            out.push(Finding {
+                            out.push(ApiCause {
                                 kind: Kind::Duplicate,
                                 path: format!("{path}[{i}]"),
                                 value: Some(child.clone()),

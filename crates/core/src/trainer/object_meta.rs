@@ -20,7 +20,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::Value;
 
-use super::crd::{Finding, Kind};
+use super::api_cause::{ApiCause, Kind};
 
 const DNS1123_LABEL: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
 const DNS1123_SUBDOMAIN: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
@@ -139,13 +139,13 @@ fn label_value(value: &str) -> Vec<String> {
 
 /// Collects findings at `metadata.*` paths.
 struct Check<'a> {
-    errors: &'a mut Vec<Finding>,
+    errors: &'a mut Vec<ApiCause>,
 }
 
 impl Check<'_> {
     fn push(&mut self, kind: Kind, path: &str, value: Option<Value>, detail: impl Into<String>) {
         let path = format!("metadata.{path}");
-        self.errors.push(Finding { kind, path, value, detail: detail.into(), rule: false, range_of: None });
+        self.errors.push(ApiCause { kind, path, value, detail: detail.into(), rule: false, range_of: None });
     }
 
     fn invalid_each(&mut self, path: &str, value: &str, messages: Vec<String>) {
@@ -360,8 +360,8 @@ fn field_set(set: &Value) -> bool {
 /// part of the strategy's own list.
 #[derive(Debug, Default)]
 pub(crate) struct MetaFindings {
-    pub(crate) before_strategy: Vec<Finding>,
-    pub(crate) in_strategy: Vec<Finding>,
+    pub(crate) before_strategy: Vec<ApiCause>,
+    pub(crate) in_strategy: Vec<ApiCause>,
 }
 
 /// The findings on `new`'s metadata, as a CREATE (`old` is `None`) or an UPDATE of `old`. The

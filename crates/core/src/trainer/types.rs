@@ -10,7 +10,7 @@
 //! gives.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::LazyLock;
+use std::sync::OnceLock;
 
 use serde::Deserialize;
 
@@ -40,7 +40,7 @@ struct FieldFile {
 
 /// A release's types, built once.
 #[derive(Debug)]
-pub(crate) struct Release {
+pub(crate) struct Types {
     /// The Trainer tag, e.g. `v2.3.0`.
     pub(crate) trainer: &'static str,
     /// The k8s.io/api version whose core types the release embeds, e.g. `v0.36.2`.
@@ -49,22 +49,20 @@ pub(crate) struct Release {
     pub(crate) spec: &'static Struct,
 }
 
-static RELEASES: [LazyLock<Release>; 4] = [
-    LazyLock::new(|| load(include_str!("types/v2.0.1.json"))),
-    LazyLock::new(|| load(include_str!("types/v2.1.0.json"))),
-    LazyLock::new(|| load(include_str!("types/v2.2.1.json"))),
-    LazyLock::new(|| load(include_str!("types/v2.3.0.json"))),
-];
+/// Each row's types, built on first use.
+static TYPES: [OnceLock<Types>; TrainerVersion::ALL.len()] = [const { OnceLock::new() }; TrainerVersion::ALL.len()];
 
 /// The types of `version`'s release.
-pub(crate) fn release(version: TrainerVersion) -> &'static Release {
-    let index = TrainerVersion::ALL.iter().position(|v| *v == version).unwrap_or(3);
-    &RELEASES[index]
+pub(crate) fn release(version: TrainerVersion) -> &'static Types {
+    TYPES[version.index()].get_or_init(|| load(version))
 }
 
-fn load(text: &str) -> Release {
-    // The files are generated and tested (`every_release_loads`); a failure is a build bug.
-    parse(text).unwrap_or_else(|e| panic!("committed Trainer types do not load: {e}"))
+fn load(version: TrainerVersion) -> Types {
+    // The files are generated and tested (`each_row_has_its_generated_files_and_they_load`); a
+    // failure is a build bug.
+    let types = parse(version.generated().types).unwrap_or_else(|e| panic!("committed Trainer types do not load: {e}"));
+    assert_eq!(types.trainer, version.tag(), "types/{}.json holds another tag's types", version.tag());
+    types
 }
 
 /// Why a types file cannot be read.
@@ -80,11 +78,11 @@ pub(crate) enum TypesError {
 
 /// Builds the model of a types file. Each release is built once per process and lives as long as
 /// it (the model is `'static` data, as if it were written in Rust).
-pub(crate) fn parse(text: &str) -> Result<Release, TypesError> {
+pub(crate) fn parse(text: &str) -> Result<Types, TypesError> {
     let file: TypesFile = serde_json::from_str(text)?;
     let mut builder = Builder { file: &file, built: HashMap::new(), building: Vec::new() };
     let spec = builder.build(&file.root)?;
-    Ok(Release { trainer: leak(&file.trainer), api: leak(&file.api), spec })
+    Ok(Types { trainer: leak(&file.trainer), api: leak(&file.api), spec })
 }
 
 struct Builder<'f> {
