@@ -775,7 +775,11 @@ fn each_install_grants_each_service_account_exactly_its_rows() {
         ("component ttl-stash-rbac", render_with_components(&["ttl-stash-rbac"]), Some(stash)),
         ("component webhook-only", render_with_components(&["webhook-only"]), None),
         ("documented namespaces overlay", render_documented_namespaces_overlay(false), Some(listed)),
-        ("documented namespaces overlay, act", render_documented_namespaces_overlay(true), Some(Controller { act: true, ..listed })),
+        (
+            "documented namespaces overlay, act",
+            render_documented_namespaces_overlay(true),
+            Some(Controller { act: true, ..listed }),
+        ),
         ("chart", chart(json!({})), Some(report)),
         ("chart, act", chart(json!({"controller": {"mode": "act"}})), Some(act)),
         ("chart, stash", chart(json!({"ttlStash": {"enabled": true}})), Some(stash)),
@@ -797,10 +801,13 @@ fn each_install_grants_each_service_account_exactly_its_rows() {
             let serve = serve_args(&container(&d));
             let mode = if controller.act { Mode::Act } else { Mode::Report };
             assert_eq!(serve.controller.planner.mode(), mode, "{what}");
-            let namespaces = Namespaces::parse(&serve.controller.namespaces);
-            let listed = controller.namespaces.iter().map(|ns| ns.to_string()).collect();
-            let namespaces_want = if controller.namespaces.is_empty() { Namespaces::All } else { Namespaces::Only(listed) };
-            assert_eq!(namespaces, Ok(namespaces_want), "{what}: TRAINGUARD_NAMESPACES");
+            let names: Vec<String> = controller.namespaces.iter().map(|ns| ns.to_string()).collect();
+            let namespaces = if names.is_empty() { Namespaces::All } else { Namespaces::Only(names) };
+            assert_eq!(
+                Namespaces::parse(&serve.controller.namespaces),
+                Ok(namespaces),
+                "{what}: TRAINGUARD_NAMESPACES"
+            );
             let sa = pod_spec(&d).service_account_name.expect("serviceAccountName");
             assert_ne!(sa, webhook, "{what}: one ServiceAccount per Deployment");
             want.insert(sa, controller.grants());
@@ -812,7 +819,8 @@ fn each_install_grants_each_service_account_exactly_its_rows() {
         for (kind, sa, namespace) in subjects {
             assert_eq!((kind.as_str(), namespace.as_deref()), ("ServiceAccount", Some(NAMESPACE)), "{what}: {sa}");
             let _: k8s_openapi::api::core::v1::ServiceAccount = r.get(&sa);
-            got.insert(sa.clone(), effective_grants(&r, &sa));
+            let grants = effective_grants(&r, &sa);
+            got.insert(sa, grants);
         }
         assert_eq!(got, want, "{what}: grants by ServiceAccount and namespace");
     }
@@ -1240,13 +1248,23 @@ fn chart_renders_the_kustomize_objects() {
         // Nobody to grant the stash remedy's patch to: the value does nothing.
         (json!({"controller": {"enabled": false}, "ttlStash": {"enabled": true}}), &["webhook-only"]),
     ];
+    // Env in name order: kustomize's `act` patch puts the variable it sets first.
+    let env_by_name = |r: &mut Rendered| {
+        let containers = r.objects.iter_mut().filter_map(|o| o.pointer_mut("/spec/template/spec/containers"));
+        for env in containers.filter_map(Value::as_array_mut).flatten().filter_map(|c| c.get_mut("env")) {
+            env.as_array_mut().unwrap().sort_by_key(|e| e["name"].to_string());
+        }
+    };
     for (values, components) in cases {
         let mut chart = render_chart(NAMESPACE, values.clone());
         for o in &mut chart.objects {
             without_instance_label(o);
         }
+        env_by_name(&mut chart);
         let chart = by_kind_and_name(&chart);
-        let mut kustomize = by_kind_and_name(&with_chart_test_image(render_with_components(components)));
+        let mut kustomize = with_chart_test_image(render_with_components(components));
+        env_by_name(&mut kustomize);
+        let mut kustomize = by_kind_and_name(&kustomize);
         assert!(kustomize.remove("Namespace \"trainguard-system\"").is_some());
         assert_eq!(chart.keys().collect::<Vec<_>>(), kustomize.keys().collect::<Vec<_>>(), "{values}");
         for (key, object) in &kustomize {
