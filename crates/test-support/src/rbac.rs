@@ -16,9 +16,12 @@ pub const REGENERATE: &str = "run `cargo run --example gen_rbac` and commit the 
 const GENERATED: &str =
     "  # Generated from src/rbac.rs by `cargo run --example gen_rbac`: edit the table, not these rules.";
 
+/// Which rows of the table a role grants.
+pub type Rows = fn(&ApiCall) -> bool;
+
 /// Each role under deploy/, by the end of its name (`trainguard-<role>` in kustomize,
 /// `<fullname>-<role>` in the chart), and which rows of the table it grants.
-pub static ROLES: [(&str, fn(&ApiCall) -> bool); 6] = [
+pub static ROLES: [(&str, Rows); 6] = [
     ("webhook", |c| c.scope == Scope::Cluster && c.by.webhook()),
     ("controller", |c| c.scope == Scope::Cluster && c.by.controller()),
     // With a namespace allow-list: what a RoleBinding cannot grant, so a ClusterRoleBinding does.
@@ -31,7 +34,7 @@ pub static ROLES: [(&str, fn(&ApiCall) -> bool); 6] = [
 /// The lines under `rules:` for the rows `keep` selects, in the table's order: one rule per run of
 /// rows with the same group, verbs and purpose (the six Training Operator kinds share one), each
 /// after its purpose.
-pub fn rules(keep: fn(&ApiCall) -> bool) -> String {
+pub fn rules(keep: Rows) -> String {
     let mut runs: Vec<(&ApiCall, Vec<&str>)> = Vec::new();
     for call in API_CALLS.iter().filter(|c| keep(c)) {
         match runs.last_mut() {
