@@ -757,7 +757,8 @@ impl Controller {
 /// the rows it makes, cluster-wide, whatever the controller's settings; the controller the rows
 /// of its mode (act adds the deletes and the status patch) and of the stash remedy where granted,
 /// cluster-wide or only in the namespaces its TRAINGUARD_NAMESPACES lists, and its Lease. Nobody
-/// else is bound to anything.
+/// else is bound to anything. The controller runs in the mode it is granted: `report` as shipped
+/// (both overlays, the chart), `act` with the switch docs/controller.md shows or `controller.mode`.
 #[test]
 fn each_install_grants_each_service_account_exactly_its_rows() {
     const LISTED: &[&str] = &["team-a", "team-b"];
@@ -800,6 +801,7 @@ fn each_install_grants_each_service_account_exactly_its_rows() {
             let d = r.controller();
             let serve = serve_args(&container(&d));
             let mode = if controller.act { Mode::Act } else { Mode::Report };
+            assert!(serve.controller.enabled, "{what}");
             assert_eq!(serve.controller.planner.mode(), mode, "{what}");
             let names: Vec<String> = controller.namespaces.iter().map(|ns| ns.to_string()).collect();
             let namespaces = if names.is_empty() { Namespaces::All } else { Namespaces::Only(names) };
@@ -840,28 +842,6 @@ fn controller_lease_lives_where_the_role_grants_it() {
     assert_eq!(serve.controller.lease_name, "trainguard-controller");
     assert!(serve.controller.enabled, "the controller runs (on the elected leader)");
     assert_eq!(serve.controller.planner.mode(), Mode::Report, "the shipped mode is report");
-}
-
-/// The shipped controller mode is `report` everywhere a user installs from (both overlays, the
-/// chart), and the act switch shown in docs/controller.md works as written.
-#[test]
-fn controller_ships_in_report_mode_and_the_documented_switch_acts() {
-    let (static_certs, _tmp) = render_static_certs();
-    let cases = [
-        ("cert-manager overlay", render_cert_manager(), Mode::Report),
-        ("static-certs overlay", static_certs, Mode::Report),
-        ("chart", render_chart(NAMESPACE, json!({})), Mode::Report),
-        ("chart controller.mode=act", render_chart(NAMESPACE, json!({"controller": {"mode": "act"}})), Mode::Act),
-    ];
-    for (what, r, mode) in cases {
-        let serve = serve_args(&container(&r.controller()));
-        assert!(serve.controller.enabled, "{what}");
-        assert_eq!(serve.controller.planner.mode(), mode, "{what}");
-    }
-
-    // As the docs lay it out: the checkout in trainguard/, the overlay beside it.
-    let serve = serve_args(&container(&render_documented_act_overlay().controller()));
-    assert_eq!(serve.controller.planner.mode(), Mode::Act);
 }
 
 /// The overlay docs/operations.md gives for another namespace, rendered as a user lays it out:
