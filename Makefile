@@ -37,9 +37,12 @@ oracle:
 	git diff --exit-code -- e2e/oracle crates/core/src/trainer/crd crates/core/src/trainer/types
 	@test -z "$$(git status --porcelain -- crates/core/src/trainer/crd crates/core/src/trainer/types)" || { echo "make generate wrote files git does not track:"; git status --porcelain -- crates/core/src/trainer/crd crates/core/src/trainer/types; exit 1; }
 
-## generate: every per-release file from upstream's Go modules, through each release's oracle
-## (crates/core/src/trainer/crd/<tag>.json from each tag's CRD, types/<tag>.json from its Go types)
+## generate: every generated file. The RBAC rules under deploy/ from the API-call table in
+## src/rbac.rs (`cargo run --example gen_rbac` alone needs no Go); then every per-release file from
+## upstream's Go modules, through each release's oracle (crates/core/src/trainer/crd/<tag>.json
+## from each tag's CRD, types/<tag>.json from its Go types)
 generate:
+	$(CARGO) run --quiet --example gen_rbac
 	./scripts/oracle/generate.sh
 
 ## bench: decision-path (Criterion), cache memory, end-to-end load and instructions per request vs a bare TLS baseline

@@ -1,7 +1,8 @@
-//! Every Kubernetes API call the binary makes, in one table (docs/controller.md (API calls)). The executor's
-//! mock-API tests check each call they see against it, and the deploy test checks that the
-//! webhook's ClusterRole, the controller's ClusterRole and Lease Role, and the optional TTL-stash
-//! ClusterRole grant exactly this, each to the process that makes the call ([`By`]).
+//! Every Kubernetes API call the binary makes, in one table (docs/controller.md (API calls)). The
+//! executor's mock-API tests check each call they see against it. The RBAC under deploy/ comes from
+//! it: `cargo run --example gen_rbac` writes the rules of every Role and ClusterRole of the
+//! kustomize files and the Helm chart from these rows, each to the process that makes the call
+//! ([`By`]), and `tests/cli/rbac.rs` fails while a file differs.
 
 use std::sync::LazyLock;
 
@@ -18,8 +19,8 @@ pub struct ApiCall {
     /// Which process makes it: what the webhook Deployment (`serve --controller=false`) and the
     /// controller Deployment (`serve --webhook=false`) are each granted.
     pub by: By,
-    /// Which feature needs it.
-    pub(crate) purpose: &'static str,
+    /// Which feature needs it (the comment above its rule in the generated RBAC).
+    pub purpose: &'static str,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,16 +94,8 @@ pub static API_CALLS: LazyLock<Vec<ApiCall>> = LazyLock::new(|| {
             "webhook gate (G1, G2); controller: TrainJob pods",
         ),
         call("batch", "jobs", WATCH, Scope::Cluster, By::Both, "webhook gate (G3, G5); controller: TrainJob pods"),
-        call("", "pods", READ, Scope::Cluster, By::Controller, "controller: node failure"),
-        call(
-            "",
-            "pods/status",
-            &["patch"],
-            Scope::ClusterAct,
-            By::Controller,
-            "controller: node failure (phase Failed before force delete)",
-        ),
-        call("", "nodes", READ, Scope::Cluster, By::Controller, "controller: node failure"),
+        call("", "pods", READ, Scope::Cluster, By::Controller, "controller: node failure (the stuck pods)"),
+        call("", "nodes", READ, Scope::Cluster, By::Controller, "controller: node failure (which nodes are not Ready)"),
         call("kueue.x-k8s.io", "workloads", WATCH, Scope::Cluster, By::Controller, "controller: Kueue guards"),
         call("events.k8s.io", "events", &["create", "patch"], Scope::Cluster, By::Controller, "controller: events"),
     ]);
@@ -123,6 +116,14 @@ pub static API_CALLS: LazyLock<Vec<ApiCall>> = LazyLock::new(|| {
             Scope::ClusterAct,
             By::Controller,
             "controller, act mode: node failure (force delete)",
+        ),
+        call(
+            "",
+            "pods/status",
+            &["patch"],
+            Scope::ClusterAct,
+            By::Controller,
+            "controller, act mode: node failure (phase Failed before the force delete)",
         ),
         call(
             "coordination.k8s.io",

@@ -1,6 +1,8 @@
-//! deploy/ as `kubectl kustomize` renders it, checked against the code and docs/webhook.md: webhook
-//! names, paths and selectors (docs/webhook.md §1), RBAC against `trainguard::rbac::API_CALLS`, the
-//! Service and probe ports against the server's flags, and the Deployment's hardening.
+//! deploy/ as `kubectl kustomize` and `helm template` render it, checked against the code and
+//! docs/webhook.md: webhook names, paths and selectors (docs/webhook.md §1), which roles each
+//! install binds to whom (the roles' rules are generated from `trainguard::rbac::API_CALLS`:
+//! tests/cli/rbac.rs), the Service and probe ports against the server's flags, and the
+//! Deployment's hardening.
 //!
 //! Needs `kubectl` (client only, with its built-in kustomize v5+) and `helm`, as
 //! scripts/install-test-deps.sh installs them; fails with a clear message when one is missing or
@@ -38,7 +40,8 @@ use trainguard::cli::certs::{
     DEFAULT_NAMESPACE, DEFAULT_SECRET, DEFAULT_SERVICE, MUTATING_CONFIGURATION, MUTATING_WEBHOOK, Target,
     VALIDATING_CONFIGURATION, VALIDATING_WEBHOOK,
 };
-use trainguard::rbac::{API_CALLS, ApiCall, Scope};
+use trainguard::controller::namespaces::Namespaces;
+use trainguard::rbac::{API_CALLS, ApiCall, Scope, cluster_scoped};
 use trainguard_core::admission::Endpoint;
 
 const NAMESPACE: &str = DEFAULT_NAMESPACE;
@@ -596,31 +599,21 @@ fn assert_tls_volume(d: &Deployment, secret: &str) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// RBAC (docs/controller.md (API calls))
+// RBAC: which roles each install binds to whom. The roles' rules are generated from the API-call
+// table (src/rbac.rs, checked by tests/cli/rbac.rs); here, what each ServiceAccount ends up with.
 
 type Grants = BTreeSet<(String, String, String)>;
 
-fn grants(rules: &[PolicyRule], what: &str) -> Grants {
+fn grants(rules: &[PolicyRule]) -> Grants {
     let mut out = Grants::new();
     for rule in rules {
-        assert!(rule.non_resource_urls.is_none(), "{what}: no non-resource URLs");
-        assert!(rule.resource_names.is_none(), "{what}: resourceNames are not in the table");
         for group in rule.api_groups.iter().flatten() {
             for resource in rule.resources.iter().flatten() {
-                for verb in &rule.verbs {
-                    for s in [group, resource, verb] {
-                        assert!(!s.contains('*'), "{what}: wildcard {s:?}");
-                    }
-                    assert!(out.insert((group.clone(), resource.clone(), verb.clone())), "{what}: duplicate grant");
-                }
+                out.extend(rule.verbs.iter().map(|verb| (group.clone(), resource.clone(), verb.clone())));
             }
         }
     }
     out
-}
-
-fn table(scope: Scope) -> Grants {
-    table_where(|c| c.scope == scope)
 }
 
 fn table_where(keep: impl Fn(&ApiCall) -> bool) -> Grants {
@@ -631,22 +624,6 @@ fn table_where(keep: impl Fn(&ApiCall) -> bool) -> Grants {
         .collect()
 }
 
-/// The cluster-wide rows the webhook makes: its ClusterRole grants exactly these.
-fn webhook_table() -> Grants {
-    table_where(|c| c.scope == Scope::Cluster && c.by.webhook())
-}
-
-/// The cluster-wide rows the controller makes: its ClusterRole grants exactly these.
-fn controller_table() -> Grants {
-    table_where(|c| c.scope == Scope::Cluster && c.by.controller())
-}
-
-fn assert_grants(what: &str, got: &Grants, want: &Grants) {
-    let missing: Vec<_> = want.difference(got).collect();
-    let extra: Vec<_> = got.difference(want).collect();
-    assert!(missing.is_empty() && extra.is_empty(), "{what}: missing {missing:?}, extra {extra:?}");
-}
-
 /// The single subject of a binding, as (kind, name, namespace).
 fn subject_of(subjects: Option<Vec<k8s_openapi::api::rbac::v1::Subject>>) -> (String, String, Option<String>) {
     let subjects = subjects.unwrap_or_default();
@@ -655,184 +632,199 @@ fn subject_of(subjects: Option<Vec<k8s_openapi::api::rbac::v1::Subject>>) -> (St
     (s.kind.clone(), s.name.clone(), s.namespace.clone())
 }
 
-/// The optional component for the TTL stash remedy grants exactly the `ClusterTtlStash` rows, to
-/// the same ServiceAccount; the Helm chart renders the same objects when `ttlStash.enabled`.
-#[test]
-fn ttl_stash_component_grants_exactly_its_rows() {
-    let path = repo().join("deploy/components/ttl-stash-rbac/rbac.yaml");
-    let docs: Vec<Value> = serde_saphyr::from_multiple(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    let component = Rendered { what: "components/ttl-stash-rbac".into(), objects: docs };
-    let roles: Vec<ClusterRole> = component.all();
-    let bindings: Vec<ClusterRoleBinding> = component.all();
-    assert_eq!((roles.len(), bindings.len(), component.objects.len()), (1, 1, 2));
-    let got = grants(&roles[0].rules.clone().unwrap_or_default(), "trainguard-ttl-stash");
-    assert_eq!(got, table(Scope::ClusterTtlStash));
-    assert_eq!(bindings[0].role_ref.name, roles[0].metadata.name.clone().unwrap());
-    let subject = &bindings[0].subjects.clone().unwrap()[0];
-    // The controller patches; the webhook never does.
-    let sa = pod_spec(&render_cert_manager().controller()).service_account_name.expect("serviceAccountName");
-    assert_eq!(
-        (subject.kind.as_str(), subject.name.as_str(), subject.namespace.as_deref()),
-        ("ServiceAccount", sa.as_str(), Some(NAMESPACE))
-    );
-
-    let off = by_kind_and_name(&render_chart(NAMESPACE, json!({})));
-    assert!(!off.contains_key("ClusterRole \"trainguard-ttl-stash\""), "off by default");
-    let without_controller =
-        render_chart(NAMESPACE, json!({"ttlStash": {"enabled": true}, "controller": {"enabled": false}}));
-    assert!(
-        !by_kind_and_name(&without_controller).contains_key("ClusterRole \"trainguard-ttl-stash\""),
-        "no controller, nobody to grant the patch to"
-    );
-    let on = by_kind_and_name(&render_chart(NAMESPACE, json!({"ttlStash": {"enabled": true}})));
-    for (key, object) in by_kind_and_name(&component) {
-        let mut charted = on.get(&key).cloned();
-        if let Some(c) = charted.as_mut() {
-            without_instance_label(c);
-        }
-        assert_eq!(charted, Some(object), "{key}: chart and component differ");
-    }
-}
-
-/// Each Deployment has its own ServiceAccount, bound to the rows of the API-call table its process
-/// makes and nothing more: the webhook's ClusterRole reads JobSets and Jobs (no pods, no nodes, no
-/// writes), the controller's holds the rest, and the Lease Role is the controller's. Together they
-/// are exactly the table. The same for kustomize and the chart.
-#[test]
-fn rbac_grants_each_deployment_exactly_its_rows_of_the_api_call_table() {
-    let webhook_rows = webhook_table();
-    let controller_rows = controller_table();
-    assert_eq!(
-        webhook_rows.union(&controller_rows).cloned().collect::<Grants>(),
-        table(Scope::Cluster),
-        "every cluster-wide row is made by one of them"
-    );
-    for (group, resource, verb) in &webhook_rows {
-        assert!(!["pods", "pods/status", "nodes"].contains(&resource.as_str()), "webhook: {group} {resource}");
-        assert!(["get", "list", "watch"].contains(&verb.as_str()), "webhook writes: {verb} {group} {resource}");
-    }
-
-    for r in [render_cert_manager(), render_chart(NAMESPACE, json!({}))] {
-        let what = r.what.clone();
-        let cluster_roles: Vec<ClusterRole> = r.all();
-        let roles: Vec<Role> = r.all();
-        assert_eq!((cluster_roles.len(), roles.len()), (2, 1), "{what}: two ClusterRoles, one Role");
-        let role_named = |suffix: &str| {
-            cluster_roles
+/// What `sa` (in [`NAMESPACE`]) may do, by where: `None` cluster-wide, `Some(ns)` in `ns` only. A
+/// ClusterRoleBinding grants its ClusterRole everywhere; a RoleBinding grants its (Cluster)Role's
+/// rules on namespaced resources in its own namespace and nothing cluster-scoped, as RBAC does.
+fn effective_grants(r: &Rendered, sa: &str) -> BTreeMap<Option<String>, Grants> {
+    let cluster_roles: Vec<ClusterRole> = r.all();
+    let roles: Vec<Role> = r.all();
+    let rules_of = |kind: &str, name: &str, ns: Option<&str>| -> Vec<PolicyRule> {
+        let rules = match kind {
+            "ClusterRole" => cluster_roles.iter().find(|c| c.metadata.name.as_deref() == Some(name)).map(|c| &c.rules),
+            "Role" => roles
                 .iter()
-                .find(|c| c.metadata.name.as_deref().is_some_and(|n| n.ends_with(suffix)))
-                .unwrap_or_else(|| panic!("{what}: no ClusterRole *{suffix}"))
-                .clone()
+                .find(|c| c.metadata.name.as_deref() == Some(name) && c.metadata.namespace.as_deref() == ns)
+                .map(|c| &c.rules),
+            other => panic!("{}: roleRef kind {other}", r.what),
         };
-        let (webhook_role, controller_role) = (role_named("-webhook"), role_named("-controller"));
-        let rules = |c: &ClusterRole| grants(&c.rules.clone().unwrap_or_default(), &what);
-        assert_grants(&format!("{what}: webhook ClusterRole"), &rules(&webhook_role), &webhook_rows);
-        assert_grants(&format!("{what}: controller ClusterRole"), &rules(&controller_role), &controller_rows);
-        let lease_grants = grants(&roles[0].rules.clone().unwrap_or_default(), &what);
-        assert_grants(&format!("{what}: Role"), &lease_grants, &table(Scope::LeaseNamespace));
-        assert_eq!(roles[0].metadata.namespace.as_deref(), Some(NAMESPACE), "the Lease lives in POD_NAMESPACE");
-
-        // Each role is bound to its Deployment's ServiceAccount only; the two differ.
-        let webhook_sa = pod_spec(&r.deployment()).service_account_name.expect("serviceAccountName");
-        let controller_sa = pod_spec(&r.controller()).service_account_name.expect("serviceAccountName");
-        assert_ne!(webhook_sa, controller_sa, "{what}: one ServiceAccount per Deployment");
-        let crbs: Vec<ClusterRoleBinding> = r.all();
-        let rbs: Vec<RoleBinding> = r.all();
-        assert_eq!((crbs.len(), rbs.len()), (2, 1), "{what}");
-        let bound = |role: &ClusterRole| {
-            let b = crbs.iter().find(|b| Some(&b.role_ref.name) == role.metadata.name.as_ref()).expect("a binding");
-            assert_eq!(b.role_ref.kind, "ClusterRole");
-            subject_of(b.subjects.clone())
-        };
-        let sa = |name: &str| ("ServiceAccount".to_string(), name.to_string(), Some(NAMESPACE.to_string()));
-        assert_eq!(bound(&webhook_role), sa(&webhook_sa), "{what}: webhook ClusterRole");
-        assert_eq!(bound(&controller_role), sa(&controller_sa), "{what}: controller ClusterRole");
-        assert_eq!(
-            (rbs[0].role_ref.kind.as_str(), &rbs[0].role_ref.name),
-            ("Role", roles[0].metadata.name.as_ref().unwrap())
-        );
-        assert_eq!(subject_of(rbs[0].subjects.clone()), sa(&controller_sa), "{what}: the Lease is the controller's");
-        for name in [&webhook_sa, &controller_sa] {
-            let _: k8s_openapi::api::core::v1::ServiceAccount = r.get(name);
-        }
+        rules
+            .unwrap_or_else(|| panic!("{}: {kind} {name} is bound but not rendered", r.what))
+            .clone()
+            .unwrap_or_default()
+    };
+    let ours = ("ServiceAccount".to_string(), sa.to_string(), Some(NAMESPACE.to_string()));
+    let mut out: BTreeMap<Option<String>, Grants> = BTreeMap::new();
+    for b in r.all::<ClusterRoleBinding>().into_iter().filter(|b| subject_of(b.subjects.clone()) == ours) {
+        let rules = rules_of(&b.role_ref.kind, &b.role_ref.name, None);
+        out.entry(None).or_default().extend(grants(&rules));
     }
-}
-
-/// Every grant of the ClusterRoles bound to `sa`.
-fn grants_of(r: &Rendered, sa: &str) -> Grants {
-    let roles: Vec<ClusterRole> = r.all();
-    let bindings: Vec<ClusterRoleBinding> = r.all();
-    let mut out = Grants::new();
-    for b in bindings.iter().filter(|b| subject_of(b.subjects.clone()).1 == sa) {
-        let role = roles.iter().find(|c| c.metadata.name.as_ref() == Some(&b.role_ref.name)).expect("bound role");
-        out.extend(grants(&role.rules.clone().unwrap_or_default(), &r.what));
+    for b in r.all::<RoleBinding>().into_iter().filter(|b| subject_of(b.subjects.clone()) == ours) {
+        let ns = b.metadata.namespace.clone().expect("a RoleBinding has a namespace");
+        let rules = rules_of(&b.role_ref.kind, &b.role_ref.name, Some(&ns));
+        let namespaced = grants(&rules).into_iter().filter(|(_, resource, _)| !cluster_scoped(resource));
+        out.entry(Some(ns)).or_default().extend(namespaced);
     }
     out
 }
 
-/// The render of the docs' act-mode overlay (docs/controller.md, "Act"), beside a checkout.
-fn render_documented_act_overlay() -> Rendered {
-    let docs = std::fs::read_to_string(repo().join("docs/controller.md")).unwrap();
-    let start = docs.find("# my-trainguard/kustomization.yaml, act mode").expect("the act example in the docs");
-    let yaml: String =
-        docs[start..].lines().take_while(|l| !l.trim_start().starts_with("```")).map(|l| format!("{l}\n")).collect();
+/// The overlay `my-trainguard/` of `files` (name, contents), beside a copy of the checkout in
+/// `trainguard/`, as the docs lay it out.
+fn render_overlay(files: &[(&str, &str)]) -> Rendered {
     let tmp = tempfile::tempdir().unwrap();
     copy_dir(&repo().join("deploy"), &tmp.path().join("trainguard/deploy"));
     let overlay = tmp.path().join("my-trainguard");
     std::fs::create_dir_all(&overlay).unwrap();
-    std::fs::write(overlay.join("kustomization.yaml"), yaml).unwrap();
+    for (name, contents) in files {
+        std::fs::write(overlay.join(name), contents).unwrap();
+    }
     render(&overlay)
 }
 
-/// RBAC follows the mode: a `report` install's controller reads and writes only Events (and its
-/// Lease, a Role); the deletes and the status patch are bound only in `act` mode, by the
-/// kustomize component and by the chart alike, and then exactly the `ClusterAct` rows.
-#[test]
-fn rbac_follows_the_controller_mode() {
-    let act_rows = table(Scope::ClusterAct);
-    assert!(!act_rows.is_empty());
-    let events: Grants = ["create", "patch"].map(|v| ("events.k8s.io".into(), "events".into(), v.into())).into();
-    let (static_certs, _tmp) = render_static_certs();
-    let cases = [
-        ("cert-manager overlay", render_cert_manager(), Mode::Report),
-        ("static-certs overlay", static_certs, Mode::Report),
-        ("chart", render_chart(NAMESPACE, json!({})), Mode::Report),
-        ("documented act overlay", render_documented_act_overlay(), Mode::Act),
-        ("chart controller.mode=act", render_chart(NAMESPACE, json!({"controller": {"mode": "act"}})), Mode::Act),
-    ];
-    for (what, r, mode) in cases {
-        let controller = r.controller();
-        assert_eq!(serve_args(&container(&controller)).controller.planner.mode(), mode, "{what}");
-        let sa = pod_spec(&controller).service_account_name.expect("serviceAccountName");
-        let granted = grants_of(&r, &sa);
-        let writes: Grants =
-            granted.iter().filter(|(_, _, v)| !["get", "list", "watch"].contains(&v.as_str())).cloned().collect();
-        match mode {
-            Mode::Report => assert_eq!(writes, events, "{what}: a report install writes only Events"),
-            Mode::Act => {
-                assert!(act_rows.is_subset(&granted), "{what}: act rows missing: {:?}", act_rows.difference(&granted));
-                let want: Grants = events.union(&act_rows).cloned().collect();
-                assert_eq!(writes, want, "{what}: act writes exactly the act rows and Events");
-                let act_role = r
-                    .all::<ClusterRole>()
-                    .into_iter()
-                    .find(|c| c.metadata.name.as_deref().is_some_and(|n| n.ends_with("-controller-act")))
-                    .unwrap_or_else(|| panic!("{what}: no *-controller-act ClusterRole"));
-                assert_eq!(grants(&act_role.rules.unwrap_or_default(), what), act_rows, "{what}");
-            }
-        }
+/// The cert-manager overlay with `components` of deploy/components added.
+fn render_with_components(components: &[&str]) -> Rendered {
+    let paths: Vec<String> = components.iter().map(|c| format!("../trainguard/deploy/components/{c}")).collect();
+    let kustomization =
+        format!("resources: [../trainguard/deploy/overlays/cert-manager]\ncomponents: [{}]\n", paths.join(", "));
+    render_overlay(&[("kustomization.yaml", kustomization.as_str())])
+}
+
+/// The code block of `doc` (under docs/) that starts with the line `head`, up to its closing fence.
+fn docs_block(doc: &str, head: &str) -> String {
+    let docs = std::fs::read_to_string(repo().join("docs").join(doc)).unwrap();
+    let start = docs.find(head).unwrap_or_else(|| panic!("{head:?} in docs/{doc}"));
+    docs[start..].lines().take_while(|l| !l.trim_start().starts_with("```")).map(|l| format!("{l}\n")).collect()
+}
+
+/// The render of the docs' act-mode overlay (docs/controller.md, "Act"), beside a checkout.
+fn render_documented_act_overlay() -> Rendered {
+    let kustomization = docs_block("controller.md", "# my-trainguard/kustomization.yaml, act mode");
+    render_overlay(&[("kustomization.yaml", kustomization.as_str())])
+}
+
+/// The documented kustomize overlay for two namespaces (two files), beside a checkout; in act
+/// mode with the `act` component and the second RoleBinding per namespace the docs describe.
+fn render_documented_namespaces_overlay(act: bool) -> Rendered {
+    let mut kustomization = docs_block("controller.md", "# my-trainguard/kustomization.yaml, two namespaces");
+    let mut bindings = docs_block("controller.md", "# my-trainguard/rolebindings.yaml");
+    if act {
+        let component = "  - ../trainguard/deploy/components/controller-namespaces\n";
+        assert!(kustomization.contains(component));
+        kustomization =
+            kustomization.replace(component, &format!("  - ../trainguard/deploy/components/act\n{component}"));
+        // "with `name: trainguard-controller-act` in both `name` fields" (the binding's, the role's).
+        let act_bindings: String = bindings
+            .lines()
+            .map(|l| {
+                let l = if l.starts_with("metadata:") || l.starts_with("roleRef:") {
+                    l.replace("name: trainguard-controller", "name: trainguard-controller-act")
+                } else {
+                    l.to_string()
+                };
+                format!("{l}\n")
+            })
+            .collect();
+        bindings = format!("{bindings}---\n{act_bindings}");
     }
-    // The chart's act objects are the component's.
-    let component = repo().join("deploy/components/act-rbac/rbac.yaml");
-    let docs: Vec<Value> = serde_saphyr::from_multiple(&std::fs::read_to_string(&component).unwrap()).unwrap();
-    let component = by_kind_and_name(&Rendered { what: "components/act-rbac".into(), objects: docs });
-    let chart = by_kind_and_name(&render_chart(NAMESPACE, json!({"controller": {"mode": "act"}})));
-    for (key, object) in component {
-        let mut charted = chart.get(&key).cloned();
-        if let Some(c) = charted.as_mut() {
-            without_instance_label(c);
+    render_overlay(&[("kustomization.yaml", kustomization.as_str()), ("rolebindings.yaml", bindings.as_str())])
+}
+
+/// How an install runs the controller: its mode, the stash remedy's grant, its namespace
+/// allow-list (empty: every namespace).
+#[derive(Clone, Copy)]
+struct Controller {
+    act: bool,
+    stash: bool,
+    namespaces: &'static [&'static str],
+}
+
+impl Controller {
+    /// What its ServiceAccount may do, by where: the rows of its mode and options, cluster-wide or
+    /// in each listed namespace (cluster-scoped rows stay cluster-wide), and its Lease where it lives.
+    fn grants(self) -> BTreeMap<Option<String>, Grants> {
+        let scopes = [(Scope::Cluster, true), (Scope::ClusterAct, self.act), (Scope::ClusterTtlStash, self.stash)];
+        let rows = table_where(|c| c.by.controller() && scopes.contains(&(c.scope, true)));
+        let lease = (Some(NAMESPACE.to_string()), table_where(|c| c.scope == Scope::LeaseNamespace));
+        if self.namespaces.is_empty() {
+            return BTreeMap::from([(None, rows), lease]);
         }
-        assert_eq!(charted, Some(object), "{key}: chart and component differ");
+        let (cluster, namespaced): (Grants, Grants) = rows.into_iter().partition(|(_, r, _)| cluster_scoped(r));
+        let listed = self.namespaces.iter().map(|ns| (Some(ns.to_string()), namespaced.clone()));
+        [(None, cluster), lease].into_iter().chain(listed).collect()
+    }
+}
+
+/// What each ServiceAccount may do in every install path, kustomize and chart alike: the webhook
+/// the rows it makes, cluster-wide, whatever the controller's settings; the controller the rows
+/// of its mode (act adds the deletes and the status patch) and of the stash remedy where granted,
+/// cluster-wide or only in the namespaces its TRAINGUARD_NAMESPACES lists, and its Lease. Nobody
+/// else is bound to anything. The controller runs in the mode it is granted: `report` as shipped
+/// (both overlays, the chart), `act` with the switch docs/controller.md shows or `controller.mode`.
+#[test]
+fn each_install_grants_each_service_account_exactly_its_rows() {
+    const LISTED: &[&str] = &["team-a", "team-b"];
+    let report = Controller { act: false, stash: false, namespaces: &[] };
+    let act = Controller { act: true, ..report };
+    let stash = Controller { stash: true, ..report };
+    let listed = Controller { namespaces: LISTED, ..report };
+    let chart = |values: Value| render_chart(NAMESPACE, values);
+    let (static_certs, _tmp) = render_static_certs();
+    // (install, rendered, its controller: None for the webhook alone)
+    let cases = [
+        ("cert-manager overlay", render_cert_manager(), Some(report)),
+        ("static-certs overlay", static_certs, Some(report)),
+        ("documented act overlay", render_documented_act_overlay(), Some(act)),
+        ("component ttl-stash-rbac", render_with_components(&["ttl-stash-rbac"]), Some(stash)),
+        ("component webhook-only", render_with_components(&["webhook-only"]), None),
+        ("documented namespaces overlay", render_documented_namespaces_overlay(false), Some(listed)),
+        (
+            "documented namespaces overlay, act",
+            render_documented_namespaces_overlay(true),
+            Some(Controller { act: true, ..listed }),
+        ),
+        ("chart", chart(json!({})), Some(report)),
+        ("chart, act", chart(json!({"controller": {"mode": "act"}})), Some(act)),
+        ("chart, stash", chart(json!({"ttlStash": {"enabled": true}})), Some(stash)),
+        ("chart, webhook only", chart(json!({"controller": {"enabled": false}, "ttlStash": {"enabled": true}})), None),
+        ("chart, namespaces", chart(json!({"controller": {"namespaces": LISTED}})), Some(listed)),
+        (
+            "chart, namespaces, act and stash",
+            chart(json!({"controller": {"namespaces": LISTED, "mode": "act"}, "ttlStash": {"enabled": true}})),
+            Some(Controller { act: true, stash: true, namespaces: LISTED }),
+        ),
+    ];
+    for (what, r, controller) in cases {
+        let webhook = pod_spec(&r.deployment()).service_account_name.expect("serviceAccountName");
+        assert!(serve_args(&container(&r.deployment())).controller.namespaces.is_empty(), "{what}");
+        let webhook_rows = table_where(|c| c.scope == Scope::Cluster && c.by.webhook());
+        let mut want = BTreeMap::from([(webhook.clone(), BTreeMap::from([(None, webhook_rows)]))]);
+        if let Some(controller) = controller {
+            let d = r.controller();
+            let serve = serve_args(&container(&d));
+            let mode = if controller.act { Mode::Act } else { Mode::Report };
+            assert!(serve.controller.enabled, "{what}");
+            assert_eq!(serve.controller.planner.mode(), mode, "{what}");
+            let names: Vec<String> = controller.namespaces.iter().map(|ns| ns.to_string()).collect();
+            let namespaces = if names.is_empty() { Namespaces::All } else { Namespaces::Only(names) };
+            assert_eq!(
+                Namespaces::parse(&serve.controller.namespaces),
+                Ok(namespaces),
+                "{what}: TRAINGUARD_NAMESPACES"
+            );
+            let sa = pod_spec(&d).service_account_name.expect("serviceAccountName");
+            assert_ne!(sa, webhook, "{what}: one ServiceAccount per Deployment");
+            want.insert(sa, controller.grants());
+        }
+        let bindings = r.all::<ClusterRoleBinding>().into_iter().map(|b| b.subjects);
+        let subjects: BTreeSet<_> =
+            bindings.chain(r.all::<RoleBinding>().into_iter().map(|b| b.subjects)).map(subject_of).collect();
+        let mut got = BTreeMap::new();
+        for (kind, sa, namespace) in subjects {
+            assert_eq!((kind.as_str(), namespace.as_deref()), ("ServiceAccount", Some(NAMESPACE)), "{what}: {sa}");
+            let _: k8s_openapi::api::core::v1::ServiceAccount = r.get(&sa);
+            let grants = effective_grants(&r, &sa);
+            got.insert(sa, grants);
+        }
+        assert_eq!(got, want, "{what}: grants by ServiceAccount and namespace");
     }
 }
 
@@ -852,38 +844,13 @@ fn controller_lease_lives_where_the_role_grants_it() {
     assert_eq!(serve.controller.planner.mode(), Mode::Report, "the shipped mode is report");
 }
 
-/// The shipped controller mode is `report` everywhere a user installs from (both overlays, the
-/// chart), and the act switch shown in docs/controller.md works as written.
-#[test]
-fn controller_ships_in_report_mode_and_the_documented_switch_acts() {
-    let (static_certs, _tmp) = render_static_certs();
-    let cases = [
-        ("cert-manager overlay", render_cert_manager(), Mode::Report),
-        ("static-certs overlay", static_certs, Mode::Report),
-        ("chart", render_chart(NAMESPACE, json!({})), Mode::Report),
-        ("chart controller.mode=act", render_chart(NAMESPACE, json!({"controller": {"mode": "act"}})), Mode::Act),
-    ];
-    for (what, r, mode) in cases {
-        let serve = serve_args(&container(&r.controller()));
-        assert!(serve.controller.enabled, "{what}");
-        assert_eq!(serve.controller.planner.mode(), mode, "{what}");
-    }
-
-    // As the docs lay it out: the checkout in trainguard/, the overlay beside it.
-    let serve = serve_args(&container(&render_documented_act_overlay().controller()));
-    assert_eq!(serve.controller.planner.mode(), Mode::Act);
-}
-
 /// The overlay docs/operations.md gives for another namespace, rendered as a user lays it out:
 /// no reference to `trainguard-system` is left (cert-manager's annotations, the certificate's
 /// DNS names, RBAC subjects, the webhooks' Service), and no Namespace object is shipped, so a
 /// shared namespace is never relabelled `restricted`.
 #[test]
 fn the_documented_namespace_overlay_renames_every_reference() {
-    let docs = std::fs::read_to_string(repo().join("docs/operations.md")).unwrap();
-    let start = docs.find("# my-trainguard/kustomization.yaml, another namespace").expect("the recipe in the docs");
-    let yaml: String =
-        docs[start..].lines().take_while(|l| !l.trim_start().starts_with("```")).map(|l| format!("{l}\n")).collect();
+    let yaml = docs_block("operations.md", "# my-trainguard/kustomization.yaml, another namespace");
     check_renamed(&yaml);
     // The monitoring component added as the docs say, as it is: its alerts follow the rename too.
     let r = check_renamed(&format!("{yaml}components:\n  - ../trainguard/deploy/components/monitoring\n"));
@@ -895,12 +862,7 @@ fn the_documented_namespace_overlay_renames_every_reference() {
 /// Renders the overlay `yaml` beside a checkout and checks that it lives in `ml-platform`
 /// with no reference to `trainguard-system` left.
 fn check_renamed(yaml: &str) -> Rendered {
-    let tmp = tempfile::tempdir().unwrap();
-    copy_dir(&repo().join("deploy"), &tmp.path().join("trainguard/deploy"));
-    let overlay = tmp.path().join("my-trainguard");
-    std::fs::create_dir_all(&overlay).unwrap();
-    std::fs::write(overlay.join("kustomization.yaml"), yaml).unwrap();
-    let r = render(&overlay);
+    let r = render_overlay(&[("kustomization.yaml", yaml)]);
     let text = serde_json::to_string(&r.objects).unwrap();
     assert!(!text.contains("trainguard-system"), "a reference to the old namespace is left:\n{text}");
     assert!(r.objects.iter().all(|o| o["kind"] != "Namespace"), "no Namespace object: the user's stays as it is");
@@ -935,54 +897,23 @@ fn check_renamed(yaml: &str) -> Rendered {
 
 /// The webhook-only install (kustomize component, Helm `controller.enabled=false`) is the split
 /// install without anything of the controller: no controller Deployment, ServiceAccount,
-/// ClusterRole or Lease Role; the webhook's Deployment and RBAC as in the full install.
+/// ClusterRole or Lease Role; what stays is as in the full install. (The chart renders the same:
+/// `chart_renders_the_kustomize_objects`; the webhook's grants:
+/// `each_install_grants_each_service_account_exactly_its_rows`.)
 #[test]
-fn webhook_only_install_grants_only_what_the_webhook_reads() {
-    let want: Grants = [("jobset.x-k8s.io", "jobsets"), ("batch", "jobs")]
-        .iter()
-        .flat_map(|(g, r)| ["list", "watch"].map(|v| (g.to_string(), r.to_string(), v.to_string())))
-        .collect();
-    assert_eq!(webhook_table(), want, "the webhook reads JobSets and Jobs, nothing else");
-
-    let tmp = tempfile::tempdir().unwrap();
-    copy_dir(&repo().join("deploy"), &tmp.path().join("trainguard/deploy"));
-    let overlay = tmp.path().join("mine");
-    std::fs::create_dir_all(&overlay).unwrap();
-    std::fs::write(
-        overlay.join("kustomization.yaml"),
-        "resources: [../trainguard/deploy/overlays/cert-manager]\ncomponents: [../trainguard/deploy/components/webhook-only]\n",
-    )
-    .unwrap();
-    let kustomize = render(&overlay);
-    let chart = render_chart(NAMESPACE, json!({"controller": {"enabled": false}}));
+fn webhook_only_install_leaves_out_only_the_controller() {
+    let r = render_with_components(&["webhook-only"]);
+    assert_eq!(r.all::<ClusterRole>().len(), 1, "the webhook's");
+    assert!(r.all::<Role>().is_empty() && r.all::<RoleBinding>().is_empty(), "no leader election");
+    assert_eq!(r.all::<Deployment>().len(), 1, "no controller Deployment");
+    assert_eq!(r.all::<k8s_openapi::api::core::v1::ServiceAccount>().len(), 1);
+    let serve = serve_args(&container(&r.deployment()));
+    assert!(!serve.controller.enabled && serve.webhook, "the webhook alone");
+    // Still a working webhook: the same configurations as the full install.
+    assert_eq!(webhooks(&r).len(), 2);
     let full = by_kind_and_name(&render_cert_manager());
-    for r in [&kustomize, &chart] {
-        let roles: Vec<ClusterRole> = r.all();
-        assert_eq!(roles.len(), 1, "{}", r.what);
-        assert_eq!(grants(&roles[0].rules.clone().unwrap_or_default(), &r.what), want, "{}", r.what);
-        assert!(r.all::<Role>().is_empty() && r.all::<RoleBinding>().is_empty(), "{}: no leader election", r.what);
-        assert_eq!(r.all::<Deployment>().len(), 1, "{}: no controller Deployment", r.what);
-        assert_eq!(r.all::<k8s_openapi::api::core::v1::ServiceAccount>().len(), 1, "{}", r.what);
-        let serve = serve_args(&container(&r.deployment()));
-        assert!(!serve.controller.enabled && serve.webhook, "{}: the webhook alone", r.what);
-        // Still a working webhook: the same configurations as the full install.
-        assert_eq!(webhooks(r).len(), 2, "{}", r.what);
-    }
-    // The component only leaves objects out: what stays is as in the full install.
-    for (key, object) in by_kind_and_name(&kustomize) {
+    for (key, object) in by_kind_and_name(&r) {
         assert_eq!(full.get(&key), Some(&object), "{key}: differs from the full install");
-    }
-    // The chart value renders the component's objects.
-    let mut chart = chart;
-    for o in &mut chart.objects {
-        without_instance_label(o);
-    }
-    let chart = by_kind_and_name(&chart);
-    let mut kustomize = by_kind_and_name(&with_chart_test_image(kustomize));
-    assert!(kustomize.remove("Namespace \"trainguard-system\"").is_some());
-    assert_eq!(chart.keys().collect::<Vec<_>>(), kustomize.keys().collect::<Vec<_>>());
-    for (key, object) in &kustomize {
-        assert_eq!(&chart[key], object, "{key}: chart (controller.enabled=false) and webhook-only component differ");
     }
 }
 
@@ -1284,19 +1215,41 @@ fn by_kind_and_name(r: &Rendered) -> BTreeMap<String, Value> {
         .collect()
 }
 
+/// The chart renders what kustomize renders (but for the chart's instance label, and the
+/// Namespace: Helm installs into an existing one): its defaults the cert-manager overlay, and each
+/// switch the overlay with the component of the same switch.
 #[test]
-fn chart_renders_the_cert_manager_overlay() {
-    let mut chart = render_chart(NAMESPACE, json!({}));
-    for o in &mut chart.objects {
-        without_instance_label(o);
-    }
-    let chart = by_kind_and_name(&chart);
-    let mut kustomize = by_kind_and_name(&with_chart_test_image(render_cert_manager()));
-    // Helm installs into an existing namespace (`--create-namespace`); the chart has no Namespace.
-    assert!(kustomize.remove("Namespace \"trainguard-system\"").is_some());
-    assert_eq!(chart.keys().collect::<Vec<_>>(), kustomize.keys().collect::<Vec<_>>());
-    for (key, object) in &kustomize {
-        assert_eq!(&chart[key], object, "{key}: chart and kustomize differ");
+fn chart_renders_the_kustomize_objects() {
+    // (chart values, components added to the cert-manager overlay)
+    let cases: [(Value, &[&str]); 4] = [
+        (json!({}), &[]),
+        (json!({"controller": {"mode": "act"}}), &["act"]),
+        (json!({"ttlStash": {"enabled": true}}), &["ttl-stash-rbac"]),
+        // Nobody to grant the stash remedy's patch to: the value does nothing.
+        (json!({"controller": {"enabled": false}, "ttlStash": {"enabled": true}}), &["webhook-only"]),
+    ];
+    // Env in name order: kustomize's `act` patch puts the variable it sets first.
+    let env_by_name = |r: &mut Rendered| {
+        let containers = r.objects.iter_mut().filter_map(|o| o.pointer_mut("/spec/template/spec/containers"));
+        for env in containers.filter_map(Value::as_array_mut).flatten().filter_map(|c| c.get_mut("env")) {
+            env.as_array_mut().unwrap().sort_by_key(|e| e["name"].to_string());
+        }
+    };
+    for (values, components) in cases {
+        let mut chart = render_chart(NAMESPACE, values.clone());
+        for o in &mut chart.objects {
+            without_instance_label(o);
+        }
+        env_by_name(&mut chart);
+        let chart = by_kind_and_name(&chart);
+        let mut kustomize = with_chart_test_image(render_with_components(components));
+        env_by_name(&mut kustomize);
+        let mut kustomize = by_kind_and_name(&kustomize);
+        assert!(kustomize.remove("Namespace \"trainguard-system\"").is_some());
+        assert_eq!(chart.keys().collect::<Vec<_>>(), kustomize.keys().collect::<Vec<_>>(), "{values}");
+        for (key, object) in &kustomize {
+            assert_eq!(&chart[key], object, "{values}: {key}: chart and kustomize differ");
+        }
     }
 }
 
@@ -1955,160 +1908,4 @@ fn make_deploy_installs_in_order_and_refuses_what_would_break_writes() {
     assert!(!run.kinds.contains("Role \"trainguard-leader-election\""), "{:?}", run.kinds);
     assert!(!run.kinds.contains("Deployment \"trainguard-controller\""), "{:?}", run.kinds);
     assert!(run.kinds.contains("ValidatingWebhookConfiguration \"trainguard-validating\""), "{:?}", run.kinds);
-}
-
-// ---------------------------------------------------------------------------------------------
-// The controller's namespace allow-list (docs/controller.md, "Only some namespaces")
-
-/// What `sa` (in [`NAMESPACE`]) may do, by where: `None` cluster-wide, `Some(ns)` in `ns` only. A
-/// ClusterRoleBinding grants its ClusterRole everywhere; a RoleBinding grants its (Cluster)Role's
-/// rules on namespaced resources in its own namespace and nothing cluster-scoped, as RBAC does.
-fn effective_grants(r: &Rendered, sa: &str) -> BTreeMap<Option<String>, Grants> {
-    let cluster_roles: Vec<ClusterRole> = r.all();
-    let roles: Vec<Role> = r.all();
-    let rules_of = |kind: &str, name: &str, ns: Option<&str>| -> Vec<PolicyRule> {
-        let rules = match kind {
-            "ClusterRole" => cluster_roles.iter().find(|c| c.metadata.name.as_deref() == Some(name)).map(|c| &c.rules),
-            "Role" => roles
-                .iter()
-                .find(|c| c.metadata.name.as_deref() == Some(name) && c.metadata.namespace.as_deref() == ns)
-                .map(|c| &c.rules),
-            other => panic!("{}: roleRef kind {other}", r.what),
-        };
-        rules
-            .unwrap_or_else(|| panic!("{}: {kind} {name} is bound but not rendered", r.what))
-            .clone()
-            .unwrap_or_default()
-    };
-    let ours = ("ServiceAccount".to_string(), sa.to_string(), Some(NAMESPACE.to_string()));
-    let mut out: BTreeMap<Option<String>, Grants> = BTreeMap::new();
-    for b in r.all::<ClusterRoleBinding>().into_iter().filter(|b| subject_of(b.subjects.clone()) == ours) {
-        let rules = rules_of(&b.role_ref.kind, &b.role_ref.name, None);
-        out.entry(None).or_default().extend(grants(&rules, &r.what));
-    }
-    for b in r.all::<RoleBinding>().into_iter().filter(|b| subject_of(b.subjects.clone()) == ours) {
-        let ns = b.metadata.namespace.clone().expect("a RoleBinding has a namespace");
-        let rules = rules_of(&b.role_ref.kind, &b.role_ref.name, Some(&ns));
-        let namespaced: Grants = grants(&rules, &r.what)
-            .into_iter()
-            .filter(|(_, resource, _)| !trainguard::rbac::cluster_scoped(resource))
-            .collect();
-        out.entry(Some(ns)).or_default().extend(namespaced);
-    }
-    out
-}
-
-/// The documented kustomize overlay for two namespaces (two files), beside a checkout; in act
-/// mode with the `act` component and the second RoleBinding per namespace the docs describe.
-fn render_documented_namespaces_overlay(act: bool) -> Rendered {
-    let docs = std::fs::read_to_string(repo().join("docs/controller.md")).unwrap();
-    let block = |head: &str| -> String {
-        let start = docs.find(head).unwrap_or_else(|| panic!("{head:?} in docs/controller.md"));
-        docs[start..].lines().take_while(|l| !l.trim_start().starts_with("```")).map(|l| format!("{l}\n")).collect()
-    };
-    let mut kustomization = block("# my-trainguard/kustomization.yaml, two namespaces");
-    let mut bindings = block("# my-trainguard/rolebindings.yaml");
-    if act {
-        let component = "  - ../trainguard/deploy/components/controller-namespaces\n";
-        assert!(kustomization.contains(component));
-        kustomization =
-            kustomization.replace(component, &format!("  - ../trainguard/deploy/components/act\n{component}"));
-        // "with `name: trainguard-controller-act` in both `name` fields" (the binding's, the role's).
-        let act_bindings: String = bindings
-            .lines()
-            .map(|l| {
-                let l = if l.starts_with("metadata:") || l.starts_with("roleRef:") {
-                    l.replace("name: trainguard-controller", "name: trainguard-controller-act")
-                } else {
-                    l.to_string()
-                };
-                format!("{l}\n")
-            })
-            .collect();
-        bindings = format!("{bindings}---\n{act_bindings}");
-    }
-    let tmp = tempfile::tempdir().unwrap();
-    copy_dir(&repo().join("deploy"), &tmp.path().join("trainguard/deploy"));
-    let overlay = tmp.path().join("my-trainguard");
-    std::fs::create_dir_all(&overlay).unwrap();
-    std::fs::write(overlay.join("kustomization.yaml"), kustomization).unwrap();
-    std::fs::write(overlay.join("rolebindings.yaml"), bindings).unwrap();
-    render(&overlay)
-}
-
-/// With a namespace allow-list the controller's ServiceAccount may read (and in act mode write)
-/// the namespaced rows of the API-call table in the listed namespaces only, its Lease where it
-/// lives, and cluster-wide nothing but the cluster-scoped rows (nodes); the Deployment's
-/// TRAINGUARD_NAMESPACES names exactly the namespaces it is granted. Kustomize (the documented
-/// overlay) and Helm (`controller.namespaces`) alike; the webhook keeps its ClusterRole.
-#[test]
-fn a_namespace_allow_list_grants_the_controller_only_those_namespaces() {
-    let listed = ["team-a".to_string(), "team-b".to_string()];
-    let chart = |values: Value| {
-        let mut values = values;
-        values["controller"]["namespaces"] = json!(listed);
-        render_chart(NAMESPACE, values)
-    };
-    let cases = [
-        ("documented overlay", render_documented_namespaces_overlay(false), Mode::Report, false),
-        ("documented overlay, act", render_documented_namespaces_overlay(true), Mode::Act, false),
-        ("chart", chart(json!({})), Mode::Report, false),
-        (
-            "chart, act and stash",
-            chart(json!({"controller": {"mode": "act"}, "ttlStash": {"enabled": true}})),
-            Mode::Act,
-            true,
-        ),
-    ];
-    let controller_rows = |scopes: &[Scope]| table_where(|c| c.by.controller() && scopes.contains(&c.scope));
-    let cluster_scoped = |g: &Grants| -> Grants {
-        g.iter().filter(|(_, resource, _)| trainguard::rbac::cluster_scoped(resource)).cloned().collect()
-    };
-    for (what, r, mode, stash) in cases {
-        let controller = r.controller();
-        let serve = serve_args(&container(&controller));
-        assert_eq!(serve.controller.planner.mode(), mode, "{what}");
-        let namespaces = trainguard::controller::namespaces::Namespaces::parse(&serve.controller.namespaces);
-        assert_eq!(namespaces, Ok(trainguard::controller::namespaces::Namespaces::Only(listed.to_vec())), "{what}");
-
-        let sa = pod_spec(&controller).service_account_name.expect("serviceAccountName");
-        let got = effective_grants(&r, &sa);
-        let mut scopes = vec![Scope::Cluster];
-        if mode == Mode::Act {
-            scopes.push(Scope::ClusterAct);
-        }
-        if stash {
-            scopes.push(Scope::ClusterTtlStash);
-        }
-        let all = controller_rows(&scopes);
-        let nodes = cluster_scoped(&all);
-        assert!(!nodes.is_empty(), "the table has cluster-scoped rows");
-        let namespaced: Grants = all.difference(&nodes).cloned().collect();
-        let mut want: BTreeMap<Option<String>, Grants> = BTreeMap::new();
-        want.insert(None, nodes);
-        for ns in &listed {
-            want.insert(Some(ns.clone()), namespaced.clone());
-        }
-        want.insert(Some(NAMESPACE.to_string()), table(Scope::LeaseNamespace));
-        assert_eq!(got, want, "{what}: the controller's grants by namespace");
-
-        // The webhook is not scoped by the list: its ClusterRole as in every install.
-        let webhook_sa = pod_spec(&r.deployment()).service_account_name.expect("serviceAccountName");
-        let webhook = effective_grants(&r, &webhook_sa);
-        assert_eq!(webhook, BTreeMap::from([(None, webhook_table())]), "{what}: the webhook");
-        assert!(serve_args(&container(&r.deployment())).controller.namespaces.is_empty(), "{what}");
-    }
-
-    // The chart's nodes ClusterRole and binding are the component's.
-    let path = repo().join("deploy/components/controller-namespaces/rbac.yaml");
-    let docs: Vec<Value> = serde_saphyr::from_multiple(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    let component = by_kind_and_name(&Rendered { what: "components/controller-namespaces".into(), objects: docs });
-    let charted = by_kind_and_name(&chart(json!({})));
-    for (key, object) in component {
-        let mut c = charted.get(&key).cloned();
-        if let Some(c) = c.as_mut() {
-            without_instance_label(c);
-        }
-        assert_eq!(c, Some(object), "{key}: chart and component differ");
-    }
 }

@@ -8,6 +8,7 @@ mod docs;
 mod makefile;
 mod monitoring;
 mod plan_cli;
+mod rbac;
 mod review;
 mod schema;
 mod serve_refusals;

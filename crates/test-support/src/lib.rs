@@ -11,6 +11,8 @@ pub mod fixtures;
 pub mod fuzz;
 /// The benchmark payloads (`fixtures/bench/`) of the Criterion bench and `review_parts`.
 pub mod payloads;
+/// The RBAC rules under deploy/, generated from the API-call table (`cargo run --example gen_rbac`).
+pub mod rbac;
 /// A real trainguard server on loopback with rcgen certificates, and real HTTP/1.1 and HTTP/2 clients.
 #[cfg(feature = "tls")]
 pub mod tls;
