@@ -12,13 +12,27 @@ target="${CARGO_TARGET_DIR:-$root/target}"
 export TRAINGUARD_BIN="${TRAINGUARD_BIN:-$target/dist/trainguard}"
 [[ -x "$TRAINGUARD_BIN" ]] || { echo "e2e: build trainguard first (cargo build --profile dist --bin trainguard)" >&2; exit 1; }
 
+# TRAINGUARD_E2E_NODE=1: also a real node (kubelet, containerd, runc) running trainguard's image,
+# assembled here from the binary under test as `make image` does (scripts/image/build.sh).
+node="${TRAINGUARD_E2E_NODE:-0}"
 start=$SECONDS
-"$root/scripts/e2e/build.sh" kube jobset trainer kwok kueue training-operator >/dev/null
+components=(kube jobset trainer kwok kueue training-operator)
+[[ $node == 1 ]] && components+=(node)
+"$root/scripts/e2e/build.sh" "${components[@]}" >/dev/null
 echo "e2e: upstream binaries ready in $((SECONDS - start)) s" >&2
+if [[ $node == 1 ]]; then
+  start=$SECONDS
+  TRAINGUARD_IMAGE="$("$root/scripts/image/build.sh")"
+  export TRAINGUARD_IMAGE
+  echo "e2e: trainguard image ready in $((SECONDS - start)) s" >&2
+fi
 
 status=0
 trap '"$root/scripts/e2e/plane.sh" down' EXIT
 "$root/scripts/e2e/plane.sh" up >/dev/null || status=$?
+if ((status == 0)) && [[ $node == 1 ]]; then
+  "$root/scripts/e2e/plane.sh" node start || status=$?
+fi
 if ((status == 0)); then
   # One at a time: the tests share one cluster, and some stop and restart trainguard.
   cargo nextest run --profile e2e --features e2e --test e2e || status=$?
