@@ -771,7 +771,7 @@ registerWithTaints:
 YAML
   start node-kubelet "$BIN/kubelet" --config "$nd/kubelet.yaml" --kubeconfig "$nd/kubelet.kubeconfig" \
     --root-dir "$nd/kubelet" --cert-dir "$nd/kubelet/pki" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP" \
-    --node-labels "type=real,kubernetes.io/hostname=$NODE_NAME,e2e.trainguard.io/real-node=true" --v 2
+    --node-labels "type=real,e2e.trainguard.io/real-node=true" --v 2
   started node-kubelet "the kubelet's healthz" 60 curl -sf --max-time 5 "http://127.0.0.1:$P_KUBELET_HEALTHZ/healthz"
   wait_for "node $NODE_NAME Ready" 120 kctl wait --for condition=Ready --timeout=5s "node/$NODE_NAME" \
     || { log "--- last lines of $run/logs/node-kubelet.log ---"; tail -n 40 "$run/logs/node-kubelet.log" >&2; return 1; }

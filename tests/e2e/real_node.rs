@@ -63,7 +63,7 @@ spec:
   - name: trainguard
     image: {image}
     imagePullPolicy: Never
-    args: [serve, --dev, --bind=0.0.0.0:9443, --admin-bind=0.0.0.0:8080, --drain-delay=0s]
+    args: [serve, --dev, --controller=false, --bind=0.0.0.0:9443, --admin-bind=0.0.0.0:8080, --drain-delay=0s]
     env: [{{name: TRAINGUARD_LOG_FORMAT, value: json}}]
     ports: [{{name: webhook, containerPort: 9443}}, {{name: admin, containerPort: 8080}}]
     readinessProbe: {{httpGet: {{path: /readyz, port: admin}}, periodSeconds: 2, failureThreshold: 2}}
