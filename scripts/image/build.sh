@@ -74,6 +74,7 @@ grep -q "VERSION_CODENAME=$suite" /etc/os-release 2>/dev/null \
   || log "warning: this machine is not Debian $suite; its packages stand in for the base image's"
 missing=()
 command -v umoci >/dev/null || missing+=(umoci)
+command -v readelf >/dev/null || missing+=(binutils)
 command -v apt-get >/dev/null || die "apt-get is required (the base image is assembled from Debian packages)"
 if ((${#missing[@]})); then
   log "apt-get install ${missing[*]}"
