@@ -24,7 +24,8 @@ log() { echo "e2e/build: $*" >&2; }
 components=("$@")
 ((${#components[@]})) || components=(kube jobset trainer kwok kueue training-operator)
 
-export GOFLAGS="-buildvcs=false -trimpath"
+# A GOFLAGS from the caller (e.g. -p=1 on a shared machine) is kept.
+export GOFLAGS="${GOFLAGS:+$GOFLAGS }-buildvcs=false -trimpath"
 export CGO_ENABLED=0
 
 timed() { # name command...: runs and records how long it took
