@@ -709,6 +709,8 @@ state = "$nd/containerd/state"
   stream_server_port = '0'
 [plugins.'io.containerd.nri.v1.nri']
   disable = true
+[plugins.'io.containerd.internal.v1.opt']
+  path = '$nd/containerd/opt'
 TOML
   # Its shim first on PATH: a 1.x shim elsewhere on the machine cannot serve a 2.x daemon.
   start node-containerd env PATH="$BIN:$PATH" "$BIN/containerd" --config "$nd/containerd.toml"
@@ -819,6 +821,9 @@ stop_node() {
       < <(findmnt -rn -o TARGET | awk -v p="$nd/" 'index($0, p) == 1' | sort -r)
   fi
   ip link show "$NODE_BRIDGE" >/dev/null 2>&1 && ip link delete "$NODE_BRIDGE"
+  # The kubelet links each container's log into the fixed /var/log/containers; a kubelet stopped
+  # before its containers were removed leaves the links behind.
+  [[ -d /var/log/containers ]] && find /var/log/containers -maxdepth 1 -lname "$nd/*" -delete 2>/dev/null
   kctl delete --ignore-not-found "node/$NODE_NAME" clusterrolebinding/e2e-real-node >/dev/null 2>&1 || true
   return 0
 }
