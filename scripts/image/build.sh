@@ -92,7 +92,7 @@ for p in "${packages[@]}"; do
     file="$(apt-cache show --no-all-versions "$p" | sed -n 's#^Filename: .*/##p' | head -n1)"
   fi
   if [[ ! -f "$out/debs/$file" ]]; then
-    (cd "$out/debs" && apt-get download -qq "$p" >/dev/null) || die "apt-get download $p failed"
+    (cd "$out/debs" && apt-get download -qq -o APT::Sandbox::User=root "$p" >/dev/null) || die "apt-get download $p failed"
   fi
   debs+=("$out/debs/$file")
 done
@@ -154,7 +154,8 @@ umoci init --layout "$layout"
 umoci new --image "$layout:$tag"
 umoci unpack --image "$layout:$tag" "$work/bundle" >/dev/null
 rm -rf "$work/bundle/rootfs"; mv "$rootfs" "$work/bundle/rootfs"
-umoci repack --no-history --image "$layout:$tag" "$work/bundle"
+umoci repack --image "$layout:$tag" --history.created "$created" \
+  --history.created_by "scripts/image/build.sh: Debian $suite packages ${packages[*]}, and the trainguard binary" "$work/bundle"
 cfg=(--no-history --os linux --architecture "$(dpkg --print-architecture)" --created "$created"
   --config.user "$(field user)" --config.workingdir "$home")
 while read -r arg; do cfg+=(--config.entrypoint "$arg"); done < <(field entrypoint | python3 -c 'import json, sys; print(*json.load(sys.stdin), sep="\n")')
