@@ -132,13 +132,23 @@ build_node() {
       -o "$nb/.out/" ./cmd/containerd ./cmd/containerd-shim-runc-v2 ./cmd/ctr)
     mv "$nb/.out/"* "$nb/" && rmdir "$nb/.out"
   fi
-  # runc with seccomp (the CRI asks for a seccomp profile): cgo and libseccomp-dev.
+  # runc with seccomp (the CRI asks for a seccomp profile): cgo and libseccomp-dev. runc v1.3.3's
+  # go.mod replaces go-selinux with a copy inside its repository (its CVE-2025-52881 patch), a nested
+  # module the module zip leaves out: a writable copy of the module points that replace at the
+  # published go-selinux release that carries the fix (RUNC_SELINUX_VERSION).
   if [[ ! -x "$nb/runc" ]]; then
-    local dir
-    dir="$(go mod download -json "github.com/opencontainers/runc@$RUNC_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
-    [[ -d "$dir" ]] || { log "the module proxy did not serve runc $RUNC_VERSION"; exit 1; }
+    local src="$cache/src/runc-$RUNC_VERSION-selinux-$RUNC_SELINUX_VERSION" dir
     pkg-config --exists libseccomp || { log "runc needs libseccomp-dev and pkg-config: scripts/e2e/install-deps.sh --node"; exit 1; }
-    (cd "$dir" && timed runc env CGO_ENABLED=1 GOFLAGS="$GOFLAGS -mod=readonly" go build -tags seccomp \
+    if [[ ! -f "$src/go.mod" ]]; then
+      dir="$(go mod download -json "github.com/opencontainers/runc@$RUNC_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+      [[ -d "$dir" ]] || { log "the module proxy did not serve runc $RUNC_VERSION"; exit 1; }
+      rm -rf "$src.tmp"; cp -r "$dir" "$src.tmp"; chmod -R u+w "$src.tmp"
+      if grep -q '=> ./internal/third_party/selinux' "$src.tmp/go.mod"; then
+        (cd "$src.tmp" && go mod edit -replace "github.com/opencontainers/selinux=github.com/opencontainers/selinux@$RUNC_SELINUX_VERSION")
+      fi
+      rm -rf "$src"; mv "$src.tmp" "$src"
+    fi
+    (cd "$src" && timed runc env CGO_ENABLED=1 go build -mod=mod -tags seccomp \
       -ldflags "-s -w -X main.version=${RUNC_VERSION#v}" -o "$nb/.runc.tmp" .)
     mv "$nb/.runc.tmp" "$nb/runc"
   fi
