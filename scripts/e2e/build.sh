@@ -165,7 +165,7 @@ build_node() {
     umoci new --image "$work/layout:$tag"
     umoci unpack --image "$work/layout:$tag" "$work/bundle" >/dev/null
     install -m 0755 "$work/pause" "$work/bundle/rootfs/pause"
-    umoci repack --no-history --image "$work/layout:$tag" "$work/bundle"
+    umoci repack --image "$work/layout:$tag" --history.created_by "gcc -static build/pause/linux/pause.c" "$work/bundle"
     umoci config --no-history --image "$work/layout:$tag" --os linux --architecture "$(go env GOARCH)" \
       --config.user 65535:65535 --config.entrypoint /pause
     umoci gc --layout "$work/layout"

@@ -655,7 +655,8 @@ node_vars() {
   NODE_SOCK="$NODE_DIR/containerd/containerd.sock"
 }
 
-nctr() { "$BIN/ctr" --address "$NODE_SOCK" -n k8s.io "$@"; }
+# ctr against the node's containerd, without its cgroup v1 deprecation notice on every call.
+nctr() { "$BIN/ctr" --address "$NODE_SOCK" -n k8s.io "$@" 2> >(grep -v 'support for cgroup v1 is deprecated' >&2); }
 
 start_node() {
   [[ $(id -u) -eq 0 ]] || die "the real node needs root (containerd, runc, mounts, a bridge)"
@@ -809,7 +810,7 @@ stop_node() {
   stop node-containerd
   local f cmd
   for f in /proc/[0-9]*/cmdline; do
-    cmd="$(tr '\0' ' ' <"$f" 2>/dev/null)" || continue
+    cmd="$( { tr '\0' ' ' <"$f"; } 2>/dev/null)" || continue
     [[ $cmd == *containerd-shim-runc-v2* && $cmd == *" -address $NODE_SOCK "* ]] || continue
     f="${f#/proc/}"; kill -KILL "${f%/cmdline}" 2>/dev/null || true
   done
