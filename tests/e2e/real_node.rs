@@ -78,10 +78,8 @@ spec:
     ));
     let pod: Value = eventually("the trainguard pod Ready on the real node", || {
         let pod = plane().kubectl().args(["-n", &ns.name, "get", "pod", "trainguard"]).get_json()?;
-        let ready = pod["status"]["conditions"]
-            .as_array()?
-            .iter()
-            .any(|c| c["type"] == "Ready" && c["status"] == "True");
+        let ready =
+            pod["status"]["conditions"].as_array()?.iter().any(|c| c["type"] == "Ready" && c["status"] == "True");
         ready.then_some(pod)
     });
     assert_eq!(pod["spec"]["nodeName"], node);
@@ -109,7 +107,16 @@ spec:
     let metrics = curl(&["-f", &format!("http://{ip}:8080/metrics")]).expect("metrics");
     assert!(metrics.contains("# TYPE"), "{metrics}");
     let tls = Command::new("curl")
-        .args(["-sk", "--max-time", "5", "-o", "/dev/null", "-w", "%{http_code}", &format!("https://{ip}:9443/validate")])
+        .args([
+            "-sk",
+            "--max-time",
+            "5",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            &format!("https://{ip}:9443/validate"),
+        ])
         .output()
         .unwrap();
     let code = String::from_utf8_lossy(&tls.stdout);
