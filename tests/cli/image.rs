@@ -7,7 +7,7 @@
 //! image's user and expose its ports.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use serde_json::Value;
@@ -175,7 +175,7 @@ fn the_deployments_run_as_the_image_user_on_its_ports() {
     let d = dockerfile();
     let (uid, gid) = d.user.split_once(':').unwrap();
     for file in ["deploy/base/deployment-webhook.yaml", "deploy/base/deployment-controller.yaml"] {
-        let text = std::fs::read_to_string(Path::new(&repo()).join(file)).unwrap();
+        let text = std::fs::read_to_string(repo().join(file)).unwrap();
         assert!(text.contains(&format!("runAsUser: {uid}")), "{file} does not run as {uid}");
         assert!(text.contains(&format!("runAsGroup: {gid}")), "{file} does not run as group {gid}");
         for port in text.lines().filter_map(|l| l.trim().strip_prefix("containerPort: ")) {
