@@ -794,11 +794,12 @@ stop_node() {
   node_vars
   [[ -n "${BIN:-}" ]] || BIN="$(grep '^E2E_BIN=' "$run/env" 2>/dev/null | cut -d= -f2)"
   local nd="$NODE_DIR"
-  # Its pods first, while the kubelet still runs to tear them down, then what is left in
+  # Its pods first, while the kubelet still runs to tear them down (short deadlines: a plane whose
+  # API server is gone must still be cleaned up), then what is left in
   # containerd; then the kubelet and containerd, and every shim this containerd started (they
   # leave its process group: found by the socket they were given, unique to this run).
   if [[ -n "$(ours "$run/pids/node-kubelet" 2>/dev/null)" ]]; then
-    kctl delete pods --all-namespaces --field-selector "spec.nodeName=$NODE_NAME" --grace-period=1 --timeout=30s >/dev/null 2>&1 || true
+    kctl --request-timeout=15s delete pods --all-namespaces --field-selector "spec.nodeName=$NODE_NAME" --grace-period=1 --timeout=30s >/dev/null 2>&1 || true
   fi
   stop node-kubelet
   if [[ -n "$(ours "$run/pids/node-containerd" 2>/dev/null)" ]]; then
@@ -825,7 +826,7 @@ stop_node() {
   # The kubelet links each container's log into the fixed /var/log/containers; a kubelet stopped
   # before its containers were removed leaves the links behind.
   [[ -d /var/log/containers ]] && find /var/log/containers -maxdepth 1 -lname "$nd/*" -delete 2>/dev/null
-  kctl delete --ignore-not-found "node/$NODE_NAME" clusterrolebinding/e2e-real-node >/dev/null 2>&1 || true
+  kctl --request-timeout=15s delete --ignore-not-found "node/$NODE_NAME" clusterrolebinding/e2e-real-node >/dev/null 2>&1 || true
   return 0
 }
 
