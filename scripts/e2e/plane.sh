@@ -827,6 +827,8 @@ stop_node() {
   # before its containers were removed leaves the links behind.
   [[ -d /var/log/containers ]] && find /var/log/containers -maxdepth 1 -lname "$nd/*" -delete 2>/dev/null
   kctl --request-timeout=15s delete --ignore-not-found "node/$NODE_NAME" clusterrolebinding/e2e-real-node >/dev/null 2>&1 || true
+  # containerd's fixed shim socket directory, if this node left it empty.
+  rmdir /run/containerd/s /run/containerd 2>/dev/null || true
   # The tests read the env file: no node there now.
   [[ -f "$run/env" ]] && sed -i '/^NODE_/d; /^TRAINGUARD_IMAGE_REF=/d' "$run/env"
   return 0
