@@ -5,7 +5,7 @@ TRAINGUARD_TOOLS ?= $(HOME)/.cache/trainguard-tools
 export TRAINGUARD_TOOLS
 export PATH := $(TRAINGUARD_TOOLS)/bin:$(PATH)
 
-.PHONY: run test build lint fmt bench bench-scale e2e e2e-cluster certs soak deploy oracle generate fuzz
+.PHONY: run test build lint fmt bench bench-scale e2e e2e-cluster certs soak deploy oracle generate fuzz image
 
 ## run: the webhook on localhost with self-generated certificates, no cluster needed
 ## (dev profile; the first run builds the binary without the tests' dependency features)
@@ -113,6 +113,14 @@ e2e:
 ## e2e-cluster: opt-in checks against the current kubectl context (Trainer and trainguard installed)
 e2e-cluster:
 	./scripts/e2e-cluster.sh
+
+## image: the OCI image as the Dockerfile describes it, without a container engine or registry:
+## the `--profile dist` binary on the Dockerfile's base assembled from its Debian packages, with
+## the Dockerfile's user, entrypoint, command, ports and labels (scripts/image/build.sh; root, apt,
+## umoci). Writes target/image/trainguard.oci.tar (`ctr images import`, `skopeo copy oci-archive:`).
+image:
+	$(CARGO) build --profile dist --bin trainguard
+	./scripts/image/build.sh
 
 ## build: optimised binary in target/release (quick to build); `--profile dist` is what ships
 build:

@@ -3,7 +3,10 @@
 # a cache keyed by the Go version, GOOS/GOARCH, the versions and this script, and prints that bin
 # directory. A warm cache makes this a no-op. Usage: scripts/e2e/build.sh [COMPONENT...]
 # Components: kube (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl),
-# jobset, trainer, kwok, kueue, training-operator. Default: all.
+# jobset, trainer, kwok, kueue, training-operator. Default: all. Not in the default: node (the
+# real node: kubelet and kube-proxy from the same Kubernetes build, and containerd, its runc shim,
+# ctr, runc and the pause image, versions in e2e/node-versions.env; needs the packages
+# scripts/e2e/install-deps.sh --node installs).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 # shellcheck source=../../e2e/versions.env
@@ -21,7 +24,8 @@ log() { echo "e2e/build: $*" >&2; }
 components=("$@")
 ((${#components[@]})) || components=(kube jobset trainer kwok kueue training-operator)
 
-export GOFLAGS="-buildvcs=false -trimpath"
+# A GOFLAGS from the caller (e.g. -p=1 on a shared machine) is kept.
+export GOFLAGS="${GOFLAGS:+$GOFLAGS }-buildvcs=false -trimpath"
 export CGO_ENABLED=0
 
 timed() { # name command...: runs and records how long it took
@@ -55,8 +59,9 @@ kube_module() {
   echo "$dir"
 }
 
-build_kube() {
-  local want=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl) missing=() b
+build_kube() { # [binary...]: default the control plane's
+  local want=("$@") missing=() b
+  ((${#want[@]})) || want=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl)
   for b in "${want[@]}"; do [[ -x "$bin/$b" ]] || missing+=("$b"); done
   ((${#missing[@]})) || return 0
   local dir minor
@@ -96,9 +101,86 @@ install_one() { # binary-name module version package-dir
   mv "$bin/.$name.tmp" "$bin/$name"
 }
 
+# The real node's own programs live in a cache of their own, keyed by e2e/node-versions.env (so a
+# containerd or runc bump leaves the Kubernetes build alone), linked into $bin.
+node_versions="$root/e2e/node-versions.env"
+node_recipe=1
+node_bin() {
+  local k
+  k="$( { go version; go env GOOS GOARCH; cat "$node_versions"; echo "kubernetes $KUBERNETES_VERSION"; gcc --version 2>/dev/null | head -n1; echo "recipe $node_recipe"; } | sha256sum | cut -c1-16)"
+  echo "$cache/node/$k"
+}
+
+build_node() {
+  # shellcheck source=../../e2e/node-versions.env
+  source "$node_versions"
+  local nb kube_dir b
+  nb="$(node_bin)"; mkdir -p "$nb"
+  build_kube kubelet kube-proxy
+  # containerd 2.x with the runc shim and ctr of the same module (Debian's shim is 1.x, which a
+  # 2.x daemon cannot load). Built in a writable copy of the module: its go.sum lacks entries a
+  # build outside its repository needs, so -mod=mod completes it.
+  if [[ ! -x "$nb/containerd" || ! -x "$nb/containerd-shim-runc-v2" || ! -x "$nb/ctr" ]]; then
+    local src="$cache/src/containerd-$CONTAINERD_VERSION" dir
+    if [[ ! -f "$src/go.mod" ]]; then
+      dir="$(go mod download -json "github.com/containerd/containerd/v2@$CONTAINERD_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+      [[ -d "$dir" ]] || { log "the module proxy did not serve containerd $CONTAINERD_VERSION"; exit 1; }
+      rm -rf "$src.tmp"; cp -r "$dir" "$src.tmp"; chmod -R u+w "$src.tmp"; rm -rf "$src"; mv "$src.tmp" "$src"
+    fi
+    (cd "$src" && timed "containerd, containerd-shim-runc-v2, ctr" go build -mod=mod -tags "no_btrfs no_devmapper no_zfs" \
+      -ldflags "-s -w -X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION" \
+      -o "$nb/.out/" ./cmd/containerd ./cmd/containerd-shim-runc-v2 ./cmd/ctr)
+    mv "$nb/.out/"* "$nb/" && rmdir "$nb/.out"
+  fi
+  # runc with seccomp (the CRI asks for a seccomp profile): cgo and libseccomp-dev. runc v1.3.3's
+  # go.mod replaces go-selinux with a copy inside its repository (its CVE-2025-52881 patch), a nested
+  # module the module zip leaves out: a writable copy of the module points that replace at the
+  # published go-selinux release that carries the fix (RUNC_SELINUX_VERSION).
+  if [[ ! -x "$nb/runc" ]]; then
+    local src="$cache/src/runc-$RUNC_VERSION-selinux-$RUNC_SELINUX_VERSION" dir
+    pkg-config --exists libseccomp || { log "runc needs libseccomp-dev and pkg-config: scripts/e2e/install-deps.sh --node"; exit 1; }
+    if [[ ! -f "$src/go.mod" ]]; then
+      dir="$(go mod download -json "github.com/opencontainers/runc@$RUNC_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+      [[ -d "$dir" ]] || { log "the module proxy did not serve runc $RUNC_VERSION"; exit 1; }
+      rm -rf "$src.tmp"; cp -r "$dir" "$src.tmp"; chmod -R u+w "$src.tmp"
+      if grep -q '=> ./internal/third_party/selinux' "$src.tmp/go.mod"; then
+        (cd "$src.tmp" && go mod edit -replace "github.com/opencontainers/selinux=github.com/opencontainers/selinux@$RUNC_SELINUX_VERSION")
+      fi
+      rm -rf "$src"; mv "$src.tmp" "$src"
+    fi
+    (cd "$src" && timed runc env CGO_ENABLED=1 go build -mod=mod -tags seccomp \
+      -ldflags "-s -w -X main.version=${RUNC_VERSION#v}" -o "$nb/.runc.tmp" .)
+    mv "$nb/.runc.tmp" "$nb/runc"
+  fi
+  # The pause program from the Kubernetes module's own source, static as upstream builds it, in a
+  # one-layer image (USER and ENTRYPOINT as build/pause/Dockerfile) for the CRI's sandboxes.
+  if [[ ! -f "$nb/pause.oci.tar" ]]; then
+    kube_dir="$(go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+    local tag work
+    tag="$(sed -n 's/^TAG ?= //p' "$kube_dir/build/pause/Makefile")"
+    [[ -n "$tag" && -f "$kube_dir/build/pause/linux/pause.c" ]] || { log "build/pause not found in k8s.io/kubernetes@$KUBERNETES_VERSION"; exit 1; }
+    work="$(mktemp -d)"
+    timed pause gcc -Os -Wall -Werror -static -DVERSION="v$tag-0" -o "$work/pause" "$kube_dir/build/pause/linux/pause.c"
+    umoci init --layout "$work/layout"
+    umoci new --image "$work/layout:$tag"
+    umoci unpack --image "$work/layout:$tag" "$work/bundle" >/dev/null
+    install -m 0755 "$work/pause" "$work/bundle/rootfs/pause"
+    umoci repack --image "$work/layout:$tag" --history.created_by "gcc -static build/pause/linux/pause.c" "$work/bundle"
+    umoci config --no-history --image "$work/layout:$tag" --os linux --architecture "$(go env GOARCH)" \
+      --config.user 65535:65535 --config.entrypoint /pause
+    umoci gc --layout "$work/layout"
+    tar -C "$work/layout" -cf "$nb/.pause.tmp" .
+    echo "$tag" >"$nb/pause.tag"
+    mv "$nb/.pause.tmp" "$nb/pause.oci.tar"
+    rm -rf "$work"
+  fi
+  for b in containerd containerd-shim-runc-v2 ctr runc pause.oci.tar pause.tag; do ln -sfn "$nb/$b" "$bin/$b"; done
+}
+
 for c in "${components[@]}"; do
   case "$c" in
     kube) build_kube ;;
+    node) build_node ;;
     jobset) install_one jobset sigs.k8s.io/jobset "$JOBSET_VERSION" . ;;
     trainer) install_one trainer-controller-manager github.com/kubeflow/trainer/v2 "$TRAINER_VERSION" cmd/trainer-controller-manager ;;
     kwok) install_one kwok sigs.k8s.io/kwok "$KWOK_VERSION" cmd/kwok ;;

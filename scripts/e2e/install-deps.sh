@@ -2,7 +2,13 @@
 # What `make e2e` needs beyond `make test`'s tools: Go (builds the upstream programs), python3 with
 # PyYAML (rewrites webhook configurations), openssl (the plane's certificates) and curl (readiness
 # probes). Debian packages are installed when missing; Go must already be there.
+# With --node (or TRAINGUARD_E2E_NODE=1), also what the real node needs (scripts/e2e/plane.sh node):
+# gcc and libc6-dev (the static pause program), libseccomp-dev and pkg-config (runc with seccomp),
+# umoci (the pause and trainguard images), the CNI plugins (bridge, host-local, loopback, portmap
+# in /usr/lib/cni), iproute2 (the node's bridge) and util-linux (nsenter, findmnt).
 set -euo pipefail
+node="${TRAINGUARD_E2E_NODE:-0}"
+[[ "${1:-}" == --node ]] && node=1
 fail() { echo "e2e/install-deps: $*" >&2; exit 1; }
 command -v go >/dev/null || fail "Go is required (1.26 or newer): https://go.dev/doc/install"
 missing=()
@@ -11,6 +17,15 @@ python3 -c 'import yaml' 2>/dev/null || python3 -m pip install --quiet --disable
   || missing+=(python3-yaml)
 command -v openssl >/dev/null || missing+=(openssl)
 command -v curl >/dev/null || missing+=(curl)
+if [[ $node == 1 ]]; then
+  command -v gcc >/dev/null || missing+=(gcc)
+  [[ -f /usr/lib/x86_64-linux-gnu/libc.a || -n "$(find /usr/lib -name libc.a -print -quit 2>/dev/null)" ]] || missing+=(libc6-dev)
+  pkg-config --exists libseccomp 2>/dev/null || missing+=(libseccomp-dev pkg-config)
+  command -v umoci >/dev/null || missing+=(umoci)
+  [[ -x /usr/lib/cni/bridge && -x /usr/lib/cni/host-local && -x /usr/lib/cni/loopback ]] || missing+=(containernetworking-plugins)
+  command -v ip >/dev/null || missing+=(iproute2)
+  command -v findmnt >/dev/null || missing+=(util-linux)
+fi
 if ((${#missing[@]})); then
   [[ $(id -u) -eq 0 ]] || fail "missing ${missing[*]}; install with: sudo apt-get install -y ${missing[*]}"
   echo "e2e/install-deps: apt-get install ${missing[*]}" >&2

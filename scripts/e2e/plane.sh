@@ -16,6 +16,10 @@
 #   scripts/e2e/plane.sh kueue start|stop     Kueue (its CRDs, webhooks and controller) for the
 #                                             tests that need it; stop takes its webhooks away
 #   scripts/e2e/plane.sh training-operator start|stop   Training Operator v1 (PyTorchJob only), the same way
+#   scripts/e2e/plane.sh node start|stop      a real node beside the kwok nodes: containerd, runc and a
+#                                             kubelet (root, cgroup v1 or v2, scripts/e2e/build.sh node),
+#                                             tainted, its pods on a bridge of its own; the trainguard
+#                                             image (make image) imported into its containerd
 #
 # The run directory ($TRAINGUARD_E2E_RUN, default /tmp/trainguard-e2e) holds env (sourced by the
 # tests: KUBECONFIG, ports, paths), certs/, logs/ and pids/. Every start and stop has a bounded
@@ -43,6 +47,7 @@ P_TRAINER_WH=$((base + 30)) P_TRAINER_METRICS=$((base + 31)) P_TRAINER_PROBE=$((
 P_TRAINGUARD=$((base + 40)) P_TRAINGUARD_ADMIN=$((base + 41)) P_TRAINGUARD_CTRL_ADMIN=$((base + 42))
 P_KUEUE_WH=$((base + 50)) P_KUEUE_METRICS=$((base + 51)) P_KUEUE_PROBE=$((base + 52))
 P_TO_WH=$((base + 60)) P_TO_METRICS=$((base + 61)) P_TO_PROBE=$((base + 62))
+P_KUBELET=$((base + 70)) P_KUBELET_HEALTHZ=$((base + 71))
 
 # Every kubectl request has a deadline: one hung call must fail the run, not hang CI.
 kctl() { "$BIN/kubectl" --request-timeout=60s --kubeconfig "$run/admin.kubeconfig" --cache-dir "$run/kubectl-cache" "$@"; }
@@ -380,6 +385,8 @@ ENV
     --service-account-issuer "https://127.0.0.1:$P_APISERVER" \
     --service-account-key-file "$run/certs/sa.pub" --service-account-signing-key-file "$run/certs/sa.key" \
     --service-cluster-ip-range 10.96.0.0/16 --allow-privileged \
+    --kubelet-client-certificate "$run/certs/admin.crt" --kubelet-client-key "$run/certs/admin.key" \
+    --kubelet-preferred-address-types InternalIP,Hostname \
     --audit-policy-file "$root/e2e/audit-policy.yaml" --audit-log-path "$run/logs/audit.log" \
     --audit-log-format json \
     --default-unreachable-toleration-seconds "${E2E_TOLERATION_SECONDS:-30}" \
@@ -392,7 +399,7 @@ ENV
   start kube-controller-manager "$BIN/kube-controller-manager" --kubeconfig "$run/admin.kubeconfig" \
     --authentication-kubeconfig "$run/admin.kubeconfig" --authorization-kubeconfig "$run/admin.kubeconfig" \
     --leader-elect=false --bind-address 127.0.0.1 --secure-port "$P_KCM" \
-    --controllers job-controller,garbage-collector-controller,node-lifecycle-controller,taint-eviction-controller,pod-garbage-collector-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller \
+    --controllers job-controller,garbage-collector-controller,node-lifecycle-controller,taint-eviction-controller,pod-garbage-collector-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller \
     --service-account-private-key-file "$run/certs/sa.key" --root-ca-file "$run/certs/ca.crt" \
     --node-monitor-period "${E2E_NODE_MONITOR_PERIOD:-2s}" \
     --node-monitor-grace-period "${E2E_NODE_MONITOR_GRACE:-20s}"
@@ -636,7 +643,206 @@ stop_training_operator() {
   stop training-operator
 }
 
+# A real node beside the kwok nodes: containerd 2.x (its runc shim, runc with seccomp, the pause
+# image built from the Kubernetes module's source) and a kubelet from the plane's Kubernetes build.
+# Named e2e-real-<base>, labelled type=real, tainted e2e.trainguard.io/real-node=true:NoSchedule so
+# only what a test places there (with the toleration) runs on it. Its pods get addresses on a bridge
+# the node creates (tg<base>, pod range 10.244.<base/1000>.0/24, the bridge holding .1), with no
+# gateway and no masquerading: they reach the host's bridge address and each other, nothing else,
+# and nothing routes off the machine. Everything lives under $run/node and is unmounted, deleted and
+# stopped by `node stop` (and by `down`). kube-proxy is built but not run: Services have no data
+# path on this node (iptables and nftables are not installed by the project's scripts).
+node_vars() {
+  NODE_NAME="e2e-real-$base"
+  NODE_DIR="$run/node"
+  NODE_BRIDGE="tg$base"
+  local third=$(( (base / 1000) % 256 ))
+  NODE_POD_CIDR="10.244.$third.0/24"
+  NODE_IP="10.244.$third.1"
+  NODE_SOCK="$NODE_DIR/containerd/containerd.sock"
+}
+
+# ctr against the node's containerd, without its cgroup v1 deprecation notice on every call.
+nctr() { "$BIN/ctr" --address "$NODE_SOCK" -n k8s.io "$@" 2> >(grep -v 'support for cgroup v1 is deprecated' >&2); }
+
+start_node() {
+  [[ $(id -u) -eq 0 ]] || die "the real node needs root (containerd, runc, mounts, a bridge)"
+  [[ -n "${BIN:-}" ]] || BIN="$(grep '^E2E_BIN=' "$run/env" | cut -d= -f2)"
+  BIN="$("$root/scripts/e2e/build.sh" node)"
+  node_vars
+  stop_node 2>/dev/null || true
+  local t0=$SECONDS nd="$NODE_DIR"
+  mkdir -p "$nd"/{containerd,kubelet,pod-logs,cni/net.d,cni/ipam,certs}
+  # The bridge first, with the host's address on it: the kubelet serves on it (so the API server
+  # reaches it for logs and exec) and probes pods from it.
+  ip link add "$NODE_BRIDGE" type bridge
+  ip addr add "$NODE_IP/24" dev "$NODE_BRIDGE"
+  ip link set "$NODE_BRIDGE" up
+  cat >"$nd/cni/net.d/10-trainguard-e2e.conflist" <<JSON
+{"cniVersion": "1.0.0", "name": "trainguard-e2e", "plugins": [
+  {"type": "bridge", "bridge": "$NODE_BRIDGE", "isGateway": false, "ipMasq": false, "hairpinMode": true,
+   "ipam": {"type": "host-local", "ranges": [[{"subnet": "$NODE_POD_CIDR", "rangeStart": "${NODE_IP%.1}.10"}]], "dataDir": "$nd/cni/ipam"}}]}
+JSON
+  local pause_tag
+  pause_tag="$(cat "$BIN/pause.tag")"
+  cat >"$nd/containerd.toml" <<TOML
+version = 3
+root = "$nd/containerd/root"
+state = "$nd/containerd/state"
+[grpc]
+  address = "$NODE_SOCK"
+[ttrpc]
+  address = "$NODE_SOCK.ttrpc"
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = 'overlayfs'
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = 'docker.io/local/pause:$pause_tag'
+[plugins.'io.containerd.cri.v1.runtime']
+  # Negative OOM scores are refused on some machines even to root: without this every sandbox
+  # (oom_score_adj -998) dies at start.
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+  enable_cdi = false
+  [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+    runtime_type = 'io.containerd.runc.v2'
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+      BinaryName = '$BIN/runc'
+      Root = '$nd/containerd/runc'
+      SystemdCgroup = false
+  [plugins.'io.containerd.cri.v1.runtime'.cni]
+    bin_dirs = ['/usr/lib/cni']
+    conf_dir = '$nd/cni/net.d'
+[plugins.'io.containerd.grpc.v1.cri']
+  stream_server_address = '127.0.0.1'
+  stream_server_port = '0'
+[plugins.'io.containerd.nri.v1.nri']
+  disable = true
+[plugins.'io.containerd.internal.v1.opt']
+  path = '$nd/containerd/opt'
+TOML
+  # Its shim first on PATH: a 1.x shim elsewhere on the machine cannot serve a 2.x daemon.
+  start node-containerd env PATH="$BIN:$PATH" "$BIN/containerd" --config "$nd/containerd.toml"
+  started node-containerd containerd 60 nctr version
+  nctr images import --base-name docker.io/local/pause "$BIN/pause.oci.tar" >/dev/null
+  local image="${TRAINGUARD_IMAGE:-${CARGO_TARGET_DIR:-$root/target}/image/trainguard.oci.tar}" image_ref=""
+  if [[ -f "$image" ]]; then
+    nctr images import --base-name docker.io/local/trainguard "$image" >/dev/null
+    image_ref="docker.io/local/trainguard:$(tar -xOf "$image" ./index.json | python3 -c 'import json, sys; print(json.load(sys.stdin)["manifests"][0]["annotations"]["org.opencontainers.image.ref.name"])')"
+  else
+    log "no trainguard image at $image (make image): the node runs without it"
+  fi
+
+  # The kubelet's identity: a client certificate for system:node:NAME in group system:nodes, with
+  # the system:node role (the plane authorizes with RBAC only, no Node authorizer).
+  local d="$nd/certs"
+  openssl req -newkey rsa:2048 -nodes -subj "/O=system:nodes/CN=system:node:$NODE_NAME" \
+    -keyout "$d/kubelet.key" -out "$d/kubelet.csr" 2>/dev/null
+  openssl x509 -req -in "$d/kubelet.csr" -CA "$run/certs/ca.crt" -CAkey "$run/certs/ca.key" -CAcreateserial -days 2 \
+    -extfile <(printf 'extendedKeyUsage=clientAuth\n') -out "$d/kubelet.crt" 2>/dev/null
+  kubeconfig "$nd/kubelet.kubeconfig" "    client-certificate: $d/kubelet.crt
+    client-key: $d/kubelet.key"
+  kctl apply -f - >/dev/null <<YAML
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: e2e-real-node}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: system:node}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: "system:node:$NODE_NAME"}]
+YAML
+  cat >"$nd/kubelet.yaml" <<YAML
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: $NODE_IP
+port: $P_KUBELET
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: $P_KUBELET_HEALTHZ
+containerRuntimeEndpoint: unix://$NODE_SOCK
+# cgroup v1 machines (no systemd as init): the cgroupfs driver, no per-QoS hierarchy.
+failCgroupV1: false
+cgroupDriver: cgroupfs
+cgroupsPerQOS: false
+enforceNodeAllocatable: []
+failSwapOn: false
+makeIPTablesUtilChains: false
+resolvConf: ""
+podCIDR: $NODE_POD_CIDR
+podLogsDir: $nd/pod-logs
+# Imported images cannot be pulled again: never collect them, never evict for disk.
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard: {memory.available: "1Mi", nodefs.available: "1%", imagefs.available: "1%", nodefs.inodesFree: "1%"}
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: $run/certs/ca.crt}
+authorization: {mode: Webhook}
+registerWithTaints:
+- {key: e2e.trainguard.io/real-node, value: "true", effect: NoSchedule}
+YAML
+  start node-kubelet "$BIN/kubelet" --config "$nd/kubelet.yaml" --kubeconfig "$nd/kubelet.kubeconfig" \
+    --root-dir "$nd/kubelet" --cert-dir "$nd/kubelet/pki" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP" \
+    --node-labels "type=real,e2e.trainguard.io/real-node=true" --v 2
+  started node-kubelet "the kubelet's healthz" 60 curl -sf --max-time 5 "http://127.0.0.1:$P_KUBELET_HEALTHZ/healthz"
+  wait_for "node $NODE_NAME Ready" 120 kctl wait --for condition=Ready --timeout=5s "node/$NODE_NAME" \
+    || { log "--- last lines of $run/logs/node-kubelet.log ---"; tail -n 40 "$run/logs/node-kubelet.log" >&2; return 1; }
+  sed -i '/^NODE_/d; /^TRAINGUARD_IMAGE_REF=/d' "$run/env"
+  cat >>"$run/env" <<ENV
+NODE_NAME=$NODE_NAME
+NODE_POD_CIDR=$NODE_POD_CIDR
+NODE_IP=$NODE_IP
+NODE_CONTAINERD_ADDRESS=$NODE_SOCK
+NODE_UP_SECONDS=$((SECONDS - t0))
+TRAINGUARD_IMAGE_REF=$image_ref
+ENV
+  log "node $NODE_NAME Ready in $((SECONDS - t0)) s (image ${image_ref:-none})"
+}
+
+stop_node() {
+  node_vars
+  [[ -n "${BIN:-}" ]] || BIN="$(grep '^E2E_BIN=' "$run/env" 2>/dev/null | cut -d= -f2)"
+  local nd="$NODE_DIR"
+  # Its pods first, while the kubelet still runs to tear them down (short deadlines: a plane whose
+  # API server is gone must still be cleaned up), then what is left in
+  # containerd; then the kubelet and containerd, and every shim this containerd started (they
+  # leave its process group: found by the socket they were given, unique to this run).
+  if [[ -n "$(ours "$run/pids/node-kubelet" 2>/dev/null)" ]]; then
+    kctl --request-timeout=15s delete pods --all-namespaces --field-selector "spec.nodeName=$NODE_NAME" --grace-period=1 --timeout=30s >/dev/null 2>&1 || true
+  fi
+  stop node-kubelet
+  if [[ -n "$(ours "$run/pids/node-containerd" 2>/dev/null)" ]]; then
+    local id
+    for id in $(nctr tasks ls -q 2>/dev/null); do nctr tasks kill -s SIGKILL "$id" >/dev/null 2>&1 || true; done
+    sleep 1
+    for id in $(nctr tasks ls -q 2>/dev/null); do nctr tasks delete -f "$id" >/dev/null 2>&1 || true; done
+  fi
+  stop node-containerd
+  local f cmd
+  for f in /proc/[0-9]*/cmdline; do
+    cmd="$( { tr '\0' ' ' <"$f"; } 2>/dev/null)" || continue
+    [[ $cmd == *containerd-shim-runc-v2* && $cmd == *" -address $NODE_SOCK "* ]] || continue
+    f="${f#/proc/}"; kill -KILL "${f%/cmdline}" 2>/dev/null || true
+  done
+  # What the kubelet and containerd mounted (volumes, sandbox shm, rootfs, network namespaces),
+  # deepest first.
+  if [[ -d "$nd" ]]; then
+    local m
+    while read -r m; do umount -l "$m" 2>/dev/null || true; done \
+      < <(findmnt -rn -o TARGET | awk -v p="$nd/" 'index($0, p) == 1' | sort -r)
+  fi
+  ip link show "$NODE_BRIDGE" >/dev/null 2>&1 && ip link delete "$NODE_BRIDGE"
+  # The kubelet links each container's log into the fixed /var/log/containers; a kubelet stopped
+  # before its containers were removed leaves the links behind.
+  [[ -d /var/log/containers ]] && find /var/log/containers -maxdepth 1 -lname "$nd/*" -delete 2>/dev/null
+  kctl --request-timeout=15s delete --ignore-not-found "node/$NODE_NAME" clusterrolebinding/e2e-real-node >/dev/null 2>&1 || true
+  # containerd's fixed shim socket directory, if this node left it empty.
+  rmdir /run/containerd/s /run/containerd 2>/dev/null || true
+  # The tests read the env file: no node there now.
+  [[ -f "$run/env" ]] && sed -i '/^NODE_/d; /^TRAINGUARD_IMAGE_REF=/d' "$run/env"
+  return 0
+}
+
 down() {
+  [[ -f "$run/pids/node-kubelet" || -f "$run/pids/node-containerd" ]] && stop_node
   for name in trainguard-webhook trainguard-controller trainer jobset kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
     stop "$name"
   done
@@ -658,6 +864,11 @@ case "${1:-}" in
       start) start_kwok "${3:?name}" "${4:?label selector}" "${5:-}" ;;
       stop) stop "kwok-${3:?name}" ;;
       *) die "usage: $0 kwok start NAME SELECTOR | kwok stop NAME" ;;
+    esac ;;
+  node) case "${2:-}" in
+      start) start_node ;;
+      stop) stop_node ;;
+      *) die "usage: $0 node start|stop" ;;
     esac ;;
   training-operator) case "${2:-}" in
       start) start_training_operator ;;

@@ -2,19 +2,26 @@
 # `make e2e`: builds trainguard as it ships (`--profile dist`) and, beside it, the upstream
 # programs (cached); starts the local control plane, runs the tests in tests/e2e one at a time
 # against it, and stops it. On failure the run directory with every process's log and the API
-# server's audit log stays for inspection, and the tail of each log is printed. Needs Go (go1.26+) and the Go module proxy, python3 with PyYAML, openssl, curl.
+# server's audit log stays for inspection, and the tail of each log is printed. Needs Go (go1.26+)
+# and the Go module proxy, python3 with PyYAML, openssl, curl.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 run="${TRAINGUARD_E2E_RUN:-/tmp/trainguard-e2e}"
 export TRAINGUARD_E2E_RUN="$run"
 target="${CARGO_TARGET_DIR:-$root/target}"
 
+# TRAINGUARD_E2E_NODE=1: also a real node (kubelet, containerd, runc) running trainguard's image,
+# assembled here from the binary under test as `make image` does (scripts/image/build.sh).
+node="${TRAINGUARD_E2E_NODE:-0}"
+components=(kube jobset trainer kwok kueue training-operator)
+[[ $node == 1 ]] && components+=(node)
+
 # The upstream programs (Go) build while cargo builds the binary that ships: cargo's long tail (one
 # codegen unit, fat LTO) keeps one core busy, and the Go builds take the other.
 start=$SECONDS
 mkdir -p "$target"
 upstream_log="$target/e2e-upstream-build.log"
-"$root/scripts/e2e/build.sh" kube jobset trainer kwok kueue training-operator >/dev/null 2>"$upstream_log" &
+"$root/scripts/e2e/build.sh" "${components[@]}" >/dev/null 2>"$upstream_log" &
 upstream=$!
 if [[ -z "${TRAINGUARD_BIN:-}" ]]; then
   (cd "$root" && cargo build --profile dist --bin trainguard) || { kill "$upstream" 2>/dev/null; exit 1; }
@@ -29,13 +36,23 @@ if ! wait "$upstream"; then
   exit 1
 fi
 echo "e2e: upstream binaries ready in $((SECONDS - start)) s (log: $upstream_log)" >&2
+if [[ $node == 1 ]]; then
+  start=$SECONDS
+  TRAINGUARD_IMAGE="$("$root/scripts/image/build.sh")"
+  export TRAINGUARD_IMAGE
+  echo "e2e: trainguard image ready in $((SECONDS - start)) s" >&2
+fi
 
 status=0
 trap '"$root/scripts/e2e/plane.sh" down' EXIT
 "$root/scripts/e2e/plane.sh" up >/dev/null || status=$?
+if ((status == 0)) && [[ $node == 1 ]]; then
+  "$root/scripts/e2e/plane.sh" node start || status=$?
+fi
 if ((status == 0)); then
   # One at a time: the tests share one cluster, and some stop and restart trainguard.
-  cargo nextest run --profile e2e --features e2e --test e2e || status=$?
+  ignored=(); [[ $node == 1 ]] && ignored=(--run-ignored all)
+  cargo nextest run --profile e2e --features e2e --test e2e "${ignored[@]}" || status=$?
 fi
 if ((status != 0)); then
   for f in "$run"/logs/*.log; do

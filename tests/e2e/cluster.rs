@@ -33,6 +33,11 @@ impl Plane {
         self.env.get(key).unwrap_or_else(|| panic!("{key} missing from the plane's env file"))
     }
 
+    /// A variable only some planes have (the real node's, after `plane.sh node start`).
+    pub(crate) fn get(&self, key: &str) -> Option<&str> {
+        self.env.get(key).map(String::as_str).filter(|v| !v.is_empty())
+    }
+
     pub(crate) fn run_dir(&self) -> PathBuf {
         PathBuf::from(self.var("E2E_RUN"))
     }

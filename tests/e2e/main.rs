@@ -12,5 +12,6 @@ mod leadership;
 mod node_loss;
 mod oracle_replay;
 mod policy;
+mod real_node;
 mod validate;
 mod webhook;
