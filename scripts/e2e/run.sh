@@ -17,7 +17,7 @@ components=(kube jobset trainer kwok kueue training-operator)
 [[ $node == 1 ]] && components+=(node)
 
 # The binary that ships, then the upstream programs (cached): one after the other, as building
-# them side by side on two cores was not faster (see docs/ci.md).
+# them side by side on two cores was found no faster (docs/ci.md).
 start=$SECONDS
 if [[ -z "${TRAINGUARD_BIN:-}" ]]; then
   (cd "$root" && cargo build --profile dist --bin trainguard)
