@@ -14,16 +14,11 @@ fn trainguard() -> Command {
     cmd
 }
 
-#[test]
-fn refuses_to_guess_without_cluster_configuration() {
-    // (extra args, env, expected stderr fragment)
-    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
-    let cases: &[Case] = &[
-        (&[], &[], "no cluster configuration"),
-        (&["--offline", "--kubeconfig", "/nonexistent"], &[], "cannot be used with"),
-        (&[], &[("TRAINGUARD_OFFLINE", "maybe")], "invalid value 'maybe'"),
-        (&["--cache-stale-after", "soon"], &[], "invalid duration \"soon\": expected a number"),
-    ];
+/// (extra args, env, expected stderr fragment)
+type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+
+/// Each case's `serve` exits 2 before serving, its stderr naming the problem.
+fn refused_before_serving(cases: &[Case]) {
     for (args, env, want) in cases {
         let out = trainguard().arg("serve").args(*args).envs(env.iter().copied()).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?} {env:?}");
@@ -32,12 +27,21 @@ fn refuses_to_guess_without_cluster_configuration() {
     }
 }
 
+#[test]
+fn refuses_to_guess_without_cluster_configuration() {
+    let cases: &[Case] = &[
+        (&[], &[], "no cluster configuration"),
+        (&["--offline", "--kubeconfig", "/nonexistent"], &[], "cannot be used with"),
+        (&[], &[("TRAINGUARD_OFFLINE", "maybe")], "invalid value 'maybe'"),
+        (&["--cache-stale-after", "soon"], &[], "invalid duration \"soon\": expected a number"),
+    ];
+    refused_before_serving(cases);
+}
+
 /// `--webhook=false` runs the controller alone and `--controller=false` the webhook alone;
 /// turning both off, or the controller alone without a cluster, is refused before anything starts.
 #[test]
 fn refuses_a_split_that_runs_nothing() {
-    // (extra args, env, expected stderr fragment)
-    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
     let nothing = "--webhook=false and --controller=false leave nothing to run";
     let no_cluster = "--webhook=false runs only the companion controller, which needs a cluster";
     let cases: &[Case] = &[
@@ -49,12 +53,7 @@ fn refuses_a_split_that_runs_nothing() {
         (&["--webhook=false", "--dev"], &[], no_cluster),
         (&["--webhook=maybe"], &[], "invalid value 'maybe'"),
     ];
-    for (args, env, want) in cases {
-        let out = trainguard().arg("serve").args(*args).envs(env.iter().copied()).output().unwrap();
-        assert_eq!(out.status.code(), Some(2), "{args:?} {env:?}");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(stderr.contains(want), "{args:?} {env:?}: {stderr}");
-    }
+    refused_before_serving(cases);
 }
 
 #[test]
