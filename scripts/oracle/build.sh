@@ -11,6 +11,12 @@ cd "$(dirname "$0")/../.."
 out="${TRAINGUARD_ORACLE_DIR:-${CARGO_TARGET_DIR:-$PWD/target}/oracle}"
 mkdir -p "$out"
 command -v go >/dev/null || { echo "oracle: Go is needed (https://go.dev/dl/)" >&2; exit 2; }
+# Built as scripts/e2e/build.sh builds the plane's programs (-trimpath, no cgo), so the packages an
+# oracle shares with them come out of Go's build cache: the v2.3.0 oracle's module graph is
+# Trainer v2.3.0's own, whose manager the plane runs, and v2.2.1's is the same graph with the
+# v2.2.1 Trainer (docs/ci.md). A GOFLAGS from the caller is kept.
+export GOFLAGS="${GOFLAGS:+$GOFLAGS }-buildvcs=false -trimpath"
+export CGO_ENABLED=0
 for dir in e2e/oracle/v*/; do
 	tag="$(basename "$dir")"
 	start=$(date +%s)
