@@ -162,6 +162,16 @@ fn down(node: Value, s: i64, (ready, reason): (&str, &str), taint: &str) -> Valu
     set(node, "/spec/taints", json!([tainted("NoExecute"), tainted("NoSchedule")]))
 }
 
+/// `n` pods of job `a` stuck terminating (deleted at 300) on the unreachable node n1, and six
+/// healthy nodes.
+pub(crate) fn stuck_pods(n: usize) -> Vec<Value> {
+    let job = pytorchjob("a");
+    let mut objects = vec![job.clone(), unreachable(node("n1", None), 0)];
+    objects.extend((1..=6).map(|i| node(&format!("h{i}"), None)));
+    objects.extend((0..n).map(|i| deleting(v1_pod(&job, &format!("a-worker-{i}"), "n1"), 300)));
+    objects
+}
+
 /// A TrainJob finished at `s` through condition `type_` (`Complete` or `Failed`).
 pub(crate) fn trainjob_finished(trainjob: Value, type_: &str, s: i64) -> Value {
     set(trainjob, "/status/conditions", json!([cond(type_, "True", Some(s))]))

@@ -531,18 +531,9 @@ async fn every_executor_call_is_in_the_api_call_table() {
     }
 }
 
-/// `n` pods of job `a` stuck terminating on the unreachable node n1, plus healthy nodes.
-fn many_stuck_pods(n: usize) -> Vec<Value> {
-    let job = pytorchjob("a");
-    let mut objects = vec![job.clone(), unreachable(node("n1", None), 0)];
-    objects.extend((1..=6).map(|i| node(&format!("h{i}"), None)));
-    objects.extend((0..n).map(|i| deleting(v1_pod(&job, &format!("a-worker-{i}"), "n1"), 300)));
-    objects
-}
-
 #[tokio::test]
 async fn lease_lost_with_destructive_work_queued_makes_no_write_after_the_loss() {
-    let objects = many_stuck_pods(6);
+    let objects = stuck_pods(6);
     let c = PlanConfig::acting();
     let queued = works(&objects, 420, &c);
     assert_eq!(queued.len(), 6, "one force delete per pod");
@@ -596,7 +587,7 @@ async fn lease_lost_with_destructive_work_queued_makes_no_write_after_the_loss()
 async fn executor_does_nothing_once_leadership_has_ended() {
     // Every kind of work: a TTL delete, a stash patch, a force delete.
     let stuck = set(suspended(with_ttl(pytorchjob("s"), 3600)), "/metadata/resourceVersion", json!("200"));
-    let mut objects = many_stuck_pods(1);
+    let mut objects = stuck_pods(1);
     objects.extend([
         with_ttl(succeeded(pytorchjob("t"), 0), 60),
         stuck.clone(),
@@ -616,7 +607,7 @@ async fn executor_does_nothing_once_leadership_has_ended() {
 
 #[tokio::test]
 async fn rate_limit_tokens_are_taken_at_execution_only() {
-    let objects = many_stuck_pods(3);
+    let objects = stuck_pods(3);
     let c = PlanConfig { max_force_deletes_per_minute: 1, ..PlanConfig::acting() };
     let bucket = |tokens: u32| {
         let b = Shared::full_bucket(1);

@@ -236,15 +236,6 @@ fn relist_forgets_the_memory_of_objects_that_are_gone() {
     assert_eq!(state.remembered(), 0);
 }
 
-/// `n` pods of job `a` stuck on the unreachable node n1 (deleted at 300), and healthy nodes.
-fn stuck_pods(n: usize) -> Vec<Value> {
-    let job = pytorchjob("a");
-    let mut objects = vec![job.clone(), unreachable(node("n1", None), 0)];
-    objects.extend((1..=6).map(|i| node(&format!("h{i}"), None)));
-    objects.extend((0..n).map(|i| deleting(v1_pod(&job, &format!("a-worker-{i}"), "n1"), 300)));
-    objects
-}
-
 fn force_deletes(work: &[Work]) -> usize {
     work.iter().filter(|w| w.actions.iter().any(|a| matches!(a.action, Action::ForceDeletePod { .. }))).count()
 }
