@@ -186,25 +186,13 @@ impl<'a> Held<'a> {
         // the cast cannot truncate below that.
         let permits = u32::try_from(n).map_err(|_| Exhausted)?;
         let budget = self.budget;
-        if self.class == BodyClass::Small {
-            match budget.reserve.try_acquire_many(permits) {
-                Ok(p) => {
-                    p.forget();
-                    self.reserve += n;
-                    return Ok(());
-                }
-                Err(TryAcquireError::Closed) => return Err(Exhausted),
-                Err(TryAcquireError::NoPermits) => {}
-            }
+        if self.class == BodyClass::Small && take_now(&budget.reserve, permits)? {
+            self.reserve += n;
+            return Ok(());
         }
-        match budget.shared.try_acquire_many(permits) {
-            Ok(p) => {
-                p.forget();
-                self.shared += n;
-                return Ok(());
-            }
-            Err(TryAcquireError::Closed) => return Err(Exhausted),
-            Err(TryAcquireError::NoPermits) => {}
+        if take_now(&budget.shared, permits)? {
+            self.shared += n;
+            return Ok(());
         }
         // Waiting: whichever part frees enough first. A cancelled acquire gives back what it had.
         let wait = async {
@@ -307,6 +295,18 @@ impl Drop for Held<'_> {
     }
 }
 
+/// Takes `permits` from one part of the budget if it has them free now (false when it has not).
+fn take_now(part: &Semaphore, permits: u32) -> Result<bool, Exhausted> {
+    match part.try_acquire_many(permits) {
+        Ok(p) => {
+            p.forget();
+            Ok(true)
+        }
+        Err(TryAcquireError::Closed) => Err(Exhausted),
+        Err(TryAcquireError::NoPermits) => Ok(false),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -316,6 +316,11 @@ mod tests {
     // not cut short by a slow machine.
 
     const KIB: usize = 1024;
+
+    /// 400 KiB: 100 KiB reserved for small bodies, 300 KiB shared.
+    fn budget_400k() -> BodyBudget {
+        BodyBudget::new(400 * KIB, 100 * KIB, Gauge::default()).unwrap()
+    }
 
     #[test]
     fn classes() {
@@ -346,14 +351,19 @@ mod tests {
         Instant::now() + Duration::from_millis(50)
     }
 
+    /// A body of `class` that took `n` bytes from `budget`; `what` says where they came from.
+    async fn holding<'a>(budget: &'a BodyBudget, class: BodyClass, n: usize, what: &str) -> Held<'a> {
+        let mut held = Held::new(budget, class);
+        held.take(n, soon()).await.unwrap_or_else(|e| panic!("{what}: {e:?}"));
+        held
+    }
+
     #[tokio::test(start_paused = true)]
     async fn large_bodies_cannot_touch_the_reserve_and_small_ones_still_pass() {
-        let budget = BodyBudget::new(400 * KIB, 100 * KIB, Gauge::default()).unwrap(); // reserve 100 KiB, shared 300 KiB
-        let mut big = Held::new(&budget, BodyClass::Large);
-        big.take(300 * KIB, soon()).await.unwrap();
+        let budget = budget_400k(); // reserve 100 KiB, shared 300 KiB
+        let mut big = holding(&budget, BodyClass::Large, 300 * KIB, "the shared part").await;
         assert_eq!(big.take(1, soon()).await, Err(Exhausted), "shared part spent; the reserve is not for it");
-        let mut small = Held::new(&budget, BodyClass::Small);
-        small.take(5 * KIB, soon()).await.expect("a small body gets the reserve");
+        let small = holding(&budget, BodyClass::Small, 5 * KIB, "a small body gets the reserve").await;
         assert_eq!(budget.in_use(), 305 * KIB);
         drop(small);
         drop(big);
@@ -362,11 +372,9 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn small_bodies_overflow_into_the_shared_part() {
-        let budget = BodyBudget::new(400 * KIB, 100 * KIB, Gauge::default()).unwrap();
-        let mut a = Held::new(&budget, BodyClass::Small);
-        a.take(100 * KIB, soon()).await.unwrap();
-        let mut b = Held::new(&budget, BodyClass::Small);
-        b.take(100 * KIB, soon()).await.expect("from the shared part");
+        let budget = budget_400k();
+        let a = holding(&budget, BodyClass::Small, 100 * KIB, "the reserve").await;
+        let b = holding(&budget, BodyClass::Small, 100 * KIB, "from the shared part").await;
         assert_eq!((a.reserve, a.shared, b.reserve, b.shared), (100 * KIB, 0, 0, 100 * KIB));
     }
 
@@ -376,9 +384,8 @@ mod tests {
         reason = "lets the waiter park on the budget before it is released (real tokio time)"
     )]
     async fn a_waiting_body_goes_on_when_budget_comes_back() {
-        let budget = std::sync::Arc::new(BodyBudget::new(400 * KIB, 100 * KIB, Gauge::default()).unwrap());
-        let mut big = Held::new(&budget, BodyClass::Large);
-        big.take(300 * KIB, soon()).await.unwrap();
+        let budget = std::sync::Arc::new(budget_400k());
+        let big = holding(&budget, BodyClass::Large, 300 * KIB, "the shared part").await;
         let waiter = {
             let budget = budget.clone();
             tokio::spawn(async move {
@@ -410,12 +417,12 @@ mod tests {
         assert_eq!(share.held(), 0);
         b.take(60 * KIB, soon()).await.expect("the share came back");
         assert_eq!(budget.connection_share(), 200 * KIB);
-        assert_eq!(BodyBudget::new(400 * KIB, 100 * KIB, Gauge::default()).unwrap().connection_share(), 100 * KIB);
+        assert_eq!(budget_400k().connection_share(), 100 * KIB);
     }
 
     #[tokio::test(start_paused = true)]
     async fn an_answer_holds_its_bytes_until_dropped() {
-        let budget = Arc::new(BodyBudget::new(400 * KIB, 100 * KIB, Gauge::default()).unwrap());
+        let budget = Arc::new(budget_400k());
         let share = Arc::new(ConnShare::new(budget.connection_share()));
         let cases = [("answer smaller than the body", 50 * KIB, 10 * KIB), ("answer bigger", 10 * KIB, 50 * KIB)];
         for (case, body, answer) in cases {
@@ -435,9 +442,8 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_timed_out_wait_holds_nothing() {
-        let budget = BodyBudget::new(400 * KIB, 100 * KIB, Gauge::default()).unwrap();
-        let mut big = Held::new(&budget, BodyClass::Large);
-        big.take(250 * KIB, soon()).await.unwrap();
+        let budget = budget_400k();
+        let _big = holding(&budget, BodyClass::Large, 250 * KIB, "the shared part").await;
         let mut other = Held::new(&budget, BodyClass::Large);
         assert_eq!(other.take(100 * KIB, soon()).await, Err(Exhausted));
         assert_eq!(other.bytes(), 0);

@@ -472,6 +472,14 @@ pub fn uid_for(case: &str) -> String {
     )
 }
 
+/// Marks `metadata` as deleted at `at` in the foreground, as the API server leaves it while the
+/// dependents go.
+fn foreground_deleted(metadata: &mut Value, at: &str) {
+    metadata["deletionTimestamp"] = json!(at);
+    metadata["deletionGracePeriodSeconds"] = json!(0);
+    metadata["finalizers"] = json!(["foregroundDeletion"]);
+}
+
 /// A `jobset.x-k8s.io/v1alpha2` JobSet named like the TrainJob, as `kubectl get -o json` prints it.
 /// `active` lists `(replicated job, active child jobs)` in status order.
 pub fn jobset(active: &[(&str, i32)], deleting: bool) -> Value {
@@ -516,9 +524,7 @@ pub fn jobset(active: &[(&str, i32)], deleting: bool) -> Value {
         "uid": "c1f7e2d3-0a4b-4c5d-8e6f-7a8b9c0d1e2f"
     });
     if deleting {
-        metadata["deletionTimestamp"] = json!("2025-06-02T09:01:44Z");
-        metadata["deletionGracePeriodSeconds"] = json!(0);
-        metadata["finalizers"] = json!(["foregroundDeletion"]);
+        foreground_deleted(&mut metadata, "2025-06-02T09:01:44Z");
     }
     json!({
         "apiVersion": "jobset.x-k8s.io/v1alpha2",
@@ -565,9 +571,7 @@ pub fn child_job(replicated_job: &str, active: i32, terminating: Option<i32>, de
         "uid": "e4d3c2b1-a098-4f7e-8d6c-5b4a39281706"
     });
     if deleting {
-        metadata["deletionTimestamp"] = json!("2025-06-02T09:01:45Z");
-        metadata["deletionGracePeriodSeconds"] = json!(0);
-        metadata["finalizers"] = json!(["foregroundDeletion"]);
+        foreground_deleted(&mut metadata, "2025-06-02T09:01:45Z");
     }
     let mut status = json!({
         "active": active,

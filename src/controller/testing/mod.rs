@@ -144,33 +144,32 @@ pub(super) fn node(name: &str, zone: Option<&str>) -> Value {
 
 /// The kubelet stopped posting status at `s`: Ready=Unknown and the unreachable NoExecute taint.
 pub(crate) fn unreachable(node: Value, s: i64) -> Value {
-    let node = set(
-        node,
-        "/status/conditions",
-        json!([{"type": "Ready", "status": "Unknown", "lastTransitionTime": ts(s), "reason": "NodeStatusUnknown"}]),
-    );
-    set(
-        node,
-        "/spec/taints",
-        json!([{"key": "node.kubernetes.io/unreachable", "effect": "NoExecute", "timeAdded": ts(s)},
-               {"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule", "timeAdded": ts(s)}]),
-    )
+    down(node, s, ("Unknown", "NodeStatusUnknown"), "node.kubernetes.io/unreachable")
 }
 
 /// The kubelet still reports but the node is not ready since `s`: Ready=False and the not-ready
 /// NoExecute taint.
 pub(crate) fn not_ready(node: Value, s: i64) -> Value {
-    let node = set(
-        node,
-        "/status/conditions",
-        json!([{"type": "Ready", "status": "False", "lastTransitionTime": ts(s), "reason": "KubeletNotReady"}]),
-    );
-    set(
-        node,
-        "/spec/taints",
-        json!([{"key": "node.kubernetes.io/not-ready", "effect": "NoExecute", "timeAdded": ts(s)},
-               {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule", "timeAdded": ts(s)}]),
-    )
+    down(node, s, ("False", "KubeletNotReady"), "node.kubernetes.io/not-ready")
+}
+
+/// A node down since `s`: its Ready condition `(status, reason)`, and `taint` as NoExecute and
+/// NoSchedule taints.
+fn down(node: Value, s: i64, (ready, reason): (&str, &str), taint: &str) -> Value {
+    let ready = json!({"type": "Ready", "status": ready, "lastTransitionTime": ts(s), "reason": reason});
+    let node = set(node, "/status/conditions", json!([ready]));
+    let tainted = |effect: &str| json!({"key": taint, "effect": effect, "timeAdded": ts(s)});
+    set(node, "/spec/taints", json!([tainted("NoExecute"), tainted("NoSchedule")]))
+}
+
+/// `n` pods of job `a` stuck terminating (deleted at 300) on the unreachable node n1, and six
+/// healthy nodes.
+pub(crate) fn stuck_pods(n: usize) -> Vec<Value> {
+    let job = pytorchjob("a");
+    let mut objects = vec![job.clone(), unreachable(node("n1", None), 0)];
+    objects.extend((1..=6).map(|i| node(&format!("h{i}"), None)));
+    objects.extend((0..n).map(|i| deleting(v1_pod(&job, &format!("a-worker-{i}"), "n1"), 300)));
+    objects
 }
 
 /// A TrainJob finished at `s` through condition `type_` (`Complete` or `Failed`).
@@ -251,27 +250,20 @@ pub(crate) fn jobset_pod(jobset: &str, name: &str, node: &str) -> Value {
     })
 }
 
+/// When a job was first seen suspended, by UID: the live controller's memory.
+pub(crate) type FirstSeen = HashMap<Str, Timestamp>;
+
 /// Runs the planner over `objects` at T0+`now` and renders each action as a short line:
 /// `action kind ns/name rule reason[ @+seconds]`.
 pub(crate) fn plan_lines(objects: &[Value], now: i64, config: &PlanConfig) -> Vec<String> {
     plan_lines_with(objects, now, config, &HashMap::new())
 }
 
-pub(crate) fn plan_lines_with(
-    objects: &[Value],
-    now: i64,
-    config: &PlanConfig,
-    first_seen: &HashMap<Str, Timestamp>,
-) -> Vec<String> {
+pub(crate) fn plan_lines_with(objects: &[Value], now: i64, config: &PlanConfig, first_seen: &FirstSeen) -> Vec<String> {
     plan_json(objects, now, config, first_seen).iter().map(short).collect()
 }
 
-pub(crate) fn plan_json(
-    objects: &[Value],
-    now: i64,
-    config: &PlanConfig,
-    first_seen: &HashMap<Str, Timestamp>,
-) -> Vec<Value> {
+pub(crate) fn plan_json(objects: &[Value], now: i64, config: &PlanConfig, first_seen: &FirstSeen) -> Vec<Value> {
     let (snapshot, _) = snapshot_from_values(objects).expect("objects decode");
     let input = PlanInput {
         snapshot: &snapshot,

@@ -21,16 +21,92 @@ use trainguard_core::planner::{Action, PlanInput, Reason, TokenBucket, ZoneHealt
 use trainguard_fake_api::{FakeApi, status, success};
 
 type Answer = (u16, Value);
-/// (name, live GET, DELETE, outcome, non-event calls, events)
-type TtlCase = (&'static str, Answer, Option<Answer>, WorkOutcome, usize, Vec<&'static str>);
-/// (name, pod GET, node GET, status patch, delete, outcome, non-event calls, events)
-type PodCase =
-    (&'static str, Answer, Option<Answer>, Option<Answer>, Option<Answer>, WorkOutcome, usize, Vec<&'static str>);
+/// (name, the answers to the executor's calls in the order it makes them, outcome, events). The
+/// executor must make exactly those calls: one answer per call, events aside.
+type Case = (&'static str, Vec<Answer>, WorkOutcome, Vec<&'static str>);
 
 const JOB_PATH: &str = "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs/a";
 const POD_PATH: &str = "/api/v1/namespaces/ml/pods/a-master-0";
+const POD_STATUS_PATH: &str = "/api/v1/namespaces/ml/pods/a-master-0/status";
 const NODE_PATH: &str = "/api/v1/nodes/n1";
 const TRAINJOB_PATH: &str = "/apis/trainer.kubeflow.org/v1alpha1/namespaces/ml/trainjobs/t";
+
+/// The calls of the force delete of pod a-master-0, in the order the executor makes them.
+const FORCE_DELETE_CALLS: [(&str, &str); 4] =
+    [("GET", POD_PATH), ("GET", NODE_PATH), ("PATCH", POD_STATUS_PATH), ("DELETE", POD_PATH)];
+
+fn ok(body: Value) -> Answer {
+    (200, body)
+}
+
+fn not_found() -> Answer {
+    (404, status(404, "NotFound"))
+}
+
+fn conflict() -> Answer {
+    (409, status(409, "Conflict"))
+}
+
+fn server_error() -> Answer {
+    (500, status(500, "InternalError"))
+}
+
+/// Answers `calls` with `answers`, pairwise; calls past the answers get none.
+fn mount(api: &FakeApi, calls: &[(&str, &str)], answers: Vec<Answer>) {
+    for ((method, path), (code, body)) in calls.iter().zip(answers) {
+        api.on(method, path, code, body);
+    }
+}
+
+/// The answers to a force delete that gets past its live re-check (`pod` and `node` as read live),
+/// then `writes`: the status patch's and the delete's, as far as it gets.
+fn rechecked(pod: &Value, node: &Value, writes: impl IntoIterator<Item = Answer>) -> Vec<Answer> {
+    [ok(pod.clone()), ok(node.clone())].into_iter().chain(writes).collect()
+}
+
+/// Executes `planned` at `now` against a fresh fake API answering `calls` with the case's answers;
+/// checks the outcome and that the executor made one call per answer. The caller checks events.
+async fn run_case(
+    calls: &[(&str, &str)],
+    (name, answers, want): (&str, Vec<Answer>, WorkOutcome),
+    config: &PlanConfig,
+    now: i64,
+    planned: Vec<Work>,
+) -> FakeApi {
+    let api = FakeApi::new();
+    let expected_calls = answers.len();
+    mount(&api, calls, answers);
+    let reports = execute(&api, config, now, planned).await;
+    assert_eq!(outcomes(&reports), [want], "{name}");
+    assert_eq!(api.calls().len(), expected_calls, "{name}: {:?}", api.calls());
+    api
+}
+
+/// The live re-check and the delete of an expired `object` (at `path`), case by case.
+async fn check_ttl_cases(path: &str, object: &Value, cases: Vec<Case>) {
+    let c = PlanConfig::acting();
+    for (name, answers, want, events) in cases {
+        let planned = works(std::slice::from_ref(object), 90, &c);
+        let api = run_case(&[("GET", path), ("DELETE", path)], (name, answers, want), &c, 90, planned).await;
+        assert_eq!(api.event_reasons(), events, "{name}");
+    }
+}
+
+/// What every kind's TTL delete meets alike, `live` being the expired object as planned.
+fn ttl_cases_of_every_kind(live: &Value) -> Vec<Case> {
+    vec![
+        ("gone before the GET", vec![not_found()], WorkOutcome::Done, vec![]),
+        ("gone between GET and DELETE: quiet", vec![ok(live.clone()), not_found()], WorkOutcome::Done, vec![]),
+        ("changed between GET and DELETE", vec![ok(live.clone()), conflict()], WorkOutcome::Conflict, vec![]),
+        ("server error", vec![ok(live.clone()), server_error()], WorkOutcome::Failed, vec!["TTLDeleteFailed"]),
+        (
+            "recreated with the same name (new UID)",
+            vec![ok(set(live.clone(), "/metadata/uid", json!("new")))],
+            WorkOutcome::Done,
+            vec![],
+        ),
+    ]
+}
 
 /// Plans `objects` at `now` and turns each key's actions into executor work.
 fn works(objects: &[Value], now: i64, config: &PlanConfig) -> Vec<Work> {
@@ -56,7 +132,27 @@ fn works(objects: &[Value], now: i64, config: &PlanConfig) -> Vec<Work> {
 
 /// Leading, with a full bucket and an empty node cache (the brake then sees only the live node).
 fn shared(config: &PlanConfig) -> Shared {
-    Shared::new(CancellationToken::new(), Shared::full_bucket(config.max_force_deletes_per_minute))
+    leading_until(CancellationToken::new(), config)
+}
+
+/// As [`shared`], leading until `leading` is cancelled.
+fn leading_until(leading: CancellationToken, config: &PlanConfig) -> Shared {
+    Shared::new(leading, Shared::full_bucket(config.max_force_deletes_per_minute))
+}
+
+/// As [`shared`], the node cache holding the zones of `objects`: what the brake re-checks with.
+fn shared_seeing(objects: &[Value], config: &PlanConfig) -> Shared {
+    let (snapshot, _) = snapshot_from_values(objects).unwrap();
+    let shared = shared(config);
+    shared.zones.store(Arc::new(ZoneHealth::compute(&snapshot)));
+    shared
+}
+
+/// An executor over `api` whose clock reads T0+`now`.
+fn executor(api: &FakeApi, config: &PlanConfig, now: i64, shared: Shared, metrics: Metrics) -> Executor {
+    let client = api.client();
+    let events = EventSink::new(client.clone(), Some("trainguard-0".into()));
+    Executor::new(client, config.clone(), events, metrics, Arc::new(move || at(now)), shared)
 }
 
 /// Runs the work through an executor whose clock reads T0+`now`.
@@ -65,10 +161,7 @@ async fn execute(api: &FakeApi, config: &PlanConfig, now: i64, works: Vec<Work>)
 }
 
 async fn execute_shared(api: &FakeApi, config: &PlanConfig, now: i64, works: Vec<Work>, shared: Shared) -> Vec<Report> {
-    let client = api.client();
-    let events = EventSink::new(client.clone(), Some("trainguard-0".into()));
-    let mut executor =
-        Executor::new(client, config.clone(), events, Metrics::unregistered(), Arc::new(move || at(now)), shared);
+    let mut executor = executor(api, config, now, shared, Metrics::unregistered());
     let mut reports = Vec::new();
     for work in works {
         reports.push(executor.execute(work).await);
@@ -127,65 +220,19 @@ async fn ttl_delete_uses_the_live_resource_version_and_propagation_flag() {
 #[tokio::test]
 async fn ttl_delete_status_handling() {
     let job = expired_job();
-    let c = PlanConfig::acting();
-    // (name, live GET, DELETE answer, outcome, non-event calls, events)
-    let cases: Vec<TtlCase> = vec![
-        ("gone before the GET", (404, status(404, "NotFound")), None, WorkOutcome::Done, 1, vec![]),
-        (
-            "gone between GET and DELETE",
-            (200, job.clone()),
-            Some((404, status(404, "NotFound"))),
-            WorkOutcome::Done,
-            2,
-            vec![],
-        ),
-        (
-            "changed between GET and DELETE",
-            (200, job.clone()),
-            Some((409, status(409, "Conflict"))),
-            WorkOutcome::Conflict,
-            2,
-            vec![],
-        ),
-        (
-            "server error",
-            (200, job.clone()),
-            Some((500, status(500, "InternalError"))),
-            WorkOutcome::Failed,
-            2,
-            vec!["TTLDeleteFailed"],
-        ),
-        ("GET fails", (500, status(500, "InternalError")), None, WorkOutcome::Failed, 1, vec![]),
-        ("resumed meanwhile (live is suspended)", (200, suspended(job.clone())), None, WorkOutcome::Aborted, 1, vec![]),
-        (
-            "recreated with the same name (new UID)",
-            (200, set(job.clone(), "/metadata/uid", json!("new"))),
-            None,
-            WorkOutcome::Done,
-            1,
-            vec![],
-        ),
-        ("TTL raised meanwhile", (200, with_ttl(job.clone(), 3600)), None, WorkOutcome::Aborted, 1, vec![]),
+    let mut cases = ttl_cases_of_every_kind(&job);
+    cases.extend([
+        ("GET fails", vec![server_error()], WorkOutcome::Failed, vec![]),
+        ("resumed meanwhile (live is suspended)", vec![ok(suspended(job.clone()))], WorkOutcome::Aborted, vec![]),
+        ("TTL raised meanwhile", vec![ok(with_ttl(job.clone(), 3600))], WorkOutcome::Aborted, vec![]),
         (
             "opted out meanwhile",
-            (200, label(job.clone(), "trainguard.io/ignore", "true")),
-            None,
+            vec![ok(label(job.clone(), "trainguard.io/ignore", "true"))],
             WorkOutcome::Aborted,
-            1,
             vec![],
         ),
-    ];
-    for (name, get, delete, want, calls, events) in cases {
-        let api = FakeApi::new();
-        api.on("GET", JOB_PATH, get.0, get.1);
-        if let Some((code, body)) = delete {
-            api.on("DELETE", JOB_PATH, code, body);
-        }
-        let reports = execute(&api, &c, 90, works(std::slice::from_ref(&job), 90, &c)).await;
-        assert_eq!(outcomes(&reports), [want], "{name}");
-        assert_eq!(api.calls().len(), calls, "{name}: {:?}", api.calls());
-        assert_eq!(api.event_reasons(), events, "{name}");
-    }
+    ]);
+    check_ttl_cases(JOB_PATH, &job, cases).await;
 }
 
 #[tokio::test]
@@ -199,6 +246,22 @@ async fn repeated_delete_failures_publish_one_event_per_episode() {
     let reports = execute(&api, &c, 90, w).await;
     assert_eq!(outcomes(&reports), [WorkOutcome::Failed, WorkOutcome::Failed]);
     assert_eq!(api.event_reasons(), ["TTLDeleteFailed"]);
+}
+
+/// Job a with its pod stuck Terminating on n1, n1 to n3 of zone z unreachable, then `healthy`.
+fn zone_z_down(healthy: impl IntoIterator<Item = Value>) -> Vec<Value> {
+    let job = pytorchjob("a");
+    let mut objects = vec![job.clone(), deleting(v1_pod(&job, "a-master-0", "n1"), 300)];
+    objects.extend(["n1", "n2", "n3"].map(|n| unreachable(node(n, Some("z")), 0)));
+    objects.extend(healthy);
+    objects
+}
+
+/// The work planned at 420, which force-deletes.
+fn planned_force_delete(objects: &[Value], config: &PlanConfig) -> Vec<Work> {
+    let w = works(objects, 420, config);
+    assert!(w[0].actions.iter().any(|a| matches!(a.action, Action::ForceDeletePod { .. })));
+    w
 }
 
 fn stuck_pod_world() -> Vec<Value> {
@@ -218,10 +281,8 @@ async fn force_delete_patches_status_then_deletes_with_grace_zero_and_uid() {
     let objects = stuck_pod_world();
     let c = PlanConfig::acting();
     let api = FakeApi::new();
-    api.on("GET", POD_PATH, 200, objects[1].clone())
-        .on("GET", NODE_PATH, 200, objects[2].clone())
-        .on("PATCH", &format!("{POD_PATH}/status"), 200, objects[1].clone())
-        .on("DELETE", POD_PATH, 200, objects[1].clone());
+    let (pod, dead) = (objects[1].clone(), objects[2].clone());
+    mount(&api, &FORCE_DELETE_CALLS, vec![ok(pod.clone()), ok(dead), ok(pod.clone()), ok(pod)]);
     let reports = execute(&api, &c, 420, works(&objects, 420, &c)).await;
     assert_eq!(outcomes(&reports), [WorkOutcome::Done]);
     assert_eq!(
@@ -229,7 +290,7 @@ async fn force_delete_patches_status_then_deletes_with_grace_zero_and_uid() {
         [
             format!("GET {POD_PATH}"),
             format!("GET {NODE_PATH}"),
-            format!("PATCH {POD_PATH}/status"),
+            format!("PATCH {POD_STATUS_PATH}"),
             format!("DELETE {POD_PATH}"),
         ]
     );
@@ -254,94 +315,35 @@ async fn force_delete_rechecks_on_live_state() {
     let dead = objects[2].clone();
     let recreated = set(v1_pod(&objects[0], "a-master-0", "n2"), "/metadata/uid", json!("uid-new"));
     let held = set(pod.clone(), "/metadata/finalizers", json!(["example.com/keep"]));
-    let patch_path = format!("{POD_PATH}/status");
-    // (name, pod GET, node GET, status patch, delete, outcome, non-event calls, events)
-    let cases: Vec<PodCase> = vec![
-        ("pod already gone", (404, status(404, "NotFound")), None, None, None, WorkOutcome::Done, 1, vec![]),
-        (
-            "pod recreated with the same name and a new UID: untouched",
-            (200, recreated),
-            None,
-            None,
-            None,
-            WorkOutcome::Done,
-            1,
-            vec![],
-        ),
-        (
-            "node Ready again: cancelled",
-            (200, pod.clone()),
-            Some((200, node("n1", None))),
-            None,
-            None,
-            WorkOutcome::Aborted,
-            2,
-            vec![],
-        ),
+    // Up to the status patch and the delete.
+    let patched = |delete| rechecked(&pod, &dead, [ok(pod.clone()), delete]);
+    let cases: Vec<Case> = vec![
+        ("pod already gone", vec![not_found()], WorkOutcome::Done, vec![]),
+        ("pod recreated with the same name and a new UID: untouched", vec![ok(recreated)], WorkOutcome::Done, vec![]),
+        ("node Ready again: cancelled", vec![ok(pod.clone()), ok(node("n1", None))], WorkOutcome::Aborted, vec![]),
         (
             "node deleted meanwhile (404): still acts",
-            (200, pod.clone()),
-            Some((404, status(404, "NotFound"))),
-            Some((200, pod.clone())),
-            Some((200, pod.clone())),
+            vec![ok(pod.clone()), not_found(), ok(pod.clone()), ok(pod.clone())],
             WorkOutcome::Done,
-            4,
             vec!["ForceDeletedStuckPod", "ForceDeletedStuckPod"],
         ),
         (
             "status patch hits the UID precondition (409): done, no delete",
-            (200, pod.clone()),
-            Some((200, dead.clone())),
-            Some((409, status(409, "Conflict"))),
-            None,
+            rechecked(&pod, &dead, [conflict()]),
             WorkOutcome::Done,
-            3,
             vec![],
         ),
-        (
-            "delete precondition failed (409): already done",
-            (200, pod.clone()),
-            Some((200, dead.clone())),
-            Some((200, pod.clone())),
-            Some((409, status(409, "Conflict"))),
-            WorkOutcome::Done,
-            4,
-            vec![],
-        ),
-        (
-            "delete fails (500): backoff",
-            (200, pod.clone()),
-            Some((200, dead.clone())),
-            Some((200, pod.clone())),
-            Some((500, status(500, "InternalError"))),
-            WorkOutcome::Failed,
-            4,
-            vec![],
-        ),
+        ("delete precondition failed (409): already done", patched(conflict()), WorkOutcome::Done, vec![]),
+        ("delete fails (500): backoff", patched(server_error()), WorkOutcome::Failed, vec![]),
         (
             "held by a finalizer the cache did not show: reported after the delete, never stripped",
-            (200, pod.clone()),
-            Some((200, dead.clone())),
-            Some((200, pod.clone())),
-            Some((200, held)),
+            patched(ok(held)),
             WorkOutcome::Done,
-            4,
             vec!["ForceDeletedStuckPod", "PodBlockedByFinalizers", "ForceDeletedStuckPod"],
         ),
     ];
-    for (name, pod_get, node_get, patch, delete, want, calls, events) in cases {
-        let api = FakeApi::new();
-        api.on("GET", POD_PATH, pod_get.0, pod_get.1);
-        for (method, path, answer) in
-            [("GET", NODE_PATH, node_get), ("PATCH", patch_path.as_str(), patch), ("DELETE", POD_PATH, delete)]
-        {
-            if let Some((code, body)) = answer {
-                api.on(method, path, code, body);
-            }
-        }
-        let reports = execute(&api, &c, 420, works(&objects, 420, &c)).await;
-        assert_eq!(outcomes(&reports), [want], "{name}");
-        assert_eq!(api.calls().len(), calls, "{name}: {:?}", api.calls());
+    for (name, answers, want, events) in cases {
+        let api = run_case(&FORCE_DELETE_CALLS, (name, answers, want), &c, 420, works(&objects, 420, &c)).await;
         let mut got = api.event_reasons();
         let mut want_events: Vec<String> = events.iter().map(|s| s.to_string()).collect();
         got.sort();
@@ -366,48 +368,31 @@ async fn finalizer_warning_predicted_by_the_plan_is_published_once_after_the_del
         })
         .collect();
     assert_eq!(planned, ["ForceDeletedStuckPod", "ForceDeletedStuckPod", "PodBlockedByFinalizers"]);
+    let (pod, dead) = (&objects[1], &objects[2]);
+    let patched = |delete| rechecked(pod, dead, [ok(pod.clone()), delete]);
     // Delete fails: nothing is reported.
     let api = FakeApi::new();
-    api.on("GET", POD_PATH, 200, objects[1].clone())
-        .on("GET", NODE_PATH, 200, objects[2].clone())
-        .on("PATCH", &format!("{POD_PATH}/status"), 200, objects[1].clone())
-        .on("DELETE", POD_PATH, 500, status(500, "InternalError"));
+    mount(&api, &FORCE_DELETE_CALLS, patched(server_error()));
     execute(&api, &c, 420, w.clone()).await;
     assert_eq!(api.event_reasons(), Vec::<String>::new());
     // Delete accepted, pod still there with the finalizer: one warning, not two.
     let api = FakeApi::new();
-    api.on("GET", POD_PATH, 200, objects[1].clone())
-        .on("GET", NODE_PATH, 200, objects[2].clone())
-        .on("PATCH", &format!("{POD_PATH}/status"), 200, objects[1].clone())
-        .on("DELETE", POD_PATH, 200, objects[1].clone());
+    mount(&api, &FORCE_DELETE_CALLS, patched(ok(pod.clone())));
     execute(&api, &c, 420, w).await;
     assert_eq!(api.event_reasons(), ["ForceDeletedStuckPod", "ForceDeletedStuckPod", "PodBlockedByFinalizers"]);
 }
 
 #[tokio::test]
 async fn force_delete_brake_rechecked_with_the_live_node() {
-    let job = pytorchjob("a");
-    let objects = vec![
-        job.clone(),
-        deleting(v1_pod(&job, "a-master-0", "n1"), 300),
-        unreachable(node("n1", Some("z")), 0),
-        unreachable(node("n2", Some("z")), 0),
-        unreachable(node("n3", Some("z")), 0),
-        node("n4", Some("z")),
-        node("n5", Some("z")),
-        node("n6", Some("z")),
-    ];
+    let objects = zone_z_down(["n4", "n5", "n6"].map(|n| node(n, Some("z"))));
     let c = PlanConfig::acting();
     // 3 of 6 (0.5) at planning: it acts.
-    let w = works(&objects, 420, &c);
-    assert!(w[0].actions.iter().any(|a| matches!(a.action, Action::ForceDeletePod { .. })));
+    let w = planned_force_delete(&objects, &c);
     // Between planning and execution a fourth node of the zone went down: the executor decides on
     // the node cache as it is when the delete is due, not on the counts seen at planning.
     let mut more = objects.clone();
     more[5] = unreachable(node("n4", Some("z")), 0);
-    let (snapshot, _) = snapshot_from_values(&more).unwrap();
-    let shared = shared(&c);
-    shared.zones.store(Arc::new(ZoneHealth::compute(&snapshot)));
+    let shared = shared_seeing(&more, &c);
     let api = FakeApi::new();
     api.on("GET", POD_PATH, 200, objects[1].clone()).on("GET", NODE_PATH, 200, objects[2].clone());
     let reports = execute_shared(&api, &c, 420, w, shared).await;
@@ -518,7 +503,7 @@ async fn every_executor_call_is_in_the_api_call_table() {
         .on("PATCH", s_path, 200, stuck)
         .on("GET", POD_PATH, 200, pods[1].clone())
         .on("GET", NODE_PATH, 200, pods[2].clone())
-        .on("PATCH", &format!("{POD_PATH}/status"), 200, pods[1].clone())
+        .on("PATCH", POD_STATUS_PATH, 200, pods[1].clone())
         .on("DELETE", POD_PATH, 200, pods[1].clone())
         .on("GET", TRAINJOB_PATH, 200, expired_trainjob())
         .on("DELETE", TRAINJOB_PATH, 200, success());
@@ -546,18 +531,9 @@ async fn every_executor_call_is_in_the_api_call_table() {
     }
 }
 
-/// `n` pods of job `a` stuck terminating on the unreachable node n1, plus healthy nodes.
-fn many_stuck_pods(n: usize) -> Vec<Value> {
-    let job = pytorchjob("a");
-    let mut objects = vec![job.clone(), unreachable(node("n1", None), 0)];
-    objects.extend((1..=6).map(|i| node(&format!("h{i}"), None)));
-    objects.extend((0..n).map(|i| deleting(v1_pod(&job, &format!("a-worker-{i}"), "n1"), 300)));
-    objects
-}
-
 #[tokio::test]
 async fn lease_lost_with_destructive_work_queued_makes_no_write_after_the_loss() {
-    let objects = many_stuck_pods(6);
+    let objects = stuck_pods(6);
     let c = PlanConfig::acting();
     let queued = works(&objects, 420, &c);
     assert_eq!(queued.len(), 6, "one force delete per pod");
@@ -574,10 +550,7 @@ async fn lease_lost_with_destructive_work_queued_makes_no_write_after_the_loss()
             }
         });
     }
-    let client = api.client();
-    let shared = Shared::new(leading.clone(), Shared::full_bucket(c.max_force_deletes_per_minute));
-    let events = EventSink::new(client.clone(), Some("trainguard-0".into()));
-    let executor = Executor::new(client, c.clone(), events, Metrics::unregistered(), Arc::new(|| at(420)), shared);
+    let executor = executor(&api, &c, 420, leading_until(leading.clone(), &c), Metrics::unregistered());
     let (work_tx, work_rx) = tokio::sync::mpsc::unbounded_channel();
     let (report_tx, mut report_rx) = tokio::sync::mpsc::unbounded_channel();
     for w in queued {
@@ -614,7 +587,7 @@ async fn lease_lost_with_destructive_work_queued_makes_no_write_after_the_loss()
 async fn executor_does_nothing_once_leadership_has_ended() {
     // Every kind of work: a TTL delete, a stash patch, a force delete.
     let stuck = set(suspended(with_ttl(pytorchjob("s"), 3600)), "/metadata/resourceVersion", json!("200"));
-    let mut objects = many_stuck_pods(1);
+    let mut objects = stuck_pods(1);
     objects.extend([
         with_ttl(succeeded(pytorchjob("t"), 0), 60),
         stuck.clone(),
@@ -634,7 +607,7 @@ async fn executor_does_nothing_once_leadership_has_ended() {
 
 #[tokio::test]
 async fn rate_limit_tokens_are_taken_at_execution_only() {
-    let objects = many_stuck_pods(3);
+    let objects = stuck_pods(3);
     let c = PlanConfig { max_force_deletes_per_minute: 1, ..PlanConfig::acting() };
     let bucket = |tokens: u32| {
         let b = Shared::full_bucket(1);
@@ -710,15 +683,7 @@ async fn a_brake_found_at_planning_is_counted_in_the_suppressed_metric() {
     // A whole zone down (3 of 3) when the delete is planned: the planner holds it back with an
     // event and no write. The e2e zone outage showed the counter staying absent: only brakes
     // found at execution were counted.
-    let job = pytorchjob("a");
-    let objects = vec![
-        job.clone(),
-        deleting(v1_pod(&job, "a-master-0", "n1"), 300),
-        unreachable(node("n1", Some("z")), 0),
-        unreachable(node("n2", Some("z")), 0),
-        unreachable(node("n3", Some("z")), 0),
-        node("h1", Some("y")),
-    ];
+    let objects = zone_z_down([node("h1", Some("y"))]);
     let c = PlanConfig::default();
     let (snapshot, _) = snapshot_from_values(&objects).unwrap();
     let input = PlanInput {
@@ -740,11 +705,8 @@ async fn a_brake_found_at_planning_is_counted_in_the_suppressed_metric() {
         .collect();
     assert_eq!(works.len(), 1);
     let api = FakeApi::new();
-    let client = api.client();
     let mut registry = prometheus_client::registry::Registry::default();
-    let metrics = Metrics::register(&mut registry);
-    let events = EventSink::new(client.clone(), Some("trainguard-0".into()));
-    let mut executor = Executor::new(client, c.clone(), events, metrics, Arc::new(|| at(420)), shared(&c));
+    let mut executor = executor(&api, &c, 420, shared(&c), Metrics::register(&mut registry));
     for work in works {
         executor.execute(work).await;
     }
@@ -772,8 +734,7 @@ async fn cluster_brake_decided_at_execution_on_fresh_counts() {
         node("c2", Some("c")),
     ];
     let c = PlanConfig::acting();
-    let w = works(&calm, 420, &c);
-    assert!(w[0].actions.iter().any(|a| matches!(a.action, Action::ForceDeletePod { .. })));
+    let w = planned_force_delete(&calm, &c);
     // By execution, nodes of b and c failed a few seconds ago: no zone trips on its own (2 of 2
     // stays under the small-zone floor), the cluster does (4 of 6). The fresh NotReady nodes
     // count at once, long before --node-not-ready-for.
@@ -781,9 +742,7 @@ async fn cluster_brake_decided_at_execution_on_fresh_counts() {
     now[4] = unreachable(node("b1", Some("b")), 415);
     now[5] = unreachable(node("b2", Some("b")), 415);
     now[6] = unreachable(node("c1", Some("c")), 415);
-    let (snapshot, _) = snapshot_from_values(&now).unwrap();
-    let shared = shared(&c);
-    shared.zones.store(Arc::new(ZoneHealth::compute(&snapshot)));
+    let shared = shared_seeing(&now, &c);
     let api = FakeApi::with_objects(now);
     let reports = execute_shared(&api, &c, 420, w, shared).await;
     assert_eq!(outcomes(&reports), [WorkOutcome::Suppressed]);
@@ -824,77 +783,14 @@ async fn trainjob_ttl_delete_rechecks_live_and_carries_preconditions() {
     assert_eq!(api.event_reasons(), ["TTLExpiredDeleted"]);
     assert_eq!(api.seen()[2].body["regarding"]["kind"], "TrainJob");
 
-    // (name, live GET, DELETE answer, outcome, non-event calls, events)
-    let cases: Vec<TtlCase> = vec![
-        ("gone before the GET", (404, status(404, "NotFound")), None, WorkOutcome::Done, 1, vec![]),
-        (
-            "deleted by someone else between GET and DELETE: quiet",
-            (200, tj.clone()),
-            Some((404, status(404, "NotFound"))),
-            WorkOutcome::Done,
-            2,
-            vec![],
-        ),
-        (
-            "changed between GET and DELETE",
-            (200, tj.clone()),
-            Some((409, status(409, "Conflict"))),
-            WorkOutcome::Conflict,
-            2,
-            vec![],
-        ),
-        (
-            "server error",
-            (200, tj.clone()),
-            Some((500, status(500, "InternalError"))),
-            WorkOutcome::Failed,
-            2,
-            vec!["TTLDeleteFailed"],
-        ),
-        (
-            "suspended meanwhile",
-            (200, set(tj.clone(), "/spec/suspend", json!(true))),
-            None,
-            WorkOutcome::Aborted,
-            1,
-            vec![],
-        ),
-        (
-            "TTL raised meanwhile",
-            (200, annotate(tj.clone(), "trainguard.io/ttl-seconds-after-finished", "3600")),
-            None,
-            WorkOutcome::Aborted,
-            1,
-            vec![],
-        ),
-        (
-            "annotation made unreadable meanwhile",
-            (200, annotate(tj.clone(), "trainguard.io/ttl-seconds-after-finished", "later")),
-            None,
-            WorkOutcome::Aborted,
-            1,
-            vec![],
-        ),
-        (
-            "recreated with the same name (new UID)",
-            (200, set(tj.clone(), "/metadata/uid", json!("new"))),
-            None,
-            WorkOutcome::Done,
-            1,
-            vec![],
-        ),
-    ];
-    for (name, get, delete, want, calls, events) in cases {
-        let api = FakeApi::new();
-        api.on("GET", TRAINJOB_PATH, get.0, get.1);
-        if let Some((code, body)) = delete {
-            api.on("DELETE", TRAINJOB_PATH, code, body);
-        }
-        let reports = execute(&api, &c, 90, works(std::slice::from_ref(&tj), 90, &c)).await;
-        assert_eq!(outcomes(&reports), [want], "{name}");
-        assert_eq!(api.calls().len(), calls, "{name}: {:?}", api.calls());
-        assert_eq!(api.event_reasons(), events, "{name}");
-    }
+    let annotated = |ttl| annotate(tj.clone(), "trainguard.io/ttl-seconds-after-finished", ttl);
+    let mut cases = ttl_cases_of_every_kind(&tj);
+    cases.extend([
+        ("suspended meanwhile", vec![ok(set(tj.clone(), "/spec/suspend", json!(true)))], WorkOutcome::Aborted, vec![]),
+        ("TTL raised meanwhile", vec![ok(annotated("3600"))], WorkOutcome::Aborted, vec![]),
+        ("annotation made unreadable meanwhile", vec![ok(annotated("later"))], WorkOutcome::Aborted, vec![]),
+    ]);
+    check_ttl_cases(TRAINJOB_PATH, &tj, cases).await;
 
     // Report mode: the GET and the re-check, no DELETE, the Would event.
     let report = PlanConfig { mode: Mode::Report, ..PlanConfig::acting() };
@@ -919,76 +815,30 @@ async fn kueue_annotated_pod_someone_else_deleted_first_is_quiet_success() {
     let c = PlanConfig { force_delete_after: k8s_openapi::jiff::SignedDuration::from_secs(30), ..PlanConfig::acting() };
     let pod = objects[1].clone();
     let dead = objects[2].clone();
-    let patch_path = format!("{POD_PATH}/status");
+    let patched = |delete| rechecked(&pod, &dead, [ok(pod.clone()), delete]);
     // Kueue (or PodGC) got there first, at each step of the way: success, no Warning, no event at all.
-    let cases: Vec<PodCase> = vec![
-        ("gone before the GET", (404, status(404, "NotFound")), None, None, None, WorkOutcome::Done, 1, vec![]),
-        (
-            "gone before the status patch",
-            (200, pod.clone()),
-            Some((200, dead.clone())),
-            Some((404, status(404, "NotFound"))),
-            None,
-            WorkOutcome::Done,
-            3,
-            vec![],
-        ),
-        (
-            "gone before the DELETE",
-            (200, pod.clone()),
-            Some((200, dead.clone())),
-            Some((200, pod.clone())),
-            Some((404, status(404, "NotFound"))),
-            WorkOutcome::Done,
-            4,
-            vec![],
-        ),
-        (
-            "UID precondition failed on the DELETE",
-            (200, pod.clone()),
-            Some((200, dead.clone())),
-            Some((200, pod.clone())),
-            Some((409, status(409, "Conflict"))),
-            WorkOutcome::Done,
-            4,
-            vec![],
-        ),
+    let cases: Vec<Case> = vec![
+        ("gone before the GET", vec![not_found()], WorkOutcome::Done, vec![]),
+        ("gone before the status patch", rechecked(&pod, &dead, [not_found()]), WorkOutcome::Done, vec![]),
+        ("gone before the DELETE", patched(not_found()), WorkOutcome::Done, vec![]),
+        ("UID precondition failed on the DELETE", patched(conflict()), WorkOutcome::Done, vec![]),
         (
             "already escalated to grace 0 by Kueue: nothing more",
-            (200, set(pod.clone(), "/metadata/deletionGracePeriodSeconds", json!(0))),
-            None,
-            None,
-            None,
+            vec![ok(set(pod.clone(), "/metadata/deletionGracePeriodSeconds", json!(0)))],
             WorkOutcome::Done,
-            1,
             vec![],
         ),
         (
             "not gone: acted on, and the event says Kueue had not",
-            (200, pod.clone()),
-            Some((200, dead.clone())),
-            Some((200, pod.clone())),
-            Some((200, pod.clone())),
+            patched(ok(pod.clone())),
             WorkOutcome::Done,
-            4,
             vec!["ForceDeletedStuckPod", "ForceDeletedStuckPod"],
         ),
     ];
-    for (name, pod_get, node_get, patch, delete, want, calls, events) in cases {
-        let api = FakeApi::new();
-        api.on("GET", POD_PATH, pod_get.0, pod_get.1);
-        for (method, path, answer) in
-            [("GET", NODE_PATH, node_get), ("PATCH", patch_path.as_str(), patch), ("DELETE", POD_PATH, delete)]
-        {
-            if let Some((code, body)) = answer {
-                api.on(method, path, code, body);
-            }
-        }
+    for (name, answers, want, events) in cases {
         let planned = works(&objects, 390, &c);
         assert_eq!(planned.len(), 1, "{name}: planned at 390, past Kueue's window");
-        let reports = execute(&api, &c, 390, planned).await;
-        assert_eq!(outcomes(&reports), [want], "{name}");
-        assert_eq!(api.calls().len(), calls, "{name}: {:?}", api.calls());
+        let api = run_case(&FORCE_DELETE_CALLS, (name, answers, want), &c, 390, planned).await;
         assert_eq!(api.event_reasons(), events, "{name}");
         if !events.is_empty() {
             let message = api.seen()[4].body["note"].as_str().unwrap_or_default().to_string();
@@ -1009,15 +859,13 @@ async fn a_pod_that_succeeded_since_planning_keeps_its_phase() {
     let c = PlanConfig::acting();
     let succeeded_live = set(objects[1].clone(), "/status/phase", json!("Succeeded"));
     let api = FakeApi::new();
-    api.on("GET", POD_PATH, 200, succeeded_live.clone())
-        .on("GET", NODE_PATH, 200, objects[2].clone())
-        .on("PATCH", &format!("{POD_PATH}/status"), 200, succeeded_live.clone())
-        .on("DELETE", POD_PATH, 200, succeeded_live);
+    let live = ok(succeeded_live);
+    mount(&api, &FORCE_DELETE_CALLS, vec![live.clone(), ok(objects[2].clone()), live.clone(), live]);
     let planned = works(&objects, 420, &c);
     let reports = execute(&api, &c, 420, planned).await;
     assert_eq!(outcomes(&reports), [WorkOutcome::Done]);
     let patch = &api.seen()[2];
-    assert_eq!(patch.path, format!("{POD_PATH}/status"));
+    assert_eq!(patch.path, POD_STATUS_PATH);
     assert_eq!(patch.body["status"].get("phase"), None, "{}", patch.body);
     assert_eq!(patch.body["status"]["conditions"][0]["type"], "DisruptionTarget");
     assert_eq!(api.calls()[3], format!("DELETE {POD_PATH}"));
@@ -1031,51 +879,42 @@ async fn a_hanging_write_is_cut_when_leadership_ends() {
     use crate::controller::execute::WRITE_TIMEOUT;
     // A write sent just before the fence falls is cut before the lease could expire.
     assert!(WRITE_TIMEOUT < crate::controller::leader::FENCE_MARGIN, "{WRITE_TIMEOUT:?}");
-    let job = expired_job();
     let api = FakeApi::new();
-    api.on("GET", JOB_PATH, 200, job.clone());
+    api.on("GET", JOB_PATH, 200, expired_job());
     api.stall("DELETE", JOB_PATH);
-    let c = PlanConfig::acting();
-    let leading = CancellationToken::new();
-    let shared = Shared::new(leading.clone(), Shared::full_bucket(c.max_force_deletes_per_minute));
-    let client = api.client();
-    let events = EventSink::new(client.clone(), Some("trainguard-0".into()));
-    let mut executor = Executor::new(client, c.clone(), events, Metrics::unregistered(), Arc::new(|| at(90)), shared);
-    let work = works(&[job], 90, &c).remove(0);
-    let execution = tokio::spawn(async move { executor.execute(work).await });
-    eventually("the delete sent", || api.calls().contains(&format!("DELETE {JOB_PATH}"))).await;
-    leading.cancel();
-    let report = tokio::time::timeout(std::time::Duration::from_millis(500), execution)
-        .await
-        .expect("the hanging write was cut when leadership ended")
-        .unwrap();
+    let report =
+        execute_until_leadership_ends(&api, "the delete sent", || api.calls().contains(&format!("DELETE {JOB_PATH}")))
+            .await;
     assert_ne!(report.outcome, WorkOutcome::Done, "{:?}", report.outcome);
     assert!(api.event_reasons().iter().all(|r| r != "TTLExpiredDeleted"), "{:?}", api.event_reasons());
+}
+
+/// Executes the TTL delete of `expired_job` as leader until `sent` holds, then ends leadership:
+/// the executor returns at once (within 500 ms of paused time), whatever still hangs.
+async fn execute_until_leadership_ends(api: &FakeApi, what: &str, sent: impl FnMut() -> bool) -> Report {
+    let c = PlanConfig::acting();
+    let leading = CancellationToken::new();
+    let mut executor = executor(api, &c, 90, leading_until(leading.clone(), &c), Metrics::unregistered());
+    let work = works(&[expired_job()], 90, &c).remove(0);
+    let execution = tokio::spawn(async move { executor.execute(work).await });
+    eventually(what, sent).await;
+    leading.cancel();
+    tokio::time::timeout(std::time::Duration::from_millis(500), execution)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: the executor went on after leadership ended"))
+        .unwrap()
 }
 
 /// An event whose publication hangs does not hold the executor past the end of leadership.
 /// Paused time, as above.
 #[tokio::test(start_paused = true)]
 async fn a_hanging_event_is_cut_when_leadership_ends() {
-    let job = expired_job();
     let api = FakeApi::new();
-    api.on("GET", JOB_PATH, 200, job.clone()).on("DELETE", JOB_PATH, 200, success());
+    api.on("GET", JOB_PATH, 200, expired_job()).on("DELETE", JOB_PATH, 200, success());
     let events_path = "/apis/events.k8s.io/v1/namespaces/ml/events";
     api.stall("POST", events_path);
-    let c = PlanConfig::acting();
-    let leading = CancellationToken::new();
-    let shared = Shared::new(leading.clone(), Shared::full_bucket(c.max_force_deletes_per_minute));
-    let client = api.client();
-    let events = EventSink::new(client.clone(), Some("trainguard-0".into()));
-    let mut executor = Executor::new(client, c.clone(), events, Metrics::unregistered(), Arc::new(|| at(90)), shared);
-    let work = works(&[job], 90, &c).remove(0);
-    let execution = tokio::spawn(async move { executor.execute(work).await });
-    eventually("the event sent", || api.seen().iter().any(|s| s.method == "POST" && s.path == events_path)).await;
-    leading.cancel();
-    let report = tokio::time::timeout(std::time::Duration::from_millis(500), execution)
-        .await
-        .expect("the hanging event was cut when leadership ended")
-        .unwrap();
+    let event_sent = || api.seen().iter().any(|s| s.method == "POST" && s.path == events_path);
+    let report = execute_until_leadership_ends(&api, "the event sent", event_sent).await;
     assert!(report.published.is_empty(), "a cut event is not reported published");
 }
 
@@ -1088,10 +927,7 @@ async fn a_hanging_live_read_is_cut_at_the_read_timeout() {
     let api = FakeApi::new();
     api.stall("GET", JOB_PATH);
     let c = PlanConfig::default();
-    let shared = Shared::new(CancellationToken::new(), Shared::full_bucket(c.max_force_deletes_per_minute));
-    let client = api.client();
-    let events = EventSink::new(client.clone(), Some("trainguard-0".into()));
-    let mut executor = Executor::new(client, c.clone(), events, Metrics::unregistered(), Arc::new(|| at(90)), shared);
+    let mut executor = executor(&api, &c, 90, shared(&c), Metrics::unregistered());
     let work = works(&[job], 90, &c).remove(0);
     let report = tokio::time::timeout(READ_TIMEOUT + std::time::Duration::from_secs(1), executor.execute(work))
         .await

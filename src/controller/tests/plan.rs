@@ -23,6 +23,11 @@ fn case(name: &'static str, objects: Vec<Value>, steps: Vec<(i64, Vec<&'static s
     Case { name, objects, config: PlanConfig::acting(), steps }
 }
 
+/// A case where the planner never acts, not even long after.
+fn quiet(name: &'static str, objects: Vec<Value>) -> Case {
+    case(name, objects, vec![(100_000, vec![])])
+}
+
 fn run(cases: Vec<Case>) {
     let mut failures = Vec::new();
     for c in &cases {
@@ -42,24 +47,23 @@ fn cfg(f: impl FnOnce(&mut PlanConfig)) -> PlanConfig {
     c
 }
 
+/// The steps of a TTL due at 90: requeued until then, deleted then.
+fn due_at_90(requeue: &'static str, deleted: &[&'static str]) -> Vec<(i64, Vec<&'static str>)> {
+    vec![(10, vec![requeue]), (89, vec![requeue]), (90, deleted.to_vec())]
+}
+
 #[test]
 fn ttl_scenarios() {
     let done = with_ttl(succeeded(pytorchjob("a"), 0), 60);
+    let deleted = vec!["delete-job PyTorchJob ml/a ttl ttl-expired", "event PyTorchJob ml/a ttl TTLExpiredDeleted"];
     run(vec![
         case(
             "TTL normal: requeue at finish + ttl + grace, delete then",
             vec![done.clone()],
-            vec![
-                (10, vec!["requeue PyTorchJob ml/a ttl ttl-expiry @+90"]),
-                (89, vec!["requeue PyTorchJob ml/a ttl ttl-expiry @+90"]),
-                (90, vec!["delete-job PyTorchJob ml/a ttl ttl-expired", "event PyTorchJob ml/a ttl TTLExpiredDeleted"]),
-                (
-                    100_000,
-                    vec!["delete-job PyTorchJob ml/a ttl ttl-expired", "event PyTorchJob ml/a ttl TTLExpiredDeleted"],
-                ),
-            ],
+            [due_at_90("requeue PyTorchJob ml/a ttl ttl-expiry @+90", &deleted), vec![(100_000, deleted.clone())]]
+                .concat(),
         ),
-        case("no TTL: nothing", vec![succeeded(pytorchjob("a"), 0)], vec![(100_000, vec![])]),
+        quiet("no TTL: nothing", vec![succeeded(pytorchjob("a"), 0)]),
         case("TTL disabled with --ttl=false", vec![done.clone()], vec![]),
         case(
             "the seed bug: a preempted (suspended) job with a TTL is never deleted",
@@ -78,7 +82,7 @@ fn ttl_scenarios() {
             vec![with_ttl(failed_exit_code(pytorchjob("a"), 0), 0)],
             vec![
                 (10, vec!["event PyTorchJob ml/a ttl TTLNoFinishTime", "requeue PyTorchJob ml/a ttl ttl-expiry @+30"]),
-                (30, vec!["delete-job PyTorchJob ml/a ttl ttl-expired", "event PyTorchJob ml/a ttl TTLExpiredDeleted"]),
+                (30, deleted.clone()),
             ],
         ),
         case(
@@ -97,50 +101,29 @@ fn ttl_scenarios() {
                 (539, vec!["event PyTorchJob ml/a ttl TTLClockSkew", "requeue PyTorchJob ml/a ttl ttl-expiry @+690"]),
                 // Within the 60s tolerance: no longer skew.
                 (540, vec!["requeue PyTorchJob ml/a ttl ttl-expiry @+690"]),
-                (
-                    690,
-                    vec!["delete-job PyTorchJob ml/a ttl ttl-expired", "event PyTorchJob ml/a ttl TTLExpiredDeleted"],
-                ),
+                (690, deleted.clone()),
             ],
         ),
-        case(
+        quiet(
             "MultiKueue-managed job: untouched",
             vec![set(done.clone(), "/spec/runPolicy/managedBy", json!("kueue.x-k8s.io/multikueue"))],
-            vec![(100_000, vec![])],
         ),
         case(
             "the operator's own managedBy value is ours",
             vec![set(done.clone(), "/spec/runPolicy/managedBy", json!("kubeflow.org/training-operator"))],
-            vec![(
-                90,
-                vec!["delete-job PyTorchJob ml/a ttl ttl-expired", "event PyTorchJob ml/a ttl TTLExpiredDeleted"],
-            )],
+            vec![(90, deleted.clone())],
         ),
-        case(
-            "opted-out job: untouched",
-            vec![label(done.clone(), "trainguard.io/ignore", "true")],
-            vec![(100_000, vec![])],
-        ),
+        quiet("opted-out job: untouched", vec![label(done.clone(), "trainguard.io/ignore", "true")]),
         case(
             "ignore label other than \"true\" does not opt out",
             vec![label(done.clone(), "trainguard.io/ignore", "false")],
-            vec![(
-                90,
-                vec!["delete-job PyTorchJob ml/a ttl ttl-expired", "event PyTorchJob ml/a ttl TTLExpiredDeleted"],
-            )],
+            vec![(90, deleted.clone())],
         ),
-        case(
-            "job being deleted: nothing",
-            vec![set(done.clone(), "/metadata/deletionTimestamp", json!(ts(50)))],
-            vec![(100_000, vec![])],
-        ),
+        quiet("job being deleted: nothing", vec![set(done.clone(), "/metadata/deletionTimestamp", json!(ts(50)))]),
         case(
             "Workload Finished: TTL still runs",
             vec![done.clone(), workload(&done, vec![cond("Finished", "True", Some(0))])],
-            vec![(
-                90,
-                vec!["delete-job PyTorchJob ml/a ttl ttl-expired", "event PyTorchJob ml/a ttl TTLExpiredDeleted"],
-            )],
+            vec![(90, deleted.clone())],
         ),
     ]
     .into_iter()
@@ -198,58 +181,47 @@ fn suspend_scenarios() {
                 (120, vec!["event PyTorchJob ml/a suspend SuspendNotReconciled"]),
             ],
         ),
-        case(
+        quiet(
             "without Workload or Suspended condition `plan` has no 'first seen': no alarm yet",
             vec![stuck.clone(), pod.clone()],
-            vec![(100_000, vec![])],
         ),
-        case(
+        quiet(
             "Suspended=True, no active replicas, no pods: reconciled, nothing",
             vec![reconciled.clone(), workload(&reconciled, vec![cond("Evicted", "True", Some(0))])],
-            vec![(100_000, vec![])],
         ),
         case(
             "Suspended=True but replicas still active: stuck since the condition",
             vec![set(reconciled.clone(), "/status/replicaStatuses", json!({"Master": {"active": 1}}))],
             vec![(120, vec!["event PyTorchJob ml/b suspend SuspendNotReconciled"])],
         ),
-        case(
+        quiet(
             "Suspended=True, a pod already terminating: not stuck (it is going away)",
             vec![reconciled.clone(), deleting(v1_pod(&reconciled, "b-master-0", "n1"), 0), node("n1", None)],
-            vec![(100_000, vec![])],
         ),
-        case(
+        quiet(
             "Workload Finished: no suspend alarm",
             vec![
                 stuck.clone(),
                 pod.clone(),
                 workload(&stuck, vec![cond("Evicted", "True", Some(0)), cond("Finished", "True", Some(0))]),
             ],
-            vec![(100_000, vec![])],
         ),
-        case(
+        quiet(
             "Workload Evicted while suspend is still false: no alarm yet",
             vec![with_ttl(pytorchjob("c"), 600), workload(&pytorchjob("c"), vec![cond("Evicted", "True", Some(0))])],
-            vec![(100_000, vec![])],
         ),
-        case(
+        quiet(
             "finished job that is suspended: only TTL rules (none here), no alarm",
             vec![
                 suspended(succeeded(pytorchjob("d"), -10)),
                 workload(&pytorchjob("d"), vec![cond("Evicted", "True", Some(0))]),
             ],
-            vec![(100_000, vec![])],
         ),
-        case(
+        quiet(
             "MultiKueue job: no alarm",
             vec![set(stuck.clone(), "/spec/runPolicy/managedBy", json!("kueue.x-k8s.io/multikueue")), evicted.clone()],
-            vec![(100_000, vec![])],
         ),
-        case(
-            "opted out: no alarm",
-            vec![label(stuck.clone(), "trainguard.io/ignore", "true"), evicted.clone()],
-            vec![(100_000, vec![])],
-        ),
+        quiet("opted out: no alarm", vec![label(stuck.clone(), "trainguard.io/ignore", "true"), evicted.clone()]),
     ]);
 }
 
@@ -367,13 +339,15 @@ fn stash_patch_shape_and_restore_on_resume() {
     );
 }
 
+/// TrainJob t, suspended and Suspended=True since 0.
+fn suspended_trainjob() -> Value {
+    let tj = set(trainjob("t"), "/spec/suspend", json!(true));
+    set(tj, "/status/conditions", json!([cond("Suspended", "True", Some(0))]))
+}
+
 #[test]
 fn trainjob_suspend_report() {
-    let tj = set(
-        set(trainjob("t"), "/spec/suspend", json!(true)),
-        "/status/conditions",
-        json!([cond("Suspended", "True", Some(0))]),
-    );
+    let tj = suspended_trainjob();
     run(vec![
         case(
             "TrainJob suspended while its JobSet still reports active jobs",
@@ -388,20 +362,26 @@ fn trainjob_suspend_report() {
             vec![tj.clone(), jobset_of(&tj, 0), jobset_pod("t", "t-node-0-0-abc", "n1")],
             vec![(120, vec!["event TrainJob ml/t suspend SuspendNotReconciled"])],
         ),
-        case(
+        quiet(
             "TrainJob suspended, nothing active: fine",
             vec![tj.clone(), jobset_of(&tj, 0), deleting(jobset_pod("t", "t-node-0-0-abc", "n1"), 0), node("n1", None)],
-            vec![(100_000, vec![])],
         ),
-        case(
+        quiet(
             "MultiKueue TrainJob: untouched",
             vec![set(tj.clone(), "/spec/managedBy", json!("kueue.x-k8s.io/multikueue")), jobset_of(&tj, 2)],
-            vec![(100_000, vec![])],
         ),
     ]);
 }
 
 /// A job with one pod deleted by the taint manager at 300 on node n1, which became unreachable at 0.
+/// What the planner does with the pod of `failed_node_world` once its force delete is due.
+const A_FORCE_DELETED: [&str; 4] = [
+    "patch-pod-status Pod ml/a-master-0 node-failure mark-failed-before-force-delete",
+    "force-delete-pod Pod ml/a-master-0 node-failure node-unreachable",
+    "event Pod ml/a-master-0 node-failure ForceDeletedStuckPod",
+    "event PyTorchJob ml/a node-failure ForceDeletedStuckPod",
+];
+
 fn failed_node_world() -> (Value, Value, Value) {
     let job = pytorchjob("a");
     let pod = deleting(v1_pod(&job, "a-master-0", "n1"), 300);
@@ -418,12 +398,7 @@ fn node_failure_scenarios() {
         v.extend(extra);
         v
     };
-    let acts = vec![
-        "patch-pod-status Pod ml/a-master-0 node-failure mark-failed-before-force-delete",
-        "force-delete-pod Pod ml/a-master-0 node-failure node-unreachable",
-        "event Pod ml/a-master-0 node-failure ForceDeletedStuckPod",
-        "event PyTorchJob ml/a node-failure ForceDeletedStuckPod",
-    ];
+    let acts = A_FORCE_DELETED.to_vec();
     run(vec![
         case(
             "NotReady past the bound: status patch, then grace-0 delete",
@@ -464,34 +439,31 @@ fn node_failure_scenarios() {
             )]),
             vec![(420, acts.iter().map(|s| s.replace("node-unreachable", "node-out-of-service")).map(leak).collect())],
         ),
-        case(
+        quiet(
             "out-of-service taint on a Ready node: nothing (PodGC's rule too)",
             world(vec![add_taint(node("n1", None), "node.kubernetes.io/out-of-service", "NoExecute")]),
-            vec![(100_000, vec![])],
         ),
         case(
             "node missing from the node list: acts",
             world(vec![]),
             vec![(420, acts.iter().map(|s| s.replace("node-unreachable", "node-missing")).map(leak).collect())],
         ),
-        case("no node list at all: nothing decided", vec![job.clone(), pod.clone()], vec![(100_000, vec![])]),
-        case(
+        quiet("no node list at all: nothing decided", vec![job.clone(), pod.clone()]),
+        quiet(
             "pod not deleting: nothing",
             world(vec![dead.clone()])
                 .into_iter()
                 .map(|o| if o["kind"] == "Pod" { v1_pod(&job, "a-master-0", "n1") } else { o })
                 .collect(),
-            vec![(100_000, vec![])],
         ),
-        case(
+        quiet(
             "pod of an opted-out job: nothing",
             world(vec![dead.clone()])
                 .into_iter()
                 .map(|o| if o["kind"] == "PyTorchJob" { label(o, "trainguard.io/ignore", "true") } else { o })
                 .collect(),
-            vec![(100_000, vec![])],
         ),
-        case(
+        quiet(
             "pod of a MultiKueue job: nothing",
             world(vec![dead.clone()])
                 .into_iter()
@@ -503,15 +475,13 @@ fn node_failure_scenarios() {
                     }
                 })
                 .collect(),
-            vec![(100_000, vec![])],
         ),
-        case(
+        quiet(
             "pod whose job is unknown (owner UID differs): nothing",
             world(vec![dead.clone()])
                 .into_iter()
                 .map(|o| if o["kind"] == "PyTorchJob" { set(o, "/metadata/uid", json!("other")) } else { o })
                 .collect(),
-            vec![(100_000, vec![])],
         ),
         case(
             "already Failed with DisruptionTarget (taint manager's): no status patch, straight to delete",
@@ -857,11 +827,7 @@ fn only_pods_proven_ours_by_the_owner_reference_chain() {
 
 #[test]
 fn trainjob_suspend_counts_only_running_pods() {
-    let tj = set(
-        set(trainjob("t"), "/spec/suspend", json!(true)),
-        "/status/conditions",
-        json!([cond("Suspended", "True", Some(0))]),
-    );
+    let tj = suspended_trainjob();
     let phase = |name: &str, phase: &str| set(jobset_pod("t", name, "n1"), "/status/phase", json!(phase));
     let alarm = vec!["event TrainJob ml/t suspend SuspendNotReconciled"];
     let world = |pods: Vec<Value>| {
@@ -882,10 +848,9 @@ fn trainjob_suspend_counts_only_running_pods() {
             vec![(60, vec!["requeue TrainJob ml/t suspend suspend-stuck-after @+120"]), (120, alarm.clone())],
         ),
         case("a pending pod counts too", world(vec![phase("t-node-0-0-b", "Pending")]), vec![(120, alarm.clone())]),
-        case(
+        quiet(
             "a running pod that only copied the labels does not count",
             world(vec![set(phase("t-debug", "Running"), "/metadata/ownerReferences", json!([]))]),
-            vec![(100_000, vec![])],
         ),
     ]);
 }
@@ -1017,12 +982,7 @@ fn kueue_force_delete_window() {
     let marked = annotate(pod.clone(), "kueue.x-k8s.io/safe-to-forcefully-delete", "true");
     let quick = cfg(|c| c.force_delete_after = SignedDuration::from_secs(30));
     let world = |p: &Value| vec![job.clone(), p.clone(), dead.clone(), node("h1", None)];
-    let acts = vec![
-        "patch-pod-status Pod ml/a-master-0 node-failure mark-failed-before-force-delete",
-        "force-delete-pod Pod ml/a-master-0 node-failure node-unreachable",
-        "event Pod ml/a-master-0 node-failure ForceDeletedStuckPod",
-        "event PyTorchJob ml/a node-failure ForceDeletedStuckPod",
-    ];
+    let acts = A_FORCE_DELETED.to_vec();
     run(vec![
         Case {
             name: "annotated: left to Kueue for deletion + 1m + 30s, then acted on",
@@ -1086,11 +1046,7 @@ fn trainjob_ttl() {
         case(
             "Complete: due at the condition's time + ttl + grace",
             vec![complete.clone()],
-            vec![
-                (10, vec!["requeue TrainJob ml/t ttl ttl-expiry @+90"]),
-                (89, vec!["requeue TrainJob ml/t ttl ttl-expiry @+90"]),
-                (90, deleted.clone()),
-            ],
+            due_at_90("requeue TrainJob ml/t ttl ttl-expiry @+90", &deleted),
         ),
         case(
             "Failed: the same",
@@ -1102,18 +1058,13 @@ fn trainjob_ttl() {
             vec![ttl(trainjob_finished(trainjob("t"), "Complete", 0), "0")],
             vec![(29, vec!["requeue TrainJob ml/t ttl ttl-expiry @+30"]), (30, deleted.clone())],
         ),
-        case("no annotation: nothing", vec![trainjob_finished(trainjob("t"), "Complete", 0)], vec![(100_000, vec![])]),
-        case("not finished: nothing", vec![ttl(trainjob("t"), "60")], vec![(100_000, vec![])]),
-        case(
+        quiet("no annotation: nothing", vec![trainjob_finished(trainjob("t"), "Complete", 0)]),
+        quiet("not finished: nothing", vec![ttl(trainjob("t"), "60")]),
+        quiet(
             "Complete=False: not finished",
             vec![set(complete.clone(), "/status/conditions", json!([cond("Complete", "False", Some(0))]))],
-            vec![(100_000, vec![])],
         ),
-        case(
-            "suspended: never, finished or not",
-            vec![set(complete.clone(), "/spec/suspend", json!(true))],
-            vec![(100_000, vec![])],
-        ),
+        quiet("suspended: never, finished or not", vec![set(complete.clone(), "/spec/suspend", json!(true))]),
         case(
             "bad annotation: a warning, nothing else",
             vec![ttl(complete.clone(), "1h")],
@@ -1150,21 +1101,12 @@ fn trainjob_ttl() {
             )],
             vec![(100_000, vec!["event TrainJob ml/t ttl TTLNoFinishTime"])],
         ),
-        case(
-            "opted out: nothing",
-            vec![label(complete.clone(), "trainguard.io/ignore", "true")],
-            vec![(100_000, vec![])],
-        ),
-        case(
+        quiet("opted out: nothing", vec![label(complete.clone(), "trainguard.io/ignore", "true")]),
+        quiet(
             "MultiKueue-managed: nothing",
             vec![set(complete.clone(), "/spec/managedBy", json!("kueue.x-k8s.io/multikueue"))],
-            vec![(100_000, vec![])],
         ),
-        case(
-            "being deleted: nothing",
-            vec![set(complete.clone(), "/metadata/deletionTimestamp", json!(ts(50)))],
-            vec![(100_000, vec![])],
-        ),
+        quiet("being deleted: nothing", vec![set(complete.clone(), "/metadata/deletionTimestamp", json!(ts(50)))]),
         case(
             "Workload Finished: the TTL still runs",
             vec![complete.clone(), workload(&complete, vec![cond("Finished", "True", Some(0))])],
@@ -1210,41 +1152,33 @@ fn admitted_but_suspended() {
                 (300, vec!["event TrainJob ml/t suspend AdmittedButSuspended"]),
             ],
         ),
-        case(
+        quiet(
             "started (not suspended): nothing",
             vec![set(job.clone(), "/spec/runPolicy/suspend", json!(false)), {
                 let j = set(job.clone(), "/spec/runPolicy/suspend", json!(false));
                 admitted(&j, vec![cond("Admitted", "True", Some(0))])
             }],
-            vec![(100_000, vec![])],
         ),
-        case(
-            "not admitted: nothing",
-            vec![job.clone(), admitted(&job, vec![cond("Admitted", "False", Some(0))])],
-            vec![(100_000, vec![])],
-        ),
-        case(
+        quiet("not admitted: nothing", vec![job.clone(), admitted(&job, vec![cond("Admitted", "False", Some(0))])]),
+        quiet(
             "admitted without a time: nothing to count from",
             vec![job.clone(), admitted(&job, vec![json!({"type": "Admitted", "status": "True", "reason": "x"})])],
-            vec![(100_000, vec![])],
         ),
-        case(
+        quiet(
             "evicted meanwhile: Kueue is taking the admission back",
             vec![
                 job.clone(),
                 admitted(&job, vec![cond("Admitted", "True", Some(0)), cond("Evicted", "True", Some(100))]),
             ],
-            vec![(100_000, vec![])],
         ),
-        case(
+        quiet(
             "Workload finished: nothing",
             vec![
                 job.clone(),
                 admitted(&job, vec![cond("Admitted", "True", Some(0)), cond("Finished", "True", Some(100))]),
             ],
-            vec![(100_000, vec![])],
         ),
-        case("no Workload: nothing", vec![job.clone()], vec![(100_000, vec![])]),
+        quiet("no Workload: nothing", vec![job.clone()]),
         // Kueue v0.19 resumed the TrainJob, but Trainer could not update its suspended JobSet (the
         // JobSet webhook refused the pod template Kueue's rewrite of runtimePatches produced).
         case(
@@ -1262,25 +1196,20 @@ fn admitted_but_suspended() {
                 (300, vec!["event TrainJob ml/t suspend AdmittedButSuspended"]),
             ],
         ),
-        case(
-            "TrainJob resumed, its JobSet resumed too: nothing",
-            {
-                let resumed = set(tj.clone(), "/spec/suspend", json!(false));
-                vec![
-                    resumed.clone(),
-                    set(jobset_of(&resumed, 1), "/spec", json!({"suspend": false})),
-                    admitted(&resumed, vec![cond("Admitted", "True", Some(0))]),
-                ]
-            },
-            vec![(100_000, vec![])],
-        ),
-        case(
+        quiet("TrainJob resumed, its JobSet resumed too: nothing", {
+            let resumed = set(tj.clone(), "/spec/suspend", json!(false));
+            vec![
+                resumed.clone(),
+                set(jobset_of(&resumed, 1), "/spec", json!({"suspend": false})),
+                admitted(&resumed, vec![cond("Admitted", "True", Some(0))]),
+            ]
+        }),
+        quiet(
             "opted out: nothing",
             vec![
                 label(job.clone(), "trainguard.io/ignore", "true"),
                 admitted(&job, vec![cond("Admitted", "True", Some(0))]),
             ],
-            vec![(100_000, vec![])],
         ),
     ];
     let mut quick = case(
@@ -1339,34 +1268,27 @@ fn jobset_recreated_after_failure() {
             vec![failed.clone(), created(jobset_of(&failed, 0), 600)],
             vec![(700, warned.clone()), (100_000, warned.clone())],
         ),
-        case(
-            "JobSet from before the failure: nothing",
-            vec![failed.clone(), created(jobset_of(&failed, 0), -3600)],
-            vec![(100_000, vec![])],
-        ),
-        case(
+        quiet("JobSet from before the failure: nothing", vec![failed.clone(), created(jobset_of(&failed, 0), -3600)]),
+        quiet(
             "created at the very instant it failed: not after",
             vec![failed.clone(), created(jobset_of(&failed, 0), 0)],
-            vec![(100_000, vec![])],
         ),
-        case(
+        quiet(
             "Complete, not Failed: nothing",
             vec![
                 trainjob_finished(trainjob("t"), "Complete", 0),
                 created(jobset_of(&trainjob_finished(trainjob("t"), "Complete", 0), 0), 600),
             ],
-            vec![(100_000, vec![])],
         ),
-        case(
+        quiet(
             "Failed without a time: nothing to compare",
             vec![
                 set(failed.clone(), "/status/conditions", json!([{"type": "Failed", "status": "True", "reason": "x"}])),
                 created(jobset_of(&failed, 0), 600),
             ],
-            vec![(100_000, vec![])],
         ),
-        case("no JobSet: nothing", vec![failed.clone()], vec![(100_000, vec![])]),
-        case(
+        quiet("no JobSet: nothing", vec![failed.clone()]),
+        quiet(
             "a JobSet of another TrainJob with the name: nothing",
             vec![
                 failed.clone(),
@@ -1379,12 +1301,10 @@ fn jobset_recreated_after_failure() {
                     600,
                 ),
             ],
-            vec![(100_000, vec![])],
         ),
-        case(
+        quiet(
             "opted out: nothing",
             vec![label(failed.clone(), "trainguard.io/ignore", "true"), created(jobset_of(&failed, 0), 600)],
-            vec![(100_000, vec![])],
         ),
     ]);
     // Once per JobSet UID, naming the Trainer issue and both fixes; a gauge observation.

@@ -236,15 +236,6 @@ fn relist_forgets_the_memory_of_objects_that_are_gone() {
     assert_eq!(state.remembered(), 0);
 }
 
-/// `n` pods of job `a` stuck on the unreachable node n1 (deleted at 300), and healthy nodes.
-fn stuck_pods(n: usize) -> Vec<Value> {
-    let job = pytorchjob("a");
-    let mut objects = vec![job.clone(), unreachable(node("n1", None), 0)];
-    objects.extend((1..=6).map(|i| node(&format!("h{i}"), None)));
-    objects.extend((0..n).map(|i| deleting(v1_pod(&job, &format!("a-worker-{i}"), "n1"), 300)));
-    objects
-}
-
 fn force_deletes(work: &[Work]) -> usize {
     work.iter().filter(|w| w.actions.iter().any(|a| matches!(a.action, Action::ForceDeletePod { .. }))).count()
 }
@@ -300,31 +291,27 @@ fn the_jobset_loop_gauge_holds_while_trainer_removes_and_sets_failed_again() {
     let mut state = synced(&[failed.clone(), created(jobset_of(&failed, 0), -5)], 0);
     plan(&mut state, 0);
     assert_eq!(gauge(&state), 0, "the first JobSet is older than the failure");
-    // The JobSet's TTL deleted it; Trainer removed Failed first (one status patch), then the new
-    // JobSet's add arrives: the window the objects alone show is gone already.
-    state.apply(Change::JobSet(NsName::new("ml", "t"), None), at(590));
-    apply(&mut state, &trainjob("t"), 600);
-    apply(&mut state, &recreated("js-2", 600), 600);
-    let work = plan(&mut state, 600);
-    assert!(work.iter().any(|w| reasons(w).contains(&"JobSetRecreatedAfterFailure")), "{work:?}");
-    assert_eq!(gauge(&state), 1, "Failed removed, JobSet created after the remembered failure");
-    for w in &work {
-        done(&mut state, w, WorkOutcome::Done, 600);
-    }
+    // One turn of the loop: the JobSet's TTL deletes it at `deleted_at`; Trainer removes Failed
+    // (one status patch), then the add of the new JobSet `uid` arrives at `s`. The window the
+    // objects alone show is gone already; the event (one per JobSet UID) and the gauge are not.
+    let turn = |state: &mut ControllerState, uid: &str, deleted_at: i64, s: i64| {
+        state.apply(Change::JobSet(NsName::new("ml", "t"), None), at(deleted_at));
+        apply(state, &trainjob("t"), s);
+        apply(state, &recreated(uid, s), s);
+        let work = plan(state, s);
+        assert!(work.iter().any(|w| reasons(w).contains(&"JobSetRecreatedAfterFailure")), "{uid}: {work:?}");
+        assert_eq!(gauge(state), 1, "{uid}: Failed removed, JobSet created after the remembered failure");
+        for w in &work {
+            done(state, w, WorkOutcome::Done, s);
+        }
+    };
+    turn(&mut state, "js-2", 590, 600);
     // The new JobSet fails: Failed again, at 620, after the JobSet's creation.
     apply(&mut state, &trainjob_finished(trainjob("t"), "Failed", 620), 620);
     plan(&mut state, 620);
     assert_eq!(gauge(&state), 1, "still in the loop");
-    // Next turn: a third JobSet, one more event (a new JobSet UID).
-    state.apply(Change::JobSet(NsName::new("ml", "t"), None), at(630));
-    apply(&mut state, &trainjob("t"), 640);
-    apply(&mut state, &recreated("js-3", 640), 640);
-    let work = plan(&mut state, 640);
-    assert!(work.iter().any(|w| reasons(w).contains(&"JobSetRecreatedAfterFailure")), "{work:?}");
-    assert_eq!(gauge(&state), 1);
-    for w in &work {
-        done(&mut state, w, WorkOutcome::Done, 640);
-    }
+    // Next turn: a third JobSet.
+    turn(&mut state, "js-3", 630, 640);
     // Deleted: no series left counting it, and no memory kept.
     state.apply(Change::TrainJob(NsName::new("ml", "t"), None), at(700));
     state.apply(Change::JobSet(NsName::new("ml", "t"), None), at(700));

@@ -43,32 +43,26 @@ impl Default for RulesConfig {
     }
 }
 
-/// The parts of an admission request the rules read.
+/// The parts of an admission request the rules read, its objects held as `O`: raw in a
+/// [`RuleInput`], decoded in a [`DecodedInput`].
 #[derive(Debug, Clone, Copy)]
-pub struct RuleInput<'a> {
-    pub operation: Operation,
-    pub sub_resource: Option<&'a str>,
-    /// Request namespace and name (fall back to the object's metadata when empty).
-    pub namespace: &'a str,
-    pub name: &'a str,
-    pub object: Option<&'a RawValue>,
-    pub old_object: Option<&'a RawValue>,
-    /// `request.userInfo.groups`, raw; None when absent.
-    pub groups: Option<&'a RawValue>,
-}
-
-/// A request whose objects are decoded: what the rules read.
-#[derive(Debug, Clone, Copy)]
-pub struct DecodedInput<'r, 'a> {
+pub struct Input<'r, O> {
     pub operation: Operation,
     pub sub_resource: Option<&'r str>,
+    /// Request namespace and name (fall back to the object's metadata when empty).
     pub namespace: &'r str,
     pub name: &'r str,
-    pub object: Option<&'r TrainJobView<'a>>,
-    pub old_object: Option<&'r TrainJobView<'a>>,
+    pub object: Option<O>,
+    pub old_object: Option<O>,
     /// `request.userInfo.groups`, raw; None when absent.
     pub groups: Option<&'r RawValue>,
 }
+
+/// The parts of an admission request the rules read.
+pub type RuleInput<'a> = Input<'a, &'a RawValue>;
+
+/// A request whose objects are decoded: what the rules read.
+pub type DecodedInput<'r, 'a> = Input<'r, &'r TrainJobView<'a>>;
 
 impl<'a> RuleInput<'a> {
     /// Decodes the objects `endpoint` reads for this operation (the object on CREATE, both on an
@@ -347,31 +341,20 @@ fn validate_update(
         (false, true) => Transition::Suspends,
     };
 
-    if transition == Transition::Running {
+    // Changed while running, or (--suspend-rule=new) in the update that resumes: each changed field
+    // is refused, with what to do instead.
+    let refused = match transition {
+        Transition::Running => Some(("can only be changed while the TrainJob is suspended", subject.suspend_advice())),
+        Transition::Resumes if config.suspend_rule == SuspendRule::New => Some((
+            "can only be changed while the TrainJob stays suspended (--suspend-rule=new)",
+            "keep spec.suspend true for this change, then set it to false in a separate update".to_string(),
+        )),
+        _ => None,
+    };
+    if let Some((detail, remedy)) = refused {
         for field in &changed {
-            errors.push(
-                FieldError::new(
-                    Rule::U2,
-                    ErrorType::Forbidden,
-                    field.path(),
-                    "can only be changed while the TrainJob is suspended",
-                )
-                .with_remedy(": ", &subject.suspend_advice()),
-            );
-        }
-        return Decision::from_errors(errors, Rule::U2);
-    }
-    if transition == Transition::Resumes && config.suspend_rule == SuspendRule::New {
-        for field in &changed {
-            errors.push(
-                FieldError::new(
-                    Rule::U2,
-                    ErrorType::Forbidden,
-                    field.path(),
-                    "can only be changed while the TrainJob stays suspended (--suspend-rule=new)",
-                )
-                .with_remedy(": ", "keep spec.suspend true for this change, then set it to false in a separate update"),
-            );
+            errors
+                .push(FieldError::new(Rule::U2, ErrorType::Forbidden, field.path(), detail).with_remedy(": ", &remedy));
         }
         return Decision::from_errors(errors, Rule::U2);
     }

@@ -414,6 +414,25 @@ pub(crate) fn event(
     })
 }
 
+/// A Warning event action.
+pub(crate) fn warning(
+    config: &PlanConfig,
+    target: &Target,
+    reason: Reason,
+    message: String,
+    episode: String,
+) -> Action {
+    event(config, target, EventType::Warning, reason, message, episode)
+}
+
+/// The event `action`, published only once the write it reports went through.
+pub(crate) fn after_write(mut action: Action) -> Action {
+    if let Action::Event(e) = &mut action {
+        e.after_write = true;
+    }
+    action
+}
+
 /// The verb of a message: what was done, or in report mode what would be.
 pub(crate) fn verb(config: &PlanConfig, act: &'static str, report: &'static str) -> &'static str {
     if config.mode == Mode::Report { report } else { act }

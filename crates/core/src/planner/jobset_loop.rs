@@ -3,10 +3,10 @@
 //! deleted the old one — restart count reset, for ever (kubeflow/trainer#3779, fixed on master by
 //! #3891). trainguard cannot stop the loop (the fix is in the runtime or in Trainer); it reports it.
 
-use super::actions::event;
 use k8s_openapi::jiff::Timestamp;
 
-use super::actions::{EventType, KeyPlan, Observation, PlanRule, Reason, Target};
+use super::actions::{KeyPlan, Observation, Reason, Target};
+use super::ttl::push_warning;
 use crate::planner::config::PlanConfig;
 use crate::planner::facts::{FinishKind, JobSetFacts, TrainJobFacts};
 use crate::trainer::Defect;
@@ -38,22 +38,19 @@ pub(crate) fn plan(
     // The controller does not know the cluster's Trainer: the message names the newest release
     // with the loop.
     let last = Defect::JobSetTtlLoop.last_release().unwrap_or_default().tag();
-    out.push(
-        PlanRule::Ttl,
-        event(
-            config,
-            target,
-            EventType::Warning,
-            Reason::JobSetRecreatedAfterFailure,
-            format!(
-                "TrainJob failed at {failed_at}, but its JobSet {} was created at {created}, after the failure: \
-                 Trainer up to {last} recreates the JobSet of a Failed TrainJob once the JobSet's \
-                 ttlSecondsAfterFinished has deleted it, with the restart count reset, for ever \
-                 (kubeflow/trainer#3779). Remove ttlSecondsAfterFinished from the JobSet template of this \
-                 TrainJob's runtime, or upgrade Trainer past {last}; delete the TrainJob to stop the loop now",
-                jobset.id
-            ),
-            format!("jobset:{}", jobset.uid),
+    push_warning(
+        out,
+        config,
+        target,
+        Reason::JobSetRecreatedAfterFailure,
+        format!(
+            "TrainJob failed at {failed_at}, but its JobSet {} was created at {created}, after the failure: \
+             Trainer up to {last} recreates the JobSet of a Failed TrainJob once the JobSet's \
+             ttlSecondsAfterFinished has deleted it, with the restart count reset, for ever \
+             (kubeflow/trainer#3779). Remove ttlSecondsAfterFinished from the JobSet template of this \
+             TrainJob's runtime, or upgrade Trainer past {last}; delete the TrainJob to stop the loop now",
+            jobset.id
         ),
+        format!("jobset:{}", jobset.uid),
     );
 }

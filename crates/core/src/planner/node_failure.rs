@@ -10,7 +10,7 @@ use serde_json::json;
 use super::actions::{
     Action, BrakeCounts, EventType, KeyPlan, NodeState, Observation, PlanRule, Reason, Target, TargetKind,
 };
-use super::actions::{event, verb};
+use super::actions::{after_write, event, verb, warning};
 use super::ratelimit::TokenBucket;
 use crate::duration::{fmt_duration, plus};
 use crate::planner::config::{NodeFailureMode, PlanConfig};
@@ -222,14 +222,7 @@ pub(crate) fn owning_job(pod: &PodFacts, snapshot: &Snapshot) -> Result<Target, 
     match &pod.owner {
         PodOwner::V1 { job, uid } => {
             let job = snapshot.job(job).filter(|j| j.uid == *uid).ok_or("owning job not known")?;
-            owner_guard(
-                (job.deleting, job.managed(), job.ignored),
-                [
-                    "owning job is being deleted",
-                    "owning job is not managed by the training operator",
-                    "owning job is opted out",
-                ],
-            )?;
+            owner_guard((job.deleting, job.managed(), job.ignored), V1_OWNER_GUARDS)?;
             Ok(Target::job(job))
         }
         PodOwner::JobSet(id) => {
@@ -249,18 +242,19 @@ pub(crate) fn owning_job(pod: &PodFacts, snapshot: &Snapshot) -> Result<Target, 
                 .filter(|js| js.uid == job.jobset_uid)
                 .ok_or("controlling JobSet not known, or not controlled by a TrainJob")?;
             let tj = snapshot.trainjob_of(jobset).ok_or("JobSet not controlled by a known TrainJob")?;
-            owner_guard(
-                (tj.deleting, tj.managed(), tj.ignored),
-                [
-                    "owning TrainJob is being deleted",
-                    "owning TrainJob is not managed by Trainer",
-                    "owning TrainJob is opted out",
-                ],
-            )?;
+            owner_guard((tj.deleting, tj.managed(), tj.ignored), TRAINJOB_OWNER_GUARDS)?;
             Ok(Target::trainjob(tj))
         }
     }
 }
+
+/// Why the companion may not act for the pod of a v1 job, by [`owner_guard`].
+const V1_OWNER_GUARDS: [&str; 3] =
+    ["owning job is being deleted", "owning job is not managed by the training operator", "owning job is opted out"];
+
+/// Why the companion may not act for the pod of a TrainJob, by [`owner_guard`].
+const TRAINJOB_OWNER_GUARDS: [&str; 3] =
+    ["owning TrainJob is being deleted", "owning TrainJob is not managed by Trainer", "owning TrainJob is opted out"];
 
 /// The guards an owning job must pass, `(deleting, managed, ignored)`, in that order: the first it
 /// fails names why the companion may not act.
@@ -327,10 +321,9 @@ fn plan_escalated(pod: &PodFacts, target: &Target, config: &PlanConfig, out: &mu
     if pod.disrupted_by_trainguard && !blocking.is_empty() {
         out.push(
             PlanRule::NodeFailure,
-            event(
+            warning(
                 config,
                 target,
-                EventType::Warning,
                 Reason::PodBlockedByFinalizers,
                 finalizers_message(&blocking, "was"),
                 finalizers_episode(&blocking),
@@ -375,10 +368,9 @@ impl Stuck<'_> {
             let why = self.not_yet_because(node_from, fire_from);
             out.push(
                 PlanRule::NodeFailure,
-                event(
+                warning(
                     config,
                     &self.target,
-                    EventType::Warning,
                     Reason::PodStuckTerminating,
                     format!(
                         "Pod has been terminating for {} on node {} ({}); not force-deleted: {why}",
@@ -434,17 +426,8 @@ impl Stuck<'_> {
     fn braked(&self, node: Option<&NodeFacts>, zones: &ZoneHealth, budget: &mut Budget<'_>, out: &mut KeyPlan) -> bool {
         let Stuck { config, now, .. } = *self;
         if let Some(trip) = zones.trip(self.node_name, node, config.pause_unhealthy_fraction) {
-            out.push(
-                PlanRule::NodeFailure,
-                event(
-                    config,
-                    &self.target,
-                    EventType::Warning,
-                    Reason::ForceDeleteSuppressed,
-                    brake_message(&trip, config, "re-evaluated on every node change"),
-                    trip.metric_reason().to_string(),
-                ),
-            );
+            let message = brake_message(&trip, config, "re-evaluated on every node change");
+            self.suppressed(out, message, trip.metric_reason().to_string());
             return true;
         }
         if budget.bucket.try_take(now) {
@@ -452,24 +435,23 @@ impl Stuck<'_> {
         }
         let next = budget.bucket.next_token_at(now, budget.waiting);
         budget.waiting += 1;
-        out.push(
-            PlanRule::NodeFailure,
-            event(
-                config,
-                &self.target,
-                EventType::Warning,
-                Reason::ForceDeleteSuppressed,
-                format!(
-                    "Not force-deleting yet: rate limit of {} force deletes a minute reached",
-                    config.max_force_deletes_per_minute
-                ),
-                "rate-limit".to_string(),
-            ),
+        let message = format!(
+            "Not force-deleting yet: rate limit of {} force deletes a minute reached",
+            config.max_force_deletes_per_minute
         );
+        self.suppressed(out, message, "rate-limit".to_string());
         if let Some(at) = next {
             out.push(PlanRule::NodeFailure, Action::Requeue { target: self.target.clone(), at, why: "rate-limit" });
         }
         true
+    }
+
+    /// The Warning that a brake holds the force delete back.
+    fn suppressed(&self, out: &mut KeyPlan, message: String, episode: String) {
+        out.push(
+            PlanRule::NodeFailure,
+            warning(self.config, &self.target, Reason::ForceDeleteSuppressed, message, episode),
+        );
     }
 
     /// The force delete: the status patch before it, the delete, and the events after it.
@@ -536,18 +518,16 @@ impl Stuck<'_> {
         // Predicted with the force delete (so `plan` shows it), published once the delete went through.
         let blocking = blocking_finalizers(pod);
         if !blocking.is_empty() {
-            let mut held = event(
-                config,
-                target,
-                EventType::Warning,
-                Reason::PodBlockedByFinalizers,
-                finalizers_message(&blocking, verb(config, "was", "would be")),
-                finalizers_episode(&blocking),
+            out.push(
+                PlanRule::NodeFailure,
+                after_write(warning(
+                    config,
+                    target,
+                    Reason::PodBlockedByFinalizers,
+                    finalizers_message(&blocking, verb(config, "was", "would be")),
+                    finalizers_episode(&blocking),
+                )),
             );
-            if let Action::Event(e) = &mut held {
-                e.after_write = true;
-            }
-            out.push(PlanRule::NodeFailure, held);
         }
     }
 }

@@ -8,7 +8,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
 use super::actions::{Action, EventType, JobPatchKind, KeyPlan, Observation, PlanRule, Reason, Target};
-use super::actions::{event, verb};
+use super::actions::{after_write, event, verb, warning};
 use crate::duration::{fmt_duration, plus};
 use crate::planner::config::PlanConfig;
 use crate::planner::facts::{JobFacts, NsName, STASH_ANNOTATION, SecondsAnnotation, TrainJobFacts, WorkloadFacts};
@@ -101,10 +101,7 @@ pub(crate) fn plan(input: SuspendInput<'_>, now: Timestamp, config: &PlanConfig,
              --stash-ttl-on-stuck-suspend"
         ));
     }
-    out.push(
-        PlanRule::Suspend,
-        event(config, target, EventType::Warning, Reason::SuspendNotReconciled, message, episode),
-    );
+    out.push(PlanRule::Suspend, warning(config, target, Reason::SuspendNotReconciled, message, episode));
     if let (true, true, Some(ttl)) = (stashable, config.stash_ttl_on_stuck_suspend, ttl) {
         out.push(
             PlanRule::Suspend,
@@ -114,7 +111,7 @@ pub(crate) fn plan(input: SuspendInput<'_>, now: Timestamp, config: &PlanConfig,
                 patch: stash_patch(target, ttl),
             },
         );
-        let mut done = event(
+        let done = after_write(event(
             config,
             target,
             EventType::Normal,
@@ -125,10 +122,7 @@ pub(crate) fn plan(input: SuspendInput<'_>, now: Timestamp, config: &PlanConfig,
                 verb(config, "Moved", "Would move")
             ),
             format!("stash@{}", target.resource_version),
-        );
-        if let Action::Event(e) = &mut done {
-            e.after_write = true;
-        }
+        ));
         out.push(PlanRule::Suspend, done);
     }
 }
@@ -203,25 +197,21 @@ pub(crate) fn plan_restore(job: &JobFacts, target: &Target, config: &PlanConfig,
                     verb(config, "removed", "would remove")
                 ),
             };
-            let mut done = event(
+            let done = after_write(event(
                 config,
                 target,
                 EventType::Normal,
                 Reason::TTLRestored,
                 message,
                 format!("restore@{}", target.resource_version),
-            );
-            if let Action::Event(e) = &mut done {
-                e.after_write = true;
-            }
+            ));
             out.push(PlanRule::Suspend, done);
         }
         RestoreVerdict::Unreadable(value) => out.push(
             PlanRule::Suspend,
-            event(
+            warning(
                 config,
                 target,
-                EventType::Warning,
                 Reason::TTLRestoreFailed,
                 format!(
                     "Annotation {STASH_ANNOTATION}={} is not a TTL in seconds: left in place; set \
@@ -304,10 +294,9 @@ pub(crate) fn plan_admitted<'a>(
     };
     out.push(
         PlanRule::Suspend,
-        event(
+        warning(
             config,
             target,
-            EventType::Warning,
             Reason::AdmittedButSuspended,
             format!(
                 "Kueue admitted Workload {} at {admitted_at} ({} ago), but {what}",

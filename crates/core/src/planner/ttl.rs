@@ -4,7 +4,7 @@
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::actions::{Action, EventType, KeyPlan, Observation, PlanRule, Reason, Target, TargetKind};
-use super::actions::{event, verb};
+use super::actions::{after_write, event, verb, warning};
 use crate::duration::{fmt_duration, plus};
 use crate::planner::config::{PlanConfig, Propagation};
 use crate::planner::facts::{FinishKind, JobFacts, SecondsAnnotation, TRAINJOB_TTL_ANNOTATION, TrainJobFacts};
@@ -57,6 +57,11 @@ pub fn verdict(job: &JobFacts, now: Timestamp, config: &PlanConfig) -> TtlVerdic
         (None, Some(t)) => (t, true),
         (None, None) => return TtlVerdict::NoFinishTime,
     };
+    expiry(finish_at, from_condition, ttl, now, config)
+}
+
+/// Pending or expired: `ttl` plus the grace after `finish_at`, unless the finish time is skewed.
+fn expiry(finish_at: Timestamp, from_condition: bool, ttl: i64, now: Timestamp, config: &PlanConfig) -> TtlVerdict {
     let expires_at = plus(plus(finish_at, SignedDuration::from_secs(ttl)), config.ttl_grace);
     let skewed = finish_at > plus(now, CLOCK_SKEW_TOLERANCE);
     if now >= expires_at && !skewed {
@@ -75,20 +80,13 @@ pub(crate) fn plan(job: &JobFacts, target: &Target, now: Timestamp, config: &Pla
     let finished_how = job.finished.map_or("", |f| f.kind.as_str());
     match verdict(job, now, config) {
         TtlVerdict::Skip(_) => {}
-        TtlVerdict::NoFinishTime => out.push(
-            PlanRule::Ttl,
-            event(
-                config,
-                target,
-                EventType::Warning,
-                Reason::TTLNoFinishTime,
-                format!(
-                    "Job is {finished_how} but has neither status.completionTime nor a lastTransitionTime on its \
-                     {finished_how} condition: ttlSecondsAfterFinished={ttl} cannot be applied"
-                ),
-                "no-finish-time".to_string(),
-            ),
-        ),
+        TtlVerdict::NoFinishTime => {
+            let message = format!(
+                "Job is {finished_how} but has neither status.completionTime nor a lastTransitionTime on its \
+                 {finished_how} condition: ttlSecondsAfterFinished={ttl} cannot be applied"
+            );
+            no_finish_time(out, config, target, message);
+        }
         TtlVerdict::Pending { finish_at, expires_at, skewed, from_condition } => {
             let episode = format!("finished@{finish_at}");
             if from_condition {
@@ -129,24 +127,14 @@ pub(crate) fn plan(job: &JobFacts, target: &Target, now: Timestamp, config: &Pla
             } else {
                 "status.completionTime".to_string()
             };
-            let mut done = event(
-                config,
-                target,
-                EventType::Normal,
-                Reason::TTLExpiredDeleted,
-                format!(
-                    "{} by trainguard: {finished_how} at {finish_at} (from {source}), ttlSecondsAfterFinished={ttl} \
-                     plus --ttl-grace {} passed at {expires_at}; propagation {}",
-                    verb(config, "Deleted", "Would be deleted"),
-                    fmt_duration(config.ttl_grace),
-                    config.ttl_propagation.as_str()
-                ),
-                format!("finished@{finish_at}"),
+            let message = format!(
+                "{} by trainguard: {finished_how} at {finish_at} (from {source}), ttlSecondsAfterFinished={ttl} plus \
+                 --ttl-grace {} passed at {expires_at}; propagation {}",
+                verb(config, "Deleted", "Would be deleted"),
+                fmt_duration(config.ttl_grace),
+                config.ttl_propagation.as_str()
             );
-            if let Action::Event(e) = &mut done {
-                e.after_write = true;
-            }
-            out.push(PlanRule::Ttl, done);
+            out.push(PlanRule::Ttl, deleted_event(config, target, message, finish_at));
         }
     }
 }
@@ -228,13 +216,7 @@ pub fn trainjob_verdict(tj: &TrainJobFacts, now: Timestamp, config: &PlanConfig)
         return TtlVerdict::Skip("not finished");
     };
     let Some(finish_at) = finished_at else { return TtlVerdict::NoFinishTime };
-    let expires_at = plus(plus(finish_at, SignedDuration::from_secs(ttl)), config.ttl_grace);
-    let skewed = finish_at > plus(now, CLOCK_SKEW_TOLERANCE);
-    if now >= expires_at && !skewed {
-        TtlVerdict::Expired { finish_at, expires_at, from_condition: true }
-    } else {
-        TtlVerdict::Pending { finish_at, expires_at, skewed, from_condition: true }
-    }
+    expiry(finish_at, true, ttl, now, config)
 }
 
 /// The TrainJob's finishing condition as Trainer names it.
@@ -258,40 +240,30 @@ pub(crate) fn plan_trainjob(
     let how = trainjob_finished_how(tj);
     if let TrainJobTtl::Invalid(value) = &ttl {
         if config.ttl && !tj.deleting && tj.managed() && !tj.ignored {
-            out.push(
-                PlanRule::Ttl,
-                event(
-                    config,
-                    target,
-                    EventType::Warning,
-                    Reason::TTLAnnotationInvalid,
-                    format!(
-                        "Annotation {TRAINJOB_TTL_ANNOTATION}={} is not a whole number of seconds (0 or \
-                         more): this TrainJob gets no TTL until it is fixed",
-                        value.shown()
-                    ),
-                    format!("invalid@{}", value.dedup_key()),
+            push_warning(
+                out,
+                config,
+                target,
+                Reason::TTLAnnotationInvalid,
+                format!(
+                    "Annotation {TRAINJOB_TTL_ANNOTATION}={} is not a whole number of seconds (0 or more): this \
+                     TrainJob gets no TTL until it is fixed",
+                    value.shown()
                 ),
+                format!("invalid@{}", value.dedup_key()),
             );
         }
         return;
     }
     match trainjob_verdict(tj, now, config) {
         TtlVerdict::Skip(_) => {}
-        TtlVerdict::NoFinishTime => out.push(
-            PlanRule::Ttl,
-            event(
-                config,
-                target,
-                EventType::Warning,
-                Reason::TTLNoFinishTime,
-                format!(
-                    "TrainJob is {how} but its {how} condition has no lastTransitionTime: {} cannot be applied",
-                    ttl.source()
-                ),
-                "no-finish-time".to_string(),
-            ),
-        ),
+        TtlVerdict::NoFinishTime => {
+            let message = format!(
+                "TrainJob is {how} but its {how} condition has no lastTransitionTime: {} cannot be applied",
+                ttl.source()
+            );
+            no_finish_time(out, config, target, message);
+        }
         TtlVerdict::Pending { finish_at, expires_at, skewed, .. } => {
             if skewed {
                 let episode = format!("finished@{finish_at}");
@@ -310,26 +282,45 @@ pub(crate) fn plan_trainjob(
                     expires_at,
                 },
             );
-            let mut done = event(
-                config,
-                target,
-                EventType::Normal,
-                Reason::TTLExpiredDeleted,
-                format!(
-                    "{} by trainguard: {how} at {finish_at} (the {how} condition), {} plus --ttl-grace {} passed at \
-                     {expires_at}; propagation Background",
-                    verb(config, "Deleted", "Would be deleted"),
-                    ttl.source(),
-                    fmt_duration(config.ttl_grace),
-                ),
-                format!("finished@{finish_at}"),
+            let message = format!(
+                "{} by trainguard: {how} at {finish_at} (the {how} condition), {} plus --ttl-grace {} passed at \
+                 {expires_at}; propagation Background",
+                verb(config, "Deleted", "Would be deleted"),
+                ttl.source(),
+                fmt_duration(config.ttl_grace),
             );
-            if let Action::Event(e) = &mut done {
-                e.after_write = true;
-            }
-            out.push(PlanRule::Ttl, done);
+            out.push(PlanRule::Ttl, deleted_event(config, target, message, finish_at));
         }
     }
+}
+
+/// Pushes a Warning event of the TTL rule.
+pub(super) fn push_warning(
+    out: &mut KeyPlan,
+    config: &PlanConfig,
+    target: &Target,
+    reason: Reason,
+    message: String,
+    episode: String,
+) {
+    out.push(PlanRule::Ttl, warning(config, target, reason, message, episode));
+}
+
+/// The Warning that a finished job has no time to count its TTL from.
+fn no_finish_time(out: &mut KeyPlan, config: &PlanConfig, target: &Target, message: String) {
+    push_warning(out, config, target, Reason::TTLNoFinishTime, message, "no-finish-time".to_string());
+}
+
+/// The event of a TTL delete: published once the delete went through (`after_write`), not before.
+fn deleted_event(config: &PlanConfig, target: &Target, message: String, finish_at: Timestamp) -> Action {
+    after_write(event(
+        config,
+        target,
+        EventType::Normal,
+        Reason::TTLExpiredDeleted,
+        message,
+        format!("finished@{finish_at}"),
+    ))
 }
 
 /// A job that finished in the future of this controller's clock: the TTL waits, unclamped.
@@ -341,10 +332,9 @@ fn clock_skew_event(
     now: Timestamp,
     episode: String,
 ) -> Action {
-    event(
+    warning(
         config,
         target,
-        EventType::Warning,
         Reason::TTLClockSkew,
         format!(
             "{kind} finished at {finish_at}, which is {} in the future of this controller's clock ({now}): waiting, \

@@ -1148,14 +1148,16 @@ mod tests {
     }
 }
 
+/// TrainJob ns/job with `spec`, for the tests below.
+#[cfg(test)]
+fn job(spec: Value) -> Value {
+    serde_json::json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "job", "namespace": "ns"}, "spec": spec})
+}
+
 #[cfg(test)]
 mod transition_tests {
     use super::*;
     use serde_json::json;
-
-    fn job(spec: Value) -> Value {
-        json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "job", "namespace": "ns"}, "spec": spec})
-    }
 
     #[test]
     fn transition_rules_refuse_edits_of_immutable_fields() {
@@ -1273,10 +1275,6 @@ mod correlation_tests {
 mod kind_tests {
     use super::*;
     use serde_json::json;
-
-    fn job(spec: Value) -> Value {
-        json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "job", "namespace": "ns"}, "spec": spec})
-    }
 
     fn found(verdict: &Verdict) -> Vec<(&str, &'static str, &str)> {
         verdict.errors.iter().map(|e| (e.path.as_str(), e.kind().cause_type(), e.detail.as_str())).collect()
@@ -1459,10 +1457,6 @@ mod null_tests {
     use super::*;
     use serde_json::json;
 
-    fn job(spec: Value) -> Value {
-        json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "job", "namespace": "ns"}, "spec": spec})
-    }
-
     /// Structural pruning drops a non-nullable `null` in a map (a map of strings, of quantities, a
     /// template's labels) as it drops an object's member, so the API server stores `{}`; a `null`
     /// list item stays and is a wrong type.
@@ -1532,10 +1526,6 @@ mod null_tests {
 mod format_range_tests {
     use super::*;
     use serde_json::json;
-
-    fn job(spec: Value) -> Value {
-        json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "job", "namespace": "ns"}, "spec": spec})
-    }
 
     /// A finding as (path, cause type, detail).
     type Said = (String, &'static str, String);

@@ -56,15 +56,17 @@ fn regex_error(msg: &str, re: &str, examples: &[&str]) -> String {
     format!("{msg} (e.g. {}regex used for validation is '{re}')", examples.join(" or "))
 }
 
+/// The length check, the first of each format: an error when `value` is over `max` bytes.
+fn too_long(value: &str, max: usize) -> Vec<String> {
+    if value.len() > max { vec![max_len_error(max)] } else { Vec::new() }
+}
+
 fn max_len_error(length: usize) -> String {
     format!("must be no more than {length} bytes")
 }
 
 fn dns1123_subdomain(value: &str) -> Vec<String> {
-    let mut errors = Vec::new();
-    if value.len() > 253 {
-        errors.push(max_len_error(253));
-    }
+    let mut errors = too_long(value, 253);
     if !DNS1123_SUBDOMAIN_RE.is_match(value) {
         errors.push(regex_error(DNS1123_SUBDOMAIN_MSG, DNS1123_SUBDOMAIN, &["example.com"]));
     }
@@ -72,10 +74,7 @@ fn dns1123_subdomain(value: &str) -> Vec<String> {
 }
 
 fn dns1123_label(value: &str) -> Vec<String> {
-    let mut errors = Vec::new();
-    if value.len() > 63 {
-        errors.push(max_len_error(63));
-    }
+    let mut errors = too_long(value, 63);
     if !DNS1123_LABEL_RE.is_match(value) {
         errors.push(if DNS1123_SUBDOMAIN_RE.is_match(value) {
             "must not contain dots".to_string()
@@ -127,10 +126,7 @@ fn qualified_name(value: &str) -> Vec<String> {
 }
 
 fn label_value(value: &str) -> Vec<String> {
-    let mut errors = Vec::new();
-    if value.len() > 63 {
-        errors.push(max_len_error(63));
-    }
+    let mut errors = too_long(value, 63);
     if !LABEL_VALUE_RE.is_match(value) {
         errors.push(regex_error(LABEL_VALUE_MSG, LABEL_VALUE, &["MyValue", "my_value", "12345"]));
     }

@@ -38,7 +38,7 @@ pub(crate) fn scan(field: OverridesField, raw: Option<&RawValue>) -> Shape {
     let Some(raw) = raw else { return Shape::default() };
     let mut state = State { field, errors: ErrorList::default(), values: 0 };
     let mut de = serde_json::Deserializer::from_str(raw.get());
-    match (FieldSeed(&mut state)).deserialize(&mut de) {
+    match Walk(FieldSeed(&mut state)).deserialize(&mut de) {
         Ok(()) => {}
         Err(e) => {
             // RawValue holds valid JSON; what fails is nesting past serde_json's 128 levels.
@@ -117,137 +117,162 @@ impl Kind {
     }
 }
 
+/// A seed that reads one JSON value by its kind. [`Walk`], the one visitor for all of them, counts
+/// every value it is shown and hands it on by kind: a scalar (null included) is known by its kind
+/// alone; lists and objects are walked by the seed.
+trait ByKind<'de>: Sized {
+    type Out;
+    /// What the seed expects, for serde's error message.
+    fn expecting(&self) -> &'static str;
+    /// The count of values this pass has seen.
+    fn values(&mut self) -> &mut usize;
+    /// A value that is neither a list nor an object.
+    fn scalar(self, kind: Kind) -> Self::Out;
+    fn list<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Out, A::Error>;
+    fn object<A: MapAccess<'de>>(self, map: A) -> Result<Self::Out, A::Error>;
+
+    fn counted(mut self) -> Self {
+        *self.values() += 1;
+        self
+    }
+}
+
+/// Reads a value with a [`ByKind`] seed.
+struct Walk<S>(S);
+
+impl<'de, S: ByKind<'de>> DeserializeSeed<'de> for Walk<S> {
+    type Value = S::Out;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<S::Out, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de, S: ByKind<'de>> Visitor<'de> for Walk<S> {
+    type Value = S::Out;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(self.0.expecting())
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<S::Out, E> {
+        Ok(self.0.counted().scalar(Kind::Null))
+    }
+    fn visit_none<E: de::Error>(self) -> Result<S::Out, E> {
+        self.visit_unit()
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<S::Out, E> {
+        Ok(self.0.counted().scalar(Kind::Bool))
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<S::Out, E> {
+        Ok(self.0.counted().scalar(Kind::Number))
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<S::Out, E> {
+        Ok(self.0.counted().scalar(Kind::Number))
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<S::Out, E> {
+        Ok(self.0.counted().scalar(Kind::Number))
+    }
+    fn visit_str<E: de::Error>(self, s: &str) -> Result<S::Out, E> {
+        Ok(self.0.counted().scalar(Kind::Str(s.is_empty())))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<S::Out, A::Error> {
+        self.0.counted().list(seq)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<S::Out, A::Error> {
+        self.0.counted().object(map)
+    }
+}
+
 /// Visits any value, counting every value inside it; lists and objects are walked, not kept.
 struct Count<'s>(&'s mut usize);
 
 impl<'de> DeserializeSeed<'de> for Count<'_> {
     type Value = ();
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(KindOf(self.0)).map(|_| ())
+        KindOf::value(self.0).deserialize(d).map(|_| ())
     }
 }
 
-/// Like [`Count`], and says what kind of value it was.
-struct KindOf<'s>(&'s mut usize);
+/// Like [`Count`], and says what kind of value it was: its own kind, or, for a target's name, the
+/// kind of an object's `name` member (null when absent, or when the value is not an object: it has
+/// no name).
+struct KindOf<'s> {
+    values: &'s mut usize,
+    name_member: bool,
+}
 
-impl<'de> DeserializeSeed<'de> for KindOf<'_> {
-    type Value = Kind;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Kind, D::Error> {
-        d.deserialize_any(self)
+impl<'s> KindOf<'s> {
+    fn value(values: &'s mut usize) -> Walk<Self> {
+        Walk(KindOf { values, name_member: false })
+    }
+
+    fn target_name(values: &'s mut usize) -> Walk<Self> {
+        Walk(KindOf { values, name_member: true })
     }
 }
 
-impl<'de> Visitor<'de> for KindOf<'_> {
-    type Value = Kind;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("any JSON value")
+impl<'de> ByKind<'de> for KindOf<'_> {
+    type Out = Kind;
+    fn expecting(&self) -> &'static str {
+        if self.name_member { "an object" } else { "any JSON value" }
     }
-    fn visit_unit<E: de::Error>(self) -> Result<Kind, E> {
-        *self.0 += 1;
-        Ok(Kind::Null)
+    fn values(&mut self) -> &mut usize {
+        &mut *self.values
     }
-    fn visit_none<E: de::Error>(self) -> Result<Kind, E> {
-        self.visit_unit()
+    fn scalar(self, kind: Kind) -> Kind {
+        if self.name_member { Kind::Null } else { kind }
     }
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Kind, E> {
-        *self.0 += 1;
-        Ok(Kind::Bool)
+    fn list<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Kind, A::Error> {
+        while seq.next_element_seed(Count(&mut *self.values))?.is_some() {}
+        Ok(self.scalar(Kind::List))
     }
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Kind, E> {
-        *self.0 += 1;
-        Ok(Kind::Number)
-    }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Kind, E> {
-        *self.0 += 1;
-        Ok(Kind::Number)
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Kind, E> {
-        *self.0 += 1;
-        Ok(Kind::Number)
-    }
-    fn visit_str<E: de::Error>(self, s: &str) -> Result<Kind, E> {
-        *self.0 += 1;
-        Ok(Kind::Str(s.is_empty()))
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Kind, A::Error> {
-        *self.0 += 1;
-        while seq.next_element_seed(Count(&mut *self.0))?.is_some() {}
-        Ok(Kind::List)
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Kind, A::Error> {
-        *self.0 += 1;
-        while map.next_key::<IgnoredAny>()?.is_some() {
-            map.next_value_seed(Count(&mut *self.0))?;
+    fn object<A: MapAccess<'de>>(self, mut map: A) -> Result<Kind, A::Error> {
+        if !self.name_member {
+            while map.next_key::<IgnoredAny>()?.is_some() {
+                map.next_value_seed(Count(&mut *self.values))?;
+            }
+            return Ok(Kind::Object);
         }
-        Ok(Kind::Object)
+        let mut name = Kind::Null;
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            if key == "name" {
+                name = map.next_value_seed(KindOf::value(&mut *self.values))?;
+            } else {
+                map.next_value_seed(Count(&mut *self.values))?;
+            }
+        }
+        Ok(name)
     }
 }
 
 /// The field itself: null, or a list of items.
 struct FieldSeed<'s>(&'s mut State);
 
-impl<'de> DeserializeSeed<'de> for FieldSeed<'_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
+impl<'de> ByKind<'de> for FieldSeed<'_> {
+    type Out = ();
+    fn expecting(&self) -> &'static str {
+        "a list"
     }
-}
-
-impl FieldSeed<'_> {
-    fn not_a_list(self, kind: Kind) {
-        let path = self.0.field.path();
-        self.0.errors.push(FieldError::invalid(Rule::Shape, path, quoted(kind.name()), "must be a list"));
+    fn values(&mut self) -> &mut usize {
+        &mut self.0.values
     }
-}
-
-impl<'de> Visitor<'de> for FieldSeed<'_> {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a list")
+    fn scalar(self, kind: Kind) {
+        if kind != Kind::Null {
+            let path = self.0.field.path();
+            self.0.errors.push(FieldError::invalid(Rule::Shape, path, quoted(kind.name()), "must be a list"));
+        }
     }
-    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-        self.0.values += 1;
+    fn list<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let state = self.0;
+        let mut i = 0usize;
+        while seq.next_element_seed(Walk(ItemSeed { state: &mut *state, index: i }))?.is_some() {
+            i += 1;
+        }
         Ok(())
     }
-    fn visit_none<E: de::Error>(self) -> Result<(), E> {
-        self.visit_unit()
-    }
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
-        self.0.values += 1;
-        self.not_a_list(Kind::Bool);
-        Ok(())
-    }
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
-        self.0.values += 1;
-        self.not_a_list(Kind::Number);
-        Ok(())
-    }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
-        self.visit_i64(0)
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
-        self.visit_i64(0)
-    }
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
-        self.0.values += 1;
-        self.not_a_list(Kind::Str(false));
-        Ok(())
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        self.0.values += 1;
+    fn object<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         while map.next_key::<IgnoredAny>()?.is_some() {
             map.next_value_seed(Count(&mut self.0.values))?;
         }
-        self.not_a_list(Kind::Object);
-        Ok(())
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        let state = self.0;
-        state.values += 1;
-        let mut i = 0usize;
-        while seq.next_element_seed(ItemSeed { state: &mut *state, index: i })?.is_some() {
-            i += 1;
-        }
+        self.scalar(Kind::Object);
         Ok(())
     }
 }
@@ -264,13 +289,6 @@ impl ItemSeed<'_> {
     }
 }
 
-impl<'de> DeserializeSeed<'de> for ItemSeed<'_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
 /// What an item's checked member held: the member may appear twice, and the last one counts
 /// (as in a decoded object).
 enum Member {
@@ -279,8 +297,16 @@ enum Member {
     Targets(ErrorList),
 }
 
-impl ItemSeed<'_> {
-    fn not_an_object(self, kind: Kind) {
+impl<'de> ByKind<'de> for ItemSeed<'_> {
+    type Out = ();
+    fn expecting(&self) -> &'static str {
+        "an object"
+    }
+    fn values(&mut self) -> &mut usize {
+        &mut self.state.values
+    }
+    /// Not an object.
+    fn scalar(self, kind: Kind) {
         if self.state.errors.is_full() {
             self.state.errors.count();
             return;
@@ -288,59 +314,23 @@ impl ItemSeed<'_> {
         let path = self.path();
         self.state.errors.push(FieldError::invalid(Rule::Shape, path, quoted(kind.name()), "must be an object"));
     }
-}
-
-impl<'de> Visitor<'de> for ItemSeed<'_> {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("an object")
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-        self.state.values += 1;
-        self.not_an_object(Kind::Null);
-        Ok(())
-    }
-    fn visit_none<E: de::Error>(self) -> Result<(), E> {
-        self.visit_unit()
-    }
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
-        self.state.values += 1;
-        self.not_an_object(Kind::Bool);
-        Ok(())
-    }
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
-        self.state.values += 1;
-        self.not_an_object(Kind::Number);
-        Ok(())
-    }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
-        self.visit_i64(0)
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
-        self.visit_i64(0)
-    }
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
-        self.state.values += 1;
-        self.not_an_object(Kind::Str(false));
-        Ok(())
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        self.state.values += 1;
+    fn list<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         while seq.next_element_seed(Count(&mut self.state.values))?.is_some() {}
-        self.not_an_object(Kind::List);
+        self.scalar(Kind::List);
         Ok(())
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        self.state.values += 1;
+    fn object<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         let item_path = self.path();
         let patches = self.state.field == OverridesField::RuntimePatches;
         let mut member = Member::Absent;
         while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
             match (patches, key.as_ref()) {
-                (true, "manager") => member = Member::Manager(map.next_value_seed(KindOf(&mut self.state.values))?),
+                (true, "manager") => {
+                    member = Member::Manager(map.next_value_seed(KindOf::value(&mut self.state.values))?)
+                }
                 (false, "targetJobs") => {
                     let seed = TargetsSeed { values: &mut self.state.values, path: &item_path };
-                    member = Member::Targets(map.next_value_seed(seed)?);
+                    member = Member::Targets(map.next_value_seed(Walk(seed))?);
                 }
                 _ => map.next_value_seed(Count(&mut self.state.values))?,
             }
@@ -378,13 +368,6 @@ struct TargetsSeed<'s> {
     path: &'s str,
 }
 
-impl<'de> DeserializeSeed<'de> for TargetsSeed<'_> {
-    type Value = ErrorList;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<ErrorList, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
 impl TargetsSeed<'_> {
     fn path(&self) -> String {
         format!("{}.targetJobs", self.path)
@@ -393,55 +376,34 @@ impl TargetsSeed<'_> {
     fn required(self) -> ErrorList {
         ErrorList::from(vec![FieldError::new(Rule::Shape, ErrorType::Required, self.path(), TARGET_JOBS_REQUIRED)])
     }
-
-    fn not_a_list(self, kind: Kind) -> ErrorList {
-        ErrorList::from(vec![FieldError::invalid(Rule::Shape, self.path(), quoted(kind.name()), "must be a list")])
-    }
 }
 
-impl<'de> Visitor<'de> for TargetsSeed<'_> {
-    type Value = ErrorList;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a list")
+impl<'de> ByKind<'de> for TargetsSeed<'_> {
+    type Out = ErrorList;
+    fn expecting(&self) -> &'static str {
+        "a list"
     }
-    fn visit_unit<E: de::Error>(self) -> Result<ErrorList, E> {
-        *self.values += 1;
-        Ok(self.required())
+    fn values(&mut self) -> &mut usize {
+        &mut *self.values
     }
-    fn visit_none<E: de::Error>(self) -> Result<ErrorList, E> {
-        self.visit_unit()
+    /// Null is no list; anything else is not a list.
+    fn scalar(self, kind: Kind) -> ErrorList {
+        if kind == Kind::Null {
+            return self.required();
+        }
+        ErrorList::from(vec![FieldError::invalid(Rule::Shape, self.path(), quoted(kind.name()), "must be a list")])
     }
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<ErrorList, E> {
-        *self.values += 1;
-        Ok(self.not_a_list(Kind::Bool))
-    }
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<ErrorList, E> {
-        *self.values += 1;
-        Ok(self.not_a_list(Kind::Number))
-    }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<ErrorList, E> {
-        self.visit_i64(0)
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<ErrorList, E> {
-        self.visit_i64(0)
-    }
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<ErrorList, E> {
-        *self.values += 1;
-        Ok(self.not_a_list(Kind::Str(false)))
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ErrorList, A::Error> {
-        *self.values += 1;
+    fn object<A: MapAccess<'de>>(self, mut map: A) -> Result<ErrorList, A::Error> {
         while map.next_key::<IgnoredAny>()?.is_some() {
             map.next_value_seed(Count(&mut *self.values))?;
         }
-        Ok(self.not_a_list(Kind::Object))
+        Ok(self.scalar(Kind::Object))
     }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ErrorList, A::Error> {
-        *self.values += 1;
+    fn list<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ErrorList, A::Error> {
         let path = self.path();
         let mut errors = ErrorList::default();
         let mut j = 0usize;
-        while let Some(name) = seq.next_element_seed(TargetName(&mut *self.values))? {
+        while let Some(name) = seq.next_element_seed(KindOf::target_name(&mut *self.values))? {
             let problem = match name {
                 Kind::Str(false) => None,
                 Kind::Null | Kind::Str(true) => Some(None),
@@ -466,63 +428,6 @@ impl<'de> Visitor<'de> for TargetsSeed<'_> {
             return Ok(self.required());
         }
         Ok(errors)
-    }
-}
-
-/// One target: the kind of its `name` member (null when absent, or when the target is not an
-/// object: it has no name).
-struct TargetName<'s>(&'s mut usize);
-
-impl<'de> DeserializeSeed<'de> for TargetName<'_> {
-    type Value = Kind;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Kind, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for TargetName<'_> {
-    type Value = Kind;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("an object")
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<Kind, E> {
-        *self.0 += 1;
-        Ok(Kind::Null)
-    }
-    fn visit_none<E: de::Error>(self) -> Result<Kind, E> {
-        self.visit_unit()
-    }
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Kind, E> {
-        self.visit_unit()
-    }
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Kind, E> {
-        self.visit_unit()
-    }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Kind, E> {
-        self.visit_unit()
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Kind, E> {
-        self.visit_unit()
-    }
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Kind, E> {
-        self.visit_unit()
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Kind, A::Error> {
-        *self.0 += 1;
-        while seq.next_element_seed(Count(&mut *self.0))?.is_some() {}
-        Ok(Kind::Null)
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Kind, A::Error> {
-        *self.0 += 1;
-        let mut name = Kind::Null;
-        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-            if key == "name" {
-                name = map.next_value_seed(KindOf(&mut *self.0))?;
-            } else {
-                map.next_value_seed(Count(&mut *self.0))?;
-            }
-        }
-        Ok(name)
     }
 }
 

@@ -41,6 +41,11 @@ fn v2_2(spec: &str) -> String {
 
 /// (why, field, old, new, Trainer's verdict: changed?)
 type Row = (&'static str, OverridesField, String, String, bool);
+/// (why, old members, new members, Trainer's verdict: changed?): a [`Row`] whose two sides are one
+/// item of the field's release.
+type MemberRow = (&'static str, &'static str, &'static str, bool);
+/// One release's item around its members: [`v2_0`], [`v2_1`] or [`v2_2`].
+type Item = fn(&str) -> String;
 
 fn table() -> Vec<Row> {
     let s = |x: &str| x.to_string();
@@ -50,103 +55,127 @@ fn table() -> Vec<Row> {
         rows.push(("null vs []", field, s("null"), s("[]"), false));
         rows.push(("[] vs one item", field, s("[]"), v2_0(""), true));
     }
-    // Pointer structs present but empty are not absent.
-    let pointer_rows: [(&str, OverridesField, String, String, bool); 27] = [
-        // v2.0 volumes: each source is a pointer.
+    // Pointer structs present but empty are not absent. Most rows are the members of one item,
+    // wrapped by their release's item builder; some start from a bare volume or toleration.
+    let (volume, toleration) = (r#""volumes":[{"name":"v"}]"#, r#""tolerations":[{"key":"k"}]"#);
+    let member_rows: [(OverridesField, Item, Vec<MemberRow>); 3] = [
         (
-            "v2.0 emptyDir {} -> downwardAPI {}",
             V2_0,
-            v2_0(r#""volumes":[{"name":"v","emptyDir":{}}]"#),
-            v2_0(r#""volumes":[{"name":"v","downwardAPI":{}}]"#),
-            true,
+            v2_0,
+            vec![
+                // v2.0 volumes: each source is a pointer.
+                (
+                    "v2.0 emptyDir {} -> downwardAPI {}",
+                    r#""volumes":[{"name":"v","emptyDir":{}}]"#,
+                    r#""volumes":[{"name":"v","downwardAPI":{}}]"#,
+                    true,
+                ),
+                (
+                    "v2.0 volume without source -> emptyDir {}",
+                    volume,
+                    r#""volumes":[{"name":"v","emptyDir":{}}]"#,
+                    true,
+                ),
+                ("v2.0 emptyDir null = absent", volume, r#""volumes":[{"name":"v","emptyDir":null}]"#, false),
+                (
+                    "v2.0 sizeLimit 1Gi = 1024Mi",
+                    r#""volumes":[{"name":"v","emptyDir":{"sizeLimit":"1Gi"}}]"#,
+                    r#""volumes":[{"name":"v","emptyDir":{"sizeLimit":"1024Mi"}}]"#,
+                    false,
+                ),
+                (
+                    "v2.0 sizeLimit 1Gi != 1G",
+                    r#""volumes":[{"name":"v","emptyDir":{"sizeLimit":"1Gi"}}]"#,
+                    r#""volumes":[{"name":"v","emptyDir":{"sizeLimit":"1G"}}]"#,
+                    true,
+                ),
+                (
+                    "v2.0 emptyDir medium \"\" = absent (non-pointer string)",
+                    r#""volumes":[{"name":"v","emptyDir":{}}]"#,
+                    r#""volumes":[{"name":"v","emptyDir":{"medium":""}}]"#,
+                    false,
+                ),
+                ("v2.0 serviceAccountName \"\" != absent (pointer)", "", r#""serviceAccountName":"""#, true),
+                ("v2.0 nodeSelector {} = absent (map)", "", r#""nodeSelector":{}"#, false),
+                ("v2.0 tolerations [] = absent (list)", "", r#""tolerations":[]"#, false),
+                (
+                    "v2.0 tolerationSeconds 0 != absent (pointer)",
+                    toleration,
+                    r#""tolerations":[{"key":"k","tolerationSeconds":0}]"#,
+                    true,
+                ),
+                ("v2.0 toleration value \"\" = absent", toleration, r#""tolerations":[{"key":"k","value":""}]"#, false),
+                (
+                    "v2.0 tolerations reordered",
+                    r#""tolerations":[{"key":"a"},{"key":"b"}]"#,
+                    r#""tolerations":[{"key":"b"},{"key":"a"}]"#,
+                    true,
+                ),
+                (
+                    "v2.0 containers[].resources is not a field: pruned, ignored",
+                    r#""containers":[{"name":"node"}]"#,
+                    r#""containers":[{"name":"node","resources":{"limits":{"cpu":"1"}}}]"#,
+                    false,
+                ),
+                (
+                    "v2.0 env value changed",
+                    r#""containers":[{"name":"node","env":[{"name":"A","value":"1"}]}]"#,
+                    r#""containers":[{"name":"node","env":[{"name":"A","value":"2"}]}]"#,
+                    true,
+                ),
+            ],
         ),
         (
-            "v2.0 volume without source -> emptyDir {}",
-            V2_0,
-            v2_0(r#""volumes":[{"name":"v"}]"#),
-            v2_0(r#""volumes":[{"name":"v","emptyDir":{}}]"#),
-            true,
-        ),
-        (
-            "v2.0 emptyDir null = absent",
-            V2_0,
-            v2_0(r#""volumes":[{"name":"v"}]"#),
-            v2_0(r#""volumes":[{"name":"v","emptyDir":null}]"#),
-            false,
-        ),
-        (
-            "v2.0 sizeLimit 1Gi = 1024Mi",
-            V2_0,
-            v2_0(r#""volumes":[{"name":"v","emptyDir":{"sizeLimit":"1Gi"}}]"#),
-            v2_0(r#""volumes":[{"name":"v","emptyDir":{"sizeLimit":"1024Mi"}}]"#),
-            false,
-        ),
-        (
-            "v2.0 sizeLimit 1Gi != 1G",
-            V2_0,
-            v2_0(r#""volumes":[{"name":"v","emptyDir":{"sizeLimit":"1Gi"}}]"#),
-            v2_0(r#""volumes":[{"name":"v","emptyDir":{"sizeLimit":"1G"}}]"#),
-            true,
-        ),
-        (
-            "v2.0 emptyDir medium \"\" = absent (non-pointer string)",
-            V2_0,
-            v2_0(r#""volumes":[{"name":"v","emptyDir":{}}]"#),
-            v2_0(r#""volumes":[{"name":"v","emptyDir":{"medium":""}}]"#),
-            false,
-        ),
-        ("v2.0 serviceAccountName \"\" != absent (pointer)", V2_0, v2_0(""), v2_0(r#""serviceAccountName":"""#), true),
-        ("v2.0 nodeSelector {} = absent (map)", V2_0, v2_0(""), v2_0(r#""nodeSelector":{}"#), false),
-        ("v2.0 tolerations [] = absent (list)", V2_0, v2_0(""), v2_0(r#""tolerations":[]"#), false),
-        (
-            "v2.0 tolerationSeconds 0 != absent (pointer)",
-            V2_0,
-            v2_0(r#""tolerations":[{"key":"k"}]"#),
-            v2_0(r#""tolerations":[{"key":"k","tolerationSeconds":0}]"#),
-            true,
-        ),
-        (
-            "v2.0 toleration value \"\" = absent",
-            V2_0,
-            v2_0(r#""tolerations":[{"key":"k"}]"#),
-            v2_0(r#""tolerations":[{"key":"k","value":""}]"#),
-            false,
-        ),
-        (
-            "v2.0 tolerations reordered",
-            V2_0,
-            v2_0(r#""tolerations":[{"key":"a"},{"key":"b"}]"#),
-            v2_0(r#""tolerations":[{"key":"b"},{"key":"a"}]"#),
-            true,
-        ),
-        (
-            "v2.0 containers[].resources is not a field: pruned, ignored",
-            V2_0,
-            v2_0(r#""containers":[{"name":"node"}]"#),
-            v2_0(r#""containers":[{"name":"node","resources":{"limits":{"cpu":"1"}}}]"#),
-            false,
-        ),
-        (
-            "v2.0 env value changed",
-            V2_0,
-            v2_0(r#""containers":[{"name":"node","env":[{"name":"A","value":"1"}]}]"#),
-            v2_0(r#""containers":[{"name":"node","env":[{"name":"A","value":"2"}]}]"#),
-            true,
-        ),
-        // v2.1: affinity and metadata behind pointers.
-        (
-            "v2.1 anti-affinity term gains labelSelector {}",
             V2_1,
-            v2_1(
-                r#""affinity":{"podAntiAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":[{"topologyKey":"z"}]}}"#,
-            ),
-            v2_1(
-                r#""affinity":{"podAntiAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":[{"topologyKey":"z","labelSelector":{}}]}}"#,
-            ),
-            true,
+            v2_1,
+            vec![
+                // v2.1: affinity and metadata behind pointers.
+                (
+                    "v2.1 anti-affinity term gains labelSelector {}",
+                    r#""affinity":{"podAntiAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":[{"topologyKey":"z"}]}}"#,
+                    r#""affinity":{"podAntiAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":[{"topologyKey":"z","labelSelector":{}}]}}"#,
+                    true,
+                ),
+                ("v2.1 affinity {} != absent", "", r#""affinity":{}"#, true),
+                ("v2.1 affinity null = absent", "", r#""affinity":null"#, false),
+                (
+                    "v2.1 spec.securityContext is not a field: ignored",
+                    "",
+                    r#""securityContext":{"runAsUser":1000}"#,
+                    false,
+                ),
+                (
+                    "v2.1 node affinity weight 1 = 1.0",
+                    r#""affinity":{"nodeAffinity":{"preferredDuringSchedulingIgnoredDuringExecution":[{"weight":1,"preference":{}}]}}"#,
+                    r#""affinity":{"nodeAffinity":{"preferredDuringSchedulingIgnoredDuringExecution":[{"weight":1.0,"preference":{}}]}}"#,
+                    false,
+                ),
+            ],
         ),
-        ("v2.1 affinity {} != absent", V2_1, v2_1(""), v2_1(r#""affinity":{}"#), true),
-        ("v2.1 affinity null = absent", V2_1, v2_1(""), v2_1(r#""affinity":null"#), false),
+        (
+            V2_2,
+            v2_2,
+            vec![
+                (
+                    "v2.2 container image is not a field of v2.3: compared in runtimePatches",
+                    r#""containers":[{"name":"node"}]"#,
+                    r#""containers":[{"name":"node","image":"x"}]"#,
+                    true,
+                ),
+                ("v2.3 terminationGracePeriodSeconds 0 != absent", "", r#""terminationGracePeriodSeconds":0"#, true),
+                (
+                    "v2.2 runAsNonRoot false != absent (pointer)",
+                    r#""securityContext":{}"#,
+                    r#""securityContext":{"runAsNonRoot":false}"#,
+                    true,
+                ),
+            ],
+        ),
+    ];
+    for (field, item, members) in member_rows {
+        rows.extend(members.into_iter().map(|(why, old, new, changed)| (why, field, item(old), item(new), changed)));
+    }
+    let whole_rows: [Row; 5] = [
         (
             "v2.1 spec {} != absent",
             V2_1,
@@ -168,24 +197,6 @@ fn table() -> Vec<Row> {
             s(r#"[{"targetJobs":[{"name":"node"}],"metadata":{"labels":{}}}]"#),
             false,
         ),
-        (
-            "v2.1 spec.securityContext is not a field: ignored",
-            V2_1,
-            v2_1(""),
-            v2_1(r#""securityContext":{"runAsUser":1000}"#),
-            false,
-        ),
-        (
-            "v2.1 node affinity weight 1 = 1.0",
-            V2_1,
-            v2_1(
-                r#""affinity":{"nodeAffinity":{"preferredDuringSchedulingIgnoredDuringExecution":[{"weight":1,"preference":{}}]}}"#,
-            ),
-            v2_1(
-                r#""affinity":{"nodeAffinity":{"preferredDuringSchedulingIgnoredDuringExecution":[{"weight":1.0,"preference":{}}]}}"#,
-            ),
-            false,
-        ),
         // v2.2+: every level of a patch is a pointer.
         (
             "v2.2 patch gains template.metadata {}",
@@ -203,29 +214,8 @@ fn table() -> Vec<Row> {
             s(&v2_2(r#""nodeSelector":{"a":"b"}"#).replace(r#""name":"node","#, r#""name":"node","replicas":3,"#)),
             true,
         ),
-        (
-            "v2.2 container image is not a field of v2.3: compared in runtimePatches",
-            V2_2,
-            v2_2(r#""containers":[{"name":"node"}]"#),
-            v2_2(r#""containers":[{"name":"node","image":"x"}]"#),
-            true,
-        ),
-        (
-            "v2.3 terminationGracePeriodSeconds 0 != absent",
-            V2_2,
-            v2_2(""),
-            v2_2(r#""terminationGracePeriodSeconds":0"#),
-            true,
-        ),
-        (
-            "v2.2 runAsNonRoot false != absent (pointer)",
-            V2_2,
-            v2_2(r#""securityContext":{}"#),
-            v2_2(r#""securityContext":{"runAsNonRoot":false}"#),
-            true,
-        ),
     ];
-    rows.extend(pointer_rows.map(|(why, f, o, n, c)| (why, f, o, n, c)));
+    rows.extend(whole_rows);
     // runtimePatches: index by index, each item's `time` left out.
     let patch = |manager: &str, time: &str, selector: &str| {
         format!(

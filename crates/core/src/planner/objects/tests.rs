@@ -107,6 +107,7 @@ fn pods_that_are_not_training_pods_are_not_kept() {
 
 #[test]
 fn node_view_reads_what_the_full_type_holds() {
+    let taint = |key: &str, effect: &str| Taint { key: key.into(), effect: effect.into(), ..Taint::default() };
     let full = Node {
         metadata: ObjectMeta {
             name: Some("node-1".into()),
@@ -116,12 +117,8 @@ fn node_view_reads_what_the_full_type_holds() {
         },
         spec: Some(NodeSpec {
             taints: Some(vec![
-                Taint { key: "node.kubernetes.io/unreachable".into(), effect: "NoExecute".into(), ..Taint::default() },
-                Taint {
-                    key: "node.kubernetes.io/out-of-service".into(),
-                    effect: "NoSchedule".into(),
-                    ..Taint::default()
-                },
+                taint("node.kubernetes.io/unreachable", "NoExecute"),
+                taint("node.kubernetes.io/out-of-service", "NoSchedule"),
             ]),
             ..NodeSpec::default()
         }),
