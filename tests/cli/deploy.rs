@@ -371,14 +371,12 @@ fn the_mutating_defaults_are_opt_in_and_each_switch_adds_exactly_its_objects() {
     let static_certs = static_certs_checkout();
     let plain_static = || render_static_certs_in(static_certs.path(), &[]);
     let held_back = json!({"webhooks": {"enabled": false}});
+    let documented = docs_block("operations.md", "# my-trainguard/kustomization.yaml, with the mutating webhook");
+    let documented = render_overlay(&[("kustomization.yaml", documented.as_str())]);
     // (what, the install as shipped, the same install with the switch, what the switch adds)
     let cases: [(&str, Rendered, Rendered, &[String]); 8] = [
-        (
-            "cert-manager + mutating-webhook",
-            render_cert_manager(),
-            render_with_components(&["mutating-webhook"]),
-            &webhook,
-        ),
+        // As docs/operations.md ("The defaults") writes the overlay.
+        ("cert-manager + mutating-webhook", render_cert_manager(), documented, &webhook),
         (
             "cert-manager + mutating-policy",
             render_cert_manager(),
