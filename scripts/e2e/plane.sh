@@ -296,6 +296,23 @@ namespace: trainguard-system
 components: [$rel/components/act-rbac]
 YAML
   kctl kustomize "$run/kustomize-act" >"$run/trainguard-act-rbac.yaml"
+  # The opt-in defaults (the mutating webhook, the MutatingAdmissionPolicy), kept aside too: the
+  # tests that need them apply and remove them (tests/e2e/policy.rs). The webhook's component
+  # copies the validating configuration's clientConfig, so it is rendered with the base.
+  mkdir -p "$run/kustomize-defaults"
+  cat >"$run/kustomize-defaults/kustomization.yaml" <<YAML
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources: [$rel/base]
+components: [$rel/components/mutating-webhook, $rel/components/mutating-policy]
+YAML
+  kctl kustomize "$run/kustomize-defaults" >"$run/trainguard-defaults-rendered.yaml"
+  python3 "$root/scripts/e2e/rewrite-webhooks.py" "$P_TRAINGUARD" "$run/certs/ca.crt" \
+    --only MutatingWebhookConfiguration \
+    <"$run/trainguard-defaults-rendered.yaml" >"$run/trainguard-mutating-webhook.yaml"
+  python3 "$root/scripts/e2e/rewrite-webhooks.py" "$P_TRAINGUARD" "$run/certs/ca.crt" \
+    --only MutatingAdmissionPolicy,MutatingAdmissionPolicyBinding \
+    <"$run/trainguard-defaults-rendered.yaml" >"$run/trainguard-mutating-policy.yaml"
   python3 "$root/scripts/e2e/rewrite-webhooks.py" "$P_TRAINGUARD" "$run/certs/ca.crt" \
     --only ValidatingWebhookConfiguration,MutatingWebhookConfiguration \
     <"$run/trainguard-rendered.yaml" >"$run/trainguard-webhooks.yaml"

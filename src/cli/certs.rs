@@ -196,30 +196,24 @@ fn secret_manifest(target: &Target, chain: &GeneratedChain) -> String {
     format!("{GENERATED} Holds a private key: never commit it.\n{}", to_yaml(&secret))
 }
 
-/// Strategic-merge patches (merge key: webhook `name`) that set `caBundle` on both webhooks.
+/// A strategic-merge patch (merge key: webhook `name`) that sets `caBundle` on the validating
+/// webhook. The mutating webhook's configuration is not in the default install; where
+/// `deploy/components/mutating-webhook` adds it, it copies this `clientConfig`.
 fn ca_bundle_patch(bundle_pem: &[u8]) -> String {
     let ca_bundle = serde_json::to_value(ByteString(bundle_pem.to_vec())).unwrap_or_default();
-    let patch = |kind: &str, configuration: &str, webhook: &str| {
-        json!({
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": kind,
-            "metadata": {"name": configuration},
-            "webhooks": [{"name": webhook, "clientConfig": {"caBundle": ca_bundle}}],
-        })
-    };
-    let validating = patch("ValidatingWebhookConfiguration", VALIDATING_CONFIGURATION, VALIDATING_WEBHOOK);
-    let mutating = patch("MutatingWebhookConfiguration", MUTATING_CONFIGURATION, MUTATING_WEBHOOK);
-    format!(
-        "{GENERATED} The CA(s) the API server trusts for the webhook.\n{}---\n{}",
-        to_yaml(&validating),
-        to_yaml(&mutating)
-    )
+    let validating = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": VALIDATING_CONFIGURATION},
+        "webhooks": [{"name": VALIDATING_WEBHOOK, "clientConfig": {"caBundle": ca_bundle}}],
+    });
+    format!("{GENERATED} The CA(s) the API server trusts for the webhook.\n{}", to_yaml(&validating))
 }
 
 fn kustomization() -> String {
     format!(
-        "{GENERATED} A kustomize Component: the TLS Secret and the caBundle of both webhook\n\
-         # configurations. Used by deploy/overlays/static-certs.\n\
+        "{GENERATED} A kustomize Component: the TLS Secret and the caBundle of the webhook\n\
+         # configuration. Used by deploy/overlays/static-certs.\n\
          apiVersion: kustomize.config.k8s.io/v1alpha1\n\
          kind: Component\n\
          resources:\n  - {SECRET_MANIFEST}\n\

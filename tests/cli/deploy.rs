@@ -127,6 +127,12 @@ fn render_cert_manager() -> Rendered {
 
 /// The static-certs overlay from a copy of deploy/ next to freshly generated certs/.
 fn render_static_certs() -> (Rendered, tempfile::TempDir) {
+    let tmp = static_certs_checkout();
+    (render_static_certs_in(tmp.path(), &[]), tmp)
+}
+
+/// A copy of deploy/ next to freshly generated certs/.
+fn static_certs_checkout() -> tempfile::TempDir {
     let tmp = tempfile::tempdir().unwrap();
     copy_dir(&repo().join("deploy"), &tmp.path().join("deploy"));
     let certs = tmp.path().join("certs");
@@ -136,7 +142,21 @@ fn render_static_certs() -> (Rendered, tempfile::TempDir) {
         .output()
         .unwrap();
     assert!(out.status.success(), "trainguard certs: {}", String::from_utf8_lossy(&out.stderr));
-    (render(&tmp.path().join("deploy/overlays/static-certs")), tmp)
+    tmp
+}
+
+/// The static-certs overlay of `static_certs_checkout`, with `components` of deploy/components
+/// added by an overlay of the user's beside it (as `render_with_components` does).
+fn render_static_certs_in(checkout: &Path, components: &[&str]) -> Rendered {
+    if components.is_empty() {
+        return render(&checkout.join("deploy/overlays/static-certs"));
+    }
+    let paths: Vec<String> = components.iter().map(|c| format!("../deploy/components/{c}")).collect();
+    let mine = checkout.join(format!("my-trainguard-{}", components.join("-")));
+    std::fs::create_dir_all(&mine).unwrap();
+    let kustomization = format!("resources: [../deploy/overlays/static-certs]\ncomponents: [{}]\n", paths.join(", "));
+    std::fs::write(mine.join("kustomization.yaml"), kustomization).unwrap();
+    render(&mine)
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -290,7 +310,6 @@ fn each_overlay_renders_exactly_the_expected_objects_in_one_namespace() {
         "Service \"trainguard-webhook\"",
         "Service \"trainguard-metrics\"",
         "ValidatingWebhookConfiguration \"trainguard-validating\"",
-        "MutatingWebhookConfiguration \"trainguard-mutating\"",
     ];
     let cert_manager = [
         "Issuer \"trainguard-selfsigned\"",
@@ -329,6 +348,93 @@ fn each_overlay_renders_exactly_the_expected_objects_in_one_namespace() {
             } else {
                 assert_eq!(ns, Some(NAMESPACE), "{}: {kind} {}", rendered.what, o["metadata"]["name"]);
             }
+        }
+    }
+}
+
+/// The defaults policy's name (components/mutating-policy; the chart's `<fullname>-defaults`).
+const MUTATING_POLICY: &str = "trainguard-defaults";
+
+/// The mutating defaults are opt-in (docs/webhook.md §7): every Trainer release's CRD defaults the
+/// same fields, so no default install registers a mutating webhook or policy, whatever the
+/// cluster serves; each component or chart value adds exactly its objects (cluster-scoped), in
+/// either overlay, and changes nothing else.
+#[test]
+fn the_mutating_defaults_are_opt_in_and_each_switch_adds_exactly_its_objects() {
+    let webhook = vec![format!("MutatingWebhookConfiguration \"{MUTATING_CONFIGURATION}\"")];
+    let policy = vec![
+        format!("MutatingAdmissionPolicy \"{MUTATING_POLICY}\""),
+        format!("MutatingAdmissionPolicyBinding \"{MUTATING_POLICY}\""),
+    ];
+    let both: Vec<String> = policy.iter().chain(&webhook).cloned().collect();
+    let chart = |values: Value| render_chart(NAMESPACE, values);
+    let static_certs = static_certs_checkout();
+    let plain_static = || render_static_certs_in(static_certs.path(), &[]);
+    let held_back = json!({"webhooks": {"enabled": false}});
+    let documented = docs_block("operations.md", "# my-trainguard/kustomization.yaml, with the mutating webhook");
+    let documented = render_overlay(&[("kustomization.yaml", documented.as_str())]);
+    // (what, the install as shipped, the same install with the switch, what the switch adds)
+    let cases: [(&str, Rendered, Rendered, &[String]); 8] = [
+        // As docs/operations.md ("The defaults") writes the overlay.
+        ("cert-manager + mutating-webhook", render_cert_manager(), documented, &webhook),
+        (
+            "cert-manager + mutating-policy",
+            render_cert_manager(),
+            render_with_components(&["mutating-policy"]),
+            &policy,
+        ),
+        (
+            "cert-manager + both",
+            render_cert_manager(),
+            render_with_components(&["mutating-webhook", "mutating-policy"]),
+            &both,
+        ),
+        (
+            "static-certs + mutating-webhook",
+            plain_static(),
+            render_static_certs_in(static_certs.path(), &["mutating-webhook"]),
+            &webhook,
+        ),
+        (
+            "static-certs + mutating-policy",
+            plain_static(),
+            render_static_certs_in(static_certs.path(), &["mutating-policy"]),
+            &policy,
+        ),
+        (
+            "chart mutatingWebhook.enabled",
+            chart(json!({})),
+            chart(json!({"mutatingWebhook": {"enabled": true}})),
+            &webhook,
+        ),
+        (
+            "chart mutatingPolicy.enabled",
+            chart(json!({})),
+            chart(json!({"mutatingPolicy": {"enabled": true}})),
+            &policy,
+        ),
+        // Install order: webhooks.enabled=false holds the mutating webhook back with the other.
+        (
+            "chart mutatingWebhook.enabled, webhooks.enabled=false",
+            chart(held_back),
+            chart(json!({"webhooks": {"enabled": false}, "mutatingWebhook": {"enabled": true}})),
+            &[],
+        ),
+    ];
+    let mutating = |r: &Rendered| -> Vec<String> {
+        r.kinds_and_names().into_iter().filter(|k| k.starts_with("Mutating")).collect()
+    };
+    for (what, shipped, with, adds) in cases {
+        assert_eq!(mutating(&shipped), Vec::<String>::new(), "{what}: registered by default");
+        let before = by_kind_and_name(&shipped);
+        let after = by_kind_and_name(&with);
+        let added: Vec<String> = after.keys().filter(|k| !before.contains_key(*k)).cloned().collect();
+        assert_eq!(added, adds, "{what}: what the switch adds");
+        for (key, object) in &before {
+            assert_eq!(after.get(key), Some(object), "{what}: {key} changed");
+        }
+        for key in &added {
+            assert_eq!(after[key]["metadata"].get("namespace"), None, "{what}: {key} is cluster-scoped");
         }
     }
 }
@@ -402,7 +508,8 @@ fn webhooks(r: &Rendered) -> Vec<Webhook> {
 
 #[test]
 fn webhooks_match_the_server_routes_and_the_spec() {
-    let r = render_cert_manager();
+    // The mutating webhook is opt-in: the component adds it.
+    let r = render_with_components(&["mutating-webhook"]);
     let service: Service = r.get(DEFAULT_SERVICE);
     let service_port = service.spec.unwrap().ports.unwrap()[0].port;
 
@@ -490,30 +597,35 @@ fn webhooks_match_the_server_routes_and_the_spec() {
 #[test]
 fn webhook_configurations_can_be_applied_last() {
     let step = |o: &Value| o["metadata"]["labels"]["trainguard.io/install-step"].as_str().map(str::to_string);
-    let (static_certs, _tmp) = render_static_certs();
-    for r in [render_cert_manager(), static_certs] {
+    let checkout = static_certs_checkout();
+    // (install, its webhook configurations)
+    let validating = format!("ValidatingWebhookConfiguration \"{VALIDATING_CONFIGURATION}\"");
+    let mutating = format!("MutatingWebhookConfiguration \"{MUTATING_CONFIGURATION}\"");
+    let cases = [
+        (render_cert_manager(), vec![validating.clone()]),
+        (render_static_certs_in(checkout.path(), &[]), vec![validating.clone()]),
+        (render_with_components(&["mutating-webhook"]), vec![mutating.clone(), validating.clone()]),
+        (render_static_certs_in(checkout.path(), &["mutating-webhook"]), vec![mutating.clone(), validating.clone()]),
+    ];
+    for (r, want) in cases {
         let last: BTreeSet<String> = r
             .objects
             .iter()
             .filter(|o| step(o).is_some())
             .map(|o| format!("{} {}", o["kind"].as_str().unwrap(), o["metadata"]["name"]))
             .collect();
-        let want = [
-            format!("MutatingWebhookConfiguration \"{MUTATING_CONFIGURATION}\""),
-            format!("ValidatingWebhookConfiguration \"{VALIDATING_CONFIGURATION}\""),
-        ];
         assert_eq!(last, want.into_iter().collect(), "{}: only the webhook configurations wait", r.what);
         assert!(r.objects.iter().filter_map(step).all(|s| s == "webhooks"), "{}", r.what);
     }
-    let chart = by_kind_and_name(&render_chart(NAMESPACE, json!({})));
-    let first = by_kind_and_name(&render_chart(NAMESPACE, json!({"webhooks": {"enabled": false}})));
+    let chart = by_kind_and_name(&render_chart(NAMESPACE, json!({"mutatingWebhook": {"enabled": true}})));
+    let first = by_kind_and_name(&render_chart(
+        NAMESPACE,
+        json!({"webhooks": {"enabled": false}, "mutatingWebhook": {"enabled": true}}),
+    ));
     let missing: BTreeSet<&String> = chart.keys().filter(|k| !first.contains_key(*k)).collect();
     assert_eq!(
         missing.into_iter().cloned().collect::<Vec<_>>(),
-        [
-            format!("MutatingWebhookConfiguration \"{MUTATING_CONFIGURATION}\""),
-            format!("ValidatingWebhookConfiguration \"{VALIDATING_CONFIGURATION}\"")
-        ],
+        [mutating, validating],
         "webhooks.enabled=false leaves out the webhook configurations only"
     );
 }
@@ -542,14 +654,19 @@ fn cert_manager_overlay_issues_the_serving_certificate_from_a_ca_and_injects_it(
     let root = r.raw("Issuer", ca_cert["spec"]["issuerRef"]["name"].as_str().unwrap());
     assert!(root["spec"]["selfSigned"].is_object(), "the CA is self-signed");
 
-    for w in webhooks(&r) {
-        assert_eq!(
-            w.annotations.get("cert-manager.io/inject-ca-from").map(String::as_str),
-            Some("trainguard-system/trainguard-serving"),
-            "{}",
-            w.configuration
-        );
-        assert_eq!(w.client_config.ca_bundle, None, "{}: cainjector fills caBundle", w.configuration);
+    // With and without the opt-in mutating webhook: cainjector fills every caBundle.
+    for (install, configurations) in [(&r, 1), (&render_with_components(&["mutating-webhook"]), 2)] {
+        let got = webhooks(install);
+        assert_eq!(got.len(), configurations, "{}", install.what);
+        for w in got {
+            assert_eq!(
+                w.annotations.get("cert-manager.io/inject-ca-from").map(String::as_str),
+                Some("trainguard-system/trainguard-serving"),
+                "{}",
+                w.configuration
+            );
+            assert_eq!(w.client_config.ca_bundle, None, "{}: cainjector fills caBundle", w.configuration);
+        }
     }
     assert_tls_volume(&r.deployment(), serving["spec"]["secretName"].as_str().unwrap());
 }
@@ -564,11 +681,14 @@ fn static_certs_overlay_carries_the_generated_secret_and_ca_bundle() {
     for file in ["tls.crt", "tls.key", "ca.crt"] {
         assert_eq!(data.get(file), Some(&ByteString(read(file))), "Secret {file}");
     }
-    let got = webhooks(&r);
-    assert_eq!(got.len(), 2);
-    for w in got {
-        assert_eq!(w.client_config.ca_bundle, Some(ByteString(read("ca.crt"))), "{}", w.configuration);
-        assert!(!w.annotations.contains_key("cert-manager.io/inject-ca-from"), "{}", w.configuration);
+    // With and without the opt-in mutating webhook: every caBundle is the generated CA.
+    for (install, configurations) in [(&r, 1), (&render_static_certs_in(tmp.path(), &["mutating-webhook"]), 2)] {
+        let got = webhooks(install);
+        assert_eq!(got.len(), configurations, "{}", install.what);
+        for w in got {
+            assert_eq!(w.client_config.ca_bundle, Some(ByteString(read("ca.crt"))), "{}", w.configuration);
+            assert!(!w.annotations.contains_key("cert-manager.io/inject-ca-from"), "{}", w.configuration);
+        }
     }
     assert_tls_volume(&r.deployment(), DEFAULT_SECRET);
 }
@@ -857,6 +977,9 @@ fn the_documented_namespace_overlay_renames_every_reference() {
     for kind in ["ServiceMonitor", "PrometheusRule"] {
         assert_eq!(r.raw(kind, "trainguard")["metadata"]["namespace"], "ml-platform", "{kind}");
     }
+    // So does the opt-in mutating webhook's configuration.
+    let r = check_renamed(&format!("{yaml}components:\n  - ../trainguard/deploy/components/mutating-webhook\n"));
+    assert_eq!(webhooks(&r).len(), 2, "both webhook configurations");
 }
 
 /// Renders the overlay `yaml` beside a checkout and checks that it lives in `ml-platform`
@@ -871,9 +994,10 @@ fn check_renamed(yaml: &str) -> Rendered {
             assert_eq!(ns, "ml-platform", "{} {}", o["kind"], o["metadata"]["name"]);
         }
     }
-    for kind in ["ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"] {
-        let name = if kind.starts_with("Validating") { "trainguard-validating" } else { "trainguard-mutating" };
-        let w = r.raw(kind, name);
+    let configurations =
+        r.objects.iter().filter(|o| o["kind"].as_str().is_some_and(|k| k.ends_with("WebhookConfiguration")));
+    for w in configurations {
+        let kind = &w["kind"];
         assert_eq!(w["metadata"]["annotations"]["cert-manager.io/inject-ca-from"], "ml-platform/trainguard-serving");
         for hook in w["webhooks"].as_array().unwrap() {
             assert_eq!(hook["clientConfig"]["service"]["namespace"], "ml-platform", "{kind}");
@@ -909,8 +1033,8 @@ fn webhook_only_install_leaves_out_only_the_controller() {
     assert_eq!(r.all::<k8s_openapi::api::core::v1::ServiceAccount>().len(), 1);
     let serve = serve_args(&container(&r.deployment()));
     assert!(!serve.controller.enabled && serve.webhook, "the webhook alone");
-    // Still a working webhook: the same configurations as the full install.
-    assert_eq!(webhooks(&r).len(), 2);
+    // Still a working webhook: the same configuration as the full install.
+    assert_eq!(webhooks(&r).len(), 1);
     let full = by_kind_and_name(&render_cert_manager());
     for (key, object) in by_kind_and_name(&r) {
         assert_eq!(full.get(&key), Some(&object), "{key}: differs from the full install");
@@ -1158,11 +1282,14 @@ const CHART_TEST_IMAGE: &str = "registry.example.com/trainguard";
 
 /// What `helm install` finds on a Kubernetes >= 1.30 cluster and `helm template` is told.
 const SERVES_POLICY: [&str; 2] = ["--api-versions", "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy"];
+/// What it finds on Kubernetes >= 1.36 as well.
+const SERVES_MUTATING_POLICY: [&str; 2] = ["--api-versions", "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy"];
 
 /// `helm template RELEASE` in `namespace` with `overrides` as a values file (and an image with a
-/// registry unless the overrides set one).
+/// registry unless the overrides set one), for a cluster that serves both admission policies.
 fn render_release(release: &str, namespace: &str, overrides: Value) -> Rendered {
-    render_release_with(release, namespace, overrides, &SERVES_POLICY)
+    let serves = [SERVES_POLICY, SERVES_MUTATING_POLICY].concat();
+    render_release_with(release, namespace, overrides, &serves)
 }
 
 fn render_release_with(release: &str, namespace: &str, mut overrides: Value, extra: &[&str]) -> Rendered {
@@ -1221,8 +1348,14 @@ fn by_kind_and_name(r: &Rendered) -> BTreeMap<String, Value> {
 #[test]
 fn chart_renders_the_kustomize_objects() {
     // (chart values, components added to the cert-manager overlay)
-    let cases: [(Value, &[&str]); 4] = [
+    let cases: [(Value, &[&str]); 7] = [
         (json!({}), &[]),
+        (json!({"mutatingWebhook": {"enabled": true}}), &["mutating-webhook"]),
+        (json!({"mutatingPolicy": {"enabled": true}}), &["mutating-policy"]),
+        (
+            json!({"mutatingWebhook": {"enabled": true}, "mutatingPolicy": {"enabled": true}}),
+            &["mutating-webhook", "mutating-policy"],
+        ),
         (json!({"controller": {"mode": "act"}}), &["act"]),
         (json!({"ttlStash": {"enabled": true}}), &["ttl-stash-rbac"]),
         // Nobody to grant the stash remedy's patch to: the value does nothing.
@@ -1289,6 +1422,43 @@ fn chart_refuses_the_default_image_and_gates_the_admission_policy() {
     assert_eq!(chart["kubeVersion"], ">=1.29.0-0", "1.29 stays supported, without the policy");
 }
 
+/// mutatingPolicy.enabled renders the MutatingAdmissionPolicy (admissionregistration.k8s.io/v1,
+/// Kubernetes >= 1.36) where the cluster serves it, and refuses to render elsewhere: the user
+/// asked for defaults the API server would not apply.
+#[test]
+fn chart_renders_the_defaults_policy_only_where_the_cluster_serves_it() {
+    let values = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(values.path(), json!({"image": {"repository": CHART_TEST_IMAGE}}).to_string()).unwrap();
+    // (extra helm flags, rendered)
+    let cases: &[(&[&str], bool)] = &[
+        (&SERVES_MUTATING_POLICY, true),
+        (&["--kube-version", "1.36.0", SERVES_MUTATING_POLICY[0], SERVES_MUTATING_POLICY[1]], true),
+        // 1.35 serves only v1beta1 (off by default), a render told nothing serves nothing.
+        (&["--kube-version", "1.35.2", SERVES_POLICY[0], SERVES_POLICY[1]], false),
+        (&[], false),
+    ];
+    for (extra, served) in cases {
+        let mut args = vec!["template", "trainguard", CHART, "-n", NAMESPACE, "-f", values.path().to_str().unwrap()];
+        args.extend(["--set", "mutatingPolicy.enabled=true"]);
+        args.extend_from_slice(extra);
+        let out = Command::new(tool("helm")).args(&args).current_dir(repo()).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.success(), *served, "{extra:?}: {stderr}");
+        if *served {
+            let text = String::from_utf8(out.stdout).unwrap();
+            let kinds: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+            let policies =
+                kinds.iter().filter(|o| o["kind"].as_str().is_some_and(|k| k.starts_with("MutatingAdmissionPolicy")));
+            assert_eq!(policies.count(), 2, "{extra:?}: the policy and its binding");
+        } else {
+            assert!(
+                stderr.contains("does not serve admissionregistration.k8s.io/v1 MutatingAdmissionPolicy"),
+                "{extra:?}: {stderr}"
+            );
+        }
+    }
+}
+
 #[test]
 fn chart_values_and_namespace_reach_every_object() {
     let values = json!({
@@ -1309,6 +1479,8 @@ fn chart_values_and_namespace_reach_every_object() {
         "podLabels": {"example.com/cost-center": "42"},
         "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
             "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "trainguard"}}}],
+        "mutatingWebhook": {"enabled": true},
+        "mutatingPolicy": {"enabled": true},
     });
     let r = render_chart("ml-guard", values);
     let text = serde_json::to_string(&r.objects).unwrap();
@@ -1379,6 +1551,8 @@ fn chart_values_and_namespace_reach_every_object() {
         "MutatingWebhookConfiguration",
         "ValidatingAdmissionPolicy",
         "ValidatingAdmissionPolicyBinding",
+        "MutatingAdmissionPolicy",
+        "MutatingAdmissionPolicyBinding",
     ];
     for o in &r.objects {
         let kind = o["kind"].as_str().unwrap();
@@ -1390,6 +1564,7 @@ fn chart_values_and_namespace_reach_every_object() {
         Target { service: DEFAULT_SERVICE.into(), namespace: "ml-guard".into(), secret_name: DEFAULT_SECRET.into() };
     let dns: Vec<String> = serde_json::from_value(serving["spec"]["dnsNames"].clone()).unwrap();
     assert_eq!(dns, target.dns_names());
+    assert_eq!(webhooks(&r).len(), 2, "mutatingWebhook.enabled");
     for w in webhooks(&r) {
         assert_eq!(w.client_config.service.as_ref().unwrap().namespace, "ml-guard", "{}", w.configuration);
         assert_eq!(
@@ -1537,8 +1712,9 @@ fn chart_version_follows_the_crate() {
 
 #[test]
 fn chart_second_release_collides_with_nothing() {
-    let first = render_release("trainguard", "ml", json!({}));
-    let second = render_release("team-b", "ml", json!({}));
+    let opt_ins = json!({"mutatingWebhook": {"enabled": true}, "mutatingPolicy": {"enabled": true}});
+    let first = render_release("trainguard", "ml", opt_ins.clone());
+    let second = render_release("team-b", "ml", opt_ins);
     let names = |r: &Rendered| r.kinds_and_names();
     let shared: Vec<String> = names(&first).intersection(&names(&second)).cloned().collect();
     assert!(shared.is_empty(), "both releases create {shared:?}");
@@ -1585,6 +1761,8 @@ fn chart_second_release_collides_with_nothing() {
         assert_eq!(binding.role_ref.name, format!("team-b-trainguard-{part}"));
         assert_eq!(binding.subjects.unwrap()[0].name, format!("team-b-trainguard-{part}"));
     }
+    let binding = second.raw("MutatingAdmissionPolicyBinding", "team-b-trainguard-defaults");
+    assert_eq!(binding["spec"]["policyName"], "team-b-trainguard-defaults", "its own policy");
     // One Lease per release: two leaders, one per installation.
     let serve = serve_args(&container(&controller));
     assert_eq!(serve.controller.lease_name, "team-b-trainguard-controller");

@@ -1,7 +1,9 @@
 //! What the API server enforces around the webhook: the opt-out ValidatingAdmissionPolicy, the
-//! `failurePolicy: Fail` outage, and the mutating defaults.
+//! `failurePolicy: Fail` outage, and the defaults: from the shipped CRD alone (the default
+//! install), or from the opt-in mutating webhook or MutatingAdmissionPolicy on a CRD without them.
 
-use crate::cluster::{eventually, metric_sum, plane, trainjob};
+use crate::cluster::{Namespace, eventually, metric_sum, plane, trainjob};
+use trainguard_core::admission::Endpoint;
 
 #[test]
 fn the_opt_out_label_is_refused_by_the_api_server_for_users_outside_the_opt_out_groups() {
@@ -136,21 +138,85 @@ fn defaulted() -> f64 {
     metric_sum(&plane().webhook_metrics(), "trainguard_admission_decisions_total", &["rule=\"defaulted\""])
 }
 
-#[test]
-fn the_mutating_defaults_fill_a_crd_without_schema_defaults_once_and_are_idempotent_on_reapply() {
+/// trainguard's answers on `endpoint` (the mutating one: every answer, patch or not).
+fn decisions(endpoint: Endpoint, labels: &[&str]) -> f64 {
+    let webhook = format!("webhook=\"{}\"", endpoint.path());
+    let labels: Vec<&str> = std::iter::once(webhook.as_str()).chain(labels.iter().copied()).collect();
+    metric_sum(&plane().webhook_metrics(), "trainguard_admission_decisions_total", &labels)
+}
+
+fn mutate_decisions() -> f64 {
+    decisions(Endpoint::Mutate, &[])
+}
+
+/// The shipped TrainJob CRD replaced by one without the defaults trainguard's defaulting fills
+/// (see `trainjob_crd_without_defaults`), until the guard drops.
+fn crd_without_defaults() -> ShippedCrd {
     let path = std::path::Path::new(plane().var("TRAINER_MODULE_DIR"))
         .join("manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml");
     let shipped: serde_json::Value =
         serde_saphyr::from_str(&std::fs::read_to_string(path).expect("CRD")).expect("CRD YAML");
-    let _restore = ShippedCrd(shipped.to_string());
+    let restore = ShippedCrd(shipped.to_string());
     let (crd, removed) = trainjob_crd_without_defaults();
-    assert!(
-        removed >= 3,
-        "the shipped CRD had {removed} defaults; the test means to remove managedBy's and runtimeRef's"
-    );
+    assert_eq!(removed, DEFAULTED.len(), "the shipped CRD's defaults of the four fields");
     install_crd_json(&crd, false);
+    restore
+}
 
+/// A TrainJob with none of the four defaulted fields.
+const BARE: &str = "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: bare\nspec:\n  runtimeRef:\n    name: e2e-torch\n";
+
+/// The TrainJob the API server would store for `manifest` in `ns` (a server-side dry-run
+/// CREATE: every admission step runs, nothing is stored or started).
+fn dry_run_create(ns: &str, manifest: &str) -> serde_json::Value {
+    let out =
+        plane().kubectl().args(["-n", ns, "create", "--dry-run=server", "-o", "json", "-f", "-"]).output_with(manifest);
+    assert!(out.status.success(), "dry-run CREATE failed: {}\n{manifest}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("the stored TrainJob")
+}
+
+/// One of the opt-in defaulting components `plane.sh up` renders aside (the mutating webhook's
+/// configuration, or the MutatingAdmissionPolicy and its binding), applied for one test and
+/// deleted when it drops, pass or fail. Only on a CRD without the defaults (`crd_without_defaults`,
+/// which must outlive it): that is how it tells when the API server applies it and when no longer,
+/// by a dry-run CREATE of a bare TrainJob in a namespace of its own, without Trainer's webhooks
+/// (whose validator refuses a runtimeRef without the kind the defaults give).
+struct OptIn {
+    file: std::path::PathBuf,
+    probe: Namespace,
+}
+
+impl OptIn {
+    /// Applies `file` and waits until the API server applies it: the probe comes back with
+    /// `spec.managedBy`.
+    fn install(file: &str) -> OptIn {
+        let file = plane().run_dir().join(file);
+        let probe = plane().namespace("e2e-defaults-opt-in", &[("e2e.trainguard.io/trainer-webhook", "off")]);
+        plane().kubectl().args(["apply", "-f", file.to_str().expect("utf-8 path")]).ok();
+        let opt_in = OptIn { file, probe };
+        eventually(&format!("{} in force", opt_in.file.display()), || {
+            dry_run_create(&opt_in.probe.name, BARE)["spec"]["managedBy"].is_string().then_some(())
+        });
+        opt_in
+    }
+}
+
+impl Drop for OptIn {
+    fn drop(&mut self) {
+        plane().kubectl().args(["delete", "--ignore-not-found", "-f", self.file.to_str().expect("utf-8 path")]).ok();
+        eventually(&format!("{} no longer in force", self.file.display()), || {
+            (!dry_run_create(&self.probe.name, BARE)["spec"]["managedBy"].is_string()).then_some(())
+        });
+    }
+}
+
+#[test]
+fn the_mutating_defaults_fill_a_crd_without_schema_defaults_once_and_are_idempotent_on_reapply() {
+    let _restore = crd_without_defaults();
     let ns = plane().namespace("e2e-defaults", &[]);
+    // The webhook is opt-in (deploy/components/mutating-webhook); the plane registers only the
+    // validating one.
+    let _webhook = OptIn::install("trainguard-mutating-webhook.yaml");
     let bare = "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: bare\nspec:\n  runtimeRef:\n    name: e2e-torch\n  suspend: true\n";
     let before = defaulted();
     plane().kubectl().args(["-n", &ns.name]).apply(bare);
@@ -168,4 +234,96 @@ fn the_mutating_defaults_fill_a_crd_without_schema_defaults_once_and_are_idempot
     assert_eq!(first["metadata"]["generation"], second["metadata"]["generation"]);
     assert_eq!(first["spec"], second["spec"]);
     assert_eq!(defaulted() - before, 1.0, "a re-apply was defaulted again");
+}
+
+/// components/mutating-policy: the API server fills the four fields itself (no call to trainguard)
+/// where the CRD has no defaults for them, leaves every field that is set as it is, and leaves an
+/// opted-out TrainJob alone, as the webhook does. Trainer's own webhooks are off in the namespace,
+/// so the policy is the only thing that could have set them.
+#[test]
+fn the_mutating_admission_policy_fills_a_crd_without_schema_defaults_and_leaves_set_fields_alone() {
+    let _restore = crd_without_defaults();
+    let ns = plane().namespace("e2e-defaults-policy", &[("e2e.trainguard.io/trainer-webhook", "off")]);
+    let _policy = OptIn::install("trainguard-mutating-policy.yaml");
+    let before = mutate_decisions();
+
+    // JSON is YAML: the spec as written goes in as it is.
+    let manifest = |labels: &str, spec: &serde_json::Value| {
+        format!(
+            "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: job\n{labels}spec: {spec}\n"
+        )
+    };
+    let opted_out = "  labels:\n    trainguard.io/webhook: disabled\n";
+    let bare = serde_json::json!({"runtimeRef": {"name": "e2e-torch"}});
+    let defaults = serde_json::json!({
+        "suspend": false,
+        "managedBy": "trainer.kubeflow.org/trainjob-controller",
+        "runtimeRef": {"name": "e2e-torch", "apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime"},
+    });
+    let set = serde_json::json!({
+        "suspend": true,
+        "managedBy": "kueue.x-k8s.io/multikueue",
+        "runtimeRef": {"name": "e2e-torch", "apiGroup": "example.com", "kind": "TrainingRuntime"},
+    });
+    // (what, labels, spec as written, spec as stored)
+    let cases = [
+        ("nothing set", "", bare.clone(), defaults.clone()),
+        ("everything set", "", set.clone(), set),
+        (
+            "some set",
+            "",
+            serde_json::json!({"suspend": true, "runtimeRef": {"name": "e2e-torch", "kind": "TrainingRuntime"}}),
+            serde_json::json!({
+                "suspend": true,
+                "managedBy": "trainer.kubeflow.org/trainjob-controller",
+                "runtimeRef": {"name": "e2e-torch", "apiGroup": "trainer.kubeflow.org", "kind": "TrainingRuntime"},
+            }),
+        ),
+        ("opted out", opted_out, bare.clone(), bare),
+    ];
+    for (what, labels, spec, want) in cases {
+        let stored = dry_run_create(&ns.name, &manifest(labels, &spec));
+        assert_eq!(stored["spec"], want, "{what}");
+    }
+    // A real CREATE is stored with the defaults, and a re-apply changes nothing.
+    let suspended = manifest("", &serde_json::json!({"suspend": true, "runtimeRef": {"name": "e2e-torch"}}));
+    plane().kubectl().args(["-n", &ns.name]).apply(&suspended);
+    let first = plane().kubectl().args(["-n", &ns.name, "get", "trainjob", "job"]).get_json().expect("stored");
+    assert_eq!(first["spec"]["managedBy"], defaults["managedBy"], "{first}");
+    assert_eq!(first["spec"]["runtimeRef"], defaults["runtimeRef"], "{first}");
+    plane().kubectl().args(["-n", &ns.name]).apply(&suspended);
+    let second = plane().kubectl().args(["-n", &ns.name, "get", "trainjob", "job"]).get_json().expect("still there");
+    assert_eq!(
+        (&first["metadata"]["generation"], &first["spec"]),
+        (&second["metadata"]["generation"], &second["spec"])
+    );
+    assert_eq!(mutate_decisions(), before, "trainguard's mutating webhook was called");
+}
+
+/// The default install: neither the mutating webhook nor the policy is registered, and a plain
+/// TrainJob CREATE on the shipped CRD gets all four fields from the CRD's schema defaults alone,
+/// without a call to trainguard's mutating webhook (its decisions do not rise; the validating
+/// webhook's do, so the count is live).
+#[test]
+fn the_default_install_leaves_the_defaults_to_the_shipped_crd_without_a_webhook_call() {
+    let ns = plane().namespace("e2e-defaults-crd", &[]);
+    for kind in ["mutatingwebhookconfiguration/trainguard-mutating", "mutatingadmissionpolicy/trainguard-defaults"] {
+        let out = plane().kubectl().args(["get", kind, "--ignore-not-found", "-o", "name"]).ok();
+        assert_eq!(out.trim(), "", "{kind} is registered");
+    }
+    let validate_creates = || decisions(Endpoint::Validate, &["operation=\"CREATE\""]);
+    let (mutate_before, validate_before) = (mutate_decisions(), validate_creates());
+    plane().kubectl().args(["-n", &ns.name]).apply(BARE);
+    let stored = plane().kubectl().args(["-n", &ns.name, "get", "trainjob", "bare"]).get_json().expect("stored");
+    assert_eq!(
+        stored["spec"],
+        serde_json::json!({
+            "suspend": false,
+            "managedBy": "trainer.kubeflow.org/trainjob-controller",
+            "runtimeRef": {"name": "e2e-torch", "apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime"},
+        }),
+        "the CRD's defaults"
+    );
+    assert_eq!(mutate_decisions(), mutate_before, "trainguard's mutating webhook was called");
+    assert_eq!(validate_creates() - validate_before, 1.0, "trainguard's validating webhook judged the CREATE");
 }

@@ -69,6 +69,17 @@ true
 {{- end -}}
 
 {{/*
+Whether the cluster serves MutatingAdmissionPolicy v1 (Kubernetes >= 1.36, on by default): the
+defaults policy (mutatingPolicy.enabled) needs it. For `helm template`, pass `--api-versions
+admissionregistration.k8s.io/v1/MutatingAdmissionPolicy` for a cluster that serves it.
+*/}}
+{{- define "trainguard.servesMutatingAdmissionPolicy" -}}
+{{- if .Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy" -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/*
 Binds the ClusterRole `role` to the controller's ServiceAccount: cluster-wide (a
 ClusterRoleBinding) without controller.namespaces, else one RoleBinding in each listed namespace,
 which grants the ClusterRole's namespaced rules there and nothing cluster-scoped.
