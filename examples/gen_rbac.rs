@@ -3,7 +3,8 @@
 //! the table; commit the files. `tests/cli/rbac.rs` fails while they differ from what this writes.
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "a generator: a panic is its failure report")]
 
-use trainguard_test_support::{rbac, repo_root};
+use trainguard_binary_support::rbac;
+use trainguard_test_support::repo_root;
 
 use std::process::ExitCode;
 

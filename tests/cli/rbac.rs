@@ -3,7 +3,8 @@
 //! --example gen_rbac` writes from it. Which roles each install binds to whom: deploy.rs.
 
 use trainguard::rbac::API_CALLS;
-use trainguard_test_support::{rbac, repo_root};
+use trainguard_binary_support::rbac;
+use trainguard_test_support::repo_root;
 
 #[test]
 fn deploy_rbac_rules_are_generated_from_the_api_call_table() {

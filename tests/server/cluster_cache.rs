@@ -1,7 +1,7 @@
 //! Cluster mode: the JobSet/Job caches fed by kube-rs watchers through kube's real client,
 //! against the test kit's fake API on loopback (with injected faults).
 
-use crate::support::tls as support;
+use trainguard_binary_support::tls as support;
 use trainguard_fake_api::wait::eventually_async;
 
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! `trainguard serve` as a user meets it: flags and env vars, the no-cluster refusal, and the
 //! `--dev` mode that `make run` starts.
 
-use crate::support::tls as support;
+use trainguard_binary_support::tls as support;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

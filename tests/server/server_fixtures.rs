@@ -4,7 +4,7 @@
 //! `trainguard review` prints those same bytes (spec: the CLI and the server cannot disagree).
 
 use crate::support::fixtures as common;
-use crate::support::tls as support;
+use trainguard_binary_support::tls as support;
 
 use std::sync::Arc;
 

@@ -5,7 +5,7 @@
 //!
 //! Attackers use 127.0.0.1 and 127.0.0.3; the well-behaved client comes from 127.0.0.2.
 
-use crate::support::tls as support;
+use trainguard_binary_support::tls as support;
 use trainguard_fake_api::wait::eventually_async;
 
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! Certificate rotation under load and graceful shutdown, on the real server.
 
-use crate::support::tls as support;
+use trainguard_binary_support::tls as support;
 use trainguard_fake_api::wait::{eventually_async, eventually_blocking};
 
 use std::sync::Arc;

@@ -7,7 +7,7 @@
 //! Attacks come from 127.0.0.1; the well-behaved client whose review must still be answered
 //! comes from 127.0.0.2, as a pod and the API server have different addresses.
 
-use crate::support::tls as support;
+use trainguard_binary_support::tls as support;
 use trainguard_fake_api::wait::eventually_async;
 
 use std::sync::Arc;

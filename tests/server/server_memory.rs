@@ -4,7 +4,7 @@
 //! ~450 MiB, and a normal review on another connection must still be answered in under 2 s.
 //! Loopback only; about 5 s (the first 429 comes after the server's 3 s budget wait).
 
-use crate::support::tls as support;
+use trainguard_binary_support::tls as support;
 use trainguard_fake_api::wait::{eventually, eventually_async};
 
 use std::process::{Child, Command, Stdio};

@@ -1,6 +1,6 @@
 //! The real server on loopback over real TLS, with real HTTP/1.1 and HTTP/2 clients.
 
-use crate::support::tls as support;
+use trainguard_binary_support::tls as support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -11,33 +11,11 @@ pub const TRAINJOB_UID: &str = "7d0f6a2e-5b7c-4e0a-9a51-3f2c1d9e8b44";
 pub const DEFAULT_MANAGED_BY: &str = "trainer.kubeflow.org/trainjob-controller";
 pub const KUEUE_QUEUE: &str = "team-a";
 
-/// The three names of the pod-level overrides field (docs/webhook.md §2), one Trainer release each.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Field {
-    PodSpecOverrides,
-    PodTemplateOverrides,
-    RuntimePatches,
-}
+pub use trainguard_core::model::OverridesField;
 
-impl Field {
-    pub const ALL: [Field; 3] = [Field::PodSpecOverrides, Field::PodTemplateOverrides, Field::RuntimePatches];
-
-    pub fn json_name(self) -> &'static str {
-        match self {
-            Field::PodSpecOverrides => "podSpecOverrides",
-            Field::PodTemplateOverrides => "podTemplateOverrides",
-            Field::RuntimePatches => "runtimePatches",
-        }
-    }
-
-    pub fn path(self) -> String {
-        format!("spec.{}", self.json_name())
-    }
-
-    /// Trainer fills `status.jobsStatus` from v2.1 on; v2.0 (podSpecOverrides) leaves it out.
-    pub fn has_jobs_status(self) -> bool {
-        self != Field::PodSpecOverrides
-    }
+/// Trainer fills `status.jobsStatus` from v2.1 on; v2.0 (podSpecOverrides) leaves it out.
+pub fn has_jobs_status(field: OverridesField) -> bool {
+    field != OverridesField::PodSpecOverrides
 }
 
 /// Which overrides value a TrainJob carries.
@@ -73,12 +51,12 @@ fn node_selector(placement: Placement) -> Value {
 }
 
 /// The overrides value of `field` for `placement`.
-pub fn overrides(field: Field, placement: Placement) -> Value {
+pub fn overrides(field: OverridesField, placement: Placement) -> Value {
     let respelled = placement == Placement::H100Respelled;
     let present_but_empty = placement == Placement::H100PresentButEmpty;
     let targets = if placement == Placement::BadShape { json!([]) } else { json!([{"name": "node"}]) };
     match field {
-        Field::PodSpecOverrides => {
+        OverridesField::PodSpecOverrides => {
             let mut item = json!({
                 "nodeSelector": node_selector(placement),
                 "targetJobs": targets,
@@ -93,7 +71,7 @@ pub fn overrides(field: Field, placement: Placement) -> Value {
             }
             json!([item])
         }
-        Field::PodTemplateOverrides => {
+        OverridesField::PodTemplateOverrides => {
             let mut spec = json!({"nodeSelector": node_selector(placement), "tolerations": tolerations(respelled)});
             if respelled {
                 spec["schedulingGates"] = json!([]);
@@ -108,7 +86,7 @@ pub fn overrides(field: Field, placement: Placement) -> Value {
                 "targetJobs": targets,
             }])
         }
-        Field::RuntimePatches => {
+        OverridesField::RuntimePatches => {
             let manager = if placement == Placement::BadShape { "" } else { "ml-team.example.com/placement" };
             let time = if respelled { "2025-06-02T09:30:12Z" } else { "2025-06-02T08:14:51Z" };
             let placement_patch = json!({
@@ -153,7 +131,7 @@ fn condition(type_: &str, status: &str, reason: &str, message: &str, time: &str)
     json!({"lastTransitionTime": time, "message": message, "reason": reason, "status": status, "type": type_})
 }
 
-fn trainjob_status(field: Option<Field>, run: Run) -> Value {
+fn trainjob_status(field: Option<OverridesField>, run: Run) -> Value {
     let t = "2025-06-02T08:20:07Z";
     let conditions = match run {
         Run::Running => vec![condition("Suspended", "False", "Resumed", "TrainJob is resumed", t)],
@@ -163,7 +141,7 @@ fn trainjob_status(field: Option<Field>, run: Run) -> Value {
         Run::Completed => vec![condition("Complete", "True", "JobsCompleted", "TrainJob is completed", t)],
     };
     let mut status = json!({"conditions": conditions});
-    if field.is_some_and(Field::has_jobs_status) {
+    if field.is_some_and(has_jobs_status) {
         let (active, ready, succeeded, suspended) = match run {
             Run::Running => (1, 1, 0, 0),
             Run::Stopped => (0, 0, 0, 1),
@@ -180,7 +158,7 @@ fn trainjob_status(field: Option<Field>, run: Run) -> Value {
 
 /// A TrainJob as the API server stores it (defaults applied, managedFields present), carrying
 /// `field` pinned to H100 nodes (or no overrides at all for `None`).
-pub fn trainjob(field: Option<Field>, suspended: bool, run: Run) -> Value {
+pub fn trainjob(field: Option<OverridesField>, suspended: bool, run: Run) -> Value {
     let mut spec = json!({
         "managedBy": DEFAULT_MANAGED_BY,
         "runtimeRef": {
@@ -245,7 +223,7 @@ pub fn trainjob(field: Option<Field>, suspended: bool, run: Run) -> Value {
 }
 
 /// A TrainJob as a user submits it for creation: no status, no server-set metadata.
-pub fn new_trainjob(field: Option<Field>, suspended: bool) -> Value {
+pub fn new_trainjob(field: Option<OverridesField>, suspended: bool) -> Value {
     let mut job = trainjob(field, suspended, Run::Stopped);
     let obj = job.as_object_mut().expect("object");
     obj.remove("status");
@@ -615,7 +593,7 @@ pub fn list(items: Vec<Value>) -> Value {
     json!({"apiVersion": "v1", "items": items, "kind": "List", "metadata": {"resourceVersion": ""}})
 }
 
-/// Which [`ClusterView`](trainguard::cluster::ClusterView) a case runs against.
+/// Which [`ClusterView`](trainguard_core::view::ClusterView) a case runs against.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Cluster {
     Offline,

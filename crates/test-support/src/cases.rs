@@ -12,7 +12,7 @@ pub fn all_files() -> Vec<FixtureFile> {
 
 pub fn all_cases() -> Vec<Case> {
     let mut cases = Vec::new();
-    for field in Field::ALL {
+    for field in OverridesField::ALL {
         cases.extend(field_cases(field));
     }
     cases.extend(general_cases());
@@ -73,11 +73,10 @@ fn kueue_labelled(job: Value) -> Value {
 }
 
 /// The rows of docs/webhook.md §3–§5 and §7 that involve the overrides, for one field name.
-fn field_cases(f: Field) -> Vec<Case> {
+fn field_cases(f: OverridesField) -> Vec<Case> {
     let dir = format!("fixtures/admission/{}", f.json_name());
     let id = |name: &str| format!("{}/{name}", f.json_name());
-    let path = f.path();
-    let p = path.as_str();
+    let p = f.path();
     let key = format!("/spec/{}", f.json_name());
     let moved = |v: Value| v.with(&key, overrides(f, Placement::A100));
     let running_job = trainjob(Some(f), false, Run::Running);
@@ -101,7 +100,9 @@ fn field_cases(f: Field) -> Vec<Case> {
                          terminating pods, then resume";
     let offline_warning = "JobSet ml-team/llama was not consulted";
     let shape = match f {
-        Field::RuntimePatches => "spec.runtimePatches[0].manager: Required value: name the controller".to_string(),
+        OverridesField::RuntimePatches => {
+            "spec.runtimePatches[0].manager: Required value: name the controller".to_string()
+        }
         _ => format!("{p}[0].targetJobs: Required value: list at least one replicated job"),
     };
 
@@ -254,7 +255,7 @@ fn field_cases(f: Field) -> Vec<Case> {
 
     // U5: suspend + change in one request while the old run is up: G1, G3 (and G4 from v2.1 on).
     let suspend_and_change = suspended(moved(running_job.clone()));
-    let (rule, mut expected) = if f.has_jobs_status() { ("G1,G3,G4", vec![g4.clone()]) } else { ("G1,G3", vec![]) };
+    let (rule, mut expected) = if has_jobs_status(f) { ("G1,G3,G4", vec![g4.clone()]) } else { ("G1,G3", vec![]) };
     expected.extend([
         format!(
             "{g1}: suspending and changing in one update is not enough while the job runs; set spec.suspend to true"
@@ -289,7 +290,7 @@ fn field_cases(f: Field) -> Vec<Case> {
     add("g3-child-job-active", u3("g3"), job_ahead(), Expect::denied(403, "G3", &[&format!("{g3}: {wait_advice}")]));
     // Trainer v2.0 leaves status.jobsStatus out; the rule reads it whatever the field name.
     let lagging = trainjob(Some(f), true, Run::StoppingStatusLags);
-    let lagging = if f.has_jobs_status() {
+    let lagging = if has_jobs_status(f) {
         lagging
     } else {
         lagging.with(
@@ -364,7 +365,7 @@ fn field_cases(f: Field) -> Vec<Case> {
 /// Rows that do not depend on the overrides field name: M1, M2, names, other operations, other
 /// kinds, undecodable objects, dry runs, several errors at once.
 fn general_cases() -> Vec<Case> {
-    let f = Field::PodTemplateOverrides;
+    let f = OverridesField::PodTemplateOverrides;
     let key = "/spec/podTemplateOverrides";
     let id = |name: &str| format!("general/{name}");
     let running_job = trainjob(Some(f), false, Run::Running);
@@ -653,11 +654,11 @@ fn general_cases() -> Vec<Case> {
     );
     // Every piece of evidence at once, on two overrides fields: the message is cut under 1 KiB.
     let both = trainjob(Some(f), true, Run::StoppingStatusLags)
-        .with("/spec/runtimePatches", overrides(Field::RuntimePatches, Placement::H100));
+        .with("/spec/runtimePatches", overrides(OverridesField::RuntimePatches, Placement::H100));
     let both_changed = both
         .clone()
         .with(key, overrides(f, Placement::A100))
-        .with("/spec/runtimePatches", overrides(Field::RuntimePatches, Placement::A100))
+        .with("/spec/runtimePatches", overrides(OverridesField::RuntimePatches, Placement::A100))
         .with("/spec/suspend", json!(false));
     let everything = list(vec![
         jobset(&[("launcher", 1), ("node", 1)], true),
@@ -866,7 +867,7 @@ fn protocol_cases() -> Vec<Case> {
 /// Payloads for the benchmarks: UPDATEs that leave the overrides alone (the common case), one
 /// small, one large (long env lists, many managedFields entries).
 fn bench_cases() -> Vec<Case> {
-    let f = Field::RuntimePatches;
+    let f = OverridesField::RuntimePatches;
     let small_old = trainjob(Some(f), false, Run::Running);
     let small_new = small_old.clone().with("/metadata/labels/stage", json!("eval"));
     let env = |prefix: &str, n: usize| -> Value {

@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use serde_json::Value;
-use trainguard::cluster::{ClusterView, GateFacts, Offline, StaticView};
 use trainguard_core::admission::{self, Endpoint, ProtocolError, Reviewed, RulesConfig, SuspendRule};
+use trainguard_core::view::{ClusterView, GateFacts, Offline, StaticView};
 
 /// `<crate root>/fixtures`.
 pub fn fixtures_dir() -> PathBuf {
@@ -392,7 +392,7 @@ pub fn check_denial_format(status: &Value) -> Vec<String> {
 /// The `response` of an AdmissionReview body, decoded with kube's types. trainguard writes
 /// `patch` base64-encoded (Go's `[]byte` wire form); kube's type reads a list of byte values,
 /// so the patch is decoded here first.
-pub fn response_of(body: &[u8]) -> kube::core::admission::AdmissionResponse {
+pub fn response_of(body: &[u8]) -> kube_core::admission::AdmissionResponse {
     use base64::Engine as _;
     let mut value: serde_json::Value = serde_json::from_slice(body).expect("response body is JSON");
     if let Some(patch) = value.pointer_mut("/response/patch") {
@@ -400,7 +400,7 @@ pub fn response_of(body: &[u8]) -> kube::core::admission::AdmissionResponse {
         let bytes = base64::engine::general_purpose::STANDARD.decode(text).expect("patch is valid base64");
         *patch = serde_json::to_value(bytes).unwrap();
     }
-    let review: kube::core::admission::AdmissionReview<kube::core::DynamicObject> =
+    let review: kube_core::admission::AdmissionReview<kube_core::DynamicObject> =
         serde_json::from_value(value).expect("response body is an AdmissionReview");
     review.response.expect("response review has a response")
 }

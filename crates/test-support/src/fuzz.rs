@@ -4,8 +4,8 @@
 use k8s_openapi::ByteString;
 use serde::Deserialize;
 use serde_json::Value;
-use trainguard::cluster::ClusterView;
 use trainguard_core::admission::{Endpoint, RulesConfig, review};
+use trainguard_core::view::ClusterView;
 
 /// Denial messages stay under this (docs/webhook.md §6).
 pub const MAX_MESSAGE_BYTES: usize = 1024;

@@ -7,7 +7,7 @@
 //! comparison), and its new object as a CREATE; and the cluster view they are decided against.
 
 use serde_json::Value;
-use trainguard::cluster::{JobSetState, StaticView};
+use trainguard_core::view::{JobSetState, StaticView};
 
 /// A cluster view that knows the reviews' JobSet, stopped: gated reviews do a real lookup and
 /// are allowed.
