@@ -1,5 +1,5 @@
 //! What trainguard's tests, examples, benches and fuzz targets share. It needs only the core, so the
-//! unit tests in `src/` could use it as well as the integration tests; what needs
+//! core's own tests and the unit tests in `src/` use it as well as the integration tests; what needs
 //! trainguard itself (a server on loopback, the RBAC rules) is in `trainguard-binary-support`, and
 //! the fake Kubernetes API and `eventually` are in the test kit (`trainguard-fake-api`).
 
@@ -10,6 +10,8 @@ pub mod cases;
 pub mod fixtures;
 /// The properties every answer to any body must have (shared with `make fuzz`).
 pub mod fuzz;
+/// The controller's objects as `kubectl get -o json` prints them, and the planner run over them.
+pub mod objects;
 /// The benchmark payloads (`fixtures/bench/`) of the Criterion bench and `review_parts`.
 pub mod payloads;
 

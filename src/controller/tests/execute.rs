@@ -2,7 +2,7 @@
 //! preconditions, grace periods and patch bodies; 404 / 409 / 500 handling; report mode writing
 //! nothing; and every request checked against the API-call table (`crate::rbac`).
 
-use crate::controller::testing as controller_support;
+use crate::controller::testing::RbacChecked;
 use trainguard_fake_api::wait::eventually;
 
 use std::collections::{BTreeSet, HashMap};
@@ -13,12 +13,12 @@ use crate::controller::events::EventSink;
 use crate::controller::execute::{Executor, Shared};
 use crate::controller::metrics::Metrics;
 use crate::controller::state::{Report, Work, WorkOutcome};
-use controller_support::*;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use trainguard_core::planner::objects::snapshot_from_values;
 use trainguard_core::planner::{Action, PlanInput, Reason, TokenBucket, ZoneHealth, plan_all};
 use trainguard_fake_api::{FakeApi, status, success};
+use trainguard_test_support::objects::*;
 
 type Answer = (u16, Value);
 /// (name, the answers to the executor's calls in the order it makes them, outcome, events). The

@@ -2,7 +2,7 @@
 //! against the fake API server: absent CRDs skipped, actions taken on the initial list and on watch
 //! events, report mode writing nothing, no requests at all while nothing changes, and the Lease.
 
-use crate::controller::testing as controller_support;
+use crate::controller::testing::RbacChecked;
 use trainguard_fake_api::wait::{DEADLINE, eventually, eventually_some, within};
 
 use std::time::Duration;
@@ -10,12 +10,12 @@ use std::time::Duration;
 use crate::controller::config::{Mode, PlanConfig};
 use crate::controller::metrics::Metrics;
 use crate::controller::{ControllerArgs, live};
-use controller_support::*;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use trainguard_fake_api::FakeApi;
+use trainguard_test_support::objects::*;
 
 const JOBS: &str = "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs";
 

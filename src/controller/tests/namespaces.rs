@@ -2,7 +2,7 @@
 //! listed and watched in the listed namespaces only, objects elsewhere are neither read nor acted
 //! on, nodes are still watched cluster-wide, and a relist in one namespace keeps the others'.
 
-use crate::controller::testing as controller_support;
+use crate::controller::testing::RbacChecked;
 use trainguard_fake_api::wait::{DEADLINE, within};
 
 use std::collections::BTreeSet;
@@ -12,10 +12,10 @@ use crate::controller::config::PlanConfig;
 use crate::controller::live;
 use crate::controller::metrics::Metrics;
 use crate::controller::namespaces::Namespaces;
-use controller_support::*;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use trainguard_fake_api::{ApiPath, FakeApi};
+use trainguard_test_support::objects::*;
 
 fn listed(names: &[&str]) -> Namespaces {
     Namespaces::parse(names).unwrap()

@@ -1,18 +1,16 @@
 //! The live controller's bookkeeping without a runtime: exact timers (no polling), events once per
 //! episode, in-flight work, backoff, the first full sync, relists, and the gauges.
 
-use crate::controller::testing as controller_support;
-
 use std::collections::HashSet;
 
 use crate::controller::config::PlanConfig;
 use crate::controller::state::{ControllerState, Report, Work, WorkOutcome};
-use controller_support::*;
 use serde_json::{Value, json};
 use trainguard_core::planner::facts::NsName;
 use trainguard_core::planner::objects::change_from_value;
 use trainguard_core::planner::snapshot::{Change, Key, Source};
 use trainguard_core::planner::{Action, NodeState, Observation, Reason};
+use trainguard_test_support::objects::*;
 
 fn apply(state: &mut ControllerState, object: &Value, now: i64) {
     state.apply(change_from_value(object).unwrap().unwrap(), at(now));
