@@ -10,7 +10,8 @@ use serde_json::{Value, json};
 use trainguard_core::planner::config::PlanConfig;
 use trainguard_core::planner::facts::Str;
 use trainguard_core::planner::objects::snapshot_from_values;
-use trainguard_core::planner::{PlanInput, TokenBucket, plan_all};
+use trainguard_core::planner::snapshot::Key;
+use trainguard_core::planner::{KeyPlan, PlanInput, TokenBucket, plan_all};
 
 /// T0, 2025-01-01T00:00:00Z, in seconds since the epoch.
 pub const T0: i64 = 1_735_689_600;
@@ -252,7 +253,8 @@ pub fn jobset_pod(jobset: &str, name: &str, node: &str) -> Value {
     })
 }
 
-/// When a job was first seen suspended, by UID: the live controller's memory.
+/// A time per job UID: the live controller's memories (when it first saw a job suspended, a
+/// TrainJob's earliest `Failed=True`).
 pub type FirstSeen = HashMap<Str, Timestamp>;
 
 /// Runs the planner over `objects` at T0+`now` and renders each action as a short line:
@@ -266,19 +268,27 @@ pub fn plan_lines_with(objects: &[Value], now: i64, config: &PlanConfig, first_s
 }
 
 pub fn plan_json(objects: &[Value], now: i64, config: &PlanConfig, first_seen: &FirstSeen) -> Vec<Value> {
-    let (snapshot, _) = snapshot_from_values(objects).expect("objects decode");
-    let input = PlanInput {
-        snapshot: &snapshot,
-        now: at(now),
-        config,
-        first_seen_suspended: first_seen,
-        first_failed: &Default::default(),
-    };
-    let mut bucket = TokenBucket::per_minute(config.max_force_deletes_per_minute);
-    plan_all(&input, &mut bucket)
+    plans(objects, now, config, first_seen, &HashMap::new())
         .into_iter()
         .flat_map(|(_, plan)| plan.actions.into_iter().map(|a| a.to_line(config.mode)))
         .collect()
+}
+
+/// Runs the planner over `objects` at T0+`now` with the live controller's memories (`first_seen`:
+/// when it first saw each job suspended; `first_failed`: each TrainJob's earliest `Failed=True`;
+/// both by UID, both empty for `trainguard plan`) and a full force-delete budget of
+/// `config.max_force_deletes_per_minute`: each key's plan, as `plan_all` returns them.
+pub fn plans(
+    objects: &[Value],
+    now: i64,
+    config: &PlanConfig,
+    first_seen: &FirstSeen,
+    first_failed: &FirstSeen,
+) -> Vec<(Key, KeyPlan)> {
+    let (snapshot, _) = snapshot_from_values(objects).expect("objects decode");
+    let input = PlanInput { snapshot: &snapshot, now: at(now), config, first_seen_suspended: first_seen, first_failed };
+    let mut bucket = TokenBucket::per_minute(config.max_force_deletes_per_minute);
+    plan_all(&input, &mut bucket)
 }
 
 pub fn short(line: &Value) -> String {

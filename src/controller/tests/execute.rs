@@ -16,7 +16,7 @@ use crate::controller::state::{Report, Work, WorkOutcome};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use trainguard_core::planner::objects::snapshot_from_values;
-use trainguard_core::planner::{Action, PlanInput, Reason, TokenBucket, ZoneHealth, plan_all};
+use trainguard_core::planner::{Action, Reason, ZoneHealth};
 use trainguard_fake_api::{FakeApi, status, success};
 use trainguard_test_support::objects::*;
 
@@ -110,16 +110,7 @@ fn ttl_cases_of_every_kind(live: &Value) -> Vec<Case> {
 
 /// Plans `objects` at `now` and turns each key's actions into executor work.
 fn works(objects: &[Value], now: i64, config: &PlanConfig) -> Vec<Work> {
-    let (snapshot, _) = snapshot_from_values(objects).unwrap();
-    let input = PlanInput {
-        snapshot: &snapshot,
-        now: at(now),
-        config,
-        first_seen_suspended: &HashMap::new(),
-        first_failed: &Default::default(),
-    };
-    let mut bucket = TokenBucket::per_minute(config.max_force_deletes_per_minute);
-    plan_all(&input, &mut bucket)
+    plans(objects, now, config, &HashMap::new(), &HashMap::new())
         .into_iter()
         .filter(|(_, plan)| plan.actions.iter().any(|a| a.action.is_write()))
         .map(|(key, plan)| Work {
@@ -685,16 +676,7 @@ async fn a_brake_found_at_planning_is_counted_in_the_suppressed_metric() {
     // found at execution were counted.
     let objects = zone_z_down([node("h1", Some("y"))]);
     let c = PlanConfig::default();
-    let (snapshot, _) = snapshot_from_values(&objects).unwrap();
-    let input = PlanInput {
-        snapshot: &snapshot,
-        now: at(420),
-        config: &c,
-        first_seen_suspended: &HashMap::new(),
-        first_failed: &Default::default(),
-    };
-    let mut bucket = TokenBucket::per_minute(c.max_force_deletes_per_minute);
-    let works: Vec<Work> = plan_all(&input, &mut bucket)
+    let works: Vec<Work> = plans(&objects, 420, &c, &HashMap::new(), &HashMap::new())
         .into_iter()
         .filter(|(_, plan)| {
             plan.actions

@@ -55,18 +55,7 @@ fn jobset_recreated_after_failure() {
     // Once per JobSet UID, naming the Trainer issue and both fixes; a gauge observation.
     let episode = |jobset_uid: &str| {
         let objects = [failed.clone(), created(set(jobset_of(&failed, 0), "/metadata/uid", json!(jobset_uid)), 600)];
-        let (snapshot, _) = trainguard_core::planner::objects::snapshot_from_values(&objects).unwrap();
-        let first_seen = HashMap::new();
-        let config = PlanConfig::acting();
-        let input = trainguard_core::planner::PlanInput {
-            snapshot: &snapshot,
-            now: at(700),
-            config: &config,
-            first_seen_suspended: &first_seen,
-            first_failed: &Default::default(),
-        };
-        let mut bucket = trainguard_core::planner::TokenBucket::per_minute(20);
-        let plans = trainguard_core::planner::plan_all(&input, &mut bucket);
+        let plans = plans(&objects, 700, &PlanConfig::acting(), &HashMap::new(), &HashMap::new());
         assert_eq!(plans[0].1.observations, [trainguard_core::planner::Observation::JobSetRecreated]);
         match &plans[0].1.actions[0].action {
             trainguard_core::planner::Action::Event(e) => {
@@ -84,18 +73,8 @@ fn jobset_recreated_after_failure() {
     // the JobSet (no condition), or set it again at the new JobSet's failure (after its creation).
     let remembered = |trainjob: Value| {
         let objects = [trainjob.clone(), created(jobset_of(&trainjob, 0), 600)];
-        let (snapshot, _) = trainguard_core::planner::objects::snapshot_from_values(&objects).unwrap();
-        let first_failed: HashMap<_, _> = [("uid-t".into(), at(0))].into();
-        let config = PlanConfig::acting();
-        let input = trainguard_core::planner::PlanInput {
-            snapshot: &snapshot,
-            now: at(700),
-            config: &config,
-            first_seen_suspended: &HashMap::new(),
-            first_failed: &first_failed,
-        };
-        let mut bucket = trainguard_core::planner::TokenBucket::per_minute(20);
-        trainguard_core::planner::plan_all(&input, &mut bucket)
+        let first_failed: FirstSeen = [("uid-t".into(), at(0))].into();
+        plans(&objects, 700, &PlanConfig::acting(), &HashMap::new(), &first_failed)
             .into_iter()
             .flat_map(|(_, p)| p.observations)
             .collect::<Vec<_>>()

@@ -348,17 +348,7 @@ fn admitted_but_suspended() {
     let message = lines[0]["message"].as_str().unwrap();
     assert!(message.contains("Workload ml/pytorchjob-a") && message.contains("6m40s ago"), "{message}");
     assert!(message.contains("spec.runPolicy.suspend: true"), "{message}");
-    let (snapshot, _) = trainguard_core::planner::objects::snapshot_from_values(&objects).unwrap();
-    let first_seen = HashMap::new();
-    let input = trainguard_core::planner::PlanInput {
-        snapshot: &snapshot,
-        now: at(400),
-        config: &PlanConfig::acting(),
-        first_seen_suspended: &first_seen,
-        first_failed: &Default::default(),
-    };
-    let mut bucket = trainguard_core::planner::TokenBucket::per_minute(20);
-    let plans = trainguard_core::planner::plan_all(&input, &mut bucket);
+    let plans = plans(&objects, 400, &PlanConfig::acting(), &HashMap::new(), &HashMap::new());
     let observations: Vec<_> = plans.iter().flat_map(|(_, p)| p.observations.clone()).collect();
     assert_eq!(observations, [trainguard_core::planner::Observation::AdmittedSuspended("PyTorchJob")]);
     match &plans[0].1.actions[0].action {

@@ -210,7 +210,6 @@ fn trainjob_ttl() {
 #[test]
 fn invalid_annotations_are_kept_as_a_prefix_and_a_hash() {
     use trainguard_core::planner::actions::Action;
-    use trainguard_core::planner::{PlanInput, TokenBucket, plan_all};
     let huge = |c: char| c.to_string().repeat(200_000);
     let cases = [
         ("trainguard.io/ttl-seconds-after-finished", trainjob_finished(trainjob("t"), "Complete", 0)),
@@ -223,18 +222,11 @@ fn invalid_annotations_are_kept_as_a_prefix_and_a_hash() {
         let mut episodes = Vec::new();
         for c in ['x', 'y'] {
             let annotated = annotate(object.clone(), annotation, &huge(c));
-            let (snapshot, _) = trainguard_core::planner::objects::snapshot_from_values(&[annotated]).expect("decodes");
+            let objects = [annotated];
+            let (snapshot, _) = trainguard_core::planner::objects::snapshot_from_values(&objects).expect("decodes");
             let facts = format!("{snapshot:?}");
             assert!(facts.len() < 20_000, "{annotation}: the snapshot keeps {} bytes", facts.len());
-            let input = PlanInput {
-                snapshot: &snapshot,
-                now: at(100),
-                config: &PlanConfig::default(),
-                first_seen_suspended: &HashMap::new(),
-                first_failed: &Default::default(),
-            };
-            let mut bucket = TokenBucket::per_minute(10);
-            let events: Vec<_> = plan_all(&input, &mut bucket)
+            let events: Vec<_> = plans(&objects, 100, &PlanConfig::default(), &HashMap::new(), &HashMap::new())
                 .into_iter()
                 .flat_map(|(_, plan)| plan.actions)
                 .filter_map(|a| match a.action {
