@@ -15,7 +15,6 @@ COPY Cargo.toml Cargo.lock build.rs ./
 COPY src ./src
 COPY crates ./crates
 COPY benches ./benches
-COPY crates ./crates
 # No .git in the build context: the release workflow passes the commit for `--version`.
 ARG TRAINGUARD_GIT_COMMIT=unknown
 ENV TRAINGUARD_GIT_COMMIT=${TRAINGUARD_GIT_COMMIT}
