@@ -399,8 +399,12 @@ ENV
     --initial-cluster "e2e=http://127.0.0.1:$P_ETCD_PEER" --listen-metrics-urls ""
   started etcd etcd 30 curl -sf --max-time 5 "http://127.0.0.1:$P_ETCD/health"
 
+  # No endpoint reconciler: nothing here reaches the API server through the `kubernetes` Service,
+  # and a loopback advertise address cannot be written to its Endpoints (v1.37 refuses to start
+  # with one under the lease or master-count reconciler; v1.36 started and failed each write).
   start kube-apiserver "$BIN/kube-apiserver" --etcd-servers "http://127.0.0.1:$P_ETCD" \
     --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$P_APISERVER" \
+    --endpoint-reconciler-type none \
     --cert-dir "$run/tmp/kube-apiserver" \
     --tls-cert-file "$run/certs/apiserver.crt" --tls-private-key-file "$run/certs/apiserver.key" \
     --client-ca-file "$run/certs/ca.crt" --authorization-mode RBAC \
