@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Builds the local control plane's upstream programs from their Go modules (e2e/versions.env) into
-# a cache keyed by the Go version, GOOS/GOARCH, the versions and this script, and prints that bin
-# directory. A warm cache makes this a no-op. Usage: scripts/e2e/build.sh [COMPONENT...]
+# Builds the local control plane's upstream programs from their Go modules (e2e/versions.env, and
+# e2e/kubernetes/<minor>.env for the Kubernetes minor TRAINGUARD_E2E_KUBERNETES chooses, default
+# v1.36) into a cache keyed by the Go version, GOOS/GOARCH, both files and this script's recipe, so
+# each minor's build is cached on its own, and prints that bin directory. A warm cache makes this
+# a no-op. Usage: scripts/e2e/build.sh [COMPONENT...]
 # Components: kube (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl),
 # jobset, trainer, kwok, kueue, training-operator. Default: all. Not in the default: node (the
 # real node: kubelet and kube-proxy from the same Kubernetes build, and containerd, its runc shim,
@@ -9,14 +11,14 @@
 # scripts/e2e/install-deps.sh --node installs).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-# shellcheck source=../../e2e/versions.env
-source "$root/e2e/versions.env"
+# shellcheck source=versions.sh
+source "$root/scripts/e2e/versions.sh"
 command -v go >/dev/null || { echo "e2e/build: Go is required (go1.26 or newer)" >&2; exit 1; }
 
 cache="${TRAINGUARD_E2E_CACHE:-$HOME/.cache/trainguard-e2e}"
 # Bump when the way binaries are built changes (flags, ldflags, packages): it is part of the key.
 recipe=1
-key="$( { go version; go env GOOS GOARCH; cat "$root/e2e/versions.env"; echo "recipe $recipe"; } | sha256sum | cut -c1-16)"
+key="$( { go version; go env GOOS GOARCH; cat "$root/e2e/versions.env" "$kubernetes_env"; echo "recipe $recipe"; } | sha256sum | cut -c1-16)"
 bin="$cache/bin/$key"
 mkdir -p "$bin" "$cache/src"
 log() { echo "e2e/build: $*" >&2; }

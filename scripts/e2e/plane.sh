@@ -23,7 +23,8 @@
 #
 # The run directory ($TRAINGUARD_E2E_RUN, default /tmp/trainguard-e2e) holds env (sourced by the
 # tests: KUBECONFIG, ports, paths), certs/, logs/ and pids/. Every start and stop has a bounded
-# wait; on a failed start the process's log tail is printed.
+# wait; on a failed start the process's log tail is printed. TRAINGUARD_E2E_KUBERNETES chooses the
+# Kubernetes minor (e2e/kubernetes/<minor>.env, default v1.36; scripts/e2e/versions.sh).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 run="${TRAINGUARD_E2E_RUN:-/tmp/trainguard-e2e}"
@@ -31,8 +32,11 @@ run="${TRAINGUARD_E2E_RUN:-/tmp/trainguard-e2e}"
 # `up` started with another base), else 24000.
 base="${TRAINGUARD_E2E_PORT_BASE:-$(sed -n 's/^PORT_BASE=//p' "$run/env" 2>/dev/null || true)}"
 base="${base:-24000}"
-# shellcheck source=../../e2e/versions.env
-source "$root/e2e/versions.env"
+# The Kubernetes minor: TRAINGUARD_E2E_KUBERNETES, else (for every command but `up`) the running
+# plane's, else v1.36.
+if [[ ${1:-} == up ]]; then versions_run=; else versions_run="$run"; fi
+# shellcheck source=versions.sh
+run="$versions_run" source "$root/scripts/e2e/versions.sh"
 
 log() { echo "e2e/plane: $*" >&2; }
 die() { log "$*"; exit 1; }
@@ -383,6 +387,7 @@ PORT_BASE=$base
 KWOK_VERSION=$KWOK_VERSION
 TRAINER_VERSION=$TRAINER_VERSION
 KUBERNETES_VERSION=$KUBERNETES_VERSION
+KUBERNETES_MINOR=$kubernetes_minor
 ENV
   # etcd on tmpfs where there is one: the plane is thrown away after each run.
   local data=/dev/shm; [[ -w $data ]] || data="$run"
@@ -394,8 +399,12 @@ ENV
     --initial-cluster "e2e=http://127.0.0.1:$P_ETCD_PEER" --listen-metrics-urls ""
   started etcd etcd 30 curl -sf --max-time 5 "http://127.0.0.1:$P_ETCD/health"
 
+  # No endpoint reconciler: nothing here reaches the API server through the `kubernetes` Service,
+  # and a loopback advertise address cannot be written to its Endpoints (v1.37 refuses to start
+  # with one under the lease or master-count reconciler; v1.36 started and failed each write).
   start kube-apiserver "$BIN/kube-apiserver" --etcd-servers "http://127.0.0.1:$P_ETCD" \
     --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$P_APISERVER" \
+    --endpoint-reconciler-type none \
     --cert-dir "$run/tmp/kube-apiserver" \
     --tls-cert-file "$run/certs/apiserver.crt" --tls-private-key-file "$run/certs/apiserver.key" \
     --client-ca-file "$run/certs/ca.crt" --authorization-mode RBAC \
