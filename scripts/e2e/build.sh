@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the local control plane's upstream programs from their Go modules (e2e/versions.env, and
 # e2e/kubernetes/<minor>.env for the Kubernetes minor TRAINGUARD_E2E_KUBERNETES chooses, default
-# v1.36) into a cache keyed by the Go version, GOOS/GOARCH, both files and this script's recipe, so
+# v1.37) into a cache keyed by the Go version, GOOS/GOARCH, both files and this script's recipe, so
 # each minor's build is cached on its own, and prints that bin directory. A warm cache makes this
 # a no-op. Usage: scripts/e2e/build.sh [COMPONENT...]
 # Components: kube (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl),

@@ -24,7 +24,7 @@
 # The run directory ($TRAINGUARD_E2E_RUN, default /tmp/trainguard-e2e) holds env (sourced by the
 # tests: KUBECONFIG, ports, paths), certs/, logs/ and pids/. Every start and stop has a bounded
 # wait; on a failed start the process's log tail is printed. TRAINGUARD_E2E_KUBERNETES chooses the
-# Kubernetes minor (e2e/kubernetes/<minor>.env, default v1.36; scripts/e2e/versions.sh).
+# Kubernetes minor (e2e/kubernetes/<minor>.env, default v1.37; scripts/e2e/versions.sh).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 run="${TRAINGUARD_E2E_RUN:-/tmp/trainguard-e2e}"
@@ -33,7 +33,7 @@ run="${TRAINGUARD_E2E_RUN:-/tmp/trainguard-e2e}"
 base="${TRAINGUARD_E2E_PORT_BASE:-$(sed -n 's/^PORT_BASE=//p' "$run/env" 2>/dev/null || true)}"
 base="${base:-24000}"
 # The Kubernetes minor: TRAINGUARD_E2E_KUBERNETES, else (for every command but `up`) the running
-# plane's, else v1.36.
+# plane's, else v1.37.
 if [[ ${1:-} == up ]]; then versions_run=; else versions_run="$run"; fi
 # shellcheck source=versions.sh
 run="$versions_run" source "$root/scripts/e2e/versions.sh"

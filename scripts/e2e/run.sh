@@ -13,6 +13,9 @@ target="${CARGO_TARGET_DIR:-$root/target}"
 # TRAINGUARD_E2E_NODE=1: also a real node (kubelet, containerd, runc) running trainguard's image,
 # assembled here from the binary under test as `make image` does (scripts/image/build.sh).
 node="${TRAINGUARD_E2E_NODE:-0}"
+# TRAINGUARD_E2E_TESTS: a nextest filter expression choosing the tests (default: all of them);
+# `.ci/run` runs the oldest supported Kubernetes minor's set this way (docs/ci.md).
+tests="${TRAINGUARD_E2E_TESTS:-all()}"
 components=(kube jobset trainer kwok kueue training-operator)
 [[ $node == 1 ]] && components+=(node)
 
@@ -53,22 +56,26 @@ after_beside='test(/^oracle_replay::/)'
 if ((status == 0)); then
   # One at a time: the tests share one cluster, and some stop and restart trainguard.
   ignored=(); [[ $node == 1 ]] && ignored=(--run-ignored all)
-  suite() { cargo nextest run --profile e2e --features e2e --test e2e "${ignored[@]}" "$@"; }
+  suite() { # filter [nextest args]: the chosen tests that also match the filter
+    local filter="$1"; shift
+    cargo nextest run --profile e2e --features e2e --test e2e "${ignored[@]}" -E "($tests) and ($filter)" "$@"
+  }
   if [[ -n $beside ]]; then
     start=$SECONDS
     # Its own process group (setsid), so that an interrupted run stops all of it.
     (cd "$root" && exec setsid bash -c "$beside") >"$run/beside.log" 2>&1 &
     beside_pid=$!
-    suite -E "not $after_beside" || status=$?
+    suite "not $after_beside" || status=$?
     beside_status=0
     wait "$beside_pid" || beside_status=$?
     beside_pid=
     cat "$run/beside.log"
     echo "e2e: '$beside' beside the suite exited $beside_status after $((SECONDS - start)) s" >&2
     ((beside_status == 0)) || status=$beside_status
-    suite -E "$after_beside" || status=$?
+    # A chosen set without the replay has nothing to run after.
+    suite "$after_beside" --no-tests=pass || status=$?
   else
-    suite || status=$?
+    suite "all()" || status=$?
   fi
 fi
 if ((status != 0)); then

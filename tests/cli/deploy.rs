@@ -1388,7 +1388,8 @@ fn chart_renders_the_kustomize_objects() {
 
 /// The chart refuses the unpublished default image, as `make deploy` does, and renders the
 /// opt-out ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1) only where the cluster
-/// serves it: not on Kubernetes 1.29, which the chart supports.
+/// serves it (every supported minor does; `helm template` is told nothing unless asked), and
+/// refuses a cluster below the supported range.
 #[test]
 fn chart_refuses_the_default_image_and_gates_the_admission_policy() {
     let values = tempfile::NamedTempFile::new().unwrap();
@@ -1406,9 +1407,9 @@ fn chart_refuses_the_default_image_and_gates_the_admission_policy() {
     // (extra helm flags, policy rendered)
     let cases: &[(&[&str], bool)] = &[
         (&SERVES_POLICY, true),
-        (&["--kube-version", "1.30.0", SERVES_POLICY[0], SERVES_POLICY[1]], true),
-        // A 1.29 cluster, or a render told nothing: no v1 policy the API server would refuse.
-        (&["--kube-version", "1.29.4"], false),
+        (&["--kube-version", "1.32.0", SERVES_POLICY[0], SERVES_POLICY[1]], true),
+        // A render told nothing: no v1 policy a cluster might refuse.
+        (&["--kube-version", "1.32.0"], false),
         (&[], false),
     ];
     for (extra, want) in cases {
@@ -1419,7 +1420,15 @@ fn chart_refuses_the_default_image_and_gates_the_admission_policy() {
     }
     let chart: Value =
         serde_saphyr::from_str(&std::fs::read_to_string(repo().join(CHART).join("Chart.yaml")).unwrap()).unwrap();
-    assert_eq!(chart["kubeVersion"], ">=1.29.0-0", "1.29 stays supported, without the policy");
+    assert_eq!(chart["kubeVersion"], ">=1.32.0-0", "the oldest supported minor (docs/operations.md)");
+    let below = Command::new(tool("helm"))
+        .args(["template", "trainguard", CHART, "-n", NAMESPACE, "--kube-version", "1.31.9"])
+        .args(["--set", "image.repository=registry.example/trainguard"])
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&below.stderr);
+    assert!(!below.status.success() && stderr.contains("kubeVersion"), "a 1.31 cluster: {stderr}");
 }
 
 /// mutatingPolicy.enabled renders the MutatingAdmissionPolicy (admissionregistration.k8s.io/v1,

@@ -300,14 +300,26 @@ fn the_mutating_admission_policy_fills_a_crd_without_schema_defaults_and_leaves_
     assert_eq!(mutate_decisions(), before, "trainguard's mutating webhook was called");
 }
 
-/// The default install: neither the mutating webhook nor the policy is registered, and a plain
-/// TrainJob CREATE on the shipped CRD gets all four fields from the CRD's schema defaults alone,
-/// without a call to trainguard's mutating webhook (its decisions do not rise; the validating
-/// webhook's do, so the count is live).
+/// Whether the API server serves MutatingAdmissionPolicy in `admissionregistration.k8s.io/v1`
+/// (Kubernetes 1.36 and later; the oldest supported minor does not).
+fn serves_mutating_admission_policy() -> bool {
+    let group = plane().kubectl().args(["get", "--raw", "/apis/admissionregistration.k8s.io/v1"]).ok();
+    let group: serde_json::Value = serde_json::from_str(&group).expect("the group's resource list");
+    group["resources"].as_array().expect("resources").iter().any(|r| r["name"] == "mutatingadmissionpolicies")
+}
+
+/// The default install: neither the mutating webhook nor the policy (where the API server serves
+/// the kind) is registered, and a plain TrainJob CREATE on the shipped CRD gets all four fields
+/// from the CRD's schema defaults alone, without a call to trainguard's mutating webhook (its
+/// decisions do not rise; the validating webhook's do, so the count is live).
 #[test]
 fn the_default_install_leaves_the_defaults_to_the_shipped_crd_without_a_webhook_call() {
     let ns = plane().namespace("e2e-defaults-crd", &[]);
-    for kind in ["mutatingwebhookconfiguration/trainguard-mutating", "mutatingadmissionpolicy/trainguard-defaults"] {
+    let mut registrations = vec!["mutatingwebhookconfiguration/trainguard-mutating"];
+    if serves_mutating_admission_policy() {
+        registrations.push("mutatingadmissionpolicy/trainguard-defaults");
+    }
+    for kind in registrations {
         let out = plane().kubectl().args(["get", kind, "--ignore-not-found", "-o", "name"]).ok();
         assert_eq!(out.trim(), "", "{kind} is registered");
     }
