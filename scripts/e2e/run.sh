@@ -13,7 +13,7 @@ target="${CARGO_TARGET_DIR:-$root/target}"
 # TRAINGUARD_E2E_NODE=1: also a real node (kubelet, containerd, runc) running trainguard's image,
 # assembled here from the binary under test as `make image` does (scripts/image/build.sh).
 node="${TRAINGUARD_E2E_NODE:-0}"
-components=(kube jobset trainer kwok kueue training-operator)
+components=(kube jobset trainer kwok kueue training-operator "training-operator@v1.8.0")
 [[ $node == 1 ]] && components+=(node)
 
 # The binary that ships, then the upstream programs (cached): one after the other, as building
