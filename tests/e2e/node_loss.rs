@@ -456,17 +456,22 @@ fn v1job(k: &V1Kind, replicas: [&str; 2], pool: &str) -> String {
 #[test]
 fn node_loss_hangs_a_pytorchjob_until_act_mode_force_deletes_its_pods() {
     let pytorch = KINDS.iter().find(|k| k.kind == "PyTorchJob").expect("PyTorchJob");
-    v1_node_loss(pytorch, ["Master", "Worker"], "pt");
+    v1_node_loss(pytorch, ["Master", "Worker"], "pt", true);
 }
 
-/// The same story for a TFJob (chief and worker), on the same operator.
+/// The same loss for a TFJob (chief and worker), on the same operator, which takes it
+/// differently: it counts a pod that is Running with a `deletionTimestamp` as failed, and a TFJob
+/// with a failed replica and no `Restarting` condition (that comes only from a pod in phase
+/// `Failed`) is `Failed` at once, `restartPolicy: OnFailure` or not. The job does not come back;
+/// its pods still hang Terminating on the lost node, holding their names and their node's
+/// resources, until act mode force-deletes them (a finished job does not stop that rule).
 #[test]
-fn node_loss_hangs_a_tfjob_until_act_mode_force_deletes_its_pods() {
-    v1_node_loss(&TFJOB, ["Chief", "Worker"], "tf");
+fn node_loss_fails_a_tfjob_and_act_mode_force_deletes_its_stuck_pods() {
+    v1_node_loss(&TFJOB, ["Chief", "Worker"], "tf", false);
 }
 
 #[allow(clippy::disallowed_methods, reason = "a quiet period showing nothing replaces the pods (real time)")]
-fn v1_node_loss(k: &V1Kind, replicas: [&str; 2], tag: &str) {
+fn v1_node_loss(k: &V1Kind, replicas: [&str; 2], tag: &str, recovers: bool) {
     let _operator = TrainingOperator::start(None);
     let (node, spare, kwok) = (format!("tg-{tag}-0"), format!("tg-{tag}-spare"), format!("{tag}-0"));
     let mut story = Story::new(&format!("story-{tag}"), &format!("e2e-node-loss-{tag}"));
@@ -510,7 +515,17 @@ fn v1_node_loss(k: &V1Kind, replicas: [&str; 2], tag: &str) {
     drop(_shipped);
     let t_act = Instant::now();
     let _shipped = controller("act", &[]);
-    eventually(&format!("the job running again on {spare}"), || running_on(&story, &spare, 2).then_some(()));
+    if recovers {
+        eventually(&format!("the job running again on {spare}"), || running_on(&story, &spare, 2).then_some(()));
+    } else {
+        eventually(&format!("the stuck pods gone from {node}"), || pods_on(&story, &node).is_empty().then_some(()));
+        let job = story.kubectl().args(["get", k.plural, "ddp"]).get_json().expect("the job");
+        let failed = job["status"]["conditions"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|c| c["type"] == "Failed" && c["status"] == "True"));
+        assert!(failed, "the operator did not fail the {}: {job}", k.kind);
+        assert!(running_on(&story, &spare, 0), "the failed {} came back", k.kind);
+    }
     let recovered_after_taint = secs(t_taint);
     let recovered_after_act = secs(t_act);
     let mut deleted: Vec<String> = audited_pod_deletes(&story.ns, &story.since)
@@ -526,8 +541,9 @@ fn v1_node_loss(k: &V1Kind, replicas: [&str; 2], tag: &str) {
     assert!(count_events(&story.ns, "ForceDeletedStuckPod") >= 2, "events: {:?}", events(&story.ns));
     eprintln!(
         "node loss ({}, Training Operator v1.9.4): taint {taint_after}s after the kubelet stopped; \
-         WouldForceDeletedStuckPod {reported_after_taint}s after the taint (report mode); running again \
+         WouldForceDeletedStuckPod {reported_after_taint}s after the taint (report mode); {} \
          {recovered_after_taint}s after the taint ({recovered_after_act}s after act mode started)",
-        k.kind
+        k.kind,
+        if recovers { "running again" } else { "stuck pods force-deleted" }
     );
 }
