@@ -222,15 +222,24 @@ fn ttl_backstop_deletes_a_finished_job_of_every_v1_kind() {
             replicas += &k.replica_yaml(other, "Never", "", "");
         }
         let name = k.kind.to_lowercase();
-        plane().kubectl().args(["-n", &ns.name]).apply(&k.job_yaml(&name, "", "{ttlSecondsAfterFinished: 20}", &replicas));
+        plane().kubectl().args(["-n", &ns.name]).apply(&k.job_yaml(
+            &name,
+            "",
+            "{ttlSecondsAfterFinished: 20}",
+            &replicas,
+        ));
     }
+    // Every pod running first, then every one failed: the failures (and the TTLs) start together.
     for k in &KINDS {
-        let name = k.kind.to_lowercase();
-        let pod = k.pod(&name, k.replica);
+        let pod = k.pod(&k.kind.to_lowercase(), k.replica);
         eventually(&format!("{pod} Running"), || {
             let p = plane().kubectl().args(["-n", &ns.name, "get", "pod", &pod]).get_json()?;
             (p["status"]["phase"] == "Running").then_some(())
         });
+    }
+    let running = t0.elapsed();
+    for k in &KINDS {
+        let pod = k.pod(&k.kind.to_lowercase(), k.replica);
         let status = serde_json::json!({"status": {"phase": "Failed", "containerStatuses": [{
             "name": k.container, "image": format!("e2e.trainguard.io/{}:never-pulled", k.plural), "imageID": "",
             "ready": false, "restartCount": 0, "state": {"terminated": {"exitCode": 1, "reason": "Error"}}}]}});
@@ -288,9 +297,10 @@ fn ttl_backstop_deletes_a_finished_job_of_every_v1_kind() {
         );
     }
     eprintln!(
-        "kinds ttl: {} kinds Failed {:.1}s after create, operator stopped at {:.1}s, all deleted by trainguard at {:.1}s \
-         (TTL 20s); completionTime set by: {:?}",
+        "kinds ttl: {} kinds Running {:.1}s after create, Failed at {:.1}s, operator stopped at {:.1}s, all deleted by \
+         trainguard at {:.1}s (TTL 20s); completionTime set by: {:?}",
         KINDS.len(),
+        running.as_secs_f64(),
         all_failed.as_secs_f64(),
         stopped.as_secs_f64(),
         deleted.as_secs_f64(),
