@@ -5,7 +5,10 @@
 # each minor's build is cached on its own, and prints that bin directory. A warm cache makes this
 # a no-op. Usage: scripts/e2e/build.sh [COMPONENT...]
 # Components: kube (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl),
-# jobset, trainer, kwok, kueue, training-operator. Default: all. Not in the default: node (the
+# jobset, trainer, kwok, kueue, training-operator (TRAINING_OPERATOR_VERSION), training-operator@VERSION
+# (another Training Operator release, e.g. v1.8.0 for the TFJob story: in a cache of its own keyed
+# by that version, linked into the bin directory as training-operator-VERSION, so a change to
+# e2e/versions.env does not rebuild it). Default: all. Not in the default: node (the
 # real node: kubelet and kube-proxy from the same Kubernetes build, and containerd, its runc shim,
 # ctr, runc and the pause image, versions in e2e/node-versions.env; needs the packages
 # scripts/e2e/install-deps.sh --node installs).
@@ -103,6 +106,30 @@ install_one() { # binary-name module version package-dir
   mv "$bin/.$name.tmp" "$bin/$name"
 }
 
+# Another Training Operator release than TRAINING_OPERATOR_VERSION, built like it (its own module,
+# go.mod and go.sum as released), keyed by the Go version and that release only.
+to_recipe=1
+install_training_operator() { # version
+  local version="$1" k tb
+  if [[ $version == "$TRAINING_OPERATOR_VERSION" ]]; then
+    install_one training-operator github.com/kubeflow/training-operator "$version" cmd/training-operator.v1
+    return
+  fi
+  [[ $version =~ ^v1\.[0-9]+\.[0-9]+$ ]] || { log "training-operator@$version: not a v1.x.y release"; exit 2; }
+  k="$( { go version; go env GOOS GOARCH; echo "training-operator $version"; echo "recipe $to_recipe"; } | sha256sum | cut -c1-16)"
+  tb="$cache/training-operator/$k"
+  mkdir -p "$tb"
+  if [[ ! -x "$tb/training-operator" ]]; then
+    local dir
+    dir="$(go mod download -json "github.com/kubeflow/training-operator@$version" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+    [[ -d "$dir" ]] || { log "the module proxy did not serve github.com/kubeflow/training-operator@$version"; exit 1; }
+    (cd "$dir" && timed "training-operator $version" env GOFLAGS="$GOFLAGS -mod=readonly" go build -ldflags "-s -w" \
+      -o "$tb/.training-operator.tmp" ./cmd/training-operator.v1)
+    mv "$tb/.training-operator.tmp" "$tb/training-operator"
+  fi
+  ln -sfn "$tb/training-operator" "$bin/training-operator-$version"
+}
+
 # The real node's own programs live in a cache of their own, keyed by e2e/node-versions.env (so a
 # containerd or runc bump leaves the Kubernetes build alone), linked into $bin.
 node_versions="$root/e2e/node-versions.env"
@@ -187,7 +214,8 @@ for c in "${components[@]}"; do
     trainer) install_one trainer-controller-manager github.com/kubeflow/trainer/v2 "$TRAINER_VERSION" cmd/trainer-controller-manager ;;
     kwok) install_one kwok sigs.k8s.io/kwok "$KWOK_VERSION" cmd/kwok ;;
     kueue) install_one kueue sigs.k8s.io/kueue "$KUEUE_VERSION" cmd/kueue ;;
-    training-operator) install_one training-operator github.com/kubeflow/training-operator "$TRAINING_OPERATOR_VERSION" cmd/training-operator.v1 ;;
+    training-operator) install_training_operator "$TRAINING_OPERATOR_VERSION" ;;
+    training-operator@*) install_training_operator "${c#training-operator@}" ;;
     *) log "unknown component $c"; exit 2 ;;
   esac
 done

@@ -15,7 +15,10 @@
 #   scripts/e2e/plane.sh replica stop|kill NAME     SIGTERM it, or SIGKILL it at once
 #   scripts/e2e/plane.sh kueue start|stop     Kueue (its CRDs, webhooks and controller) for the
 #                                             tests that need it; stop takes its webhooks away
-#   scripts/e2e/plane.sh training-operator start|stop   Training Operator v1 (PyTorchJob only), the same way
+#   scripts/e2e/plane.sh training-operator start [VERSION]|stop   Training Operator v1 (every kind its
+#                                             release has: CRDs, webhooks, schemes), the same way;
+#                                             VERSION defaults to TRAINING_OPERATOR_VERSION (v1.8.0: the
+#                                             TFJob story's release)
 #   scripts/e2e/plane.sh node start|stop      a real node beside the kwok nodes: containerd, runc and a
 #                                             kubelet (root, cgroup v1 or v2, scripts/e2e/build.sh node),
 #                                             tainted, its pods on a bridge of its own; the trainguard
@@ -154,8 +157,8 @@ metadata:
   annotations: {kwok.x-k8s.io/node: fake}
   labels: {type: kwok, topology.kubernetes.io/zone: zone-$zone, kubernetes.io/hostname: kwok-$zone-$i, e2e.trainguard.io/pool: pool-$zone}
 status:
-  allocatable: {cpu: "64", memory: 512Gi, pods: "110", nvidia.com/gpu: "8"}
-  capacity: {cpu: "64", memory: 512Gi, pods: "110", nvidia.com/gpu: "8"}
+  allocatable: {cpu: "64", memory: 512Gi, pods: "110", nvidia.com/gpu: "8", ephemeral-storage: 1Ti}
+  capacity: {cpu: "64", memory: 512Gi, pods: "110", nvidia.com/gpu: "8", ephemeral-storage: 1Ti}
 ---
 YAML
     done
@@ -386,6 +389,7 @@ APISERVER_PORT=$P_APISERVER
 PORT_BASE=$base
 KWOK_VERSION=$KWOK_VERSION
 TRAINER_VERSION=$TRAINER_VERSION
+TRAINING_OPERATOR_VERSION=$TRAINING_OPERATOR_VERSION
 KUBERNETES_VERSION=$KUBERNETES_VERSION
 KUBERNETES_MINOR=$kubernetes_minor
 ENV
@@ -508,7 +512,7 @@ start_controller_replica() { # name admin-port extra args...
 
 # Kueue, only while a test needs it: its CRDs (the conversion webhooks pointed at the loopback
 # controller), its webhooks for its own kinds and the integrations enabled here (TrainJob,
-# PyTorchJob when Training Operator's CRD is installed), and its controller. `kueue stop` removes
+# PyTorchJob and TFJob when Training Operator's CRDs are installed), and its controller. `kueue stop` removes
 # the webhook configurations first, so nothing else waits on a Kueue that is not running; the
 # CRDs and their objects stay (the next start finds them).
 start_kueue() {
@@ -537,7 +541,7 @@ PY
   python3 "$root/scripts/e2e/rewrite-webhooks.py" "$P_KUEUE_WH" "$run/certs/ca.crt" \
     <"$dir/config/components/webhook/manifests.yaml" | python3 -c '
 import sys, yaml
-keep = lambda h: any(g in ("kueue.x-k8s.io", "trainer.kubeflow.org") or (g == "kubeflow.org" and "pytorchjobs" in r["resources"])
+keep = lambda h: any(g in ("kueue.x-k8s.io", "trainer.kubeflow.org") or (g == "kubeflow.org" and {"pytorchjobs", "tfjobs"} & set(r["resources"]))
                      for r in h["rules"] for g in r["apiGroups"])
 docs = list(yaml.safe_load_all(sys.stdin))
 for d in docs:
@@ -552,6 +556,7 @@ yaml.safe_dump_all(docs, sys.stdout, sort_keys=False)' >"$run/kueue-webhooks.yam
   kctl get namespace kueue-system >/dev/null 2>&1 || kctl create namespace kueue-system >/dev/null
   local frameworks='"trainer.kubeflow.org/trainjob"'
   kctl get crd pytorchjobs.kubeflow.org >/dev/null 2>&1 && frameworks+=', "kubeflow.org/pytorchjob"'
+  kctl get crd tfjobs.kubeflow.org >/dev/null 2>&1 && frameworks+=', "kubeflow.org/tfjob"'
   mkdir -p "$run/certs/kueue"
   cp "$run/certs/webhooks.crt" "$run/certs/kueue/tls.crt"; cp "$run/certs/webhooks.key" "$run/certs/kueue/tls.key"
   cat >"$run/kueue-config.yaml" <<YAML
@@ -591,21 +596,37 @@ stop_kueue() {
   stop kueue
 }
 
-# Training Operator v1, only while a test needs it: the PyTorchJob CRD, its validating webhook
-# pointed at the loopback operator, and the operator with only the pytorchjob scheme. It always
+# Training Operator v1, only while a test needs it, at TRAINING_OPERATOR_VERSION or the release
+# given (built by `build.sh training-operator@VERSION`): the CRDs of every kind that release has
+# (from its module's manifests/base/crds; not MXJob, which trainguard does not claim, where an old
+# release still has it), their validating webhooks pointed at the loopback operator, and the operator
+# with one --enable-scheme per kind (v1.9.x: tfjob pytorchjob mpijob xgboostjob paddlejob jaxjob;
+# v1.8.0 has no JAXJob). A CRD another release installed stays (its kind then has no controller). It always
 # runs its certificate rotator (cert-controller): the Secret it reads is created beforehand with a
 # CA and a serving certificate valid for its Service name and 127.0.0.1, for longer than the
 # rotator's 90-day look-ahead, so it keeps them, writes them to its fixed certificate directory
 # (/tmp/k8s-webhook-server/serving-certs: bind-mounted per plane where unshare allows) and injects
 # the CA into its webhook configuration.
 start_training_operator() {
+  local version="${1:-$TRAINING_OPERATOR_VERSION}" exe
   [[ -n "${BIN:-}" ]] || BIN="$(grep '^E2E_BIN=' "$run/env" | cut -d= -f2)"
-  "$root/scripts/e2e/build.sh" training-operator >/dev/null
-  local dir d="$run/certs/training-operator"
-  dir="$(cd "$run" && go mod download -json "github.com/kubeflow/training-operator@$TRAINING_OPERATOR_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+  if [[ $version == "$TRAINING_OPERATOR_VERSION" ]]; then
+    "$root/scripts/e2e/build.sh" training-operator >/dev/null
+    exe="$BIN/training-operator"
+  else
+    "$root/scripts/e2e/build.sh" "training-operator@$version" >/dev/null
+    exe="$BIN/training-operator-$version"
+  fi
+  local dir d="$run/certs/training-operator" f plural plurals=() schemes=() crds=() names=()
+  dir="$(cd "$run" && go mod download -json "github.com/kubeflow/training-operator@$version" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
   [[ -d "$dir/manifests/base/crds" ]] || die "Training Operator's manifests not found in the module cache"
-  kctl apply --server-side --force-conflicts -f "$dir/manifests/base/crds/kubeflow.org_pytorchjobs.yaml" >/dev/null
-  wait_for "the PyTorchJob CRD established" 60 kctl wait --for condition=established --timeout=5s crd/pytorchjobs.kubeflow.org
+  for f in "$dir"/manifests/base/crds/kubeflow.org_*.yaml; do
+    plural="$(basename "$f" .yaml)"; plural="${plural#kubeflow.org_}"
+    [[ $plural == mxjobs ]] && continue
+    plurals+=("$plural"); schemes+=("--enable-scheme=${plural%s}"); crds+=(-f "$f"); names+=("crd/$plural.kubeflow.org")
+  done
+  kctl apply --server-side --force-conflicts "${crds[@]}" >/dev/null
+  wait_for "the Training Operator's CRDs established" 60 kctl wait --for condition=established --timeout=5s "${names[@]}"
   if [[ ! -f "$d/tls.crt" ]]; then
     mkdir -p "$d"
     # The rotator verifies the CA against its own name (a SAN, not the CN).
@@ -627,8 +648,8 @@ import sys, yaml
 docs = list(yaml.safe_load_all(sys.stdin))
 for d in docs:
     d["metadata"]["name"] = "validator.training-operator.kubeflow.org"
-    d["webhooks"] = [h for h in d["webhooks"] if "pytorchjobs" in h["rules"][0]["resources"]]
-yaml.safe_dump_all(docs, sys.stdout, sort_keys=False)' >"$run/training-operator-webhooks.yaml"
+    d["webhooks"] = [h for h in d["webhooks"] if set(h["rules"][0]["resources"]) <= set(sys.argv[1:])]
+yaml.safe_dump_all(docs, sys.stdout, sort_keys=False)' "${plurals[@]}" >"$run/training-operator-webhooks.yaml"
   kctl apply -f "$run/training-operator-webhooks.yaml" >/dev/null
   local certs="$run/tmp/training-operator/k8s-webhook-server"
   # What the kubelet would mount from the Secret: the rotator waits for tls.crt there.
@@ -656,9 +677,9 @@ yaml.safe_dump_all(docs, sys.stdout, sort_keys=False)' >"$run/training-operator-
     exec "$@"' sh "$certs" "$run" "$BIN" --)
   stop training-operator
   start training-operator env KUBECONFIG="$run/admin.kubeconfig" MY_POD_NAMESPACE=kubeflow "${wrap[@]}" \
-    "$BIN/training-operator" --enable-scheme=pytorchjob --webhook-server-port "$P_TO_WH" \
+    "$exe" "${schemes[@]}" --webhook-server-port "$P_TO_WH" \
     --metrics-bind-address "127.0.0.1:$P_TO_METRICS" --health-probe-bind-address "127.0.0.1:$P_TO_PROBE"
-  started training-operator "Training Operator" 90 curl -sf --max-time 5 "http://127.0.0.1:$P_TO_PROBE/readyz"
+  started training-operator "Training Operator $version" 90 curl -sf --max-time 5 "http://127.0.0.1:$P_TO_PROBE/readyz"
 }
 
 can_unshare() { unshare -m --propagation private true 2>/dev/null; }
@@ -897,9 +918,9 @@ case "${1:-}" in
       *) die "usage: $0 node start|stop" ;;
     esac ;;
   training-operator) case "${2:-}" in
-      start) start_training_operator ;;
+      start) start_training_operator "${3:-}" ;;
       stop) stop_training_operator ;;
-      *) die "usage: $0 training-operator start|stop" ;;
+      *) die "usage: $0 training-operator start [VERSION] | training-operator stop" ;;
     esac ;;
   kueue) case "${2:-}" in
       start) start_kueue ;;

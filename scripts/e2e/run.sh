@@ -16,7 +16,7 @@ node="${TRAINGUARD_E2E_NODE:-0}"
 # TRAINGUARD_E2E_TESTS: a nextest filter expression choosing the tests (default: all of them);
 # `.ci/run` runs the oldest supported Kubernetes minor's set this way (docs/ci.md).
 tests="${TRAINGUARD_E2E_TESTS:-all()}"
-components=(kube jobset trainer kwok kueue training-operator)
+components=(kube jobset trainer kwok kueue training-operator "training-operator@v1.8.0")
 [[ $node == 1 ]] && components+=(node)
 
 # The binary that ships, then the upstream programs (cached): one after the other, as building

@@ -6,6 +6,7 @@ use std::time::Instant;
 use serde_json::Value;
 
 use crate::cluster::{Kubectl, act_rbac, audit_now, audit_since, eventually, metric_sum, plane};
+use crate::kinds::{TFJOB, TrainingOperator};
 
 const TRAINGUARD: &str = "admission webhook \"validate.trainjob.trainguard.io\" denied the request";
 
@@ -440,15 +441,6 @@ fn kueue_drops_termination_grace_from_runtime_patches_and_the_controller_reports
     );
 }
 
-/// Training Operator v1 for one test; stopped on drop (declared before `Kueue`, so it stops after).
-struct TrainingOperator;
-
-impl Drop for TrainingOperator {
-    fn drop(&mut self) {
-        plane().script(&["training-operator", "stop"]);
-    }
-}
-
 /// A queued PyTorchJob (one master, 8 CPUs) with a TTL of 3s and `restartPolicy: ExitCode`. kwok
 /// completes only pods a Job owns: the test ends this one's pod itself.
 fn queued_pytorchjob(name: &str, priority: &str) -> String {
@@ -518,8 +510,8 @@ fn pytorchjob_condition(job: &Value, kind: &str) -> bool {
 )]
 fn kueue_preempted_pytorchjob_is_ttl_deleted_only_once_finished() {
     let ns_name = "e2e-kueue-pytorch";
-    let _operator = TrainingOperator;
-    plane().script(&["training-operator", "start"]);
+    // Declared before `Kueue`, so it stops after.
+    let _operator = TrainingOperator::start(None);
     let ns = plane().namespace(ns_name, &[]);
     let _kueue = Kueue::start_with(&ns.name, &["--controller-mode=act", "--ttl-grace=0s"]);
     eventually("Kueue's queues applied", || {
@@ -606,4 +598,254 @@ fn kueue_preempted_pytorchjob_is_ttl_deleted_only_once_finished() {
         ["system:serviceaccount:trainguard-system:trainguard-controller (200)"],
         "the deletes of 'low' in the audit log"
     );
+}
+
+/// The release where the TFJob story happened (kubeflow/trainer#2239, kueue#2923): its TTL cleanup
+/// runs for a suspended job too and fails without a `completionTime` (fixed by
+/// kubeflow/trainer#2243 in v1.9).
+const OPERATOR_WITH_THE_BUG: &str = "v1.8.0";
+
+/// A queued TFJob (one worker, 8 CPUs, a grace period of 1s) with a 5s TTL.
+fn queued_tfjob(name: &str, priority: &str) -> String {
+    let replicas = TFJOB.replica_yaml("Worker", "Never", "", "          terminationGracePeriodSeconds: 1\n").replace(
+        "              image: e2e.trainguard.io/tfjobs:never-pulled\n",
+        "              image: e2e.trainguard.io/tfjobs:never-pulled\n              resources: {requests: {cpu: \"8\"}}\n",
+    );
+    TFJOB.job_yaml(
+        name,
+        &format!("kueue.x-k8s.io/queue-name: e2e-lq-one, kueue.x-k8s.io/priority-class: {priority}"),
+        "{suspend: true, ttlSecondsAfterFinished: 5}",
+        &replicas,
+    )
+}
+
+fn tfjob(ns: &str, name: &str) -> Option<Value> {
+    k(ns).args(["get", "tfjob", name]).get_json()
+}
+
+const STASH: &str = "trainguard.io/stashed-ttl-seconds-after-finished";
+
+/// The stash remedy's RBAC (deploy/components/ttl-stash-rbac) for one test, as an operator who
+/// turns the remedy on installs it; removed on drop.
+struct StashRbac;
+
+impl StashRbac {
+    fn file() -> &'static str {
+        concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/components/ttl-stash-rbac/rbac.yaml")
+    }
+
+    fn grant() -> StashRbac {
+        plane().kubectl().args(["apply", "-f", Self::file()]).ok();
+        StashRbac
+    }
+}
+
+impl Drop for StashRbac {
+    fn drop(&mut self) {
+        let _ = plane().kubectl().args(["delete", "--ignore-not-found", "-f", Self::file()]).output();
+    }
+}
+
+/// The controller restarted for the story: `--suspend-stuck-after=5s` and the stash remedy on.
+fn story_controller(mode: &str) {
+    plane().script(&["stop", "controller"]);
+    act_rbac(mode == "act");
+    let mode = format!("--controller-mode={mode}");
+    plane().script(&[
+        "start",
+        "controller",
+        "--admitted-suspended-after=20s",
+        "--suspend-stuck-after=5s",
+        "--stash-ttl-on-stuck-suspend",
+        &mode,
+    ]);
+}
+
+/// The TFJob story on the Training Operator `version`: a TFJob with `ttlSecondsAfterFinished`
+/// admitted by Kueue (`kubeflow.org/tfjob` integration, one flavor of 10 CPUs), preempted by a
+/// higher-priority one. On v1.8.0 the operator's suspend path runs its TTL cleanup, which fails
+/// for want of a completion time ("job completion time is nil, cannot cleanup") before it writes
+/// the status: the job never reaches `Suspended`, its replica status keeps `active: 1`, and Kueue
+/// (which releases a preempted kubeflow job's quota only once nothing is active) holds the quota,
+/// so the high-priority job never runs. trainguard's report mode reports it (`SuspendNotReconciled`,
+/// `WouldTTLStashedWhileSuspended`) and writes nothing; in act mode the stash moves the TTL into
+/// an annotation, the operator finishes the suspension, the high-priority job runs. Once that
+/// one is gone the low one is re-admitted, the stashed TTL comes back (`TTLRestored`), the job
+/// succeeds and its TTL deletes it. On v1.9.x the suspension completes and trainguard, in act mode
+/// with the remedy on, stays out of the way: no report, no stash, no write.
+#[allow(clippy::disallowed_methods, reason = "a quiet period past --suspend-stuck-after (real time)")]
+fn tfjob_preempted_with_a_ttl(version: &str) {
+    let bug = version == OPERATOR_WITH_THE_BUG;
+    let ns_name = if bug { "e2e-kueue-tf-180" } else { "e2e-kueue-tf" };
+    // Declared before `Kueue`, so it stops after.
+    let _operator = TrainingOperator::start(Some(version));
+    let ns = plane().namespace(ns_name, &[]);
+    let _stash_rbac = StashRbac::grant();
+    let _kueue = Kueue::start(&ns.name);
+    story_controller(if bug { "report" } else { "act" });
+    eventually("Kueue's queues applied", || {
+        let all = format!("{}---\n{}", queues(&ns.name), one_flavor_queue(&ns.name));
+        plane().kubectl().args(["apply", "-f", "-"]).output_with(&all).status.success().then_some(())
+    });
+    let since = audit_now();
+    let condition = |j: &Value, kind: &str| pytorchjob_condition(j, kind);
+    let running = |name: &str| {
+        tfjob(&ns.name, name).is_some_and(|j| j["spec"]["runPolicy"]["suspend"] == false && condition(&j, "Running"))
+    };
+    let active = |j: &Value| j["status"]["replicaStatuses"]["Worker"]["active"].as_i64().unwrap_or(0);
+    k(&ns.name).apply(&queued_tfjob("low", "e2e-low"));
+    eventually("'low' admitted and Running", || running("low").then_some(()));
+    k(&ns.name).apply(&queued_tfjob("high", "e2e-high"));
+    let t_preempt = Instant::now();
+    eventually("'low' suspended by Kueue", || {
+        tfjob(&ns.name, "low").is_some_and(|j| j["spec"]["runPolicy"]["suspend"] == true).then_some(())
+    });
+    let suspended_after = t_preempt.elapsed();
+    let operator_log =
+        || std::fs::read_to_string(plane().run_dir().join("logs/training-operator.log")).unwrap_or_default();
+    let trainguard_writes = |since: &str| -> Vec<String> {
+        audit_since(since)
+            .into_iter()
+            .filter(|e| {
+                e["objectRef"]["resource"] == "tfjobs"
+                    && e["objectRef"]["namespace"] == ns.name.as_str()
+                    && e["stage"] == "ResponseComplete"
+                    && e["user"]["username"] == "system:serviceaccount:trainguard-system:trainguard-controller"
+                    && matches!(e["verb"].as_str(), Some("patch" | "update" | "delete"))
+            })
+            .map(|e| format!("{} {} ({})", e["verb"], e["objectRef"]["name"], e["responseStatus"]["code"]))
+            .collect()
+    };
+    let reported_after;
+    let unstuck_after;
+    if bug {
+        // The bug: reported after --suspend-stuck-after, and still there then.
+        eventually("SuspendNotReconciled and WouldTTLStashedWhileSuspended on 'low' (report mode)", || {
+            let r = event_reasons(&ns.name, "low");
+            (r.iter().any(|r| r == "SuspendNotReconciled") && r.iter().any(|r| r == "WouldTTLStashedWhileSuspended"))
+                .then_some(())
+        });
+        reported_after = t_preempt.elapsed();
+        let low = tfjob(&ns.name, "low").expect("low");
+        assert!(!condition(&low, "Suspended"), "v1.8.0 reached Suspended: the bug did not reproduce: {low}");
+        assert_eq!(active(&low), 1, "the operator wrote the suspension after all: {low}");
+        assert_eq!(low["spec"]["runPolicy"]["ttlSecondsAfterFinished"], 5, "report mode changed the TTL: {low}");
+        let high = tfjob(&ns.name, "high").expect("high");
+        assert_eq!(high["spec"]["runPolicy"]["suspend"], true, "'high' admitted while 'low' holds the quota: {high}");
+        assert!(
+            operator_log().contains("job completion time is nil, cannot cleanup"),
+            "the operator's TTL cleanup did not fail as in kubeflow/trainer#2239"
+        );
+        assert_eq!(trainguard_writes(&since), Vec::<String>::new(), "report mode wrote");
+
+        // The remedy: act mode stashes the TTL, the operator finishes the suspension.
+        let t_act = Instant::now();
+        story_controller("act");
+        let low = eventually("'low' Suspended with its TTL stashed", || {
+            let j = tfjob(&ns.name, "low")?;
+            (condition(&j, "Suspended") && active(&j) == 0 && j["metadata"]["annotations"][STASH] == "5").then_some(j)
+        });
+        assert!(low["spec"]["runPolicy"]["ttlSecondsAfterFinished"].is_null(), "{low}");
+        assert!(event_reasons(&ns.name, "low").iter().any(|r| r == "TTLStashedWhileSuspended"));
+        eventually("'high' Running", || running("high").then_some(()));
+        unstuck_after = t_act.elapsed();
+    } else {
+        eventually("'low' Suspended", || {
+            tfjob(&ns.name, "low").is_some_and(|j| condition(&j, "Suspended") && active(&j) == 0).then_some(())
+        });
+        reported_after = t_preempt.elapsed();
+        eventually("'high' Running", || running("high").then_some(()));
+        unstuck_after = t_preempt.elapsed();
+        // A quiet period past --suspend-stuck-after (5s), the remedy on in act mode: nothing to
+        // report or do (real time is what is tested here).
+        std::thread::sleep(std::time::Duration::from_secs(10).saturating_sub(t_preempt.elapsed()));
+        let low = tfjob(&ns.name, "low").expect("low");
+        assert_eq!(low["spec"]["runPolicy"]["ttlSecondsAfterFinished"], 5, "{low}");
+        assert!(low["metadata"]["annotations"][STASH].is_null(), "{low}");
+        let reasons = event_reasons(&ns.name, "low");
+        assert!(!reasons.iter().any(|r| r.contains("SuspendNotReconciled") || r.contains("TTLStashed")), "{reasons:?}");
+        assert_eq!(trainguard_writes(&since), Vec::<String>::new(), "trainguard wrote to a job it had no cause to");
+    }
+
+    // The preempted run's pod gone first: the operator counts a Running pod with a
+    // deletionTimestamp as a failed replica, and a TFJob resumed while one is left is Failed at
+    // once (and then deleted by its TTL), on v1.8.0 and v1.9.4 alike.
+    eventually("the preempted run's pod of 'low' gone", || {
+        let pods = k(&ns.name).args(["get", "pods", "-l", "training.kubeflow.org/job-name=low"]).get_json()?;
+        pods["items"].as_array().is_some_and(Vec::is_empty).then_some(())
+    });
+    // The quota comes back: 'low' is re-admitted, its TTL is in spec again, it runs and succeeds.
+    k(&ns.name).args(["delete", "tfjob", "high", "--wait=true"]).ok();
+    let t_free = Instant::now();
+    let resumed = eventually("'low' resumed and Running with its TTL", || {
+        let j = tfjob(&ns.name, "low")?;
+        (running("low")
+            && j["spec"]["runPolicy"]["ttlSecondsAfterFinished"] == 5
+            && j["metadata"]["annotations"][STASH].is_null())
+        .then_some(j)
+    });
+    let resumed_after = t_free.elapsed();
+    if bug {
+        assert!(event_reasons(&ns.name, "low").iter().any(|r| r == "TTLRestored"), "{resumed}");
+    }
+    let pod = TFJOB.pod("low", "Worker");
+    eventually(&format!("{pod} Running"), || {
+        let p = k(&ns.name).args(["get", "pod", &pod]).get_json()?;
+        (p["status"]["phase"] == "Running" && p["metadata"]["deletionTimestamp"].is_null()).then_some(())
+    });
+    let status = serde_json::json!({"status": {"phase": "Succeeded", "containerStatuses": [{
+        "name": TFJOB.container, "image": "e2e.trainguard.io/tfjobs:never-pulled", "imageID": "",
+        "ready": false, "restartCount": 0, "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}]}});
+    k(&ns.name)
+        .args(["patch", "pod", &pod, "--subresource=status", "--type=merge", "-p"])
+        .args([status.to_string()])
+        .ok();
+    eventually("'low' Succeeded", || tfjob(&ns.name, "low").is_some_and(|j| condition(&j, "Succeeded")).then_some(()));
+    let succeeded_after = t_free.elapsed();
+    eventually("'low' deleted by its TTL", || tfjob(&ns.name, "low").is_none().then_some(()));
+    let deleted_after = t_free.elapsed();
+    let deleters: Vec<String> = audit_since(&since)
+        .into_iter()
+        .filter(|e| {
+            e["verb"] == "delete"
+                && e["objectRef"]["resource"] == "tfjobs"
+                && e["objectRef"]["name"] == "low"
+                && e["objectRef"]["namespace"] == ns.name.as_str()
+                && e["stage"] == "ResponseComplete"
+        })
+        .map(|e| format!("{} ({})", e["user"]["username"].as_str().unwrap_or(""), e["responseStatus"]["code"]))
+        .collect();
+    eprintln!(
+        "tfjob story (Training Operator {version}): low suspended {:.1}s after high's create; {} {:.1}s after it; \
+         high running {:.1}s after {}; after high's delete: low resumed {:.1}s, Succeeded {:.1}s, deleted {:.1}s; \
+         deletes: {deleters:?}",
+        suspended_after.as_secs_f64(),
+        if bug { "reported" } else { "Suspended" },
+        reported_after.as_secs_f64(),
+        unstuck_after.as_secs_f64(),
+        if bug { "act mode started" } else { "the preemption" },
+        resumed_after.as_secs_f64(),
+        succeeded_after.as_secs_f64(),
+        deleted_after.as_secs_f64(),
+    );
+    // One successful delete, by the TTL the job carries again: the operator's (it set
+    // completionTime; trainguard waits --ttl-grace, 30s, after it). v1.9.4 was seen to send a
+    // second delete from a reconcile already under way (404).
+    assert_eq!(deleters.iter().filter(|d| d.ends_with("(200)")).count(), 1, "{deleters:?}");
+    assert!(
+        deleters.iter().all(|d| !d.contains("trainguard") && (d.ends_with("(200)") || d.ends_with("(404)"))),
+        "{deleters:?}"
+    );
+}
+
+/// kubeflow/trainer#2239 on the release where it happened, and trainguard's remedy.
+#[test]
+fn kueue_preempted_tfjob_with_a_ttl_sticks_on_v1_8_0_until_trainguard_stashes_the_ttl() {
+    tfjob_preempted_with_a_ttl(OPERATOR_WITH_THE_BUG);
+}
+
+/// The same story on the plane's Training Operator (v1.9.4): fixed upstream, trainguard stays out.
+#[test]
+fn kueue_preempted_tfjob_with_a_ttl_suspends_on_v1_9_and_trainguard_stays_out() {
+    tfjob_preempted_with_a_ttl(plane().var("TRAINING_OPERATOR_VERSION"));
 }

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::cluster::{act_rbac, eventually, metric_sum, plane};
+use crate::kinds::{KINDS, TFJOB, TrainingOperator, V1Kind};
 
 const CONTROLLER_SA: &str = "system:serviceaccount:trainguard-system:trainguard-controller";
 
@@ -428,92 +429,75 @@ fn a_not_ready_node_that_still_reports_is_left_alone_by_default() {
     assert_eq!(count_events(&story.ns, "ForceDeletedStuckPod"), 0);
 }
 
-/// Training Operator v1 for one test (`plane.sh training-operator start`); stopped on drop, its
-/// webhook configuration removed first.
-struct TrainingOperator;
-
-impl TrainingOperator {
-    fn start() -> TrainingOperator {
-        plane().script(&["training-operator", "start"]);
-        TrainingOperator
-    }
-}
-
-impl Drop for TrainingOperator {
-    fn drop(&mut self) {
-        plane().script(&["training-operator", "stop"]);
-    }
-}
-
-/// A PyTorchJob (master and one worker, fixed pod names `ddp-master-0`, `ddp-worker-0`) on this
-/// story's nodes, running for an hour, tolerating a lost node for 2s.
-fn pytorchjob(pool: &str) -> String {
-    let replica = |kind: &str| {
-        format!(
-            "    {kind}:
-      replicas: 1
-      restartPolicy: OnFailure
-      template:
-        metadata:
+/// A job of kind `k` named `ddp` (two replicas, fixed pod names such as `ddp-master-0`,
+/// `ddp-worker-0`) on this story's nodes, running for an hour, tolerating a lost node for 2s.
+fn v1job(k: &V1Kind, replicas: [&str; 2], pool: &str) -> String {
+    let metadata = "
           annotations:
             pod-complete.stage.kwok.x-k8s.io/delay: 1h
-            pod-complete.stage.kwok.x-k8s.io/jitter-delay: 1h
-        spec:
-          terminationGracePeriodSeconds: 1
+            pod-complete.stage.kwok.x-k8s.io/jitter-delay: 1h";
+    let pod_spec = format!(
+        "          terminationGracePeriodSeconds: 1
           nodeSelector:
             e2e.trainguard.io/pool: {pool}
           tolerations:
             - {{key: e2e.trainguard.io/story, operator: Exists, effect: NoSchedule}}
             - {{key: node.kubernetes.io/unreachable, operator: Exists, effect: NoExecute, tolerationSeconds: 2}}
             - {{key: node.kubernetes.io/not-ready, operator: Exists, effect: NoExecute, tolerationSeconds: 2}}
-          containers:
-            - name: pytorch
-              image: pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime
 "
-        )
-    };
-    format!(
-        "apiVersion: kubeflow.org/v1
-kind: PyTorchJob
-metadata:
-  name: ddp
-spec:
-  pytorchReplicaSpecs:
-{}{}",
-        replica("Master"),
-        replica("Worker")
-    )
+    );
+    let specs: String = replicas.iter().map(|r| k.replica_yaml(r, "OnFailure", metadata, &pod_spec)).collect();
+    k.job_yaml("ddp", "", "{}", &specs)
 }
 
 /// The PyTorchJob story (Training Operator v1.9.4): a job whose pods have fixed names cannot get
 /// its pods back while the old ones hang Terminating on the lost node; report mode only reports,
 /// act mode force-deletes them and the operator recreates them on the spare node.
 #[test]
-#[allow(clippy::disallowed_methods, reason = "a quiet period showing nothing replaces the pods (real time)")]
 fn node_loss_hangs_a_pytorchjob_until_act_mode_force_deletes_its_pods() {
-    let _operator = TrainingOperator::start();
-    let mut story = Story::new("story-pt", "e2e-node-loss-pt");
-    story.node("tg-pt-0", "zone-pt", Some("pt-0"));
+    let pytorch = KINDS.iter().find(|k| k.kind == "PyTorchJob").expect("PyTorchJob");
+    v1_node_loss(pytorch, ["Master", "Worker"], "pt", true);
+}
+
+/// The same loss for a TFJob (chief and worker), on the same operator, which takes it
+/// differently: it counts a pod that is Running with a `deletionTimestamp` as failed, and a TFJob
+/// with a failed replica and no `Restarting` condition (that comes only from a pod in phase
+/// `Failed`) is `Failed` at once, `restartPolicy: OnFailure` or not. The job does not come back;
+/// its pods still hang Terminating on the lost node, holding their names and their node's
+/// resources, until act mode force-deletes them (a finished job does not stop that rule).
+#[test]
+fn node_loss_fails_a_tfjob_and_act_mode_force_deletes_its_stuck_pods() {
+    v1_node_loss(&TFJOB, ["Chief", "Worker"], "tf", false);
+}
+
+#[allow(clippy::disallowed_methods, reason = "a quiet period showing nothing replaces the pods (real time)")]
+fn v1_node_loss(k: &V1Kind, replicas: [&str; 2], tag: &str, recovers: bool) {
+    let _operator = TrainingOperator::start(None);
+    let (node, spare, kwok) = (format!("tg-{tag}-0"), format!("tg-{tag}-spare"), format!("{tag}-0"));
+    let mut story = Story::new(&format!("story-{tag}"), &format!("e2e-node-loss-{tag}"));
+    story.node(&node, &format!("zone-{tag}"), Some(&kwok));
     let _ns = plane().namespace(&story.ns, &[]);
     let _shipped = controller("report", &[]);
-    story.kubectl().apply(&pytorchjob(&story.pool));
-    eventually("both pods Running on tg-pt-0", || running_on(&story, "tg-pt-0", 2).then_some(()));
-    story.node("tg-pt-spare", "zone-pt", None);
+    story.kubectl().apply(&v1job(k, replicas, &story.pool));
+    eventually(&format!("both pods Running on {node}"), || running_on(&story, &node, 2).then_some(()));
+    story.node(&spare, &format!("zone-{tag}"), None);
     let mut stuck: Vec<String> =
-        pods_on(&story, "tg-pt-0").iter().map(|p| p["metadata"]["name"].as_str().unwrap().to_string()).collect();
+        pods_on(&story, &node).iter().map(|p| p["metadata"]["name"].as_str().unwrap().to_string()).collect();
     stuck.sort();
-    assert_eq!(stuck, ["ddp-master-0", "ddp-worker-0"]);
-    let uids: Vec<Value> = pods_on(&story, "tg-pt-0").iter().map(|p| p["metadata"]["uid"].clone()).collect();
+    let mut want: Vec<String> = replicas.iter().map(|r| k.pod("ddp", r)).collect();
+    want.sort();
+    assert_eq!(stuck, want);
+    let uids: Vec<Value> = pods_on(&story, &node).iter().map(|p| p["metadata"]["uid"].clone()).collect();
 
     let t0 = Instant::now();
-    plane().script(&["kwok", "stop", "pt-0"]);
-    eventually("tg-pt-0 tainted unreachable:NoExecute", || {
-        node_tainted("tg-pt-0", "node.kubernetes.io/unreachable").then_some(())
+    plane().script(&["kwok", "stop", &kwok]);
+    eventually(&format!("{node} tainted unreachable:NoExecute"), || {
+        node_tainted(&node, "node.kubernetes.io/unreachable").then_some(())
     });
     let t_taint = Instant::now();
     let taint_after = secs(t0);
     eventually("the pods Terminating", || {
-        pods_on(&story, "tg-pt-0").iter().all(|p| !p["metadata"]["deletionTimestamp"].is_null()).then_some(())
+        pods_on(&story, &node).iter().all(|p| !p["metadata"]["deletionTimestamp"].is_null()).then_some(())
     });
     eventually("a WouldForceDeletedStuckPod event per stuck pod (report mode)", || {
         (count_events(&story.ns, "WouldForceDeletedStuckPod") >= 2).then_some(())
@@ -522,8 +506,8 @@ fn node_loss_hangs_a_pytorchjob_until_act_mode_force_deletes_its_pods() {
     // A quiet period: nothing replaces the pods while their names are taken (real time is what is
     // tested here).
     std::thread::sleep(Duration::from_secs(10));
-    assert_eq!(pods_on(&story, "tg-pt-0").len(), 2, "report mode: the stuck pods must still be there");
-    assert!(running_on(&story, "tg-pt-spare", 0), "the operator replaced a pod whose name was still taken");
+    assert_eq!(pods_on(&story, &node).len(), 2, "report mode: the stuck pods must still be there");
+    assert!(running_on(&story, &spare, 0), "the operator replaced a pod whose name was still taken");
     assert!(audited_pod_deletes(&story.ns, &story.since).iter().all(|(_, u)| u != CONTROLLER_SA), "report mode wrote");
     let m = controller_metrics();
     assert!(metric_sum(&m, "trainguard_pods_stuck_terminating", &["node_state=\"unreachable\""]) >= 2.0, "{m}");
@@ -531,7 +515,17 @@ fn node_loss_hangs_a_pytorchjob_until_act_mode_force_deletes_its_pods() {
     drop(_shipped);
     let t_act = Instant::now();
     let _shipped = controller("act", &[]);
-    eventually("the job running again on tg-pt-spare", || running_on(&story, "tg-pt-spare", 2).then_some(()));
+    if recovers {
+        eventually(&format!("the job running again on {spare}"), || running_on(&story, &spare, 2).then_some(()));
+    } else {
+        eventually(&format!("the stuck pods gone from {node}"), || pods_on(&story, &node).is_empty().then_some(()));
+        let job = story.kubectl().args(["get", k.plural, "ddp"]).get_json().expect("the job");
+        let failed = job["status"]["conditions"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|c| c["type"] == "Failed" && c["status"] == "True"));
+        assert!(failed, "the operator did not fail the {}: {job}", k.kind);
+        assert!(running_on(&story, &spare, 0), "the failed {} came back", k.kind);
+    }
     let recovered_after_taint = secs(t_taint);
     let recovered_after_act = secs(t_act);
     let mut deleted: Vec<String> = audited_pod_deletes(&story.ns, &story.since)
@@ -542,12 +536,14 @@ fn node_loss_hangs_a_pytorchjob_until_act_mode_force_deletes_its_pods() {
     deleted.sort();
     assert_eq!(deleted, stuck, "trainguard must force-delete exactly the stuck pods");
     // The same names, new pods.
-    let now: Vec<Value> = pods_on(&story, "tg-pt-spare").iter().map(|p| p["metadata"]["uid"].clone()).collect();
+    let now: Vec<Value> = pods_on(&story, &spare).iter().map(|p| p["metadata"]["uid"].clone()).collect();
     assert!(now.iter().all(|u| !uids.contains(u)), "old pods on the spare node?");
     assert!(count_events(&story.ns, "ForceDeletedStuckPod") >= 2, "events: {:?}", events(&story.ns));
     eprintln!(
-        "node loss (PyTorchJob, Training Operator v1.9.4): taint {taint_after}s after the kubelet stopped; \
-         WouldForceDeletedStuckPod {reported_after_taint}s after the taint (report mode); running again \
-         {recovered_after_taint}s after the taint ({recovered_after_act}s after act mode started)"
+        "node loss ({}, Training Operator v1.9.4): taint {taint_after}s after the kubelet stopped; \
+         WouldForceDeletedStuckPod {reported_after_taint}s after the taint (report mode); {} \
+         {recovered_after_taint}s after the taint ({recovered_after_act}s after act mode started)",
+        k.kind,
+        if recovers { "running again" } else { "stuck pods force-deleted" }
     );
 }
