@@ -7,6 +7,7 @@
 
 mod cluster;
 mod controller;
+mod installed;
 mod kueue;
 mod leadership;
 mod node_loss;
