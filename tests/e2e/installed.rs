@@ -3,6 +3,9 @@
 //! (the image named by `make deploy`'s own override). The API server calls the webhook through
 //! its Service (`service:` in the configuration, `caBundle` from `certs/`, kube-proxy on the node),
 //! the pods reach the API server through the `kubernetes` Service with their projected tokens.
+//! Then: `kubectl edit` denied through the Service and the static certificate rotated without a
+//! restart; a rolling upgrade under 25 judged writes a second refusing none; a `kubectl drain` of
+//! the node stopped by the PodDisruptionBudget at the last ready webhook pod.
 //!
 //! The manifests fix the namespace (`trainguard-system`) and the webhook configurations' names,
 //! which the plane's own trainguard (local processes, loopback `url:`) also uses: the test takes
@@ -96,6 +99,9 @@ struct Takeover;
 impl Drop for Takeover {
     fn drop(&mut self) {
         let run = plane().run_dir();
+        if let Some(node) = plane().get("NODE_NAME") {
+            let _ = plane().kubectl().args(["uncordon", node]).output();
+        }
         let _ = plane()
             .kubectl()
             .args(["delete", "validatingwebhookconfiguration", WEBHOOK_CONFIG, "--ignore-not-found"])
@@ -554,4 +560,45 @@ fn installed_webhook_rolls_under_load_without_refusing_a_write() {
     let deploy = kubectl_system().args(["get", "deploy", "trainguard-webhook"]).get_json().unwrap();
     let container = &deploy["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(container["image"], next.as_str());
+}
+
+#[test]
+#[ignore = "the real node is opt-in: TRAINGUARD_E2E_NODE=1 make e2e starts it and runs this test"]
+fn kubectl_drain_of_the_node_leaves_the_last_ready_webhook_pod_to_the_disruption_budget() {
+    let installed = install();
+    let node = plane().var("NODE_NAME");
+    let ns = running_job("e2e-installed-drain", false);
+    judged_write(&ns.name);
+    // Both webhook pods are on the one real node: the PodDisruptionBudget (minAvailable 1) lets
+    // one be evicted, and its replacement cannot be scheduled (the node is cordoned, and the
+    // namespace's pods go only there), so the second eviction is refused until the drain gives up.
+    let out = plane()
+        .kubectl()
+        .args(["drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=30s"])
+        .output();
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success(), "the drain evicted every webhook pod: {said}");
+    assert!(said.contains("disruption budget"), "the drain did not stop at the disruption budget: {said}");
+    let left = ready_webhook_pods_on(node);
+    assert_eq!(left.len(), 1, "ready webhook pods left on the node: {left:?}");
+    assert!(installed.pods.iter().any(|(name, ..)| *name == left[0]), "{left:?} is not one of the installed pods");
+    // The one left judges every write, reached through the Service.
+    judged_write(&ns.name);
+}
+
+/// The names of the Ready, not terminating, webhook pods on `node`.
+fn ready_webhook_pods_on(node: &str) -> Vec<String> {
+    let pods = kubectl_system().args(["get", "pods", "-l", "app.kubernetes.io/component=webhook"]).get_json().unwrap();
+    pods["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["spec"]["nodeName"] == node && p["metadata"]["deletionTimestamp"].is_null())
+        .filter(|p| {
+            p["status"]["conditions"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+        })
+        .map(|p| p["metadata"]["name"].as_str().unwrap().to_string())
+        .collect()
 }
