@@ -5,7 +5,8 @@
 # With --node (or TRAINGUARD_E2E_NODE=1), also what the real node needs (scripts/e2e/plane.sh node):
 # gcc and libc6-dev (the static pause program), libseccomp-dev and pkg-config (runc with seccomp),
 # umoci (the pause and trainguard images), the CNI plugins (bridge, host-local, loopback, portmap
-# in /usr/lib/cni), iproute2 (the node's bridge) and util-linux (nsenter, findmnt).
+# in /usr/lib/cni), iproute2 (the node's bridge), util-linux (nsenter, findmnt), nftables (kube-proxy's
+# nftables mode) and socat (the API server's port relayed onto the node's bridge).
 set -euo pipefail
 node="${TRAINGUARD_E2E_NODE:-0}"
 [[ "${1:-}" == --node ]] && node=1
@@ -24,6 +25,9 @@ if [[ $node == 1 ]]; then
   command -v umoci >/dev/null || missing+=(umoci)
   [[ -x /usr/lib/cni/bridge && -x /usr/lib/cni/host-local && -x /usr/lib/cni/loopback ]] || missing+=(containernetworking-plugins)
   command -v ip >/dev/null || missing+=(iproute2)
+  # kube-proxy's nftables mode runs nft; socat relays the API server's port onto the bridge.
+  command -v nft >/dev/null || missing+=(nftables)
+  command -v socat >/dev/null || missing+=(socat)
   command -v findmnt >/dev/null || missing+=(util-linux)
 fi
 if ((${#missing[@]})); then

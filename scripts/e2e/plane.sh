@@ -55,6 +55,9 @@ P_TRAINGUARD=$((base + 40)) P_TRAINGUARD_ADMIN=$((base + 41)) P_TRAINGUARD_CTRL_
 P_KUEUE_WH=$((base + 50)) P_KUEUE_METRICS=$((base + 51)) P_KUEUE_PROBE=$((base + 52))
 P_TO_WH=$((base + 60)) P_TO_METRICS=$((base + 61)) P_TO_PROBE=$((base + 62))
 P_KUBELET=$((base + 70)) P_KUBELET_HEALTHZ=$((base + 71))
+P_PROXY_HEALTHZ=$((base + 72)) P_PROXY_METRICS=$((base + 73)) P_NODE_KCM=$((base + 74))
+# Services: the API server's --service-cluster-ip-range, and the `kubernetes` Service's address in it.
+SERVICE_CIDR=10.96.0.0/16 SERVICE_APISERVER_IP=10.96.0.1
 
 # Every kubectl request has a deadline: one hung call must fail the run, not hang CI.
 kctl() { "$BIN/kubectl" --request-timeout=60s --kubeconfig "$run/admin.kubeconfig" --cache-dir "$run/kubectl-cache" "$@"; }
@@ -180,7 +183,10 @@ certs() {
   }
   local serving="subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default.svc
 extendedKeyUsage=serverAuth"
-  issue apiserver "/CN=kube-apiserver" "$serving"
+  # The API server's certificate also names the `kubernetes` Service's cluster IP (the first of
+  # --service-cluster-ip-range), where pods on the real node reach it (in-cluster clients dial
+  # KUBERNETES_SERVICE_HOST, an IP).
+  issue apiserver "/CN=kube-apiserver" "${serving/IP:127.0.0.1,/IP:127.0.0.1,IP:$SERVICE_APISERVER_IP,}"
   issue webhooks "/CN=webhooks" "$serving"
   issue admin "/O=system:masters/CN=e2e-admin" "extendedKeyUsage=clientAuth"
   openssl genrsa -out "$d/sa.key" 2048 2>/dev/null
@@ -403,9 +409,13 @@ ENV
     --initial-cluster "e2e=http://127.0.0.1:$P_ETCD_PEER" --listen-metrics-urls ""
   started etcd etcd 30 curl -sf --max-time 5 "http://127.0.0.1:$P_ETCD/health"
 
-  # No endpoint reconciler: nothing here reaches the API server through the `kubernetes` Service,
-  # and a loopback advertise address cannot be written to its Endpoints (v1.37 refuses to start
-  # with one under the lease or master-count reconciler; v1.36 started and failed each write).
+  # No endpoint reconciler: a loopback advertise address cannot be written to the `kubernetes`
+  # Service's Endpoints (v1.37 refuses to start with one under the lease or master-count
+  # reconciler; v1.36 started and failed each write). The real node (`node start`) writes them
+  # itself, to its bridge address, where a relay forwards to this loopback port.
+  # PodNodeSelector and PodTolerationRestriction act only on namespaces annotated for them
+  # (scheduler.alpha.kubernetes.io/node-selector, .../defaultTolerations): how the tests place a
+  # shipped Deployment, unchanged, on the real node, as a cluster admin places a namespace.
   start kube-apiserver "$BIN/kube-apiserver" --etcd-servers "http://127.0.0.1:$P_ETCD" \
     --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$P_APISERVER" \
     --endpoint-reconciler-type none \
@@ -414,7 +424,8 @@ ENV
     --client-ca-file "$run/certs/ca.crt" --authorization-mode RBAC \
     --service-account-issuer "https://127.0.0.1:$P_APISERVER" \
     --service-account-key-file "$run/certs/sa.pub" --service-account-signing-key-file "$run/certs/sa.key" \
-    --service-cluster-ip-range 10.96.0.0/16 --allow-privileged \
+    --service-cluster-ip-range "$SERVICE_CIDR" --allow-privileged \
+    --enable-admission-plugins PodNodeSelector,PodTolerationRestriction \
     --kubelet-client-certificate "$run/certs/admin.crt" --kubelet-client-key "$run/certs/admin.key" \
     --kubelet-preferred-address-types InternalIP,Hostname \
     --audit-policy-file "$root/e2e/audit-policy.yaml" --audit-log-path "$run/logs/audit.log" \
@@ -725,10 +736,14 @@ start_node() {
   ip link add "$NODE_BRIDGE" type bridge
   ip addr add "$NODE_IP/24" dev "$NODE_BRIDGE"
   ip link set "$NODE_BRIDGE" up
+  # Service addresses lead onto the bridge, from the bridge address: what kube-proxy has not (yet)
+  # translated goes nowhere, rather than to the default route.
+  ip route add "$SERVICE_CIDR" dev "$NODE_BRIDGE" src "$NODE_IP"
   cat >"$nd/cni/net.d/10-trainguard-e2e.conflist" <<JSON
 {"cniVersion": "1.0.0", "name": "trainguard-e2e", "plugins": [
   {"type": "bridge", "bridge": "$NODE_BRIDGE", "isGateway": false, "ipMasq": false, "hairpinMode": true,
-   "ipam": {"type": "host-local", "ranges": [[{"subnet": "$NODE_POD_CIDR", "rangeStart": "${NODE_IP%.1}.10"}]], "dataDir": "$nd/cni/ipam"}}]}
+   "ipam": {"type": "host-local", "ranges": [[{"subnet": "$NODE_POD_CIDR", "rangeStart": "${NODE_IP%.1}.10"}]],
+            "routes": [{"dst": "$SERVICE_CIDR", "gw": "$NODE_IP"}], "dataDir": "$nd/cni/ipam"}}]}
 JSON
   local pause_tag
   pause_tag="$(cat "$BIN/pause.tag")"
@@ -832,6 +847,7 @@ YAML
   started node-kubelet "the kubelet's healthz" 60 curl -sf --max-time 5 "http://127.0.0.1:$P_KUBELET_HEALTHZ/healthz"
   wait_for "node $NODE_NAME Ready" 120 kctl wait --for condition=Ready --timeout=5s "node/$NODE_NAME" \
     || { log "--- last lines of $run/logs/node-kubelet.log ---"; tail -n 40 "$run/logs/node-kubelet.log" >&2; return 1; }
+  start_node_services
   sed -i '/^NODE_/d; /^TRAINGUARD_IMAGE_REF=/d' "$run/env"
   cat >>"$run/env" <<ENV
 NODE_NAME=$NODE_NAME
@@ -842,6 +858,81 @@ NODE_UP_SECONDS=$((SECONDS - t0))
 TRAINGUARD_IMAGE_REF=$image_ref
 ENV
   log "node $NODE_NAME Ready in $((SECONDS - t0)) s (image ${image_ref:-none})"
+}
+
+# Services on the node, so that trainguard runs as shipped: the API server calls its webhook
+# through the webhook Service (`service:` in the webhook configurations), and its pods reach the
+# API server through the `kubernetes` Service.
+# - kube-proxy (this Kubernetes build) in nftables mode: its own `kube-proxy` tables, nothing of the
+#   host's rules touched, no conntrack sysctl changed. It translates Service addresses for the
+#   host's own connections (the API server calling a webhook) and for the pods' (which reach the
+#   host through their route to the Service range, see the CNI configuration).
+# - The `kubernetes` Service: the API server binds 127.0.0.1 only, which pods cannot reach and an
+#   EndpointSlice cannot hold (loopback addresses are refused), and the plane runs no endpoint
+#   reconciler. So a relay (socat) listens on the bridge address at the API server's port and
+#   forwards to loopback, and the node writes the Service's EndpointSlice with that address.
+# - A second kube-controller-manager with what running Deployments takes (the deployment,
+#   replicaset, endpointslice and disruption controllers), only while the node runs: the kwok
+#   tests never meet a ReplicaSet's pods.
+start_node_services() {
+  local nd="$NODE_DIR" d="$NODE_DIR/certs"
+  start node-apiserver-relay socat "TCP-LISTEN:$P_APISERVER,bind=$NODE_IP,fork,reuseaddr" "TCP:127.0.0.1:$P_APISERVER"
+  started node-apiserver-relay "the API server relay on $NODE_IP" 30 curl -sf --max-time 5 --cacert "$run/certs/ca.crt" \
+    --resolve "kubernetes:$P_APISERVER:$NODE_IP" --cert "$run/certs/admin.crt" --key "$run/certs/admin.key" \
+    "https://kubernetes:$P_APISERVER/readyz"
+  kctl apply -f - >/dev/null <<YAML
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: kubernetes
+  namespace: default
+  labels: {kubernetes.io/service-name: kubernetes, endpointslice.kubernetes.io/managed-by: e2e.trainguard.io-plane}
+addressType: IPv4
+endpoints: [{addresses: ["$NODE_IP"], conditions: {ready: true}}]
+ports: [{name: https, port: $P_APISERVER, protocol: TCP}]
+YAML
+  start node-kube-controller-manager "$BIN/kube-controller-manager" --kubeconfig "$run/admin.kubeconfig" \
+    --authentication-kubeconfig "$run/admin.kubeconfig" --authorization-kubeconfig "$run/admin.kubeconfig" \
+    --leader-elect=false --bind-address 127.0.0.1 --secure-port "$P_NODE_KCM" \
+    --controllers deployment-controller,replicaset-controller,endpointslice-controller,disruption-controller
+  started node-kube-controller-manager "the node's kube-controller-manager" 60 curl -sfk --max-time 5 "https://127.0.0.1:$P_NODE_KCM/healthz"
+  # kube-proxy's identity: system:kube-proxy, which the bootstrap RBAC policy binds to the
+  # system:node-proxier role.
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=system:kube-proxy" -keyout "$d/kube-proxy.key" -out "$d/kube-proxy.csr" 2>/dev/null
+  openssl x509 -req -in "$d/kube-proxy.csr" -CA "$run/certs/ca.crt" -CAkey "$run/certs/ca.key" -CAcreateserial -days 2 \
+    -extfile <(printf 'extendedKeyUsage=clientAuth\n') -out "$d/kube-proxy.crt" 2>/dev/null
+  kubeconfig "$nd/kube-proxy.kubeconfig" "    client-certificate: $d/kube-proxy.crt
+    client-key: $d/kube-proxy.key"
+  cat >"$nd/kube-proxy.yaml" <<YAML
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: $nd/kube-proxy.kubeconfig}
+mode: nftables
+hostnameOverride: $NODE_NAME
+clusterCIDR: $NODE_POD_CIDR
+detectLocalMode: ClusterCIDR
+nodePortAddresses: ["$NODE_IP/32"]
+healthzBindAddress: 127.0.0.1:$P_PROXY_HEALTHZ
+metricsBindAddress: 127.0.0.1:$P_PROXY_METRICS
+# Leave the host's conntrack settings as they are (0: do not set).
+conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+YAML
+  start node-kube-proxy "$BIN/kube-proxy" --config "$nd/kube-proxy.yaml" --v 2
+  started node-kube-proxy "kube-proxy's healthz" 60 curl -sf --max-time 5 "http://127.0.0.1:$P_PROXY_HEALTHZ/healthz"
+  # The `kubernetes` Service through kube-proxy's rules, from the host as pods reach it.
+  wait_for "the kubernetes Service at $SERVICE_APISERVER_IP:443" 60 curl -sf --max-time 5 --cacert "$run/certs/ca.crt" \
+    --cert "$run/certs/admin.crt" --key "$run/certs/admin.key" "https://$SERVICE_APISERVER_IP/readyz" \
+    || { log "--- last lines of $run/logs/node-kube-proxy.log ---"; tail -n 40 "$run/logs/node-kube-proxy.log" >&2; return 1; }
+}
+
+stop_node_services() {
+  stop node-kube-proxy
+  # kube-proxy leaves its tables behind when stopped; they are its own (nftables mode), named so.
+  local family
+  for family in ip ip6; do nft delete table "$family" kube-proxy 2>/dev/null || true; done
+  stop node-kube-controller-manager
+  stop node-apiserver-relay
+  kctl --request-timeout=15s -n default delete --ignore-not-found endpointslice/kubernetes >/dev/null 2>&1 || true
 }
 
 stop_node() {
@@ -856,6 +947,7 @@ stop_node() {
     kctl --request-timeout=15s delete pods --all-namespaces --field-selector "spec.nodeName=$NODE_NAME" --grace-period=1 --timeout=30s >/dev/null 2>&1 || true
   fi
   stop node-kubelet
+  stop_node_services
   if [[ -n "$(ours "$run/pids/node-containerd" 2>/dev/null)" ]]; then
     local id
     for id in $(nctr tasks ls -q 2>/dev/null); do nctr tasks kill -s SIGKILL "$id" >/dev/null 2>&1 || true; done
@@ -889,7 +981,7 @@ stop_node() {
 }
 
 down() {
-  [[ -f "$run/pids/node-kubelet" || -f "$run/pids/node-containerd" ]] && stop_node
+  [[ -f "$run/pids/node-kubelet" || -f "$run/pids/node-containerd" || -f "$run/pids/node-kube-proxy" ]] && stop_node
   for name in trainguard-webhook trainguard-controller trainer jobset kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
     stop "$name"
   done

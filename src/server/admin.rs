@@ -70,6 +70,11 @@ impl Readiness {
         self.shutting_down.store(true, Ordering::SeqCst);
     }
 
+    /// Shutdown has begun (the drain delay, then the close).
+    pub(crate) fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::SeqCst)
+    }
+
     /// Why the webhook is not ready; empty when it is.
     pub(crate) fn problems(&self) -> Vec<String> {
         let mut problems = Vec::new();

@@ -221,9 +221,12 @@ pub async fn start(
         body_budget,
     );
     // Each connection gets its own share of the body budget.
-    let app = move || {
-        let share = Arc::new(budget::ConnShare::new(connection_share));
-        routes::connection_service(state.clone(), share)
+    let app = {
+        let readiness = readiness.clone();
+        move || {
+            let share = Arc::new(budget::ConnShare::new(connection_share));
+            routes::connection_service(state.clone(), share, readiness.clone())
+        }
     };
     let accept_loop =
         tokio::spawn(accept_loop(listener, tls_config, app, settings.clone(), metrics, stop_accepting.clone()));

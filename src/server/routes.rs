@@ -11,6 +11,7 @@ use http_body::Body as HttpBody;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
+use super::admin::Readiness;
 use super::body::{Response, ResponseBody};
 use super::budget::{BodyBudget, BodyClass, ConnShare, Held};
 use super::conn::ConnService;
@@ -62,7 +63,16 @@ impl AppState {
 /// [`super::budget`]): the two admission POSTs go to [`admit`]; any other path is a JSON 404 and
 /// any other method on an admission path a JSON 405. `service_fn` keeps the request's future
 /// unboxed inside hyper's connection.
-pub(crate) fn connection_service(state: AppState, share: Arc<ConnShare>) -> impl ConnService<ResponseBody> {
+///
+/// Once `readiness` is shutting down (the drain delay), every HTTP/1.x answer says `Connection:
+/// close`, so the client closes each connection after the answer it is reading. Closed by the
+/// server at the drain's end instead, a kept-alive connection the client is just reusing fails
+/// the request it is writing, and the API server does not retry a webhook POST.
+pub(crate) fn connection_service(
+    state: AppState,
+    share: Arc<ConnShare>,
+    readiness: Arc<Readiness>,
+) -> impl ConnService<ResponseBody> {
     hyper::service::service_fn(move |req: http::Request<Incoming>| {
         let endpoint = [Endpoint::Validate, Endpoint::Mutate].into_iter().find(|e| e.path() == req.uri().path());
         let admitted = match endpoint {
@@ -70,11 +80,17 @@ pub(crate) fn connection_service(state: AppState, share: Arc<ConnShare>) -> impl
             Some(_) => Err(method_not_allowed(&req)),
             None => Err(not_found(&req)),
         };
+        let http1 = req.version() <= http::Version::HTTP_11;
+        let readiness = readiness.clone();
         async move {
-            Ok(match admitted {
+            let mut response = match admitted {
                 Ok((state, endpoint, share)) => admit(&state, endpoint, req, &share).await,
                 Err(refused) => refused,
-            })
+            };
+            if http1 && readiness.is_shutting_down() {
+                response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            Ok(response)
         }
     })
 }

@@ -7,6 +7,7 @@
 
 mod cluster;
 mod controller;
+mod installed;
 mod kinds;
 mod kueue;
 mod leadership;

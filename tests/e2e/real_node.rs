@@ -40,8 +40,8 @@ fn trainguard_image_runs_on_the_real_node_as_nonroot_with_a_read_only_root() {
     };
     let ns = plane().namespace(NS, &[]);
     // As deploy/ runs it (non-root, no privilege escalation, all capabilities dropped, RuntimeDefault
-    // seccomp, read-only root), with --dev's self-generated certificates in a writable /tmp: no
-    // cluster is reachable from the node's pods.
+    // seccomp, read-only root), with --dev's self-generated certificates in a writable /tmp: the
+    // image alone, without the cluster (installed.rs runs the shipped Deployments).
     plane().kubectl().args(["-n", &ns.name]).apply(&format!(
         "apiVersion: v1
 kind: Pod

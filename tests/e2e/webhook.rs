@@ -6,17 +6,17 @@ use crate::cluster::{
 };
 
 /// A runtime patch owned by a user, pinning the job's pods to a node pool.
-fn patch_entry(manager: &str, pool: &str) -> String {
+pub(crate) fn patch_entry(manager: &str, pool: &str) -> String {
     format!(
         r#"{{"manager":"{manager}","trainingRuntimeSpec":{{"template":{{"spec":{{"replicatedJobs":[{{"name":"node","template":{{"spec":{{"template":{{"spec":{{"nodeSelector":{{"e2e.trainguard.io/pool":"{pool}"}}}}}}}}}}}}]}}}}}}}}"#
     )
 }
 
-fn runtime_patches(entries: &[String]) -> String {
+pub(crate) fn runtime_patches(entries: &[String]) -> String {
     format!(r#"{{"spec":{{"runtimePatches":[{}]}}}}"#, entries.join(","))
 }
 
-const TRAINGUARD: &str = "admission webhook \"validate.trainjob.trainguard.io\" denied the request";
+pub(crate) const TRAINGUARD: &str = "admission webhook \"validate.trainjob.trainguard.io\" denied the request";
 const TRAINER: &str = "admission webhook \"validator.trainjob.trainer.kubeflow.org\" denied the request";
 
 fn kubectl_in(ns: &str) -> Kubectl {
@@ -25,7 +25,7 @@ fn kubectl_in(ns: &str) -> Kubectl {
 
 /// A running TrainJob (JobSet active) in a fresh namespace; Trainer's own validator is left out of
 /// the namespace when `trainer_webhook` is false, so the text pinned is trainguard's alone.
-fn running_job(ns_name: &str, trainer_webhook: bool) -> crate::cluster::Namespace {
+pub(crate) fn running_job(ns_name: &str, trainer_webhook: bool) -> crate::cluster::Namespace {
     let labels: &[(&str, &str)] = if trainer_webhook { &[] } else { &[("e2e.trainguard.io/trainer-webhook", "off")] };
     let ns = plane().namespace(ns_name, labels);
     let extra = format!("  runtimePatches: [{}]\n", patch_entry("e2e.trainguard.io/user", "pool-a"));

@@ -139,7 +139,9 @@ async fn in_flight_requests_finish_and_idle_connections_close_on_shutdown() {
 
     // An idle keep-alive connection that already served one request.
     let mut idle = start_slow_request(server.addr, &server.ca_pem, &body, body.len()).await;
-    assert!(read_response(&mut idle).await.starts_with("HTTP/1.1 200"));
+    let first = read_response(&mut idle).await;
+    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+    assert!(!first.to_ascii_lowercase().contains("connection: close"), "{first}");
     // Requests in flight: headers and half the body sent.
     let mut in_flight = Vec::new();
     for _ in 0..4 {
@@ -163,9 +165,15 @@ async fn in_flight_requests_finish_and_idle_connections_close_on_shutdown() {
     })
     .await;
     assert!(text.contains("shutting down"), "{text}");
-    // During the drain delay new connections are still served.
+    // During the drain delay new connections are still served, and each HTTP/1.1 answer says
+    // `Connection: close`: the client closes the connection, rather than the server closing it
+    // under a request the client is just writing.
     let late = post_json(&client(&server.ca_pem, false), &server.url(VALIDATE), &body).await;
     assert_eq!(late.status, 200);
+    let mut raw = start_slow_request(server.addr, &server.ca_pem, &body, body.len()).await;
+    let answer = read_response(&mut raw).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.to_ascii_lowercase().contains("connection: close"), "{answer}");
 
     // Past the 300 ms drain delay (real time: the listener's own timer), with some headroom.
     tokio::time::sleep_until(shutdown_at + Duration::from_millis(400)).await;

@@ -1,0 +1,604 @@
+//! trainguard installed as the README says, on the real node (`plane.sh node start`): `make
+//! certs`' command and `make deploy IMAGE=… OVERLAY=static-certs`, the shipped manifests unchanged
+//! (the image named by `make deploy`'s own override). The API server calls the webhook through
+//! its Service (`service:` in the configuration, `caBundle` from `certs/`, kube-proxy on the node),
+//! the pods reach the API server through the `kubernetes` Service with their projected tokens.
+//! Then: `kubectl edit` denied through the Service and the static certificate rotated without a
+//! restart; a rolling upgrade under 25 judged writes a second refusing none; a `kubectl drain` of
+//! the node stopped by the PodDisruptionBudget at the last ready webhook pod.
+//!
+//! The manifests fix the namespace (`trainguard-system`) and the webhook configurations' names,
+//! which the plane's own trainguard (local processes, loopback `url:`) also uses: the test takes
+//! trainguard's registration over for its duration (the plane's processes stopped once the
+//! installed pods judge) and gives it back when it ends, passed or failed. The namespace is
+//! placed on the real node the way a cluster admin places one, by the API server's PodNodeSelector
+//! and PodTolerationRestriction annotations, so nothing in the Deployments is rewritten. Opt-in
+//! like `real_node.rs`: ignored unless `TRAINGUARD_E2E_NODE=1`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::cluster::{Answer, answers, audit_now, audit_since, eventually, metric_sum, plane};
+use crate::webhook::{TRAINGUARD, patch_entry, running_job, runtime_patches};
+
+const SYSTEM: &str = "trainguard-system";
+const WEBHOOK_CONFIG: &str = "trainguard-validating";
+const WEBHOOK: &str = "validate.trainjob.trainguard.io";
+const SERVICE_DNS: &str = "trainguard-webhook.trainguard-system.svc";
+
+fn kubectl_system() -> crate::cluster::Kubectl {
+    plane().kubectl().args(["-n", SYSTEM])
+}
+
+fn run(what: &str, cmd: &mut Command) -> Output {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// A copy of what `make deploy` reads (the Makefile, scripts/deploy.sh, deploy/) in the run
+/// directory, so that `certs/` is written there and never into the checkout a developer may hold
+/// real certificates in.
+fn install_tree() -> PathBuf {
+    let tree = plane().run_dir().join("installed");
+    let _ = std::fs::remove_dir_all(&tree);
+    std::fs::create_dir_all(tree.join("scripts")).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    run(
+        "copy the Makefile and deploy/",
+        Command::new("cp").arg("-r").arg(root.join("Makefile")).arg(root.join("deploy")).arg(&tree),
+    );
+    run("copy scripts/deploy.sh", Command::new("cp").arg(root.join("scripts/deploy.sh")).arg(tree.join("scripts")));
+    run("remove the certs component", Command::new("rm").arg("-rf").arg(tree.join("certs")));
+    tree
+}
+
+/// What `make certs` runs (`trainguard certs --service trainguard-webhook --namespace
+/// trainguard-system --out certs`), with the binary under test; `extra` for a rotation.
+fn certs(tree: &Path, extra: &[&str]) {
+    run(
+        "trainguard certs",
+        Command::new(plane().var("TRAINGUARD_BIN"))
+            .args(["certs", "--service", "trainguard-webhook", "--namespace", SYSTEM, "--out"])
+            .arg(tree.join("certs"))
+            .args(extra),
+    );
+}
+
+/// `make deploy IMAGE=… OVERLAY=static-certs` against the plane; its wall time.
+fn make_deploy(tree: &Path, image: &str) -> Duration {
+    let t0 = Instant::now();
+    run(
+        "make deploy",
+        Command::new("timeout")
+            .args(["600", "make", "--no-print-directory", "-C"])
+            .arg(tree)
+            .args(["deploy", &format!("IMAGE={image}"), "OVERLAY=static-certs", "WAIT_TIMEOUT=3m"])
+            .env("KUBECTL", plane().var("KUBECTL"))
+            .env("KUBECONFIG", plane().var("KUBECONFIG")),
+    );
+    t0.elapsed()
+}
+
+/// Gives trainguard's registration back to the plane when the test ends (passed or failed): the
+/// shipped configurations' `service:` replaced by the plane's loopback ones, the installed
+/// workload removed (the Namespace, ServiceAccounts and RBAC stay: the plane's processes hold
+/// tokens of those ServiceAccounts), the namespace's placement annotations removed, and the
+/// plane's webhook and controller processes started again.
+struct Takeover;
+
+impl Drop for Takeover {
+    fn drop(&mut self) {
+        let run = plane().run_dir();
+        if let Some(node) = plane().get("NODE_NAME") {
+            let _ = plane().kubectl().args(["uncordon", node]).output();
+        }
+        let _ = plane()
+            .kubectl()
+            .args(["delete", "validatingwebhookconfiguration", WEBHOOK_CONFIG, "--ignore-not-found"])
+            .output();
+        let _ = plane().kubectl().args(["apply", "-f"]).args([run.join("trainguard-webhooks.yaml")]).output();
+        let _ = kubectl_system()
+            .args([
+                "delete",
+                "deployment/trainguard-webhook",
+                "deployment/trainguard-controller",
+                "service/trainguard-webhook",
+                "service/trainguard-metrics",
+                "poddisruptionbudget/trainguard-webhook",
+                "networkpolicy/trainguard",
+                "secret/trainguard-tls",
+                "--ignore-not-found",
+                "--wait=true",
+                "--timeout=60s",
+            ])
+            .output();
+        let _ = plane()
+            .kubectl()
+            .args([
+                "annotate",
+                "namespace",
+                SYSTEM,
+                "scheduler.alpha.kubernetes.io/node-selector-",
+                "scheduler.alpha.kubernetes.io/defaultTolerations-",
+            ])
+            .output();
+        // Stopped first: a test that failed before it stopped them left them running.
+        for (verb, component) in
+            [("stop", "webhook"), ("stop", "controller"), ("start", "webhook"), ("start", "controller")]
+        {
+            let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/e2e/plane.sh"))
+                .args([verb, component])
+                .env("TRAINGUARD_E2E_RUN", &run)
+                .output();
+            if let Ok(out) = out
+                && !out.status.success()
+            {
+                eprintln!("plane.sh {verb} {component}: {}", String::from_utf8_lossy(&out.stderr));
+            }
+        }
+    }
+}
+
+/// The installed webhook's pods: (name, uid, pod IP, restart count), each Ready.
+fn ready_webhook_pods() -> Option<Vec<(String, String, String, i64)>> {
+    let pods = kubectl_system().args(["get", "pods", "-l", "app.kubernetes.io/component=webhook"]).get_json()?;
+    let mut out = Vec::new();
+    for pod in pods["items"].as_array()? {
+        if !pod["metadata"]["deletionTimestamp"].is_null() {
+            return None;
+        }
+        let ready =
+            pod["status"]["conditions"].as_array()?.iter().any(|c| c["type"] == "Ready" && c["status"] == "True");
+        if !ready {
+            return None;
+        }
+        out.push((
+            pod["metadata"]["name"].as_str()?.to_string(),
+            pod["metadata"]["uid"].as_str()?.to_string(),
+            pod["status"]["podIP"].as_str()?.to_string(),
+            pod["status"]["containerStatuses"][0]["restartCount"].as_i64()?,
+        ));
+    }
+    out.sort();
+    Some(out)
+}
+
+/// The SHA-256 fingerprint of the certificate served at `addr` (host:port), for `SERVICE_DNS`.
+fn served_certificate(addr: &str) -> Option<String> {
+    let out = Command::new("sh")
+        .args([
+            "-c",
+            "timeout 10 openssl s_client -connect \"$1\" -servername \"$2\" </dev/null 2>/dev/null | openssl x509 -noout -fingerprint -sha256",
+            "sh",
+            addr,
+            SERVICE_DNS,
+        ])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (out.status.success() && text.contains('=')).then_some(text)
+}
+
+fn fingerprint(pem: &Path) -> String {
+    let out = run(
+        "openssl x509",
+        Command::new("openssl").args(["x509", "-noout", "-fingerprint", "-sha256", "-in"]).arg(pem),
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// trainguard's own count of denials, summed over the installed webhook's pods (their admin port
+/// on the pod address).
+fn pods_denials(pods: &[(String, String, String, i64)]) -> f64 {
+    pods.iter()
+        .map(|(_, _, ip, _)| {
+            let out = Command::new("curl")
+                .args(["-sf", "--max-time", "5", &format!("http://{ip}:8080/metrics")])
+                .output()
+                .expect("run curl");
+            assert!(out.status.success(), "the metrics of the webhook pod at {ip}");
+            metric_sum(
+                &String::from_utf8_lossy(&out.stdout),
+                "trainguard_admission_decisions_total",
+                &["allowed=\"false\""],
+            )
+        })
+        .sum()
+}
+
+/// The API server's calls of trainguard's webhook that failed (no verdict: connection, TLS,
+/// timeout), from its own metrics.
+fn apiserver_webhook_failures() -> f64 {
+    metric_sum(
+        &plane().apiserver_metrics(),
+        "apiserver_admission_webhook_rejection_count",
+        &[&format!("name=\"{WEBHOOK}\""), "error_type=\"calling_webhook_error\""],
+    ) + metric_sum(
+        &plane().apiserver_metrics(),
+        "apiserver_admission_webhook_fail_open_count",
+        &[&format!("name=\"{WEBHOOK}\"")],
+    )
+}
+
+/// One judged write: a server-side dry run of a change to the running job's runtime patches, which
+/// trainguard must deny. A failed call of the webhook (the API server's "failed calling webhook")
+/// or an allow is a wrong answer and fails the test at once.
+fn judged_write(ns: &str) {
+    let patch = runtime_patches(&[patch_entry("e2e.trainguard.io/user", "pool-b")]);
+    answers(&format!("a dry-run patch in {ns} denied by trainguard"), || {
+        let out = plane()
+            .kubectl()
+            .args(["-n", ns, "patch", "trainjob", "running", "--type=merge", "--dry-run=server", "-p", &patch])
+            .output();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        if out.status.success() {
+            Answer::Wrong(format!("allowed: {}", String::from_utf8_lossy(&out.stdout)))
+        } else if err.contains(TRAINGUARD) && err.contains("spec.runtimePatches") {
+            Answer::Expected(())
+        } else if err.contains("failed calling webhook") {
+            Answer::Wrong(err)
+        } else {
+            Answer::Earlier(err)
+        }
+    });
+}
+
+/// trainguard installed by `make deploy` on the real node, judging alone (the plane's processes
+/// stopped): the install tree, the image, and the webhook pods as they were once Ready.
+struct Installed {
+    tree: PathBuf,
+    image: String,
+    pods: Vec<(String, String, String, i64)>,
+    // Last: gives the registration back once everything above is done with.
+    _takeover: Takeover,
+}
+
+/// Installs as the README says and checks what the install must give: both webhook pods Ready on
+/// the real node, the configuration as shipped (the Service, the CA of certs/), the pods reading
+/// the cluster with their own tokens through the `kubernetes` Service, the installed controller
+/// leading in report mode once the plane's stops.
+fn install() -> Installed {
+    let (Some(node), Some(image)) = (plane().get("NODE_NAME"), plane().get("TRAINGUARD_IMAGE_REF")) else {
+        panic!("the plane has no real node with the trainguard image (plane.sh node start)");
+    };
+    let tree = install_tree();
+    certs(&tree, &[]);
+    let takeover = Takeover;
+    // The namespace's pods go to the real node: the node's taint tolerated, its name selected.
+    plane()
+        .kubectl()
+        .args([
+            "annotate",
+            "--overwrite",
+            "namespace",
+            SYSTEM,
+            &format!("scheduler.alpha.kubernetes.io/node-selector=kubernetes.io/hostname={node}"),
+            r#"scheduler.alpha.kubernetes.io/defaultTolerations=[{"key":"e2e.trainguard.io/real-node","operator":"Exists","effect":"NoSchedule"}]"#,
+        ])
+        .ok();
+    // make deploy waits for the webhook Deployment to be Available before it registers the webhooks.
+    let since = audit_now();
+    let took = make_deploy(&tree, image);
+    eprintln!("make deploy took {:.1} s", took.as_secs_f64());
+    let pods = eventually("both webhook pods Ready", || ready_webhook_pods().filter(|p| p.len() == 2));
+    for (name, _, ip, restarts) in &pods {
+        let pod = kubectl_system().args(["get", "pod", name]).get_json().unwrap();
+        assert_eq!(pod["spec"]["nodeName"], node, "{name} is not on the real node");
+        assert_eq!(*restarts, 0, "{name} restarted");
+        assert!(ip.starts_with(plane().var("NODE_POD_CIDR").rsplit_once('.').unwrap().0), "{name} at {ip}");
+    }
+    // As shipped: the Service, not a URL, and the CA of certs/ as the caBundle.
+    let config = plane().kubectl().args(["get", "validatingwebhookconfiguration", WEBHOOK_CONFIG]).get_json().unwrap();
+    let hook = config["webhooks"].as_array().unwrap().iter().find(|h| h["name"] == WEBHOOK).unwrap();
+    let client = &hook["clientConfig"];
+    assert!(client["url"].is_null(), "{client}");
+    assert_eq!(client["service"]["name"], "trainguard-webhook", "{client}");
+    assert_eq!(client["service"]["namespace"], SYSTEM, "{client}");
+    let ca = std::fs::read_to_string(tree.join("certs/ca.crt")).unwrap();
+    let bundle = run(
+        "base64 -d",
+        Command::new("sh").args(["-c", "printf %s \"$1\" | base64 -d", "sh", client["caBundle"].as_str().unwrap()]),
+    );
+    assert_eq!(String::from_utf8_lossy(&bundle.stdout).trim(), ca.trim(), "caBundle is not certs/ca.crt");
+    // The pods read the cluster with their own projected tokens, through the `kubernetes` Service
+    // (the only address of the API server their environment names): each filled its caches.
+    for (name, ..) in &pods {
+        eventually(&format!("{name}'s caches synced"), || {
+            let log = kubectl_system().args(["logs", name]).output();
+            let text = String::from_utf8_lossy(&log.stdout);
+            ["jobsets", "jobs"]
+                .iter()
+                .all(|cache| {
+                    text.lines().any(|l| l.contains("cache synced") && l.contains(&format!("\"cache\":\"{cache}\"")))
+                })
+                .then_some(())
+        });
+    }
+    // From here on only the installed pods can judge: the plane's processes are stopped.
+    plane().script(&["stop", "webhook"]);
+    plane().script(&["stop", "controller"]);
+    // The installed controller stood by while the plane's held the Lease; it leads now, in
+    // report mode as shipped.
+    let controller = eventually("the installed controller holding the Lease", || {
+        let pods = kubectl_system().args(["get", "pods", "-l", "app.kubernetes.io/component=controller"]).get_json()?;
+        let pod = pods["items"].as_array()?.first()?.clone();
+        let name = pod["metadata"]["name"].as_str()?.to_string();
+        let lease = kubectl_system().args(["get", "lease", "trainguard-controller"]).get_json()?;
+        (lease["spec"]["holderIdentity"] == name.as_str()).then_some(pod)
+    });
+    assert_eq!(controller["spec"]["nodeName"], node);
+    // Its Lease writes carry its own projected token: the pod's name is bound into it.
+    let name = controller["metadata"]["name"].as_str().unwrap().to_string();
+    eventually("the installed controller's Lease writes in the audit log", || {
+        audit_since(&since)
+            .iter()
+            .any(|e| {
+                e["user"]["username"] == "system:serviceaccount:trainguard-system:trainguard-controller"
+                    && e["objectRef"]["resource"] == "leases"
+                    && e["user"]["extra"]["authentication.kubernetes.io/pod-name"][0] == name.as_str()
+            })
+            .then_some(())
+    });
+    let mode = controller["spec"]["containers"][0]["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "TRAINGUARD_CONTROLLER_MODE")
+        .map(|e| e["value"].clone());
+    assert_eq!(mode, Some(Value::from("report")));
+    Installed { tree, image: image.to_string(), pods, _takeover: takeover }
+}
+
+#[test]
+#[ignore = "the real node is opt-in: TRAINGUARD_E2E_NODE=1 make e2e starts it and runs this test"]
+fn installed_by_make_deploy_judges_through_its_service_and_rotates_its_certificate() {
+    let installed = install();
+    let (tree, pods) = (&installed.tree, &installed.pods);
+    let ns = running_job("e2e-installed", false);
+    let before = pods_denials(pods);
+    judged_write(&ns.name);
+    // `kubectl edit` of the running job: the user's editor changes the pool; kubectl prints the
+    // denial, reached through the Service.
+    let editor = plane().run_dir().join("installed-edit-pool.sh");
+    std::fs::write(&editor, "#!/bin/sh\nsed -i 's/pool-a/pool-b/' \"$1\"\n").unwrap();
+    run("chmod", Command::new("chmod").arg("+x").arg(&editor));
+    let out = plane()
+        .kubectl()
+        .args(["-n", &ns.name])
+        .env("KUBE_EDITOR", &editor)
+        .args(["edit", "trainjob", "running"])
+        .output();
+    let shown = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "kubectl edit was allowed: {}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        shown.contains(TRAINGUARD) && shown.contains("spec.runtimePatches"),
+        "kubectl edit's error is not trainguard's: {shown}"
+    );
+    if let Some(kept) = shown.split("kubectl replace -f ").nth(1).and_then(|rest| rest.split('`').next()) {
+        let _ = std::fs::remove_file(kept.trim());
+    }
+    let after = pods_denials(pods);
+    assert!(
+        after >= before + 2.0,
+        "the installed pods counted {before} then {after} denials: the verdicts were not theirs"
+    );
+
+    // Rotation as docs/operations.md ("Certificates and rotation", static certificates): a new
+    // CA and serving certificate, the old CA trusted beside the new, applied by the same install
+    // command. The kubelet swaps the Secret volume's `..data`; the pods must serve the new
+    // certificate without a restart, and every write meanwhile is judged.
+    let old_ca = plane().run_dir().join("installed-old-ca.crt");
+    std::fs::copy(tree.join("certs/ca.crt"), &old_ca).unwrap();
+    let old_cert = fingerprint(&tree.join("certs/tls.crt"));
+    for (name, _, ip, _) in pods {
+        assert_eq!(
+            served_certificate(&format!("{ip}:9443")).as_deref(),
+            Some(old_cert.as_str()),
+            "{name} before the rotation"
+        );
+    }
+    let failures_before = apiserver_webhook_failures();
+    certs(tree, &["--force", "--also-trust", old_ca.to_str().unwrap()]);
+    let new_cert = fingerprint(&tree.join("certs/tls.crt"));
+    assert_ne!(old_cert, new_cert);
+    let t0 = Instant::now();
+    make_deploy(tree, &installed.image);
+    // The kubelet delivers a changed Secret within its sync period plus its cache TTL (one to two
+    // minutes), longer than `eventually`'s deadline: judged writes go on all the while.
+    let until = t0 + Duration::from_secs(240);
+    let mut writes = 0;
+    loop {
+        judged_write(&ns.name);
+        writes += 1;
+        let served: Vec<Option<String>> =
+            pods.iter().map(|(_, _, ip, _)| served_certificate(&format!("{ip}:9443"))).collect();
+        if served.iter().all(|s| s.as_deref() == Some(new_cert.as_str())) {
+            break;
+        }
+        assert!(Instant::now() < until, "after {:?} the pods serve {served:?}, not {new_cert}", t0.elapsed());
+    }
+    eprintln!(
+        "rotation: every pod served the new certificate {:.1} s after make deploy began; {writes} judged writes meanwhile",
+        t0.elapsed().as_secs_f64()
+    );
+    // Through the Service too (kube-proxy's translation on the host, as the API server connects),
+    // and verified as the API server verifies it: against the CA bundle, for the Service's name.
+    let service_ip =
+        kubectl_system().args(["get", "service", "trainguard-webhook", "-o", "jsonpath={.spec.clusterIP}"]).ok();
+    assert_eq!(served_certificate(&format!("{service_ip}:443")).as_deref(), Some(new_cert.as_str()));
+    run(
+        "TLS to the Service, verified with the new CA",
+        Command::new("curl")
+            .args(["-s", "--max-time", "5", "-o", "/dev/null", "--resolve"])
+            .arg(format!("{SERVICE_DNS}:443:{service_ip}"))
+            .arg("--cacert")
+            .arg(tree.join("certs/ca.crt"))
+            .arg(format!("https://{SERVICE_DNS}/readyz")),
+    );
+    let now = eventually("the same pods Ready", ready_webhook_pods);
+    let same: Vec<_> = now.iter().map(|(n, u, _, r)| (n, u, *r)).collect();
+    let was: Vec<_> = pods.iter().map(|(n, u, _, _)| (n, u, 0)).collect();
+    assert_eq!(same, was, "the webhook pods were replaced or restarted by the rotation");
+    assert_eq!(
+        apiserver_webhook_failures(),
+        failures_before,
+        "the API server failed to call the webhook during the rotation"
+    );
+    // A write after the rotation is judged.
+    judged_write(&ns.name);
+}
+
+/// One answer of the load (`scripts/e2e/write-load.py`).
+struct LoadAnswer {
+    end: f64,
+    kind: String,
+    code: i64,
+    message: String,
+}
+
+#[allow(clippy::disallowed_methods, reason = "real time under load is what is measured")]
+#[test]
+#[ignore = "the real node is opt-in: TRAINGUARD_E2E_NODE=1 make e2e starts it and runs this test"]
+fn installed_webhook_rolls_under_load_without_refusing_a_write() {
+    let installed = install();
+    let ns = running_job("e2e-installed-roll", false);
+    let extra = format!("  runtimePatches: [{}]\n", patch_entry("e2e.trainguard.io/user", "pool-a"));
+    plane().kubectl().args(["-n", &ns.name]).apply(&crate::cluster::trainjob("toggle", "e2e-torch", true, &extra));
+    judged_write(&ns.name);
+    // The same image under a second tag, as a registry would hold the next release.
+    let next = format!("{}-next", installed.image);
+    run(
+        "ctr images tag",
+        Command::new(format!("{}/ctr", plane().var("E2E_BIN")))
+            .args(["--address", plane().var("NODE_CONTAINERD_ADDRESS"), "-n", "k8s.io", "images", "tag", "--force"])
+            .args([&installed.image, &next]),
+    );
+    let out_file = plane().run_dir().join("installed-load.jsonl");
+    let stop_file = plane().run_dir().join("installed-load.stop");
+    let _ = std::fs::remove_file(&stop_file);
+    let mut load = Command::new("python3")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/e2e/write-load.py"))
+        .arg(plane().run_dir())
+        .arg(&ns.name)
+        .arg("25")
+        .arg(&stop_file)
+        .arg(&out_file)
+        .spawn()
+        .expect("start the load");
+    // A quiet stretch under load before and after each roll: the gaps are measured against it.
+    std::thread::sleep(Duration::from_secs(5));
+    let t0 = Instant::now();
+    // 1. A new image tag, by the install command (make deploy sets the image by kustomize).
+    make_deploy(&installed.tree, &next);
+    kubectl_system().args(["rollout", "status", "deploy/trainguard-webhook", "--timeout=180s"]).ok();
+    let first = t0.elapsed();
+    // 2. A changed setting, as `kubectl set env` changes it.
+    kubectl_system().args(["set", "env", "deploy/trainguard-webhook", "TRAINGUARD_CERT_RELOAD_INTERVAL=5s"]).ok();
+    kubectl_system().args(["rollout", "status", "deploy/trainguard-webhook", "--timeout=180s"]).ok();
+    let both = t0.elapsed();
+    // The load goes on until the old pods are gone (their drain and shutdown included), and a
+    // little after.
+    let pods_now =
+        eventually("the old webhook pods gone, two new ones Ready", || ready_webhook_pods().filter(|p| p.len() == 2));
+    let settled = t0.elapsed();
+    std::thread::sleep(Duration::from_secs(3));
+    std::fs::write(&stop_file, "").unwrap();
+    assert!(load.wait().expect("the load").success(), "the load generator failed");
+
+    let answers: Vec<LoadAnswer> = std::fs::read_to_string(&out_file)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            LoadAnswer {
+                end: v["end"].as_f64().unwrap(),
+                kind: v["kind"].as_str().unwrap().to_string(),
+                code: v["code"].as_i64().unwrap(),
+                message: v["message"].as_str().unwrap().to_string(),
+            }
+        })
+        .collect();
+    let judged = |a: &LoadAnswer| (200..300).contains(&a.code) || a.message.contains(TRAINGUARD);
+    let refused: Vec<&LoadAnswer> = answers.iter().filter(|a| !judged(a)).collect();
+    let mut ends: Vec<f64> = answers.iter().filter(|a| judged(a)).map(|a| a.end).collect();
+    ends.sort_by(f64::total_cmp);
+    let span = ends.last().unwrap() - ends.first().unwrap();
+    let gap = ends.windows(2).map(|w| w[1] - w[0]).fold(0.0, f64::max);
+    let per_kind = |k: &str| answers.iter().filter(|a| a.kind == k && judged(a)).count();
+    let summary = format!(
+        "rolling upgrade under load: {} writes in {span:.1} s ({:.1}/s; deny {}, toggle {}, create {}), {} not judged, \
+         longest gap between judged answers {:.0} ms; new tag rolled in {:.1} s, both rolls {:.1} s, old pods gone at {:.1} s",
+        answers.len(),
+        ends.len() as f64 / span,
+        per_kind("deny"),
+        per_kind("toggle"),
+        per_kind("create"),
+        refused.len(),
+        gap * 1000.0,
+        first.as_secs_f64(),
+        both.as_secs_f64(),
+        settled.as_secs_f64()
+    );
+    eprintln!("{summary}");
+    std::fs::write(plane().run_dir().join("installed-roll.txt"), &summary).unwrap();
+    let shown: Vec<String> = refused.iter().take(5).map(|a| format!("{} {}: {}", a.kind, a.code, a.message)).collect();
+    assert!(refused.is_empty(), "{} writes were not judged by trainguard during the roll: {shown:#?}", refused.len());
+    assert!(ends.len() as f64 / span >= 20.0, "{summary}: fewer than 20 judged writes a second");
+    for (name, uid, ..) in &installed.pods {
+        assert!(pods_now.iter().all(|(n, u, ..)| n != name && u != uid), "{name} was not replaced by the roll");
+    }
+    let deploy = kubectl_system().args(["get", "deploy", "trainguard-webhook"]).get_json().unwrap();
+    let container = &deploy["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["image"], next.as_str());
+}
+
+#[test]
+#[ignore = "the real node is opt-in: TRAINGUARD_E2E_NODE=1 make e2e starts it and runs this test"]
+fn kubectl_drain_of_the_node_leaves_the_last_ready_webhook_pod_to_the_disruption_budget() {
+    let installed = install();
+    let node = plane().var("NODE_NAME");
+    let ns = running_job("e2e-installed-drain", false);
+    judged_write(&ns.name);
+    // Both webhook pods are on the one real node: the PodDisruptionBudget (minAvailable 1) lets
+    // one be evicted, and its replacement cannot be scheduled (the node is cordoned, and the
+    // namespace's pods go only there), so the second eviction is refused until the drain gives up.
+    let out = plane()
+        .kubectl()
+        .args(["drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=30s"])
+        .output();
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success(), "the drain evicted every webhook pod: {said}");
+    assert!(said.contains("disruption budget"), "the drain did not stop at the disruption budget: {said}");
+    let left = ready_webhook_pods_on(node);
+    assert_eq!(left.len(), 1, "ready webhook pods left on the node: {left:?}");
+    assert!(installed.pods.iter().any(|(name, ..)| *name == left[0]), "{left:?} is not one of the installed pods");
+    // The one left judges every write, reached through the Service.
+    judged_write(&ns.name);
+}
+
+/// The names of the Ready, not terminating, webhook pods on `node`.
+fn ready_webhook_pods_on(node: &str) -> Vec<String> {
+    let pods = kubectl_system().args(["get", "pods", "-l", "app.kubernetes.io/component=webhook"]).get_json().unwrap();
+    pods["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["spec"]["nodeName"] == node && p["metadata"]["deletionTimestamp"].is_null())
+        .filter(|p| {
+            p["status"]["conditions"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+        })
+        .map(|p| p["metadata"]["name"].as_str().unwrap().to_string())
+        .collect()
+}
