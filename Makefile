@@ -5,7 +5,7 @@ TRAINGUARD_TOOLS ?= $(HOME)/.cache/trainguard-tools
 export TRAINGUARD_TOOLS
 export PATH := $(TRAINGUARD_TOOLS)/bin:$(PATH)
 
-.PHONY: run test build lint fmt bench bench-scale e2e e2e-cluster certs soak deploy oracle generate fuzz image
+.PHONY: run test build lint fmt bench bench-scale e2e e2e-oldest e2e-cluster certs soak deploy oracle generate fuzz image
 
 ## run: the webhook on localhost with self-generated certificates, no cluster needed
 ## (dev profile; the first run builds the binary without the tests' dependency features)
@@ -109,6 +109,15 @@ e2e:
 	./scripts/install-test-deps.sh
 	./scripts/e2e/install-deps.sh
 	./scripts/e2e/run.sh
+
+## e2e-oldest: the oldest supported Kubernetes minor (v1.32) on a plane of its own (its own run
+## directory and ports, so it can run beside `make e2e`'s), with the tests of what differs by minor:
+## the admission tests, the policies (not the MutatingAdmissionPolicy, which 1.32 does not serve),
+## `validate` against the API server, node loss and the oracle's replay (docs/ci.md).
+E2E_OLDEST_TESTS := test(/^(webhook|policy|validate|node_loss|oracle_replay)::/) and not test(/mutating_admission_policy/)
+e2e-oldest:
+	TRAINGUARD_E2E_KUBERNETES=v1.32 TRAINGUARD_E2E_RUN=/tmp/trainguard-e2e-v1.32 TRAINGUARD_E2E_PORT_BASE=25000 \
+		TRAINGUARD_E2E_NODE=0 TRAINGUARD_E2E_TESTS='$(E2E_OLDEST_TESTS)' ./scripts/e2e/run.sh
 
 ## e2e-cluster: opt-in checks against the current kubectl context (Trainer and trainguard installed)
 e2e-cluster:
