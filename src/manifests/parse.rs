@@ -140,11 +140,52 @@ fn push_flattened(
     }
 }
 
+/// The scalar `visit_*` methods of a visitor that keeps a scalar as a plain [`Value`], made into
+/// its `$out` by `$wrap`.
+macro_rules! scalars_as_values {
+    ($out:ty, $wrap:path) => {
+        fn visit_bool<E: de::Error>(self, v: bool) -> Result<$out, E> {
+            Ok($wrap(Value::Bool(v)))
+        }
+
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<$out, E> {
+            Ok($wrap(Value::from(v)))
+        }
+
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<$out, E> {
+            Ok($wrap(Value::from(v)))
+        }
+
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<$out, E> {
+            Ok($wrap(Value::from(v)))
+        }
+
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<$out, E> {
+            Ok($wrap(Value::from(v)))
+        }
+
+        fn visit_unit<E: de::Error>(self) -> Result<$out, E> {
+            Ok($wrap(Value::Null))
+        }
+
+        fn visit_none<E: de::Error>(self) -> Result<$out, E> {
+            Ok($wrap(Value::Null))
+        }
+    };
+}
+
 /// A YAML document's root: its value, plus the line of each element of a top-level `items`
 /// sequence, so that list items point at their own lines.
 struct Root {
     value: Value,
     items: Option<Vec<usize>>,
+}
+
+impl Root {
+    /// A root that is not a mapping: no `items` to locate.
+    fn plain(value: Value) -> Self {
+        Root { value, items: None }
+    }
 }
 
 impl<'de> Deserialize<'de> for Root {
@@ -185,37 +226,10 @@ impl<'de> Visitor<'de> for RootVisitor {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Root, A::Error> {
-        let value = Value::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
-        Ok(Root { value, items: None })
+        Value::deserialize(de::value::SeqAccessDeserializer::new(seq)).map(Root::plain)
     }
 
-    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Root, E> {
-        Ok(Root { value: Value::Bool(v), items: None })
-    }
-
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Root, E> {
-        Ok(Root { value: Value::from(v), items: None })
-    }
-
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Root, E> {
-        Ok(Root { value: Value::from(v), items: None })
-    }
-
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Root, E> {
-        Ok(Root { value: Value::from(v), items: None })
-    }
-
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Root, E> {
-        Ok(Root { value: Value::from(v), items: None })
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<Root, E> {
-        Ok(Root { value: Value::Null, items: None })
-    }
-
-    fn visit_none<E: de::Error>(self) -> Result<Root, E> {
-        Ok(Root { value: Value::Null, items: None })
-    }
+    scalars_as_values!(Root, Root::plain);
 }
 
 /// The value of a top-level `items` key: a sequence whose elements keep their locations, or
@@ -252,33 +266,7 @@ impl<'de> Visitor<'de> for ItemsVisitor {
         Value::deserialize(de::value::MapAccessDeserializer::new(map)).map(SpannedItems::Other)
     }
 
-    fn visit_bool<E: de::Error>(self, v: bool) -> Result<SpannedItems, E> {
-        Ok(SpannedItems::Other(Value::Bool(v)))
-    }
-
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<SpannedItems, E> {
-        Ok(SpannedItems::Other(Value::from(v)))
-    }
-
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<SpannedItems, E> {
-        Ok(SpannedItems::Other(Value::from(v)))
-    }
-
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<SpannedItems, E> {
-        Ok(SpannedItems::Other(Value::from(v)))
-    }
-
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<SpannedItems, E> {
-        Ok(SpannedItems::Other(Value::from(v)))
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<SpannedItems, E> {
-        Ok(SpannedItems::Other(Value::Null))
-    }
-
-    fn visit_none<E: de::Error>(self) -> Result<SpannedItems, E> {
-        Ok(SpannedItems::Other(Value::Null))
-    }
+    scalars_as_values!(SpannedItems, SpannedItems::Other);
 }
 
 /// A parser error in words for a person: limits named as limits, no library option names.
