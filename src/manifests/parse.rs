@@ -140,36 +140,54 @@ fn push_flattened(
     }
 }
 
-/// The scalar `visit_*` methods of a visitor that keeps a scalar as a plain [`Value`], made into
-/// its `$out` by `$wrap`.
-macro_rules! scalars_as_values {
-    ($out:ty, $wrap:path) => {
-        fn visit_bool<E: de::Error>(self, v: bool) -> Result<$out, E> {
-            Ok($wrap(Value::Bool(v)))
+/// `Deserialize` for `$out` through a visitor `$visitor` that takes any value: a scalar is kept as
+/// a plain [`Value`] made into `$out` by `$wrap`; sequences and maps are read by the methods given.
+macro_rules! deserialize_any_value {
+    ($out:ident, $visitor:ident, $de:lifetime, $expecting:literal, $wrap:path, { $($methods:tt)* }) => {
+        impl<$de> Deserialize<$de> for $out {
+            fn deserialize<D: Deserializer<$de>>(deserializer: D) -> Result<Self, D::Error> {
+                deserializer.deserialize_any($visitor)
+            }
         }
 
-        fn visit_i64<E: de::Error>(self, v: i64) -> Result<$out, E> {
-            Ok($wrap(Value::from(v)))
-        }
+        struct $visitor;
 
-        fn visit_u64<E: de::Error>(self, v: u64) -> Result<$out, E> {
-            Ok($wrap(Value::from(v)))
-        }
+        impl<$de> Visitor<$de> for $visitor {
+            type Value = $out;
 
-        fn visit_f64<E: de::Error>(self, v: f64) -> Result<$out, E> {
-            Ok($wrap(Value::from(v)))
-        }
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str($expecting)
+            }
 
-        fn visit_str<E: de::Error>(self, v: &str) -> Result<$out, E> {
-            Ok($wrap(Value::from(v)))
-        }
+            $($methods)*
 
-        fn visit_unit<E: de::Error>(self) -> Result<$out, E> {
-            Ok($wrap(Value::Null))
-        }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<$out, E> {
+                Ok($wrap(Value::Bool(v)))
+            }
 
-        fn visit_none<E: de::Error>(self) -> Result<$out, E> {
-            Ok($wrap(Value::Null))
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<$out, E> {
+                Ok($wrap(Value::from(v)))
+            }
+
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<$out, E> {
+                Ok($wrap(Value::from(v)))
+            }
+
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<$out, E> {
+                Ok($wrap(Value::from(v)))
+            }
+
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<$out, E> {
+                Ok($wrap(Value::from(v)))
+            }
+
+            fn visit_unit<E: de::Error>(self) -> Result<$out, E> {
+                Ok($wrap(Value::Null))
+            }
+
+            fn visit_none<E: de::Error>(self) -> Result<$out, E> {
+                Ok($wrap(Value::Null))
+            }
         }
     };
 }
@@ -188,21 +206,7 @@ impl Root {
     }
 }
 
-impl<'de> Deserialize<'de> for Root {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(RootVisitor)
-    }
-}
-
-struct RootVisitor;
-
-impl<'de> Visitor<'de> for RootVisitor {
-    type Value = Root;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a YAML document")
-    }
-
+deserialize_any_value!(Root, RootVisitor, 'de, "a YAML document", Root::plain, {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Root, A::Error> {
         let mut object = Map::new();
         let mut items = None;
@@ -228,9 +232,7 @@ impl<'de> Visitor<'de> for RootVisitor {
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Root, A::Error> {
         Value::deserialize(de::value::SeqAccessDeserializer::new(seq)).map(Root::plain)
     }
-
-    scalars_as_values!(Root, Root::plain);
-}
+});
 
 /// The value of a top-level `items` key: a sequence whose elements keep their locations, or
 /// anything else as a plain value.
@@ -239,21 +241,7 @@ enum SpannedItems {
     Other(Value),
 }
 
-impl<'de> Deserialize<'de> for SpannedItems {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(ItemsVisitor)
-    }
-}
-
-struct ItemsVisitor;
-
-impl<'de> Visitor<'de> for ItemsVisitor {
-    type Value = SpannedItems;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("any value")
-    }
-
+deserialize_any_value!(SpannedItems, ItemsVisitor, 'de, "any value", SpannedItems::Other, {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<SpannedItems, A::Error> {
         let mut items = Vec::new();
         while let Some(item) = seq.next_element::<Spanned<Value>>()? {
@@ -265,9 +253,7 @@ impl<'de> Visitor<'de> for ItemsVisitor {
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<SpannedItems, A::Error> {
         Value::deserialize(de::value::MapAccessDeserializer::new(map)).map(SpannedItems::Other)
     }
-
-    scalars_as_values!(SpannedItems, SpannedItems::Other);
-}
+});
 
 /// A parser error in words for a person: limits named as limits, no library option names.
 fn yaml_message(error: &serde_saphyr::Error, limits: &Limits) -> String {
