@@ -50,8 +50,9 @@ pub enum IndexSource {
 #[derive(Debug, Clone)]
 pub enum IndexEvent {
     /// The planner's change for one object: its facts, or `None` when the planner no longer keeps
-    /// it (deleted, or no longer controlled by a TrainJob or a JobSet).
-    Changed(Change),
+    /// it (deleted, or no longer controlled by a TrainJob or a JobSet). Boxed, as the controller's
+    /// watch messages are: the buffer holds thousands of events.
+    Changed(Box<Change>),
     /// The source's objects were replaced wholesale (a relist, or its CRD found absent): read
     /// them again with [`ClusterCache::planner_contents`].
     Resync(IndexSource),
@@ -280,7 +281,7 @@ impl Sink<JobSetView> for JobSetSink {
                 let mut map = cache.jobsets.write().unwrap_or_else(|e| e.into_inner());
                 cache.publish(|| {
                     planner_change(v.planner_change(), error, || Change::JobSet(id_of(&js.metadata), None))
-                        .map(IndexEvent::Changed)
+                        .map(|c| IndexEvent::Changed(Box::new(c)))
                 });
                 map.insert(k, v);
             }
@@ -291,7 +292,7 @@ impl Sink<JobSetView> for JobSetSink {
         let k = key(js.metadata.namespace.as_deref().unwrap_or(""), js.metadata.name.as_deref().unwrap_or(""));
         let mut map = cache.jobsets.write().unwrap_or_else(|e| e.into_inner());
         map.remove(&k);
-        cache.publish(|| Some(IndexEvent::Changed(Change::JobSet(id_of(&js.metadata), None))));
+        cache.publish(|| Some(IndexEvent::Changed(Box::new(Change::JobSet(id_of(&js.metadata), None)))));
     }
 
     fn replace(&self, cache: &ClusterCache, map: Self::Map) {
@@ -315,7 +316,7 @@ impl JobSink {
         if let Some(cache) = live {
             cache.publish(|| {
                 planner_change(v.planner_change(), error, || Change::BatchJob(id_of(&job.metadata), None))
-                    .map(IndexEvent::Changed)
+                    .map(|c| IndexEvent::Changed(Box::new(c)))
             });
         }
         let list = map.entry(k).or_default();
@@ -353,7 +354,7 @@ impl Sink<BatchJobView> for JobSink {
                 map.remove(&k);
             }
         }
-        cache.publish(|| Some(IndexEvent::Changed(Change::BatchJob(id_of(&job.metadata), None))));
+        cache.publish(|| Some(IndexEvent::Changed(Box::new(Change::BatchJob(id_of(&job.metadata), None)))));
     }
 
     fn replace(&self, cache: &ClusterCache, map: Self::Map) {

@@ -150,10 +150,10 @@ async fn follow_index(
         match events.recv().await {
             Ok(IndexEvent::Changed(change)) => {
                 let ours = matches!(
-                    (&change, from),
+                    (&*change, from),
                     (Change::JobSet(..), IndexSource::JobSets) | (Change::BatchJob(..), IndexSource::Jobs)
                 );
-                if ours && wanted_change(&change) && tx.send(WatchMsg::Change(Box::new(change))).await.is_err() {
+                if ours && wanted_change(change.as_ref()) && tx.send(WatchMsg::Change(change)).await.is_err() {
                     return;
                 }
             }
