@@ -66,7 +66,7 @@ fn job(i: usize) -> JobFacts {
         resource_version: format!("{}", 100_000 + i).into(),
         deleting: false,
         ignored: false,
-        managed_by: None,
+        managed: true,
         suspend: i % 10 == 3,
         ttl_seconds: Some(3600),
         stashed_ttl: None,

@@ -310,16 +310,21 @@ async fn serve(
             Some(crate::cluster::client(&mode_kubeconfig(&mode)).await?)
         }
     };
+    // The cluster index the gate reads; a controller in this process reads it too.
+    let index = match &client {
+        Some(client) if args.webhook => Some(cluster_index(client, &args, &metrics, &shutdown)),
+        _ => None,
+    };
     let controller = match &client {
         Some(client) if args.controller.enabled => {
-            Some(ControllerTask::spawn(client, &args, controller_metrics, &shutdown))
+            Some(ControllerTask::spawn(client, &args, controller_metrics, index.clone(), &shutdown))
         }
         _ => None,
     };
 
     let settings = args.settings();
     let running = if args.webhook {
-        let (cluster, caches) = gate_view(client, &args, &metrics, &shutdown);
+        let (cluster, caches) = gate_view(index);
         let running = server::start(settings, cluster, caches, metrics, Arc::new(registry))
             .await
             .map_err(|e| anyhow::anyhow!(start_error_message(&e)))?;
@@ -376,39 +381,43 @@ impl ControllerTask {
         client: &kube::Client,
         args: &ServeArgs,
         metrics: crate::controller::Metrics,
+        index: Option<Arc<crate::cluster::ClusterCache>>,
         shutdown: &tokio_util::sync::CancellationToken,
     ) -> Self {
         let mut controller_args = args.controller.clone();
         controller_args.leader_elect.get_or_insert(!args.dev);
         let progress = metrics.progress.clone();
-        let handle =
-            tokio::spawn(crate::controller::run(client.clone(), controller_args, metrics, shutdown.child_token()));
+        let handle = tokio::spawn(crate::controller::run_sharing(
+            client.clone(),
+            controller_args,
+            metrics,
+            index,
+            shutdown.child_token(),
+        ));
         ControllerTask { handle, progress }
     }
 }
 
-/// What the admission gate reads: every replica serves admission from its own JobSet and Job
-/// caches; offline, only the TrainJob's own status.
-fn gate_view(
-    client: Option<kube::Client>,
+/// The cluster index: the JobSet and Job watches behind the gate, and the controller's JobSets and
+/// Jobs when it runs in the same process.
+fn cluster_index(
+    client: &kube::Client,
     args: &ServeArgs,
     metrics: &WebhookMetrics,
     shutdown: &tokio_util::sync::CancellationToken,
-) -> (Arc<dyn ClusterView>, Option<Arc<dyn CacheStatus>>) {
-    match client {
+) -> Arc<crate::cluster::ClusterCache> {
+    crate::cluster::ClusterCache::start(client.clone(), args.cache_stale_after, metrics.cache.clone(), shutdown.clone())
+}
+
+/// What the admission gate reads: every replica serves admission from its own cluster index;
+/// offline, only the TrainJob's own status.
+fn gate_view(index: Option<Arc<crate::cluster::ClusterCache>>) -> (Arc<dyn ClusterView>, Option<Arc<dyn CacheStatus>>) {
+    match index {
         None => {
             tracing::info!("offline: the JobSet gate reads only the TrainJob's own status");
             (Arc::new(Offline), None)
         }
-        Some(client) => {
-            let cache = crate::cluster::ClusterCache::start(
-                client,
-                args.cache_stale_after,
-                metrics.cache.clone(),
-                shutdown.clone(),
-            );
-            (cache.clone(), Some(cache))
-        }
+        Some(cache) => (cache.clone(), Some(cache)),
     }
 }
 

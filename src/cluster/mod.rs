@@ -8,7 +8,7 @@ pub(crate) mod reflect;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use reflect::ClusterCache;
+pub use reflect::{ClusterCache, IndexEvent, IndexSource};
 pub use trainguard_core::view::StateError;
 pub use trainguard_core::view::{ChildJobState, ClusterView, GateFacts, JobSetFacts, JobSetState, Offline, StaticView};
 
@@ -35,7 +35,7 @@ pub(crate) async fn client(kubeconfig: &Option<PathBuf>) -> Result<kube::Client,
         None => kube::Config::infer().await?,
     };
     let mut config = with_timeouts(config);
-    if let Ok(agent) = http::HeaderValue::from_str(&user_agent(&crate::controller::leader::identity())) {
+    if let Ok(agent) = http::HeaderValue::from_str(&user_agent(&replica())) {
         config.headers.push((http::header::USER_AGENT, agent));
     }
     Ok(kube::Client::try_from(config)?)
@@ -62,6 +62,16 @@ fn with_timeouts(mut config: kube::Config) -> kube::Config {
 /// A watcher configuration whose calls end after [`WATCH_TIMEOUT_SECONDS`].
 pub(crate) fn watch_config() -> kube::runtime::watcher::Config {
     kube::runtime::watcher::Config::default().timeout(WATCH_TIMEOUT_SECONDS)
+}
+
+/// This replica's name: `POD_NAME`, else the host name, else `trainguard-<pid>`. The controller's
+/// Lease identity and every request's User-Agent carry it.
+pub(crate) fn replica() -> String {
+    std::env::var("POD_NAME")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok().filter(|s| !s.is_empty()))
+        .unwrap_or_else(|| format!("trainguard-{}", std::process::id()))
 }
 
 /// The User-Agent of every request: kube's client sends none, so an audit log could not tell one

@@ -1,5 +1,9 @@
-//! Watch-fed caches of JobSets and their child Jobs, holding only what the gate reads, behind
-//! the [`ClusterView`] trait. The admission path reads memory only; the watches run beside it.
+//! The cluster index: watch-fed caches of JobSets and their child Jobs, each object compacted
+//! once into a record (`trainguard_core::index`) that holds what the gate reads and what the
+//! controller's planner reads. The gate reads it through the [`ClusterView`] trait (memory only;
+//! the watches run beside the admission path); a controller in the same process subscribes to it
+//! ([`ClusterCache::subscribe`], [`ClusterCache::planner_contents`]) instead of watching the same
+//! objects again, as kube-rs's shared reflector stores let several controllers share one watch.
 //!
 //! Readiness follows the first sync of each cache (a CRD that is not installed counts as synced
 //! and empty). A watch that breaks later keeps the cache serving until it has been broken for
@@ -12,7 +16,7 @@
 //! that answers 404 before the first sync says the resource is absent (a CRD deleted on purpose
 //! is then seen as absent after a restart).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -21,48 +25,41 @@ use futures::{Stream, StreamExt};
 use kube::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
+use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 use super::CacheStatus;
 use super::metrics::{CacheLabels, CacheMetrics};
+use trainguard_core::index::{ChildJobRecord, JobSetRecord};
 use trainguard_core::model::jobset::{BatchJobView, JOBSET_NAME_LABEL, JobSetView};
-use trainguard_core::view::{ChildJobState, ClusterView, GateFacts, JobSetFacts, JobSetState};
+use trainguard_core::planner::facts::{FactsError, NsName};
+use trainguard_core::planner::snapshot::Change;
+use trainguard_core::view::{ClusterView, GateFacts, JobSetFacts};
 
 pub(crate) const JOBSETS: &str = "jobsets";
 pub(crate) const JOBS: &str = "jobs";
 
-/// A JobSet as cached: a few dozen bytes plus its replicated-job names.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct CompactJobSet {
-    deleting: bool,
-    replicated: Box<[(Box<str>, i32)]>,
+/// The two kinds the index holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IndexSource {
+    JobSets,
+    Jobs,
 }
 
-impl From<&JobSetView> for CompactJobSet {
-    fn from(js: &JobSetView) -> Self {
-        let state = JobSetState::from(js);
-        CompactJobSet {
-            deleting: state.deleting,
-            replicated: state.replicated_jobs.into_iter().map(|(n, a)| (n.into_boxed_str(), a)).collect(),
-        }
-    }
+/// What the index tells its subscribers.
+#[derive(Debug, Clone)]
+pub enum IndexEvent {
+    /// The planner's change for one object: its facts, or `None` when the planner no longer keeps
+    /// it (deleted, or no longer controlled by a TrainJob or a JobSet). Boxed, as the controller's
+    /// watch messages are: the buffer holds thousands of events.
+    Changed(Box<Change>),
+    /// The source's objects were replaced wholesale (a relist, or its CRD found absent): read
+    /// them again with [`ClusterCache::planner_contents`].
+    Resync(IndexSource),
 }
 
-/// A child Job as cached.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct CompactJob {
-    name: Box<str>,
-    active: i32,
-    terminating: Option<i32>,
-    deleting: bool,
-}
-
-impl From<&BatchJobView> for CompactJob {
-    fn from(job: &BatchJobView) -> Self {
-        let s = ChildJobState::from(job);
-        CompactJob { name: s.name.into_boxed_str(), active: s.active, terminating: s.terminating, deleting: s.deleting }
-    }
-}
+/// Events a subscriber may fall behind by before it must read the index again.
+const SUBSCRIBER_BUFFER: usize = 4096;
 
 fn key(namespace: &str, name: &str) -> Box<str> {
     let mut k = String::with_capacity(namespace.len() + name.len() + 1);
@@ -105,13 +102,15 @@ impl WatchHealth {
 
 /// The two caches and their health.
 pub struct ClusterCache {
-    jobsets: RwLock<HashMap<Box<str>, CompactJobSet>>,
+    jobsets: RwLock<HashMap<Box<str>, JobSetRecord>>,
     /// Child Jobs keyed by `namespace/jobset-name`, each list sorted by Job name.
-    jobs: RwLock<HashMap<Box<str>, Vec<CompactJob>>>,
+    jobs: RwLock<HashMap<Box<str>, Vec<ChildJobRecord>>>,
     jobset_health: WatchHealth,
     job_health: WatchHealth,
     stale_after: Duration,
     metrics: CacheMetrics,
+    /// The planner's changes, for a controller in the same process.
+    changes: broadcast::Sender<IndexEvent>,
 }
 
 impl ClusterCache {
@@ -123,6 +122,7 @@ impl ClusterCache {
             job_health: WatchHealth::default(),
             stale_after,
             metrics,
+            changes: broadcast::Sender::new(SUBSCRIBER_BUFFER),
         }
     }
 
@@ -160,6 +160,43 @@ impl ClusterCache {
         JobSetSink.apply(self, js, None);
     }
 
+    /// The planner's changes from now on. Subscribe first, then read
+    /// [`ClusterCache::planner_contents`]: a change made in between comes twice, which is harmless.
+    pub fn subscribe(&self) -> broadcast::Receiver<IndexEvent> {
+        self.changes.subscribe()
+    }
+
+    /// What the planner keeps of `source`: a change per object and the ids of them all (for a
+    /// `Change::Relisted`); `None` until the source has synced.
+    pub fn planner_contents(&self, source: IndexSource) -> Option<(Vec<Change>, HashSet<NsName>)> {
+        let (changes, ids): (Vec<Change>, HashSet<NsName>) = match source {
+            IndexSource::JobSets => {
+                if !self.jobset_health.synced() {
+                    return None;
+                }
+                let map = self.jobsets.read().unwrap_or_else(|e| e.into_inner());
+                map.values().filter_map(|r| Some((r.planner_change()?, r.planner_id()?.clone()))).unzip()
+            }
+            IndexSource::Jobs => {
+                if !self.job_health.synced() {
+                    return None;
+                }
+                let map = self.jobs.read().unwrap_or_else(|e| e.into_inner());
+                map.values().flatten().filter_map(|r| Some((r.planner_change()?, r.planner_id()?.clone()))).unzip()
+            }
+        };
+        Some((changes, ids))
+    }
+
+    /// Tells the subscribers, if any (a process without a controller builds no change).
+    fn publish(&self, event: impl FnOnce() -> Option<IndexEvent>) {
+        if self.changes.receiver_count() > 0
+            && let Some(event) = event()
+        {
+            let _ = self.changes.send(event);
+        }
+    }
+
     fn set_gauges(&self, cache: &'static str, objects: usize, synced: bool) {
         let labels = CacheLabels { cache };
         self.metrics.objects.get_or_create(&labels).set(objects as i64);
@@ -181,25 +218,13 @@ impl ClusterView for ClusterCache {
             return GateFacts::Unknown { why: problems.join("; ") };
         }
         let k = key(namespace, name);
-        let jobset = self.jobsets.read().unwrap_or_else(|e| e.into_inner()).get(&k).map(|js| JobSetState {
-            deleting: js.deleting,
-            replicated_jobs: js.replicated.iter().map(|(n, a)| (n.to_string(), *a)).collect(),
-        });
+        let jobset = self.jobsets.read().unwrap_or_else(|e| e.into_inner()).get(&k).map(JobSetRecord::gate_state);
         let jobs = self
             .jobs
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .get(&k)
-            .map(|jobs| {
-                jobs.iter()
-                    .map(|j| ChildJobState {
-                        name: j.name.to_string(),
-                        active: j.active,
-                        terminating: j.terminating,
-                        deleting: j.deleting,
-                    })
-                    .collect()
-            })
+            .map(|jobs| jobs.iter().map(ChildJobRecord::gate_state).collect())
             .unwrap_or_default();
         GateFacts::Known(JobSetFacts { jobset, jobs })
     }
@@ -222,6 +247,7 @@ impl CacheStatus for ClusterCache {
 /// that replaces the live one at `InitDone`, so objects deleted while the watch was down vanish.
 trait Sink<K>: Send + Sync + 'static {
     const NAME: &'static str;
+    const SOURCE: IndexSource;
     type Map: Default + Send;
     fn health(cache: &ClusterCache) -> &WatchHealth;
     fn apply(&self, cache: &ClusterCache, obj: &K, staging: Option<&mut Self::Map>);
@@ -237,7 +263,8 @@ struct JobSetSink;
 
 impl Sink<JobSetView> for JobSetSink {
     const NAME: &'static str = JOBSETS;
-    type Map = HashMap<Box<str>, CompactJobSet>;
+    const SOURCE: IndexSource = IndexSource::JobSets;
+    type Map = HashMap<Box<str>, JobSetRecord>;
 
     fn health(cache: &ClusterCache) -> &WatchHealth {
         &cache.jobset_health
@@ -245,20 +272,27 @@ impl Sink<JobSetView> for JobSetSink {
 
     fn apply(&self, cache: &ClusterCache, js: &JobSetView, staging: Option<&mut Self::Map>) {
         let k = key(js.metadata.namespace.as_deref().unwrap_or(""), js.metadata.name.as_deref().unwrap_or(""));
-        let v = CompactJobSet::from(js);
+        let (v, error) = JobSetRecord::from_view(js);
         match staging {
             Some(map) => {
                 map.insert(k, v);
             }
             None => {
-                cache.jobsets.write().unwrap_or_else(|e| e.into_inner()).insert(k, v);
+                let mut map = cache.jobsets.write().unwrap_or_else(|e| e.into_inner());
+                cache.publish(|| {
+                    planner_change(v.planner_change(), error, || Change::JobSet(id_of(&js.metadata), None))
+                        .map(|c| IndexEvent::Changed(Box::new(c)))
+                });
+                map.insert(k, v);
             }
         }
     }
 
     fn delete(&self, cache: &ClusterCache, js: &JobSetView) {
         let k = key(js.metadata.namespace.as_deref().unwrap_or(""), js.metadata.name.as_deref().unwrap_or(""));
-        cache.jobsets.write().unwrap_or_else(|e| e.into_inner()).remove(&k);
+        let mut map = cache.jobsets.write().unwrap_or_else(|e| e.into_inner());
+        map.remove(&k);
+        cache.publish(|| Some(IndexEvent::Changed(Box::new(Change::JobSet(id_of(&js.metadata), None)))));
     }
 
     fn replace(&self, cache: &ClusterCache, map: Self::Map) {
@@ -273,12 +307,20 @@ impl Sink<JobSetView> for JobSetSink {
 struct JobSink;
 
 impl JobSink {
-    fn upsert(map: &mut HashMap<Box<str>, Vec<CompactJob>>, job: &BatchJobView) {
+    /// Inserts or replaces the Job's record; a live change (not a list's) is published to
+    /// `cache`'s subscribers.
+    fn upsert(map: &mut HashMap<Box<str>, Vec<ChildJobRecord>>, job: &BatchJobView, live: Option<&ClusterCache>) {
         let Some(jobset) = job.jobset_name() else { return };
         let k = key(job.metadata.namespace.as_deref().unwrap_or(""), jobset);
-        let v = CompactJob::from(job);
+        let (v, error) = ChildJobRecord::from_view(job);
+        if let Some(cache) = live {
+            cache.publish(|| {
+                planner_change(v.planner_change(), error, || Change::BatchJob(id_of(&job.metadata), None))
+                    .map(|c| IndexEvent::Changed(Box::new(c)))
+            });
+        }
         let list = map.entry(k).or_default();
-        match list.binary_search_by(|j| j.name.cmp(&v.name)) {
+        match list.binary_search_by(|j| j.name().cmp(v.name())) {
             Ok(i) => list[i] = v,
             Err(i) => list.insert(i, v),
         }
@@ -287,7 +329,8 @@ impl JobSink {
 
 impl Sink<BatchJobView> for JobSink {
     const NAME: &'static str = JOBS;
-    type Map = HashMap<Box<str>, Vec<CompactJob>>;
+    const SOURCE: IndexSource = IndexSource::Jobs;
+    type Map = HashMap<Box<str>, Vec<ChildJobRecord>>;
 
     fn health(cache: &ClusterCache) -> &WatchHealth {
         &cache.job_health
@@ -295,8 +338,8 @@ impl Sink<BatchJobView> for JobSink {
 
     fn apply(&self, cache: &ClusterCache, job: &BatchJobView, staging: Option<&mut Self::Map>) {
         match staging {
-            Some(map) => Self::upsert(map, job),
-            None => Self::upsert(&mut cache.jobs.write().unwrap_or_else(|e| e.into_inner()), job),
+            Some(map) => Self::upsert(map, job, None),
+            None => Self::upsert(&mut cache.jobs.write().unwrap_or_else(|e| e.into_inner()), job, Some(cache)),
         }
     }
 
@@ -306,11 +349,12 @@ impl Sink<BatchJobView> for JobSink {
         let name = job.metadata.name.as_deref().unwrap_or("");
         let mut map = cache.jobs.write().unwrap_or_else(|e| e.into_inner());
         if let Some(list) = map.get_mut(&k) {
-            list.retain(|j| &*j.name != name);
+            list.retain(|j| j.name() != name);
             if list.is_empty() {
                 map.remove(&k);
             }
         }
+        cache.publish(|| Some(IndexEvent::Changed(Box::new(Change::BatchJob(id_of(&job.metadata), None)))));
     }
 
     fn replace(&self, cache: &ClusterCache, map: Self::Map) {
@@ -320,6 +364,25 @@ impl Sink<BatchJobView> for JobSink {
     fn count(&self, cache: &ClusterCache) -> usize {
         cache.job_count()
     }
+}
+
+/// The planner's change for an object the watch applied: its facts, or its removal when the
+/// planner does not keep it; none when the object does not reduce (the planner keeps what it had,
+/// as a controller watching on its own skips such an object).
+fn planner_change(
+    change: Option<Change>,
+    error: Option<FactsError>,
+    removal: impl FnOnce() -> Change,
+) -> Option<Change> {
+    if let Some(e) = error {
+        tracing::warn!(error = %e, "object skipped by the controller's planner");
+        return None;
+    }
+    Some(change.unwrap_or_else(removal))
+}
+
+fn id_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> NsName {
+    NsName::new(meta.namespace.as_deref().unwrap_or(""), meta.name.as_deref().unwrap_or(""))
 }
 
 /// Whether a watch error means "this resource does not exist here" (CRD not installed).
@@ -377,6 +440,7 @@ fn apply_event<K, S: Sink<K>>(cache: &ClusterCache, sink: &S, event: Event<K>, s
             }
             health.mark_ok();
             health.synced.store(true, Ordering::SeqCst);
+            cache.publish(|| Some(IndexEvent::Resync(S::SOURCE)));
             cache.metrics.resource_absent.get_or_create(&CacheLabels { cache: S::NAME }).set(0);
             tracing::info!(cache = S::NAME, objects = sink.count(cache), "cache synced");
         }
@@ -463,6 +527,7 @@ where
                 sink.clear(cache);
                 health.mark_ok();
                 health.synced.store(true, Ordering::SeqCst);
+                cache.publish(|| Some(IndexEvent::Resync(S::SOURCE)));
                 cache.metrics.resource_absent.get_or_create(&labels).set(1);
                 if !absent_logged {
                     tracing::info!(

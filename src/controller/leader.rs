@@ -120,15 +120,6 @@ async fn read_lease(api: &Api<Lease>, lease: &LeaseConfig) -> Renewal {
     }
 }
 
-/// This replica's identity in the Lease.
-pub(crate) fn identity() -> String {
-    std::env::var("POD_NAME")
-        .ok()
-        .filter(|s| !s.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok().filter(|s| !s.is_empty()))
-        .unwrap_or_else(|| format!("trainguard-{}", std::process::id()))
-}
-
 /// Runs `lead` while this replica holds the lease, until `shutdown`. `lead` gets a token that is
 /// cancelled when leadership ends; it must return promptly then. The lease is released on
 /// shutdown so the next leader does not wait for it to expire.

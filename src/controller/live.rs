@@ -3,6 +3,7 @@
 //! an idle cluster costs no CPU.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::jiff::Timestamp;
@@ -18,6 +19,7 @@ use super::metrics::Metrics;
 use super::namespaces::Namespaces;
 use super::state::{ControllerState, Report, SharedBucket, Work, WorkOutcome, new_bucket};
 use super::watch::{self, WatchMsg};
+use crate::cluster::ClusterCache;
 use trainguard_core::planner::snapshot::Key;
 
 /// Watch messages handled before planning, at most, so a flood of events is planned in batches.
@@ -107,11 +109,13 @@ pub async fn run_in(
     shutdown: CancellationToken,
 ) {
     let bucket = new_bucket(&config);
-    run_with_bucket(client, config, namespaces, metrics, bucket, shutdown).await
+    run_with_bucket(client, config, namespaces, metrics, bucket, None, shutdown).await
 }
 
 /// Runs the controller until `shutdown` is cancelled (for an elected controller: until leadership
-/// ends). `bucket` is the force-delete budget, carried from one leadership term to the next.
+/// ends). `bucket` is the force-delete budget, carried from one leadership term to the next;
+/// `index`, the process's cluster index, if it has one (its JobSets and Jobs are then not watched
+/// again).
 #[allow(clippy::disallowed_methods, reason = "the live loop's timer: wakes when the next rule can fire")]
 pub(crate) async fn run_with_bucket(
     client: Client,
@@ -119,6 +123,7 @@ pub(crate) async fn run_with_bucket(
     namespaces: Namespaces,
     metrics: Metrics,
     bucket: SharedBucket,
+    index: Option<Arc<ClusterCache>>,
     shutdown: CancellationToken,
 ) {
     info!(
@@ -130,7 +135,7 @@ pub(crate) async fn run_with_bucket(
     );
     let watches_stop = shutdown.child_token();
     let (tx, mut rx) = mpsc::channel::<WatchMsg>(4096);
-    let watches = watch::spawn_all(client.clone(), &namespaces, tx, watches_stop.clone());
+    let watches = watch::spawn_all(client.clone(), &namespaces, index.as_ref(), tx, watches_stop.clone());
     let mut pending: HashSet<_> = watch::sources().into_iter().collect();
 
     // Unbounded both ways: the loop never waits on the executor, and work per key is one at a time.

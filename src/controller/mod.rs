@@ -16,10 +16,13 @@ pub mod namespaces;
 pub mod state;
 pub mod watch;
 
+use std::sync::Arc;
+
 use kube::Client;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use crate::cluster::ClusterCache;
 pub use config::ControllerArgs;
 pub use metrics::Metrics;
 
@@ -37,6 +40,18 @@ pub async fn run(
     client: Client,
     args: ControllerArgs,
     metrics: Metrics,
+    shutdown: CancellationToken,
+) -> Result<(), ControllerError> {
+    run_sharing(client, args, metrics, None, shutdown).await
+}
+
+/// [`run`], reading JobSets and their Jobs from the process's cluster index when it has one (the
+/// webhook's, in `serve` with both on) instead of watching them a second time.
+pub(crate) async fn run_sharing(
+    client: Client,
+    args: ControllerArgs,
+    metrics: Metrics,
+    index: Option<Arc<ClusterCache>>,
     shutdown: CancellationToken,
 ) -> Result<(), ControllerError> {
     if !args.enabled {
@@ -57,10 +72,11 @@ pub async fn run(
         return Err(ControllerError::Config("durations must not be negative".into()));
     }
     if !args.leader_elect.unwrap_or(true) {
-        live::run_in(client, config, namespaces, metrics, shutdown).await;
+        let bucket = state::new_bucket(&config);
+        live::run_with_bucket(client, config, namespaces, metrics, bucket, index, shutdown).await;
         return Ok(());
     }
-    let lease = leader::LeaseConfig::new(args.lease_name.clone(), args.lease_namespace(), leader::identity());
+    let lease = leader::LeaseConfig::new(args.lease_name.clone(), args.lease_namespace(), crate::cluster::replica());
     info!(lease = %lease.name, namespace = %lease.namespace, identity = %lease.identity, "leader election");
     let lead_client = client.clone();
     let lead_metrics = metrics.clone();
@@ -73,6 +89,7 @@ pub async fn run(
             namespaces.clone(),
             lead_metrics.clone(),
             bucket.clone(),
+            index.clone(),
             token,
         )
     })

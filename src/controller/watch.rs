@@ -2,7 +2,9 @@
 //! `batch/v1` Jobs of JobSets, training pods (two label selectors), nodes and Kueue Workloads. Each object is decoded into its slim view,
 //! reduced to compact facts right here, and sent to the controller loop as a snapshot [`Change`];
 //! the full objects are dropped at once. A kind whose CRD is absent (404 on the initial list) is
-//! skipped with one log line and retried every few minutes. With a namespace allow-list
+//! skipped with one log line and retried every few minutes. Where the process has the cluster
+//! index (`crate::cluster`, the webhook's gate caches), JobSets and their Jobs are read from it,
+//! compacted once for both. With a namespace allow-list
 //! (`--namespaces`) each source but nodes runs one watch per listed namespace
 //! ([`super::namespaces`]), and a relist in one namespace replaces only that namespace's objects.
 
@@ -17,11 +19,12 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
-use tokio::sync::mpsc;
+use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::namespaces::Namespaces;
+use crate::cluster::{ClusterCache, IndexEvent, IndexSource};
 use trainguard_core::model::jobset::{BatchJobView, JOBSET_NAME_LABEL, JobSetView};
 use trainguard_core::model::kubeflow_v1::{JOB_NAME_LABEL, TrainingJobView, TrainingKind};
 use trainguard_core::model::pod::{NodeView, PodView};
@@ -71,9 +74,12 @@ pub fn sources() -> Vec<Source> {
 
 /// Starts one task per source. They stop when `shutdown` is cancelled or the receiver is gone.
 /// With a namespace allow-list, each source but nodes watches every listed namespace on its own.
+/// With the process's cluster index (`serve` with the webhook on), JobSets and their Jobs are
+/// read from it rather than watched a second time.
 pub(crate) fn spawn_all(
     client: Client,
     namespaces: &Namespaces,
+    index: Option<&Arc<ClusterCache>>,
     tx: mpsc::Sender<WatchMsg>,
     shutdown: CancellationToken,
 ) -> Vec<tokio::task::JoinHandle<()>> {
@@ -86,14 +92,79 @@ pub(crate) fn spawn_all(
                 Some(listed) if source != Source::Nodes => Scope::Namespaces(listed.to_vec()),
                 _ => Scope::Cluster,
             };
+            let indexed = match source {
+                Source::JobSets => Some(IndexSource::JobSets),
+                Source::BatchJobs => Some(IndexSource::Jobs),
+                _ => None,
+            };
+            let follow = index.cloned().zip(indexed);
             tokio::spawn(async move {
                 tokio::select! {
                     _ = shutdown.cancelled() => {}
-                    _ = run_source(client, source, scope, tx) => {}
+                    _ = async {
+                        match follow {
+                            Some((index, from)) => follow_index(&index, from, source, scope, tx).await,
+                            None => run_source(client, source, scope, tx).await,
+                        }
+                    } => {}
                 }
             })
         })
         .collect()
+}
+
+/// Feeds `source` from the cluster index: everything it holds once it has synced (then `Ready`),
+/// then its changes; all of it again after a relist, or when this reader fell behind.
+async fn follow_index(
+    index: &ClusterCache,
+    from: IndexSource,
+    source: Source,
+    scope: Scope,
+    tx: mpsc::Sender<WatchMsg>,
+) {
+    let wanted = |id: &NsName| match &scope {
+        Scope::Cluster => true,
+        Scope::Namespaces(listed) => listed.iter().any(|ns| **ns == *id.namespace),
+    };
+    let wanted_change = |change: &Change| match change {
+        Change::JobSet(id, _) | Change::BatchJob(id, _) => wanted(id),
+        _ => false,
+    };
+    let mut events = index.subscribe();
+    let mut read_all = true;
+    let mut ready = false;
+    loop {
+        if read_all && let Some((changes, mut ids)) = index.planner_contents(from) {
+            read_all = false;
+            ids.retain(|id| wanted(id));
+            let changes = changes.into_iter().filter(|c| wanted_change(c)).map(|c| WatchMsg::Change(Box::new(c)));
+            let relisted = WatchMsg::Change(Box::new(Change::Relisted(source, ids)));
+            let ready_now = (!ready).then_some(WatchMsg::Ready(source));
+            ready = true;
+            for msg in changes.chain([relisted]).chain(ready_now) {
+                if tx.send(msg).await.is_err() {
+                    return;
+                }
+            }
+        }
+        match events.recv().await {
+            Ok(IndexEvent::Changed(change)) => {
+                let ours = matches!(
+                    (&*change, from),
+                    (Change::JobSet(..), IndexSource::JobSets) | (Change::BatchJob(..), IndexSource::Jobs)
+                );
+                if ours && wanted_change(change.as_ref()) && tx.send(WatchMsg::Change(change)).await.is_err() {
+                    return;
+                }
+            }
+            Ok(IndexEvent::Resync(s)) => read_all |= s == from,
+            Err(broadcast::error::RecvError::Lagged(missed)) => {
+                warn!(?source, missed, "fell behind the cluster index: reading it again");
+                read_all = true;
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        }
+    }
 }
 
 /// Where one source watches: one cluster-wide watch, or one watch per listed namespace.

@@ -140,6 +140,58 @@ fn push_flattened(
     }
 }
 
+/// `Deserialize` for `$out` through a visitor `$visitor` that takes any value: a scalar is kept as
+/// a plain [`Value`] made into `$out` by `$wrap`; sequences and maps are read by the methods given.
+macro_rules! deserialize_any_value {
+    ($out:ident, $visitor:ident, $de:lifetime, $expecting:literal, $wrap:path, { $($methods:tt)* }) => {
+        impl<$de> Deserialize<$de> for $out {
+            fn deserialize<D: Deserializer<$de>>(deserializer: D) -> Result<Self, D::Error> {
+                deserializer.deserialize_any($visitor)
+            }
+        }
+
+        struct $visitor;
+
+        impl<$de> Visitor<$de> for $visitor {
+            type Value = $out;
+
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str($expecting)
+            }
+
+            $($methods)*
+
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<$out, E> {
+                Ok($wrap(Value::Bool(v)))
+            }
+
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<$out, E> {
+                Ok($wrap(Value::from(v)))
+            }
+
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<$out, E> {
+                Ok($wrap(Value::from(v)))
+            }
+
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<$out, E> {
+                Ok($wrap(Value::from(v)))
+            }
+
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<$out, E> {
+                Ok($wrap(Value::from(v)))
+            }
+
+            fn visit_unit<E: de::Error>(self) -> Result<$out, E> {
+                Ok($wrap(Value::Null))
+            }
+
+            fn visit_none<E: de::Error>(self) -> Result<$out, E> {
+                Ok($wrap(Value::Null))
+            }
+        }
+    };
+}
+
 /// A YAML document's root: its value, plus the line of each element of a top-level `items`
 /// sequence, so that list items point at their own lines.
 struct Root {
@@ -147,21 +199,14 @@ struct Root {
     items: Option<Vec<usize>>,
 }
 
-impl<'de> Deserialize<'de> for Root {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(RootVisitor)
+impl Root {
+    /// A root that is not a mapping: no `items` to locate.
+    fn plain(value: Value) -> Self {
+        Root { value, items: None }
     }
 }
 
-struct RootVisitor;
-
-impl<'de> Visitor<'de> for RootVisitor {
-    type Value = Root;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a YAML document")
-    }
-
+deserialize_any_value!(Root, RootVisitor, 'de, "a YAML document", Root::plain, {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Root, A::Error> {
         let mut object = Map::new();
         let mut items = None;
@@ -185,38 +230,9 @@ impl<'de> Visitor<'de> for RootVisitor {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Root, A::Error> {
-        let value = Value::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
-        Ok(Root { value, items: None })
+        Value::deserialize(de::value::SeqAccessDeserializer::new(seq)).map(Root::plain)
     }
-
-    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Root, E> {
-        Ok(Root { value: Value::Bool(v), items: None })
-    }
-
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Root, E> {
-        Ok(Root { value: Value::from(v), items: None })
-    }
-
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Root, E> {
-        Ok(Root { value: Value::from(v), items: None })
-    }
-
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Root, E> {
-        Ok(Root { value: Value::from(v), items: None })
-    }
-
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Root, E> {
-        Ok(Root { value: Value::from(v), items: None })
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<Root, E> {
-        Ok(Root { value: Value::Null, items: None })
-    }
-
-    fn visit_none<E: de::Error>(self) -> Result<Root, E> {
-        Ok(Root { value: Value::Null, items: None })
-    }
-}
+});
 
 /// The value of a top-level `items` key: a sequence whose elements keep their locations, or
 /// anything else as a plain value.
@@ -225,21 +241,7 @@ enum SpannedItems {
     Other(Value),
 }
 
-impl<'de> Deserialize<'de> for SpannedItems {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(ItemsVisitor)
-    }
-}
-
-struct ItemsVisitor;
-
-impl<'de> Visitor<'de> for ItemsVisitor {
-    type Value = SpannedItems;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("any value")
-    }
-
+deserialize_any_value!(SpannedItems, ItemsVisitor, 'de, "any value", SpannedItems::Other, {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<SpannedItems, A::Error> {
         let mut items = Vec::new();
         while let Some(item) = seq.next_element::<Spanned<Value>>()? {
@@ -251,35 +253,7 @@ impl<'de> Visitor<'de> for ItemsVisitor {
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<SpannedItems, A::Error> {
         Value::deserialize(de::value::MapAccessDeserializer::new(map)).map(SpannedItems::Other)
     }
-
-    fn visit_bool<E: de::Error>(self, v: bool) -> Result<SpannedItems, E> {
-        Ok(SpannedItems::Other(Value::Bool(v)))
-    }
-
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<SpannedItems, E> {
-        Ok(SpannedItems::Other(Value::from(v)))
-    }
-
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<SpannedItems, E> {
-        Ok(SpannedItems::Other(Value::from(v)))
-    }
-
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<SpannedItems, E> {
-        Ok(SpannedItems::Other(Value::from(v)))
-    }
-
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<SpannedItems, E> {
-        Ok(SpannedItems::Other(Value::from(v)))
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<SpannedItems, E> {
-        Ok(SpannedItems::Other(Value::Null))
-    }
-
-    fn visit_none<E: de::Error>(self) -> Result<SpannedItems, E> {
-        Ok(SpannedItems::Other(Value::Null))
-    }
-}
+});
 
 /// A parser error in words for a person: limits named as limits, no library option names.
 fn yaml_message(error: &serde_saphyr::Error, limits: &Limits) -> String {

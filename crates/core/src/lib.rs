@@ -17,6 +17,7 @@
 
 pub mod admission;
 pub mod duration;
+pub mod index;
 pub mod model;
 pub mod planner;
 pub mod schema;

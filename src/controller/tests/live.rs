@@ -336,20 +336,25 @@ async fn a_stopped_controller_exports_no_leader_gauges() {
     assert_eq!(exported(&registry), Vec::<String>::new(), "nothing stale after stopping");
 }
 
+/// A TrainJob's chain with one pod stuck terminating on an unreachable node `n1`, and two Ready nodes.
+fn stuck_trainjob_pod() -> Vec<Value> {
+    let mut objects = trainjob_chain(&trainjob("t"), 1);
+    objects.extend([
+        deleting(jobset_pod("t", "t-node-0-0-x", "n1"), 300),
+        unreachable(node("n1", None), 0),
+        node("n2", None),
+        node("n3", None),
+    ]);
+    objects
+}
+
 /// TrainJob pods through the live watches: the batch Job watch links pod → Job → JobSet →
 /// TrainJob, so the stuck pod is force-deleted; a pod that only copied its labels is not.
 #[tokio::test]
 #[allow(clippy::disallowed_methods, reason = "a quiet period showing the debug pod is left alone (real time)")]
 async fn trainjob_pods_are_proven_through_the_watched_owner_chain() {
-    let tj = trainjob("t");
-    let mut objects = trainjob_chain(&tj, 1);
-    objects.extend([
-        deleting(jobset_pod("t", "t-node-0-0-x", "n1"), 300),
-        set(deleting(jobset_pod("t", "t-debug", "n1"), 300), "/metadata/ownerReferences", json!([])),
-        unreachable(node("n1", None), 0),
-        node("n2", None),
-        node("n3", None),
-    ]);
+    let mut objects = stuck_trainjob_pod();
+    objects.push(set(deleting(jobset_pod("t", "t-debug", "n1"), 300), "/metadata/ownerReferences", json!([])));
     let api = FakeApi::with_objects(objects);
     let client = api.client();
     let stop = CancellationToken::new();
@@ -368,6 +373,48 @@ async fn trainjob_pods_are_proven_through_the_watched_owner_chain() {
     );
     assert!(api.calls().iter().any(|c| c.starts_with("GET /apis/batch/v1/jobs")), "the batch Jobs are watched");
     assert_eq!(api.violations(), Vec::<String>::new());
+    stop.cancel();
+    tokio::time::timeout(Duration::from_secs(5), run).await.expect("stops promptly").unwrap();
+}
+
+/// In a process with the cluster index (`serve` with the webhook and the controller), the
+/// controller reads JobSets and their Jobs from the index: each is listed once, and the owner
+/// chain still proves the TrainJob pod, while the gate answers from the same records.
+#[tokio::test]
+async fn a_controller_beside_the_gate_reads_jobsets_and_jobs_from_the_shared_index() {
+    use crate::cluster::{ClusterCache, ClusterView, GateFacts};
+    let api = FakeApi::with_objects(stuck_trainjob_pod());
+    let client = api.client();
+    let stop = CancellationToken::new();
+    let cache_metrics = crate::cluster::metrics::CacheMetrics::register(&mut Registry::default());
+    let index = ClusterCache::start(client.clone(), Duration::from_secs(60), cache_metrics, stop.clone());
+    let config = quick_bucket(PlanConfig::acting());
+    let bucket = crate::controller::state::new_bucket(&config);
+    let run = tokio::spawn(live::run_with_bucket(
+        client,
+        config,
+        crate::controller::namespaces::Namespaces::All,
+        Metrics::unregistered(),
+        bucket,
+        Some(index.clone()),
+        stop.clone(),
+    ));
+    wait_for(&api, "the force delete of the TrainJob pod", |api| {
+        api.writes().contains(&"DELETE /api/v1/namespaces/ml/pods/t-node-0-0-x".to_string())
+    })
+    .await;
+    let lists = |path: &str| {
+        api.seen().iter().filter(|s| s.method == "GET" && s.path == path && !s.query.contains("watch=true")).count()
+    };
+    assert_eq!(lists("/apis/jobset.x-k8s.io/v1alpha2/jobsets"), 1, "{:#?}", api.calls());
+    assert_eq!(lists("/apis/batch/v1/jobs"), 1, "{:#?}", api.calls());
+    match index.gate_facts("ml", "t") {
+        GateFacts::Known(facts) => {
+            assert_eq!(facts.jobset.map(|js| js.replicated_jobs), Some(vec![("node".to_string(), 1)]));
+            assert_eq!(facts.jobs.iter().map(|j| (j.name.as_str(), j.active)).collect::<Vec<_>>(), [("t-node-0", 1)]);
+        }
+        other => panic!("{other:?}"),
+    }
     stop.cancel();
     tokio::time::timeout(Duration::from_secs(5), run).await.expect("stops promptly").unwrap();
 }

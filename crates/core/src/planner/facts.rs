@@ -166,7 +166,8 @@ pub struct JobFacts {
     pub deleting: bool,
     /// Label `trainguard.io/ignore: "true"`.
     pub ignored: bool,
-    pub managed_by: Option<Str>,
+    /// Managed by the training operator: `runPolicy.managedBy` unset or the operator's own.
+    pub managed: bool,
     /// `spec.runPolicy.suspend == true` (the spec: suspension arrives before status).
     pub suspend: bool,
     pub ttl_seconds: Option<i64>,
@@ -180,13 +181,6 @@ pub struct JobFacts {
     pub active: i64,
 }
 
-impl JobFacts {
-    /// Managed by the training operator: `runPolicy.managedBy` unset or the operator's own.
-    pub(crate) fn managed(&self) -> bool {
-        matches!(self.managed_by.as_deref(), None | Some("") | Some(TRAINING_OPERATOR_MANAGED_BY))
-    }
-}
-
 /// A `trainer.kubeflow.org/v1alpha1` TrainJob, reduced.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TrainJobFacts {
@@ -195,7 +189,9 @@ pub struct TrainJobFacts {
     pub resource_version: Str,
     pub deleting: bool,
     pub ignored: bool,
-    pub managed_by: Option<Str>,
+    /// Managed by Trainer's own controller (`spec.managedBy` unset reads as that), not e.g.
+    /// MultiKueue.
+    pub managed: bool,
     pub suspend: bool,
     /// Condition `Complete` or `Failed` is True.
     pub finished: bool,
@@ -208,13 +204,6 @@ pub struct TrainJobFacts {
     pub suspended_condition: Option<Option<Timestamp>>,
     /// Sum of `status.jobsStatus[].active`.
     pub active: i64,
-}
-
-impl TrainJobFacts {
-    /// Managed by Trainer's own controller (unset reads as that), not e.g. MultiKueue.
-    pub(crate) fn managed(&self) -> bool {
-        matches!(self.managed_by.as_deref(), None | Some("") | Some(DEFAULT_MANAGED_BY))
-    }
 }
 
 /// A `batch/v1` Job a JobSet controls (other Jobs are not kept): the middle link of the chain
@@ -362,6 +351,11 @@ fn controller_owner(meta: &ObjectMeta) -> Option<&OwnerReference> {
     meta.owner_references.as_ref()?.iter().find(|o| o.controller == Some(true))
 }
 
+/// Whether a `managedBy` value names `own` controller: unset or empty reads as `own`.
+fn managed_by(value: Option<&str>, own: &str) -> bool {
+    value.is_none_or(|v| v.is_empty() || v == own)
+}
+
 fn group_of(api_version: &str) -> &str {
     api_version.split_once('/').map_or("", |(g, _)| g)
 }
@@ -393,7 +387,7 @@ impl JobFacts {
             resource_version: meta.resource_version.as_deref().unwrap_or("").into(),
             deleting: meta.deletion_timestamp.is_some(),
             ignored: ignored(meta),
-            managed_by: policy.and_then(|p| p.managed_by.as_deref()).map(Str::from),
+            managed: managed_by(policy.and_then(|p| p.managed_by.as_deref()), TRAINING_OPERATOR_MANAGED_BY),
             suspend: policy.and_then(|p| p.suspend).unwrap_or(false),
             ttl_seconds: policy.and_then(|p| p.ttl_seconds_after_finished),
             stashed_ttl: meta
@@ -419,7 +413,7 @@ impl TrainJobFacts {
             resource_version: meta.resource_version.as_deref().unwrap_or("").into(),
             deleting: meta.deletion_timestamp.is_some(),
             ignored: ignored(meta),
-            managed_by: job.spec.managed_by.as_deref().map(Str::from),
+            managed: managed_by(job.spec.managed_by.as_deref(), DEFAULT_MANAGED_BY),
             suspend: job.spec.suspend.unwrap_or(false),
             finished: finished.is_some(),
             finished_condition: finished,
@@ -596,7 +590,7 @@ impl JobFacts {
     pub fn guard(&self) -> Option<&'static str> {
         if self.deleting {
             Some("being deleted")
-        } else if !self.managed() {
+        } else if !self.managed {
             Some("not managed by the training operator (runPolicy.managedBy)")
         } else if self.ignored {
             Some("opted out (trainguard.io/ignore)")

@@ -130,7 +130,7 @@ fn plan_job(input: &PlanInput<'_>, job: &JobFacts, out: &mut KeyPlan) {
 }
 
 fn plan_trainjob(input: &PlanInput<'_>, tj: &TrainJobFacts, out: &mut KeyPlan) {
-    if tj.deleting || !tj.managed() || tj.ignored {
+    if tj.deleting || !tj.managed || tj.ignored {
         return;
     }
     let target = Target::trainjob(tj);

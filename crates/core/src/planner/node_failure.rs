@@ -222,7 +222,7 @@ pub(crate) fn owning_job(pod: &PodFacts, snapshot: &Snapshot) -> Result<Target, 
     match &pod.owner {
         PodOwner::V1 { job, uid } => {
             let job = snapshot.job(job).filter(|j| j.uid == *uid).ok_or("owning job not known")?;
-            owner_guard((job.deleting, job.managed(), job.ignored), V1_OWNER_GUARDS)?;
+            owner_guard((job.deleting, job.managed, job.ignored), V1_OWNER_GUARDS)?;
             Ok(Target::job(job))
         }
         PodOwner::JobSet(id) => {
@@ -242,7 +242,7 @@ pub(crate) fn owning_job(pod: &PodFacts, snapshot: &Snapshot) -> Result<Target, 
                 .filter(|js| js.uid == job.jobset_uid)
                 .ok_or("controlling JobSet not known, or not controlled by a TrainJob")?;
             let tj = snapshot.trainjob_of(jobset).ok_or("JobSet not controlled by a known TrainJob")?;
-            owner_guard((tj.deleting, tj.managed(), tj.ignored), TRAINJOB_OWNER_GUARDS)?;
+            owner_guard((tj.deleting, tj.managed, tj.ignored), TRAINJOB_OWNER_GUARDS)?;
             Ok(Target::trainjob(tj))
         }
     }

@@ -97,6 +97,32 @@ impl PartialEq for PodEntry {
 
 impl Eq for PodEntry {}
 
+/// The ids in `map` that a relist did not see.
+fn unseen<V>(map: &HashMap<NsName, V>, seen: &HashSet<NsName>) -> Vec<NsName> {
+    map.keys().filter(|k| !seen.contains(*k)).cloned().collect()
+}
+
+/// Replaces the facts kept for `id` in `map` (none: removes them), their id field set to the
+/// snapshot's interned `id`. `parts` gives the facts' id field and the name that links them (a
+/// job's UID, the owner's name of a JobSet or batch Job); returns that name of the old facts and of
+/// the new.
+fn replace<I: Clone + Eq + Hash, F>(
+    map: &mut HashMap<I, Box<F>>,
+    id: &I,
+    facts: Option<F>,
+    parts: impl Fn(&mut F) -> (&mut I, &Str),
+) -> [Option<Str>; 2] {
+    let old = map.remove(id).map(|mut old| parts(&mut old).1.clone());
+    let new = facts.map(|mut facts| {
+        let (own_id, link) = parts(&mut facts);
+        *own_id = id.clone();
+        let link = link.clone();
+        map.insert(id.clone(), Box::new(facts));
+        link
+    });
+    [old, new]
+}
+
 #[derive(Debug, Default, Clone)]
 pub struct Snapshot {
     // Facts are boxed: a table's slot costs the size of its entry, and up to half the slots of
@@ -221,28 +247,26 @@ impl Snapshot {
 
     fn set_job(&mut self, key: JobKey, facts: Option<JobFacts>, dirty: &mut Vec<Key>) {
         let key = JobKey { kind: key.kind, id: self.intern_id(key.id) };
-        if let Some(old) = self.jobs.remove(&key) {
-            self.owner_by_uid.remove(&old.uid);
-        }
-        if let Some(mut facts) = facts {
-            facts.key = key.clone();
-            self.owner_by_uid.insert(facts.uid.clone(), Key::Job(key.clone()));
-            self.jobs.insert(key.clone(), Box::new(facts));
-        }
+        let [old, new] = replace(&mut self.jobs, &key, facts, |j| (&mut j.key, &j.uid));
+        self.index_uid(old, new, Key::Job(key.clone()));
         dirty.push(Key::Job(key.clone()));
         self.dirty_terminating(dirty, &OwnerId::Job(key));
     }
 
+    /// Moves a job's entry in the by-UID index of owners from its old UID to its new one.
+    fn index_uid(&mut self, old: Option<Str>, new: Option<Str>, key: Key) {
+        if let Some(old) = old {
+            self.owner_by_uid.remove(&old);
+        }
+        if let Some(new) = new {
+            self.owner_by_uid.insert(new, key);
+        }
+    }
+
     fn set_trainjob(&mut self, id: NsName, facts: Option<TrainJobFacts>, dirty: &mut Vec<Key>) {
         let id = self.intern_id(id);
-        if let Some(old) = self.trainjobs.remove(&id) {
-            self.owner_by_uid.remove(&old.uid);
-        }
-        if let Some(mut facts) = facts {
-            facts.id = id.clone();
-            self.owner_by_uid.insert(facts.uid.clone(), Key::TrainJob(id.clone()));
-            self.trainjobs.insert(id.clone(), Box::new(facts));
-        }
+        let [old, new] = replace(&mut self.trainjobs, &id, facts, |t| (&mut t.id, &t.uid));
+        self.index_uid(old, new, Key::TrainJob(id.clone()));
         dirty.push(Key::TrainJob(id.clone()));
         // Its JobSet has the same name; JobSet pods hang off the JobSet.
         self.dirty_terminating(dirty, &OwnerId::JobSet(id));
@@ -250,13 +274,8 @@ impl Snapshot {
 
     fn set_jobset(&mut self, id: NsName, facts: Option<JobSetFacts>, dirty: &mut Vec<Key>) {
         let id = self.intern_id(id);
-        let old_owner = self.jobsets.remove(&id).map(|js| js.trainjob);
-        let new_owner = facts.as_ref().map(|js| js.trainjob.clone());
-        if let Some(mut facts) = facts {
-            facts.id = id.clone();
-            self.jobsets.insert(id.clone(), Box::new(facts));
-        }
-        for owner in [old_owner, new_owner].into_iter().flatten() {
+        let owners = replace(&mut self.jobsets, &id, facts, |js| (&mut js.id, &js.trainjob));
+        for owner in owners.into_iter().flatten() {
             let key = Key::TrainJob(NsName { namespace: id.namespace.clone(), name: owner });
             if !dirty.contains(&key) {
                 dirty.push(key);
@@ -267,14 +286,9 @@ impl Snapshot {
 
     fn set_batch_job(&mut self, id: NsName, facts: Option<BatchJobFacts>, dirty: &mut Vec<Key>) {
         let id = self.intern_id(id);
-        let old = self.batch_jobs.remove(&id).map(|j| j.jobset);
-        let new = facts.as_ref().map(|j| j.jobset.clone());
-        if let Some(mut facts) = facts {
-            facts.id = id.clone();
-            self.batch_jobs.insert(id.clone(), Box::new(facts));
-        }
+        let jobsets = replace(&mut self.batch_jobs, &id, facts, |j| (&mut j.id, &j.jobset));
         // The chain of the JobSet's pods changed: their plans (and its TrainJob's) may too.
-        for jobset in [old, new].into_iter().flatten() {
+        for jobset in jobsets.into_iter().flatten() {
             let js = NsName { namespace: id.namespace.clone(), name: jobset };
             self.dirty_owner(&PodOwner::JobSet(js.clone()), dirty);
             self.dirty_terminating(dirty, &OwnerId::JobSet(js));
@@ -372,20 +386,17 @@ impl Snapshot {
                 }
             }
             Source::TrainJobs => {
-                let gone: Vec<NsName> = self.trainjobs.keys().filter(|k| !seen.contains(*k)).cloned().collect();
-                for id in gone {
+                for id in unseen(&self.trainjobs, seen) {
                     self.set_trainjob(id, None, dirty);
                 }
             }
             Source::JobSets => {
-                let gone: Vec<NsName> = self.jobsets.keys().filter(|k| !seen.contains(*k)).cloned().collect();
-                for id in gone {
+                for id in unseen(&self.jobsets, seen) {
                     self.set_jobset(id, None, dirty);
                 }
             }
             Source::BatchJobs => {
-                let gone: Vec<NsName> = self.batch_jobs.keys().filter(|k| !seen.contains(*k)).cloned().collect();
-                for id in gone {
+                for id in unseen(&self.batch_jobs, seen) {
                     self.set_batch_job(id, None, dirty);
                 }
             }

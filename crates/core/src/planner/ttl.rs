@@ -194,7 +194,7 @@ pub fn trainjob_verdict(tj: &TrainJobFacts, now: Timestamp, config: &PlanConfig)
     if tj.deleting {
         return TtlVerdict::Skip("being deleted");
     }
-    if !tj.managed() {
+    if !tj.managed {
         return TtlVerdict::Skip("not managed by Trainer (spec.managedBy)");
     }
     if tj.ignored {
@@ -239,7 +239,7 @@ pub(crate) fn plan_trainjob(
     let ttl = TrainJobTtl::of(tj);
     let how = trainjob_finished_how(tj);
     if let TrainJobTtl::Invalid(value) = &ttl {
-        if config.ttl && !tj.deleting && tj.managed() && !tj.ignored {
+        if config.ttl && !tj.deleting && tj.managed && !tj.ignored {
             push_warning(
                 out,
                 config,
