@@ -669,7 +669,8 @@ yaml.safe_dump_all(docs, sys.stdout, sort_keys=False)' "${plurals[@]}" >"$run/tr
   # Its fixed path /tmp/k8s-webhook-server exists only in the operator's own mount namespace: /tmp
   # there is a fresh tmpfs holding that path (bound to $certs), with the run directory and the
   # binaries bound back from the real /tmp where they live under it (a HOME or cache in /tmp; the
-  # real /tmp kept at /mnt for the moment of the swap), so nothing is written to /tmp.
+  # real /tmp kept at /mnt for the moment of the swap), so nothing is written to /tmp. Another
+  # release's binary is a link into a cache of its own: its directory is bound back too.
   can_unshare || die "the Training Operator's fixed certificate path /tmp/k8s-webhook-server needs a private mount namespace (root and unshare): run make e2e as root"
   local wrap=(unshare -m --propagation private sh -c '
     set -e
@@ -685,7 +686,7 @@ yaml.safe_dump_all(docs, sys.stdout, sort_keys=False)' "${plurals[@]}" >"$run/tr
     mkdir -p /tmp/k8s-webhook-server
     mount --bind "$certs" /tmp/k8s-webhook-server
     umount -l /mnt
-    exec "$@"' sh "$certs" "$run" "$BIN" --)
+    exec "$@"' sh "$certs" "$run" "$BIN" "$(dirname "$(readlink -f "$exe")")" --)
   stop training-operator
   start training-operator env KUBECONFIG="$run/admin.kubeconfig" MY_POD_NAMESPACE=kubeflow "${wrap[@]}" \
     "$exe" "${schemes[@]}" --webhook-server-port "$P_TO_WH" \
