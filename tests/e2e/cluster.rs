@@ -214,6 +214,26 @@ impl Kubectl {
 /// while to converge, but never a minute.
 pub(crate) const DEADLINE: Duration = Duration::from_secs(90);
 
+/// Whether `object` has the condition `kind` with status True (Jobs, TrainJobs, v1 jobs).
+pub(crate) fn condition_true(object: &Value, kind: &str) -> bool {
+    object["status"]["conditions"]
+        .as_array()
+        .is_some_and(|c| c.iter().any(|c| c["type"] == kind && c["status"] == "True"))
+}
+
+/// The reasons of the Events about `object` in `ns`, oldest first as the API server lists them.
+pub(crate) fn event_reasons(ns: &str, object: &str) -> Vec<String> {
+    let events = plane()
+        .kubectl()
+        .args(["-n", ns, "get", "events", "--field-selector", &format!("involvedObject.name={object}")])
+        .get_json()
+        .unwrap_or_default();
+    events["items"]
+        .as_array()
+        .map(|items| items.iter().filter_map(|e| e["reason"].as_str().map(String::from)).collect())
+        .unwrap_or_default()
+}
+
 /// Polls `check` every 250 ms until it returns `Some`, failing the test after `DEADLINE`. For a
 /// state the cluster converges to; a check of an admission verdict uses [`Answers`] instead, which
 /// fails on a wrong answer rather than waiting it out.

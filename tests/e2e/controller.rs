@@ -1,7 +1,7 @@
 //! trainguard's controller against the real API server, with the shipped controller
 //! ServiceAccount's RBAC (a token, not admin): its Lease, its watches, the TrainJob TTL.
 
-use crate::cluster::{act_rbac, eventually, plane, trainjob};
+use crate::cluster::{act_rbac, condition_true, event_reasons, eventually, plane, trainjob};
 
 /// Switches the controller to act mode as an operator does (the act-mode RBAC from
 /// deploy/components/act-rbac, then `--controller-mode=act` and the extra flags); dropping it
@@ -33,22 +33,6 @@ fn ttl_job(name: &str, runtime: &str, suspend: bool) -> String {
         "metadata:\n  annotations:\n    trainguard.io/ttl-seconds-after-finished: \"1\"\n",
         1,
     )
-}
-
-fn condition_true(obj: &serde_json::Value, kind: &str) -> bool {
-    obj["status"]["conditions"].as_array().is_some_and(|c| c.iter().any(|c| c["type"] == kind && c["status"] == "True"))
-}
-
-fn event_reasons(ns: &str, object: &str) -> Vec<String> {
-    let events = plane()
-        .kubectl()
-        .args(["-n", ns, "get", "events", "--field-selector", &format!("involvedObject.name={object}")])
-        .get_json()
-        .unwrap_or_default();
-    events["items"]
-        .as_array()
-        .map(|items| items.iter().filter_map(|e| e["reason"].as_str().map(String::from)).collect())
-        .unwrap_or_default()
 }
 
 #[test]

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::cluster::{act_rbac, audit_now, audit_since, eventually, plane};
+use crate::cluster::{act_rbac, audit_now, audit_since, condition_true, event_reasons, eventually, plane};
 
 const CONTROLLER_SA: &str = "system:serviceaccount:trainguard-system:trainguard-controller";
 
@@ -186,22 +186,6 @@ fn job(ns: &str, k: &V1Kind, name: &str) -> Option<Value> {
     plane().kubectl().args(["-n", ns, "get", k.plural, name]).get_json()
 }
 
-fn condition(job: &Value, kind: &str) -> bool {
-    job["status"]["conditions"].as_array().is_some_and(|c| c.iter().any(|c| c["type"] == kind && c["status"] == "True"))
-}
-
-fn event_reasons(ns: &str, object: &str) -> Vec<String> {
-    let events = plane()
-        .kubectl()
-        .args(["-n", ns, "get", "events", "--field-selector", &format!("involvedObject.name={object}")])
-        .get_json()
-        .unwrap_or_default();
-    events["items"]
-        .as_array()
-        .map(|items| items.iter().filter_map(|e| e["reason"].as_str().map(String::from)).collect())
-        .unwrap_or_default()
-}
-
 /// A job of every v1 kind with a 20s TTL, failed through its replica's pod (kwok runs the pods;
 /// a container's exit code 1 is written into the pod's status, as a kubelet would report it).
 /// The operator fails each job: PyTorchJob, XGBoostJob, PaddleJob and JAXJob through its
@@ -254,7 +238,7 @@ fn ttl_backstop_deletes_a_finished_job_of_every_v1_kind() {
         let name = k.kind.to_lowercase();
         let failed = eventually(&format!("{} Failed", k.kind), || {
             let j = job(&ns.name, k, &name)?;
-            condition(&j, "Failed").then_some(j)
+            condition_true(&j, "Failed").then_some(j)
         });
         completion.push((k.kind, !failed["status"]["completionTime"].is_null()));
     }

@@ -5,7 +5,9 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::cluster::{Kubectl, act_rbac, audit_now, audit_since, eventually, metric_sum, plane};
+use crate::cluster::{
+    Kubectl, act_rbac, audit_now, audit_since, condition_true, event_reasons, eventually, metric_sum, plane,
+};
 use crate::kinds::{TFJOB, TrainingOperator};
 
 const TRAINGUARD: &str = "admission webhook \"validate.trainjob.trainguard.io\" denied the request";
@@ -241,17 +243,6 @@ fn running_on(ns: &str, name: &str, zone: &str) -> Option<()> {
         && jobset_active(ns, name) > 0
         && pod_zones(ns, name).iter().any(|z| z == zone))
     .then_some(())
-}
-
-fn event_reasons(ns: &str, object: &str) -> Vec<String> {
-    let events = k(ns)
-        .args(["get", "events", "--field-selector", &format!("involvedObject.name={object}")])
-        .get_json()
-        .unwrap_or_default();
-    events["items"]
-        .as_array()
-        .map(|items| items.iter().filter_map(|e| e["reason"].as_str().map(String::from)).collect())
-        .unwrap_or_default()
 }
 
 fn controller_metrics() -> String {
@@ -494,10 +485,6 @@ fn pytorchjob_json(ns: &str, name: &str) -> Option<Value> {
     k(ns).args(["get", "pytorchjob", name]).get_json()
 }
 
-fn pytorchjob_condition(job: &Value, kind: &str) -> bool {
-    job["status"]["conditions"].as_array().is_some_and(|c| c.iter().any(|c| c["type"] == kind && c["status"] == "True"))
-}
-
 /// A PyTorchJob with a 3s TTL preempted by Kueue (`kubeflow.org/pytorchjob` integration) stays
 /// suspended while the quota is taken — trainguard in act mode, with no TTL grace, never deletes
 /// it then (it is not finished) — and once re-admitted it fails through the operator's
@@ -522,7 +509,7 @@ fn kueue_preempted_pytorchjob_is_ttl_deleted_only_once_finished() {
     k(&ns.name).apply(&queued_pytorchjob("low", "e2e-low"));
     let running = |name: &str| {
         pytorchjob_json(&ns.name, name)
-            .is_some_and(|j| j["spec"]["runPolicy"]["suspend"] == false && pytorchjob_condition(&j, "Running"))
+            .is_some_and(|j| j["spec"]["runPolicy"]["suspend"] == false && condition_true(&j, "Running"))
     };
     eventually("'low' admitted and Running", || running("low").then_some(()));
     k(&ns.name).apply(&queued_pytorchjob("high", "e2e-high"));
@@ -566,7 +553,7 @@ fn kueue_preempted_pytorchjob_is_ttl_deleted_only_once_finished() {
     // ("job completion time is nil") and never deletes.
     let failed = eventually("'low' Failed", || {
         let j = pytorchjob_json(&ns.name, "low")?;
-        pytorchjob_condition(&j, "Failed").then_some(j)
+        condition_true(&j, "Failed").then_some(j)
     });
     let finished = t_free.elapsed();
     assert!(failed["status"]["completionTime"].is_null(), "the operator set a completionTime: {failed}");
@@ -688,9 +675,9 @@ fn tfjob_preempted_with_a_ttl(version: &str) {
         plane().kubectl().args(["apply", "-f", "-"]).output_with(&all).status.success().then_some(())
     });
     let since = audit_now();
-    let condition = |j: &Value, kind: &str| pytorchjob_condition(j, kind);
     let running = |name: &str| {
-        tfjob(&ns.name, name).is_some_and(|j| j["spec"]["runPolicy"]["suspend"] == false && condition(&j, "Running"))
+        tfjob(&ns.name, name)
+            .is_some_and(|j| j["spec"]["runPolicy"]["suspend"] == false && condition_true(&j, "Running"))
     };
     let active = |j: &Value| j["status"]["replicaStatuses"]["Worker"]["active"].as_i64().unwrap_or(0);
     k(&ns.name).apply(&queued_tfjob("low", "e2e-low"));
@@ -727,7 +714,7 @@ fn tfjob_preempted_with_a_ttl(version: &str) {
         });
         reported_after = t_preempt.elapsed();
         let low = tfjob(&ns.name, "low").expect("low");
-        assert!(!condition(&low, "Suspended"), "v1.8.0 reached Suspended: the bug did not reproduce: {low}");
+        assert!(!condition_true(&low, "Suspended"), "v1.8.0 reached Suspended: the bug did not reproduce: {low}");
         assert_eq!(active(&low), 1, "the operator wrote the suspension after all: {low}");
         assert_eq!(low["spec"]["runPolicy"]["ttlSecondsAfterFinished"], 5, "report mode changed the TTL: {low}");
         let high = tfjob(&ns.name, "high").expect("high");
@@ -743,7 +730,8 @@ fn tfjob_preempted_with_a_ttl(version: &str) {
         story_controller("act");
         let low = eventually("'low' Suspended with its TTL stashed", || {
             let j = tfjob(&ns.name, "low")?;
-            (condition(&j, "Suspended") && active(&j) == 0 && j["metadata"]["annotations"][STASH] == "5").then_some(j)
+            (condition_true(&j, "Suspended") && active(&j) == 0 && j["metadata"]["annotations"][STASH] == "5")
+                .then_some(j)
         });
         assert!(low["spec"]["runPolicy"]["ttlSecondsAfterFinished"].is_null(), "{low}");
         assert!(event_reasons(&ns.name, "low").iter().any(|r| r == "TTLStashedWhileSuspended"));
@@ -751,7 +739,7 @@ fn tfjob_preempted_with_a_ttl(version: &str) {
         unstuck_after = t_act.elapsed();
     } else {
         eventually("'low' Suspended", || {
-            tfjob(&ns.name, "low").is_some_and(|j| condition(&j, "Suspended") && active(&j) == 0).then_some(())
+            tfjob(&ns.name, "low").is_some_and(|j| condition_true(&j, "Suspended") && active(&j) == 0).then_some(())
         });
         reported_after = t_preempt.elapsed();
         eventually("'high' Running", || running("high").then_some(()));
@@ -800,7 +788,9 @@ fn tfjob_preempted_with_a_ttl(version: &str) {
         .args(["patch", "pod", &pod, "--subresource=status", "--type=merge", "-p"])
         .args([status.to_string()])
         .ok();
-    eventually("'low' Succeeded", || tfjob(&ns.name, "low").is_some_and(|j| condition(&j, "Succeeded")).then_some(()));
+    eventually("'low' Succeeded", || {
+        tfjob(&ns.name, "low").is_some_and(|j| condition_true(&j, "Succeeded")).then_some(())
+    });
     let succeeded_after = t_free.elapsed();
     eventually("'low' deleted by its TTL", || tfjob(&ns.name, "low").is_none().then_some(()));
     let deleted_after = t_free.elapsed();
