@@ -120,6 +120,30 @@ pub(crate) fn act_rbac(granted: bool) {
     }
 }
 
+/// Switches the controller to act mode as an operator does (the act-mode RBAC from
+/// deploy/components/act-rbac, then `--controller-mode=act` and the extra flags); dropping it
+/// restarts the controller as shipped (report mode) and takes the write permissions away again.
+pub(crate) struct ActMode;
+
+impl ActMode {
+    pub(crate) fn start(extra: &[&str]) -> ActMode {
+        act_rbac(true);
+        plane().script(&["stop", "controller"]);
+        let mut args = vec!["start", "controller", "--controller-mode=act"];
+        args.extend_from_slice(extra);
+        plane().script(&args);
+        ActMode
+    }
+}
+
+impl Drop for ActMode {
+    fn drop(&mut self) {
+        plane().script(&["stop", "controller"]);
+        act_rbac(false);
+        plane().script(&["start", "controller"]);
+    }
+}
+
 /// Sums the samples of `metric` whose labels contain every `label="value"` pair in `labels`.
 pub(crate) fn metric_sum(text: &str, metric: &str, labels: &[&str]) -> f64 {
     text.lines()

@@ -1,31 +1,7 @@
 //! trainguard's controller against the real API server, with the shipped controller
 //! ServiceAccount's RBAC (a token, not admin): its Lease, its watches, the TrainJob TTL.
 
-use crate::cluster::{act_rbac, condition_true, event_reasons, eventually, plane, trainjob};
-
-/// Switches the controller to act mode as an operator does (the act-mode RBAC from
-/// deploy/components/act-rbac, then `--controller-mode=act` and the extra flags); dropping it
-/// restarts the controller as shipped (report mode) and takes the write permissions away again.
-struct ActMode;
-
-impl ActMode {
-    fn start(extra: &[&str]) -> ActMode {
-        act_rbac(true);
-        plane().script(&["stop", "controller"]);
-        let mut args = vec!["start", "controller", "--controller-mode=act"];
-        args.extend_from_slice(extra);
-        plane().script(&args);
-        ActMode
-    }
-}
-
-impl Drop for ActMode {
-    fn drop(&mut self) {
-        plane().script(&["stop", "controller"]);
-        act_rbac(false);
-        plane().script(&["start", "controller"]);
-    }
-}
+use crate::cluster::{ActMode, condition_true, event_reasons, eventually, plane, trainjob};
 
 fn ttl_job(name: &str, runtime: &str, suspend: bool) -> String {
     trainjob(name, runtime, suspend, "").replacen(

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::cluster::{act_rbac, audit_now, audit_since, condition_true, event_reasons, eventually, plane};
+use crate::cluster::{ActMode, audit_now, audit_since, condition_true, event_reasons, eventually, plane};
 
 const CONTROLLER_SA: &str = "system:serviceaccount:trainguard-system:trainguard-controller";
 
@@ -159,29 +159,6 @@ impl Drop for TrainingOperator {
     }
 }
 
-/// trainguard's controller in act mode for one test, with `extra` arguments; restarted as
-/// shipped (report mode, no act RBAC) on drop.
-struct ActController;
-
-impl ActController {
-    fn start(extra: &[&str]) -> ActController {
-        plane().script(&["stop", "controller"]);
-        act_rbac(true);
-        let mut args = vec!["start", "controller", "--controller-mode=act"];
-        args.extend_from_slice(extra);
-        plane().script(&args);
-        ActController
-    }
-}
-
-impl Drop for ActController {
-    fn drop(&mut self) {
-        plane().script(&["stop", "controller"]);
-        act_rbac(false);
-        plane().script(&["start", "controller"]);
-    }
-}
-
 fn job(ns: &str, k: &V1Kind, name: &str) -> Option<Value> {
     plane().kubectl().args(["-n", ns, "get", k.plural, name]).get_json()
 }
@@ -197,7 +174,7 @@ fn job(ns: &str, k: &V1Kind, name: &str) -> Option<Value> {
 fn ttl_backstop_deletes_a_finished_job_of_every_v1_kind() {
     let _operator = TrainingOperator::start(None);
     let ns = plane().namespace("e2e-kinds-ttl", &[]);
-    let _act = ActController::start(&["--ttl-grace=0s"]);
+    let _act = ActMode::start(&["--ttl-grace=0s"]);
     let since = audit_now();
     let t0 = Instant::now();
     for k in &KINDS {
