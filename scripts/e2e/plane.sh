@@ -8,6 +8,8 @@
 #   scripts/e2e/plane.sh down               stop everything (logs stay in the run directory)
 #   scripts/e2e/plane.sh stop webhook       stop trainguard's webhook (failurePolicy tests) or controller
 #   scripts/e2e/plane.sh start controller --controller-mode=act   start one again, extra args appended
+#   scripts/e2e/plane.sh restore            trainguard's objects, tokens, processes and registration
+#                                           as `up` made them (after a test installed or uninstalled it)
 #   scripts/e2e/plane.sh kwok start NAME SELECTOR [no-pod-delete]   a kwok of its own for the nodes
 #                                                   SELECTOR matches (never finishing a pod's deletion)
 #   scripts/e2e/plane.sh kwok stop NAME             stop it: those nodes' kubelets are gone
@@ -354,6 +356,27 @@ start_trainguard() { # component (webhook | controller), extra args...
   start "trainguard-$component" env "${envs[@]}" "$TRAINGUARD_BIN" "${args[@]}" \
     --kubeconfig "$run/trainguard-$component.kubeconfig" "$@"
   started "trainguard-$component" "trainguard's $component ready" 60 curl -sf --max-time 5 "http://127.0.0.1:$admin/readyz"
+}
+
+# trainguard's registration as `up` made it, after a test installed trainguard itself on the real
+# node (tests/e2e/installed.rs) and perhaps uninstalled it as docs/operations.md says, which
+# deletes the namespace with the ServiceAccounts whose tokens the plane's processes hold: the
+# processes stopped, the objects applied again once the namespace is usable, new tokens, the
+# processes started, the webhook configurations last (as `up` orders them).
+restore_trainguard() {
+  [[ -n "${BIN:-}" ]] || BIN="$(grep '^E2E_BIN=' "$run/env" | cut -d= -f2)"
+  stop trainguard-webhook
+  stop trainguard-controller
+  wait_for "namespace trainguard-system not terminating" 180 namespace_usable trainguard-system
+  install_trainguard
+  start_trainguard webhook
+  start_trainguard controller
+  kctl apply -f "$run/trainguard-webhooks.yaml" >/dev/null
+  wait_for "the API server calling trainguard's webhooks" 60 webhook_called
+}
+
+namespace_usable() { # name: absent or active, not terminating
+  [[ "$(kctl get namespace "$1" -o jsonpath='{.status.phase}' --ignore-not-found)" != Terminating ]]
 }
 
 webhook_requests() { # trainguard's webhook: requests served so far
@@ -1000,6 +1023,7 @@ case "${1:-}" in
   down) down ;;
   stop) stop "trainguard-${2:?component}" ;;
   start) shift; start_trainguard "$@" ;;
+  restore) restore_trainguard ;;
   kwok) case "${2:-}" in
       start) start_kwok "${3:?name}" "${4:?label selector}" "${5:-}" ;;
       stop) stop "kwok-${3:?name}" ;;
@@ -1026,5 +1050,5 @@ case "${1:-}" in
       kill) [[ -f "$run/pids/${3:?name}" ]] && { signal KILL "$run/pids/$3" || true; }; rm -f "$run/pids/$3" ;;
       *) die "usage: $0 replica start NAME ADMIN_PORT [ARGS] | replica stop|kill NAME" ;;
     esac ;;
-  *) die "usage: $0 up | down | stop webhook|controller | start webhook|controller [ARGS...]" ;;
+  *) die "usage: $0 up | down | stop webhook|controller | start webhook|controller [ARGS...] | restore" ;;
 esac

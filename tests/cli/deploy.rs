@@ -1361,6 +1361,15 @@ fn chart_renders_the_kustomize_objects() {
         // Nobody to grant the stash remedy's patch to: the value does nothing.
         (json!({"controller": {"enabled": false}, "ttlStash": {"enabled": true}}), &["webhook-only"]),
     ];
+    for (values, components) in cases {
+        assert_chart_renders(values, render_with_components(components), &[]);
+    }
+}
+
+/// The chart with `values` renders `kustomize`'s objects (with the chart's test image), but for
+/// the chart's instance label, the Namespace (Helm installs into an existing one) and the objects
+/// named in `not_in_chart`.
+fn assert_chart_renders(values: Value, kustomize: Rendered, not_in_chart: &[&str]) {
     // Env in name order: kustomize's `act` patch puts the variable it sets first.
     let env_by_name = |r: &mut Rendered| {
         let containers = r.objects.iter_mut().filter_map(|o| o.pointer_mut("/spec/template/spec/containers"));
@@ -1368,21 +1377,66 @@ fn chart_renders_the_kustomize_objects() {
             env.as_array_mut().unwrap().sort_by_key(|e| e["name"].to_string());
         }
     };
-    for (values, components) in cases {
-        let mut chart = render_chart(NAMESPACE, values.clone());
-        for o in &mut chart.objects {
-            without_instance_label(o);
-        }
-        env_by_name(&mut chart);
-        let chart = by_kind_and_name(&chart);
-        let mut kustomize = with_chart_test_image(render_with_components(components));
-        env_by_name(&mut kustomize);
-        let mut kustomize = by_kind_and_name(&kustomize);
-        assert!(kustomize.remove("Namespace \"trainguard-system\"").is_some());
-        assert_eq!(chart.keys().collect::<Vec<_>>(), kustomize.keys().collect::<Vec<_>>(), "{values}");
-        for (key, object) in &kustomize {
-            assert_eq!(&chart[key], object, "{values}: {key}: chart and kustomize differ");
-        }
+    let mut chart = render_chart(NAMESPACE, values.clone());
+    for o in &mut chart.objects {
+        without_instance_label(o);
+    }
+    env_by_name(&mut chart);
+    let chart = by_kind_and_name(&chart);
+    let mut kustomize = with_chart_test_image(kustomize);
+    env_by_name(&mut kustomize);
+    let mut kustomize = by_kind_and_name(&kustomize);
+    for key in ["Namespace \"trainguard-system\""].iter().chain(not_in_chart) {
+        assert!(kustomize.remove(*key).is_some(), "kustomize renders no {key}");
+    }
+    assert_eq!(chart.keys().collect::<Vec<_>>(), kustomize.keys().collect::<Vec<_>>(), "{values}");
+    for (key, object) in &kustomize {
+        assert_eq!(&chart[key], object, "{values}: {key}: chart and kustomize differ");
+    }
+}
+
+/// Without cert-manager (`certificates.source: secret`) the chart renders what the static-certs
+/// overlay renders, but for the TLS Secret, which the user applies (`trainguard certs` writes it,
+/// certs/secret.yaml), with the CA given by `--set-file certificates.caBundle=certs/ca.crt`. A
+/// missing CA or an unknown source is refused with what to do.
+#[test]
+fn chart_without_cert_manager_renders_the_static_certs_objects_but_the_secret() {
+    let checkout = static_certs_checkout();
+    let ca = std::fs::read_to_string(checkout.path().join("certs/ca.crt")).unwrap();
+    // (chart values besides the certificates, components added to the static-certs overlay)
+    let cases: [(Value, &[&str]); 3] = [
+        (json!({}), &[]),
+        (json!({"mutatingWebhook": {"enabled": true}}), &["mutating-webhook"]),
+        (json!({"controller": {"mode": "act"}}), &["act"]),
+    ];
+    for (mut values, components) in cases {
+        values["certificates"] = json!({"source": "secret", "caBundle": ca});
+        assert_chart_renders(
+            values,
+            render_static_certs_in(checkout.path(), components),
+            &["Secret \"trainguard-tls\""],
+        );
+    }
+    // (values, what the refusal says)
+    let refused = [
+        (json!({"source": "secret"}), "certificates.source=secret needs certificates.caBundle"),
+        (
+            json!({"source": "secret", "caBundle": "not a certificate"}),
+            "certificates.source=secret needs certificates.caBundle",
+        ),
+        (json!({"source": "vault"}), "certificates.source \"vault\": use cert-manager (the default) or secret"),
+    ];
+    for (certificates, says) in refused {
+        let values = tempfile::NamedTempFile::new().unwrap();
+        let overrides = json!({"image": {"repository": CHART_TEST_IMAGE}, "certificates": certificates});
+        std::fs::write(values.path(), overrides.to_string()).unwrap();
+        let out = Command::new(tool("helm"))
+            .args(["template", "trainguard", CHART, "-n", NAMESPACE, "-f", values.path().to_str().unwrap()])
+            .current_dir(repo())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && stderr.contains(says), "{certificates}: {stderr}");
     }
 }
 
@@ -1592,7 +1646,7 @@ fn chart_values_and_namespace_reach_every_object() {
 }
 
 #[test]
-fn chart_opt_out_policy_can_be_left_out_for_kubernetes_1_29() {
+fn chart_opt_out_policy_can_be_left_out() {
     let has_policy = |r: &Rendered| r.objects.iter().any(|o| o["kind"] == "ValidatingAdmissionPolicy");
     assert!(has_policy(&render_chart(NAMESPACE, json!({}))), "on by default");
     let off = render_chart(NAMESPACE, json!({"optOutPolicy": {"enabled": false}}));

@@ -261,14 +261,20 @@ pub(crate) fn event_reasons(ns: &str, object: &str) -> Vec<String> {
 /// Polls `check` every 250 ms until it returns `Some`, failing the test after `DEADLINE`. For a
 /// state the cluster converges to; a check of an admission verdict uses [`Answers`] instead, which
 /// fails on a wrong answer rather than waiting it out.
+pub(crate) fn eventually<T>(what: &str, check: impl FnMut() -> Option<T>) -> T {
+    eventually_within(DEADLINE, what, check)
+}
+
+/// [`eventually`] with a deadline of its own, for a state that takes longer by design (a TTL's
+/// grace on top of a job's run).
 #[allow(clippy::disallowed_methods, reason = "eventually's poll interval against the real cluster")]
-pub(crate) fn eventually<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    let until = Instant::now() + DEADLINE;
+pub(crate) fn eventually_within<T>(deadline: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let until = Instant::now() + deadline;
     loop {
         if let Some(found) = check() {
             return found;
         }
-        assert!(Instant::now() < until, "timed out after {DEADLINE:?} waiting for: {what}");
+        assert!(Instant::now() < until, "timed out after {deadline:?} waiting for: {what}");
         std::thread::sleep(Duration::from_millis(250));
     }
 }

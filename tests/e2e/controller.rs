@@ -3,7 +3,7 @@
 
 use crate::cluster::{ActMode, condition_true, event_reasons, eventually, plane, trainjob};
 
-fn ttl_job(name: &str, runtime: &str, suspend: bool) -> String {
+pub(crate) fn ttl_job(name: &str, runtime: &str, suspend: bool) -> String {
     trainjob(name, runtime, suspend, "").replacen(
         "metadata:\n",
         "metadata:\n  annotations:\n    trainguard.io/ttl-seconds-after-finished: \"1\"\n",

@@ -74,8 +74,8 @@ fn certs(tree: &Path, extra: &[&str]) {
     );
 }
 
-/// `make deploy IMAGE=… OVERLAY=static-certs` against the plane; its wall time.
-fn make_deploy(tree: &Path, image: &str) -> Duration {
+/// `make deploy IMAGE=… OVERLAY=static-certs COMPONENTS=…` against the plane; its wall time.
+fn make_deploy(tree: &Path, image: &str, components: &str) -> Duration {
     let t0 = Instant::now();
     run(
         "make deploy",
@@ -83,6 +83,7 @@ fn make_deploy(tree: &Path, image: &str) -> Duration {
             .args(["600", "make", "--no-print-directory", "-C"])
             .arg(tree)
             .args(["deploy", &format!("IMAGE={image}"), "OVERLAY=static-certs", "WAIT_TIMEOUT=3m"])
+            .arg(format!("COMPONENTS={components}"))
             .env("KUBECTL", plane().var("KUBECTL"))
             .env("KUBECONFIG", plane().var("KUBECONFIG")),
     );
@@ -90,15 +91,15 @@ fn make_deploy(tree: &Path, image: &str) -> Duration {
 }
 
 /// Gives trainguard's registration back to the plane when the test ends (passed or failed): the
-/// shipped configurations' `service:` replaced by the plane's loopback ones, the installed
-/// workload removed (the Namespace, ServiceAccounts and RBAC stay: the plane's processes hold
-/// tokens of those ServiceAccounts), the namespace's placement annotations removed, and the
-/// plane's webhook and controller processes started again.
+/// node uncordoned, the installed configuration and workload removed, the act-mode grants taken
+/// back, the namespace's placement annotations removed, then `plane.sh restore`: trainguard's
+/// objects applied again (an uninstall deleted the namespace, and with it the ServiceAccounts whose
+/// tokens the plane's processes hold), new tokens, the plane's webhook and controller processes
+/// started, and the plane's loopback registration, last.
 struct Takeover;
 
 impl Drop for Takeover {
     fn drop(&mut self) {
-        let run = plane().run_dir();
         if let Some(node) = plane().get("NODE_NAME") {
             let _ = plane().kubectl().args(["uncordon", node]).output();
         }
@@ -106,7 +107,6 @@ impl Drop for Takeover {
             .kubectl()
             .args(["delete", "validatingwebhookconfiguration", WEBHOOK_CONFIG, "--ignore-not-found"])
             .output();
-        let _ = plane().kubectl().args(["apply", "-f"]).args([run.join("trainguard-webhooks.yaml")]).output();
         let _ = kubectl_system()
             .args([
                 "delete",
@@ -122,6 +122,7 @@ impl Drop for Takeover {
                 "--timeout=60s",
             ])
             .output();
+        crate::cluster::act_rbac(false);
         let _ = plane()
             .kubectl()
             .args([
@@ -132,26 +133,27 @@ impl Drop for Takeover {
                 "scheduler.alpha.kubernetes.io/defaultTolerations-",
             ])
             .output();
-        // Stopped first: a test that failed before it stopped them left them running.
-        for (verb, component) in
-            [("stop", "webhook"), ("stop", "controller"), ("start", "webhook"), ("start", "controller")]
+        let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/e2e/plane.sh"))
+            .arg("restore")
+            .env("TRAINGUARD_E2E_RUN", plane().run_dir())
+            .output();
+        if let Ok(out) = out
+            && !out.status.success()
         {
-            let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/e2e/plane.sh"))
-                .args([verb, component])
-                .env("TRAINGUARD_E2E_RUN", &run)
-                .output();
-            if let Ok(out) = out
-                && !out.status.success()
-            {
-                eprintln!("plane.sh {verb} {component}: {}", String::from_utf8_lossy(&out.stderr));
-            }
+            eprintln!("plane.sh restore: {}", String::from_utf8_lossy(&out.stderr));
         }
     }
 }
 
 /// The installed webhook's pods: (name, uid, pod IP, restart count), each Ready.
 fn ready_webhook_pods() -> Option<Vec<(String, String, String, i64)>> {
-    let pods = kubectl_system().args(["get", "pods", "-l", "app.kubernetes.io/component=webhook"]).get_json()?;
+    ready_webhook_pods_in(SYSTEM)
+}
+
+/// The webhook pods in `ns`, as [`ready_webhook_pods`].
+fn ready_webhook_pods_in(ns: &str) -> Option<Vec<(String, String, String, i64)>> {
+    let pods =
+        plane().kubectl().args(["-n", ns, "get", "pods", "-l", "app.kubernetes.io/component=webhook"]).get_json()?;
     let mut out = Vec::new();
     for pod in pods["items"].as_array()? {
         if !pod["metadata"]["deletionTimestamp"].is_null() {
@@ -288,7 +290,7 @@ fn install() -> Installed {
         .ok();
     // make deploy waits for the webhook Deployment to be Available before it registers the webhooks.
     let since = audit_now();
-    let took = make_deploy(&tree, image);
+    let took = make_deploy(&tree, image, "");
     eprintln!("make deploy took {:.1} s", took.as_secs_f64());
     let pods = eventually("both webhook pods Ready", || ready_webhook_pods().filter(|p| p.len() == 2));
     for (name, _, ip, restarts) in &pods {
@@ -329,34 +331,48 @@ fn install() -> Installed {
     plane().script(&["stop", "controller"]);
     // The installed controller stood by while the plane's held the Lease; it leads now, in
     // report mode as shipped.
-    let controller = eventually("the installed controller holding the Lease", || {
-        let pods = kubectl_system().args(["get", "pods", "-l", "app.kubernetes.io/component=controller"]).get_json()?;
-        let pod = pods["items"].as_array()?.first()?.clone();
-        let name = pod["metadata"]["name"].as_str()?.to_string();
-        let lease = kubectl_system().args(["get", "lease", "trainguard-controller"]).get_json()?;
-        (lease["spec"]["holderIdentity"] == name.as_str()).then_some(pod)
-    });
+    let controller = eventually("the installed controller holding the Lease", leading_controller);
     assert_eq!(controller["spec"]["nodeName"], node);
     // Its Lease writes carry its own projected token: the pod's name is bound into it.
     let name = controller["metadata"]["name"].as_str().unwrap().to_string();
     eventually("the installed controller's Lease writes in the audit log", || {
-        audit_since(&since)
-            .iter()
-            .any(|e| {
-                e["user"]["username"] == "system:serviceaccount:trainguard-system:trainguard-controller"
-                    && e["objectRef"]["resource"] == "leases"
-                    && e["user"]["extra"]["authentication.kubernetes.io/pod-name"][0] == name.as_str()
-            })
-            .then_some(())
+        written_by_pod(&since, "leases", "update", &name).then_some(())
     });
-    let mode = controller["spec"]["containers"][0]["env"]
-        .as_array()
-        .unwrap()
+    assert_eq!(controller_mode(&controller).as_deref(), Some("report"));
+    Installed { tree, image: image.to_string(), pods, _takeover: takeover }
+}
+
+/// The installed controller's pod that holds the Lease (not terminating).
+fn leading_controller() -> Option<Value> {
+    let holder = kubectl_system().args(["get", "lease", "trainguard-controller"]).get_json()?["spec"]["holderIdentity"]
+        .as_str()?
+        .to_string();
+    let pods = kubectl_system().args(["get", "pods", "-l", "app.kubernetes.io/component=controller"]).get_json()?;
+    pods["items"]
+        .as_array()?
+        .iter()
+        .find(|p| p["metadata"]["name"] == holder.as_str() && p["metadata"]["deletionTimestamp"].is_null())
+        .cloned()
+}
+
+/// The controller pod's `TRAINGUARD_CONTROLLER_MODE`, as its Deployment sets it.
+fn controller_mode(pod: &Value) -> Option<String> {
+    pod["spec"]["containers"][0]["env"]
+        .as_array()?
         .iter()
         .find(|e| e["name"] == "TRAINGUARD_CONTROLLER_MODE")
-        .map(|e| e["value"].clone());
-    assert_eq!(mode, Some(Value::from("report")));
-    Installed { tree, image: image.to_string(), pods, _takeover: takeover }
+        .and_then(|e| e["value"].as_str().map(str::to_string))
+}
+
+/// Whether the audit log since `since` holds a `verb` of `resource` made with the controller
+/// ServiceAccount's projected token of pod `pod` (the kubelet binds the pod's name into it).
+fn written_by_pod(since: &str, resource: &str, verb: &str, pod: &str) -> bool {
+    audit_since(since).iter().any(|e| {
+        e["user"]["username"] == "system:serviceaccount:trainguard-system:trainguard-controller"
+            && e["objectRef"]["resource"] == resource
+            && e["verb"] == verb
+            && e["user"]["extra"]["authentication.kubernetes.io/pod-name"][0] == pod
+    })
 }
 
 #[test]
@@ -412,7 +428,7 @@ fn installed_by_make_deploy_judges_through_its_service_and_rotates_its_certifica
     let new_cert = fingerprint(&tree.join("certs/tls.crt"));
     assert_ne!(old_cert, new_cert);
     let t0 = Instant::now();
-    make_deploy(tree, &installed.image);
+    make_deploy(tree, &installed.image, "");
     // The kubelet delivers a changed Secret within its sync period plus its cache TTL (one to two
     // minutes), longer than `eventually`'s deadline: judged writes go on all the while.
     let until = t0 + Duration::from_secs(240);
@@ -499,7 +515,7 @@ fn installed_webhook_rolls_under_load_without_refusing_a_write() {
     std::thread::sleep(Duration::from_secs(5));
     let t0 = Instant::now();
     // 1. A new image tag, by the install command (make deploy sets the image by kustomize).
-    make_deploy(&installed.tree, &next);
+    make_deploy(&installed.tree, &next, "");
     kubectl_system().args(["rollout", "status", "deploy/trainguard-webhook", "--timeout=180s"]).ok();
     let first = t0.elapsed();
     // 2. A changed setting, as `kubectl set env` changes it.
@@ -601,4 +617,247 @@ fn ready_webhook_pods_on(node: &str) -> Vec<String> {
         })
         .map(|p| p["metadata"]["name"].as_str().unwrap().to_string())
         .collect()
+}
+
+#[test]
+#[ignore = "the real node is opt-in: TRAINGUARD_E2E_NODE=1 make e2e starts it and runs this test"]
+fn the_installed_controller_hands_its_lease_over_and_acts_after_the_documented_switch() {
+    let installed = install();
+    // Deleting the leading pod (a drain, an eviction, `kubectl delete pod`): it gives the Lease up
+    // on SIGTERM, and the pod the Deployment starts in its place takes it over.
+    let old = eventually("the installed controller leading", leading_controller);
+    let old_name = old["metadata"]["name"].as_str().unwrap().to_string();
+    let t0 = Instant::now();
+    kubectl_system().args(["delete", "pod", &old_name, "--wait=false"]).ok();
+    let next = eventually("another controller pod holding the Lease", || {
+        leading_controller().filter(|p| p["metadata"]["name"] != old_name.as_str())
+    });
+    eprintln!(
+        "controller handover: a new pod led {:.1} s after the leader's pod was deleted",
+        t0.elapsed().as_secs_f64()
+    );
+    assert_eq!(controller_mode(&next).as_deref(), Some("report"));
+
+    // Act mode by the switch docs/controller.md documents: the `act` component, here through
+    // `make deploy COMPONENTS=act` (the mode and its grants in one apply).
+    let since = audit_now();
+    make_deploy(&installed.tree, &installed.image, "act");
+    kubectl_system().args(["rollout", "status", "deploy/trainguard-controller", "--timeout=180s"]).ok();
+    let acting = eventually("an act-mode controller pod holding the Lease", || {
+        leading_controller().filter(|p| controller_mode(p).as_deref() == Some("act"))
+    });
+    let acting = acting["metadata"]["name"].as_str().unwrap().to_string();
+    // A finished TrainJob past its TTL (1 s, and the default 30 s grace): deleted by the installed
+    // controller with its own token, and a suspended one beside it kept.
+    let ns = plane().namespace("e2e-installed-act", &[]);
+    let k = || plane().kubectl().args(["-n", &ns.name]);
+    k().apply(&crate::controller::ttl_job("finished", "e2e-torch-quick", false));
+    k().apply(&crate::controller::ttl_job("suspended", "e2e-torch-quick", true));
+    // Completion (about 10 s) plus the grace: longer than one `eventually`.
+    crate::cluster::eventually_within(Duration::from_secs(180), "the finished TrainJob deleted by its TTL", || {
+        k().args(["get", "trainjob", "finished"]).get_json().is_none().then_some(())
+    });
+    eventually("the TTL delete in the audit log, by the acting pod", || {
+        written_by_pod(&since, "trainjobs", "delete", &acting).then_some(())
+    });
+    let kept = k().args(["get", "trainjob", "suspended"]).get_json();
+    assert!(kept.is_some_and(|j| j["metadata"]["deletionTimestamp"].is_null()), "the suspended TrainJob was deleted");
+}
+
+/// The `n`th (from 0) `sh` block of docs/operations.md under the heading `heading` (`## Uninstall`),
+/// before the next heading of the same level.
+fn operations_block(heading: &str, n: usize) -> String {
+    let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/operations.md")).unwrap();
+    let level = heading.split(' ').next().unwrap();
+    let section =
+        page.split(&format!("\n{heading}\n")).nth(1).unwrap_or_else(|| panic!("no {heading} in docs/operations.md"));
+    let section = section.split(&format!("\n{level} ")).next().unwrap();
+    section
+        .split("```sh\n")
+        .nth(n + 1)
+        .and_then(|b| b.split("\n```").next())
+        .unwrap_or_else(|| panic!("no sh block {n} under {heading}"))
+        .to_string()
+}
+
+/// The commands of docs/operations.md's "Uninstall", as written there, for the overlay installed
+/// here (static-certs: the page names cert-manager's and says to use yours).
+fn documented_uninstall() -> String {
+    let block = operations_block("## Uninstall", 0);
+    assert!(block.contains("deploy/overlays/cert-manager"), "the Uninstall block no longer names the overlay: {block}");
+    block.replace("deploy/overlays/cert-manager", "deploy/overlays/static-certs")
+}
+
+/// Runs documented commands as a user pastes them into a shell (stopping at a failed command), in
+/// `dir`, with kubectl, helm and trainguard (the binary under test) on PATH.
+fn run_documented(what: &str, commands: &str, dir: &Path) -> Duration {
+    let dirs = [Path::new(plane().var("KUBECTL")), Path::new(plane().var("TRAINGUARD_BIN"))]
+        .map(|bin| bin.parent().unwrap().display().to_string());
+    let path = format!("{}:{}:{}", dirs[0], dirs[1], std::env::var("PATH").unwrap());
+    let t0 = Instant::now();
+    run(
+        what,
+        Command::new("bash")
+            .args(["-e", "-c", commands])
+            .current_dir(dir)
+            .env("PATH", path)
+            .env("KUBECONFIG", plane().var("KUBECONFIG")),
+    );
+    t0.elapsed()
+}
+
+#[test]
+#[ignore = "the real node is opt-in: TRAINGUARD_E2E_NODE=1 make e2e starts it and runs this test"]
+fn uninstalling_as_documented_leaves_nothing_that_could_block_a_write() {
+    let installed = install();
+    let ns = running_job("e2e-installed-uninstall", false);
+    judged_write(&ns.name);
+    // In the directory `make deploy` was run from.
+    let took = run_documented("the Uninstall commands of docs/operations.md", &documented_uninstall(), &installed.tree);
+    eprintln!("uninstall as documented took {:.1} s", took.as_secs_f64());
+    // No admission object of trainguard's is left for the API server to call or evaluate.
+    for kind in [
+        "validatingwebhookconfigurations",
+        "mutatingwebhookconfigurations",
+        "validatingadmissionpolicies",
+        "validatingadmissionpolicybindings",
+        "clusterroles",
+        "clusterrolebindings",
+    ] {
+        let left = plane().kubectl().args(["get", kind, "-l", "app.kubernetes.io/name=trainguard", "-o", "name"]).ok();
+        assert!(left.trim().is_empty(), "the uninstall left {kind}: {left}");
+    }
+    let hooks = plane().kubectl().args(["get", "validatingwebhookconfigurations", "-o", "json"]).get_json().unwrap();
+    let names: Vec<&str> =
+        hooks["items"].as_array().unwrap().iter().filter_map(|h| h["metadata"]["name"].as_str()).collect();
+    assert!(!names.contains(&WEBHOOK_CONFIG), "{names:?}");
+    // The write trainguard denied a moment ago now reaches the API server's own checks and is
+    // allowed: nothing answers "failed calling webhook".
+    let patch = runtime_patches(&[patch_entry("e2e.trainguard.io/user", "pool-b")]);
+    eventually("the denied write allowed once trainguard is gone", || {
+        let out = plane()
+            .kubectl()
+            .args(["-n", &ns.name, "patch", "trainjob", "running", "--type=merge", "--dry-run=server", "-p", &patch])
+            .output();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("failed calling webhook"), "a write failed for the uninstalled webhook: {err}");
+        out.status.success().then_some(())
+    });
+    eventually("the namespace trainguard-system gone", || {
+        plane().kubectl().args(["get", "namespace", SYSTEM]).get_json().is_none().then_some(())
+    });
+}
+
+/// The Helm release of the Helm test, its object names (`<release>-…`, as the name contains
+/// `trainguard`) and a namespace of its own.
+const HELM_RELEASE: &str = "trainguard-e2e";
+const HELM_NAMESPACE: &str = "e2e-helm";
+
+/// For the Helm test: the plane's own validating configuration taken away while it runs (so that
+/// only the release judges), and on drop the release and its namespace removed and the plane's
+/// registration given back (`plane.sh restore`).
+struct HelmTakeover;
+
+impl Drop for HelmTakeover {
+    fn drop(&mut self) {
+        let _ = Command::new("helm")
+            .args(["uninstall", HELM_RELEASE, "-n", HELM_NAMESPACE, "--ignore-not-found", "--wait", "--timeout", "2m"])
+            .env("KUBECONFIG", plane().var("KUBECONFIG"))
+            .output();
+        let _ = plane()
+            .kubectl()
+            .args(["delete", "namespace", HELM_NAMESPACE, "--ignore-not-found", "--timeout=120s"])
+            .output();
+        let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/e2e/plane.sh"))
+            .arg("restore")
+            .env("TRAINGUARD_E2E_RUN", plane().run_dir())
+            .output();
+        if let Ok(out) = out
+            && !out.status.success()
+        {
+            eprintln!("plane.sh restore: {}", String::from_utf8_lossy(&out.stderr));
+        }
+    }
+}
+
+#[test]
+#[ignore = "the real node is opt-in: TRAINGUARD_E2E_NODE=1 make e2e starts it and runs this test"]
+fn installed_by_helm_without_cert_manager_judges_and_uninstalls_as_documented() {
+    let (Some(node), Some(image)) = (plane().get("NODE_NAME"), plane().get("TRAINGUARD_IMAGE_REF")) else {
+        panic!("the plane has no real node with the trainguard image (plane.sh node start)");
+    };
+    let (repository, tag) = image.rsplit_once(':').expect("the image reference has a tag");
+    // The chart as a user has it (a checkout's deploy/), and a values file as docs/operations.md
+    // shows it, with the image, and the pods placed on the real node by the chart's own values.
+    let dir = plane().run_dir().join("helm");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    run("copy deploy/", Command::new("cp").arg("-r").arg(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy")).arg(&dir));
+    let values = format!(
+        "image:\n  repository: {repository}\n  tag: \"{tag}\"\noptOut:\n  groups: [\"system:masters\"]\n\
+         nodeSelector:\n  kubernetes.io/hostname: {node}\n\
+         tolerations: [{{key: e2e.trainguard.io/real-node, operator: Exists, effect: NoSchedule}}]\n"
+    );
+    std::fs::write(dir.join("my-values.yaml"), values).unwrap();
+    let takeover = HelmTakeover;
+    plane().kubectl().args(["delete", "validatingwebhookconfiguration", WEBHOOK_CONFIG]).ok();
+
+    // "Helm without cert-manager", as written, with this test's names.
+    let install = operations_block("### Helm without cert-manager", 0);
+    let names = "RELEASE=trainguard NAMESPACE=trainguard-system   # names of your choosing";
+    assert!(install.starts_with(names), "the block no longer starts by naming the release: {install}");
+    let install = install.replacen(names, &format!("RELEASE={HELM_RELEASE} NAMESPACE={HELM_NAMESPACE}"), 1);
+    let took = run_documented("the Helm commands of docs/operations.md", &install, &dir);
+    eprintln!("helm install without cert-manager, both steps, took {:.1} s", took.as_secs_f64());
+    let pods = eventually("both of the release's webhook pods Ready", || {
+        ready_webhook_pods_in(HELM_NAMESPACE).filter(|p| p.len() == 2)
+    });
+    for (name, ..) in &pods {
+        let pod = plane().kubectl().args(["-n", HELM_NAMESPACE, "get", "pod", name]).get_json().unwrap();
+        assert_eq!(pod["spec"]["nodeName"], node, "{name} is not on the real node");
+    }
+    let config_name = format!("{HELM_RELEASE}-validating");
+    let config = plane().kubectl().args(["get", "validatingwebhookconfiguration", &config_name]).get_json().unwrap();
+    let client = &config["webhooks"][0]["clientConfig"];
+    assert_eq!(client["service"]["namespace"], HELM_NAMESPACE, "{client}");
+    assert_eq!(client["service"]["name"], format!("{HELM_RELEASE}-webhook").as_str(), "{client}");
+    let ca = std::fs::read_to_string(dir.join("certs/ca.crt")).unwrap();
+    let bundle = run(
+        "base64 -d",
+        Command::new("sh").args(["-c", "printf %s \"$1\" | base64 -d", "sh", client["caBundle"].as_str().unwrap()]),
+    );
+    assert_eq!(String::from_utf8_lossy(&bundle.stdout).trim(), ca.trim(), "caBundle is not certs/ca.crt");
+    // The release alone judges: a write it must deny is denied, and its pods count it.
+    let ns = running_job("e2e-helm-judged", false);
+    let before = pods_denials(&pods);
+    judged_write(&ns.name);
+    assert!(pods_denials(&pods) > before, "the release's pods did not count the denial");
+
+    // "Uninstall", with Helm, as written.
+    let uninstall = operations_block("## Uninstall", 1);
+    assert!(uninstall.contains("helm uninstall"), "the second Uninstall block is not Helm's: {uninstall}");
+    let uninstall = format!("RELEASE={HELM_RELEASE} NAMESPACE={HELM_NAMESPACE}\n{uninstall}");
+    let took = run_documented("the Helm Uninstall commands of docs/operations.md", &uninstall, &dir);
+    eprintln!("helm uninstall as documented took {:.1} s", took.as_secs_f64());
+    for kind in [
+        "validatingwebhookconfigurations",
+        "mutatingwebhookconfigurations",
+        "validatingadmissionpolicies",
+        "deployments",
+    ] {
+        let selector = format!("app.kubernetes.io/instance={HELM_RELEASE}");
+        let left = plane().kubectl().args(["get", kind, "-A", "-l", &selector, "-o", "name"]).ok();
+        assert!(left.trim().is_empty(), "helm uninstall left {kind}: {left}");
+    }
+    let patch = runtime_patches(&[patch_entry("e2e.trainguard.io/user", "pool-b")]);
+    eventually("the denied write allowed once the release is gone", || {
+        let out = plane()
+            .kubectl()
+            .args(["-n", &ns.name, "patch", "trainjob", "running", "--type=merge", "--dry-run=server", "-p", &patch])
+            .output();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("failed calling webhook"), "a write failed for the uninstalled webhook: {err}");
+        out.status.success().then_some(())
+    });
+    drop(takeover);
 }

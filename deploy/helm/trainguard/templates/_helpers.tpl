@@ -115,3 +115,32 @@ subjects:
     namespace: {{ $root.Release.Namespace }}
 {{- end }}
 {{- end -}}
+
+{{/*
+How the API server comes to trust the webhook's serving certificate, for a webhook configuration's
+metadata ("annotations") or its webhooks' clientConfig ("caBundle"): cert-manager's cainjector
+fills caBundle from the serving Certificate, or certificates.caBundle sets it.
+*/}}
+{{- define "trainguard.certificates.source" -}}
+{{- $source := .Values.certificates.source -}}
+{{- if not (has $source (list "cert-manager" "secret")) -}}
+{{- fail (printf "certificates.source %q: use cert-manager (the default) or secret" $source) -}}
+{{- end -}}
+{{- if and (eq $source "secret") (not (contains "-----BEGIN CERTIFICATE-----" .Values.certificates.caBundle)) -}}
+{{- fail "certificates.source=secret needs certificates.caBundle, the PEM CA that signed the serving certificate in the Secret: --set-file certificates.caBundle=certs/ca.crt (trainguard certs writes it)" -}}
+{{- end -}}
+{{- $source -}}
+{{- end -}}
+
+{{- define "trainguard.webhookAnnotations" -}}
+{{- if eq (include "trainguard.certificates.source" .) "cert-manager" -}}
+annotations:
+  cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/{{ include "trainguard.fullname" . }}-serving
+{{- end -}}
+{{- end -}}
+
+{{- define "trainguard.caBundle" -}}
+{{- if eq (include "trainguard.certificates.source" .) "secret" -}}
+caBundle: {{ .Values.certificates.caBundle | b64enc }}
+{{- end -}}
+{{- end -}}
