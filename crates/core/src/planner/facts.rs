@@ -7,9 +7,10 @@ use std::sync::Arc;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::jiff::Timestamp;
 
+use crate::model::condition::true_since;
 use crate::model::jobset::{BatchJobView, JOBSET_GROUP, JOBSET_KIND, JOBSET_NAME_LABEL, JobSetView};
 use crate::model::kubeflow_v1::{
-    JOB_NAME_LABEL, KUBEFLOW_GROUP, TRAINING_OPERATOR_MANAGED_BY, TrainingJobView, TrainingKind, true_since,
+    JOB_NAME_LABEL, KUBEFLOW_GROUP, TRAINING_OPERATOR_MANAGED_BY, TrainingJobView, TrainingKind,
 };
 use crate::model::pod::{NodeView, PodView};
 use crate::model::trainjob_state::{self, TrainJobStateView};
