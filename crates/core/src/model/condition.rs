@@ -5,17 +5,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde::Deserialize;
 
-/// One `status.conditions[]` entry.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub(crate) struct ConditionView {
-    #[serde(rename = "type")]
-    pub(crate) type_: String,
-    pub(crate) status: String,
-    pub reason: Option<String>,
-    pub(crate) last_transition_time: Option<Time>,
-}
-
 /// A `status` of which only the conditions are read.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
@@ -28,6 +17,17 @@ impl ConditionsStatus {
     pub(crate) fn of(status: Option<&ConditionsStatus>) -> &[ConditionView] {
         status.and_then(|s| s.conditions.as_deref()).unwrap_or(&[])
     }
+}
+
+/// One `status.conditions[]` entry.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub(crate) struct ConditionView {
+    #[serde(rename = "type")]
+    pub(crate) type_: String,
+    pub(crate) status: String,
+    pub reason: Option<String>,
+    pub(crate) last_transition_time: Option<Time>,
 }
 
 /// `Some(lastTransitionTime)` when condition `type_` (the first of that type) is True.

@@ -35,6 +35,7 @@ pub(crate) struct JobSetStatusView {
     pub(crate) replicated_jobs_status: Option<Vec<ReplicatedJobStatusView>>,
 }
 
+/// One replicated job's counts, in a JobSet's `replicatedJobsStatus` and a TrainJob's `jobsStatus`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub(crate) struct ReplicatedJobStatusView {

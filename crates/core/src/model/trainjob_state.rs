@@ -9,6 +9,7 @@ use serde::Deserialize;
 use k8s_openapi::jiff::Timestamp;
 
 use super::condition::{ConditionView, ConditionsStatus, true_since};
+use super::jobset::ReplicatedJobStatusView;
 use super::kubeflow_v1::FinishKind;
 use super::{TRAINJOB_GROUP, TRAINJOB_KIND, TRAINJOB_RESOURCE, TRAINJOB_VERSION};
 
@@ -35,14 +36,8 @@ pub struct TrainJobStateSpec {
 #[serde(default, rename_all = "camelCase")]
 pub(crate) struct TrainJobStateStatus {
     pub(crate) conditions: Option<Vec<ConditionView>>,
-    pub(crate) jobs_status: Option<Vec<TrainJobJobStatus>>,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub(crate) struct TrainJobJobStatus {
-    pub name: String,
-    pub active: Option<i64>,
+    /// Trainer copies its JobSet's `replicatedJobsStatus` here.
+    pub(crate) jobs_status: Option<Vec<ReplicatedJobStatusView>>,
 }
 
 impl TrainJobStateView {

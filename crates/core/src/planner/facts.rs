@@ -429,7 +429,7 @@ impl TrainJobFacts {
                 .status
                 .as_ref()
                 .and_then(|s| s.jobs_status.as_ref())
-                .map(|j| j.iter().map(|s| s.active.unwrap_or(0).max(0)).sum())
+                .map(|j| j.iter().map(|s| i64::from(s.active.unwrap_or(0).max(0))).sum())
                 .unwrap_or(0),
         })
     }
