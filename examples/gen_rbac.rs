@@ -1,6 +1,7 @@
 //! Writes the `rules:` of every Role and ClusterRole under deploy/ (the kustomize files and the Helm
-//! chart) from the API-call table in src/rbac.rs. Run `cargo run --example gen_rbac` after changing
-//! the table; commit the files. `tests/cli/rbac.rs` fails while they differ from what this writes.
+//! chart) and the binding after each from the API-call table in src/rbac.rs. Run `cargo run
+//! --example gen_rbac` after changing the table; commit the files. `tests/cli/rbac.rs` fails while
+//! they differ from what this writes.
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "a generator: a panic is its failure report")]
 
 use trainguard_binary_support::rbac;

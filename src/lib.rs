@@ -7,6 +7,7 @@ pub mod certgen;
 pub mod cli;
 pub mod cluster;
 pub mod controller;
+pub(crate) mod dns_label;
 pub mod logging;
 pub mod manifests;
 pub mod rbac;

@@ -1,8 +1,8 @@
 //! Every Kubernetes API call the binary makes, in one table (docs/controller.md (API calls)). The
 //! executor's mock-API tests check each call they see against it. The RBAC under deploy/ comes from
 //! it: `cargo run --example gen_rbac` writes the rules of every Role and ClusterRole of the
-//! kustomize files and the Helm chart from these rows, each to the process that makes the call
-//! ([`By`]), and `tests/cli/rbac.rs` fails while a file differs.
+//! kustomize files and the Helm chart from these rows, and their bindings, each to the process that
+//! makes the call ([`By`]), and `tests/cli/rbac.rs` fails while a file differs.
 
 use std::sync::LazyLock;
 

@@ -23,6 +23,7 @@ use rustls_pki_types::pem::PemObject as _;
 use serde_json::json;
 
 use crate::certgen::{GeneratedChain, generate_chain};
+use crate::dns_label::{self, LabelProblem};
 
 /// Names in `deploy/base` the generated files refer to; `tests/cli/deploy.rs` checks they agree.
 pub const DEFAULT_SERVICE: &str = "trainguard-webhook";
@@ -248,17 +249,11 @@ pub(crate) fn validate_target(target: &Target) -> Result<(), CertsError> {
 }
 
 fn dns_label_problem(value: &str) -> Option<&'static str> {
-    let bytes = value.as_bytes();
-    if bytes.is_empty() || bytes.len() > 63 {
-        return Some("must be 1 to 63 characters");
-    }
-    if !bytes.iter().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-') {
-        return Some("only lowercase letters, digits and '-' are allowed");
-    }
-    if bytes[0] == b'-' || bytes[bytes.len() - 1] == b'-' {
-        return Some("must start and end with a letter or digit");
-    }
-    None
+    dns_label::check(value).err().map(|problem| match problem {
+        LabelProblem::Length => "must be 1 to 63 characters",
+        LabelProblem::Characters => "only lowercase letters, digits and '-' are allowed",
+        LabelProblem::Ends => "must start and end with a letter or digit",
+    })
 }
 
 /// The CERTIFICATE blocks of a PEM file, each checked to be a CA certificate.

@@ -10,7 +10,9 @@ use std::time::Duration;
 
 pub use reflect::{ClusterCache, IndexEvent, IndexSource};
 pub use trainguard_core::view::StateError;
-pub use trainguard_core::view::{ChildJobState, ClusterView, GateFacts, JobSetFacts, JobSetState, Offline, StaticView};
+pub use trainguard_core::view::{
+    ChildJobState, ClusterView, GateFacts, JobSetState, JobSetWithJobs, Offline, StaticView,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ClientError {

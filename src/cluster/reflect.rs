@@ -34,7 +34,7 @@ use trainguard_core::index::{ChildJobRecord, JobSetRecord};
 use trainguard_core::model::jobset::{BatchJobView, JOBSET_NAME_LABEL, JobSetView};
 use trainguard_core::planner::facts::{FactsError, NsName};
 use trainguard_core::planner::snapshot::Change;
-use trainguard_core::view::{ClusterView, GateFacts, JobSetFacts};
+use trainguard_core::view::{ClusterView, GateFacts, JobSetWithJobs};
 
 pub(crate) const JOBSETS: &str = "jobsets";
 pub(crate) const JOBS: &str = "jobs";
@@ -226,7 +226,7 @@ impl ClusterView for ClusterCache {
             .get(&k)
             .map(|jobs| jobs.iter().map(ChildJobRecord::gate_state).collect())
             .unwrap_or_default();
-        GateFacts::Known(JobSetFacts { jobset, jobs })
+        GateFacts::Known(JobSetWithJobs { jobset, jobs })
     }
 }
 

@@ -4,6 +4,8 @@
 //! namespace (`Api::namespaced`), so the controller needs only RoleBindings there; nodes are
 //! cluster-scoped and stay watched cluster-wide (node failure needs them wherever the pods are).
 
+use crate::dns_label::{self, LabelProblem};
+
 /// Which namespaces the controller watches and acts in.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Namespaces {
@@ -51,18 +53,13 @@ impl Namespaces {
     }
 }
 
+/// `name` is never empty here: empty items of the list are skipped.
 fn namespace_name_problem(name: &str) -> Option<&'static str> {
-    let bytes = name.as_bytes();
-    if bytes.len() > 63 {
-        return Some("at most 63 characters");
-    }
-    if !bytes.iter().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-') {
-        return Some("only lowercase letters, digits and '-'");
-    }
-    if bytes[0] == b'-' || bytes[bytes.len() - 1] == b'-' {
-        return Some("must start and end with a letter or digit");
-    }
-    None
+    dns_label::check(name).err().map(|problem| match problem {
+        LabelProblem::Length => "at most 63 characters",
+        LabelProblem::Characters => "only lowercase letters, digits and '-'",
+        LabelProblem::Ends => "must start and end with a letter or digit",
+    })
 }
 
 #[cfg(test)]
@@ -76,9 +73,17 @@ mod tests {
         assert_eq!(Namespaces::parse(&[""]), Ok(Namespaces::All), "TRAINGUARD_NAMESPACES= (empty) is all");
         assert_eq!(Namespaces::parse(&["a,b"]), Ok(only(&["a", "b"])));
         assert_eq!(Namespaces::parse(&["team-a", " team-b ,", "team-a"]), Ok(only(&["team-a", "team-b"])));
-        for bad in ["Team", "a_b", "-a", "a-", &"x".repeat(64)] {
-            let err = Namespaces::parse(&[bad]).unwrap_err();
-            assert!(err.contains("is not a namespace name"), "{bad}: {err}");
+        // (a name that is not a namespace's, why)
+        let bad = [
+            ("Team", "only lowercase letters, digits and '-'"),
+            ("a_b", "only lowercase letters, digits and '-'"),
+            ("-a", "must start and end with a letter or digit"),
+            ("a-", "must start and end with a letter or digit"),
+            (&"x".repeat(64), "at most 63 characters"),
+        ];
+        for (name, why) in bad {
+            let err = Namespaces::parse(&[name]).unwrap_err();
+            assert_eq!(err, format!("--namespaces: {name:?} is not a namespace name: {why}"));
         }
         assert_eq!(only(&["a", "b"]).listed(), Some(&["a".to_string(), "b".to_string()][..]));
         assert_eq!(Namespaces::All.listed(), None);

@@ -203,42 +203,32 @@ impl<I: Write> Write for Watched<I> {
     }
 }
 
-/// A response body hyper can send on either protocol.
-pub trait ServedBody:
-    http_body::Body<Data: Send, Error: Into<Box<dyn std::error::Error + Send + Sync>>> + Send + 'static
-{
+/// A trait that stands for its bounds and that every type with them has: the bounds written once
+/// rather than on the trait and again on its blanket impl (Rust has no stable trait aliases).
+macro_rules! trait_alias {
+    ($(#[$doc:meta])* $vis:vis trait $name:ident $(<$param:ident: $param_bound:path>)? = ($($bound:tt)+)) => {
+        $(#[$doc])*
+        $vis trait $name $(<$param: $param_bound>)?: $($bound)+ {}
+        impl<T: $($bound)+ $(, $param: $param_bound)?> $name $(<$param>)? for T {}
+    };
 }
 
-impl<B> ServedBody for B where
-    B: http_body::Body<Data: Send, Error: Into<Box<dyn std::error::Error + Send + Sync>>> + Send + 'static
-{
+trait_alias! {
+    /// A response body hyper can send on either protocol.
+    pub trait ServedBody =
+        (http_body::Body<Data: Send, Error: Into<Box<dyn std::error::Error + Send + Sync>>> + Send + 'static)
 }
 
-/// A service [`serve`] can run on a connection: cloneable, answering with a [`ServedBody`].
-pub trait ConnService<B: ServedBody>:
-    hyper::service::Service<
-        http::Request<Incoming>,
-        Response = http::Response<B>,
-        Error = Infallible,
-        Future: Send + 'static,
-    > + Clone
-    + Send
-    + Sync
-    + 'static
-{
-}
-
-impl<S, B: ServedBody> ConnService<B> for S where
-    S: hyper::service::Service<
+trait_alias! {
+    /// A service [`serve`] can run on a connection: cloneable, answering with a [`ServedBody`].
+    pub trait ConnService<B: ServedBody> = (
+        hyper::service::Service<
             http::Request<Incoming>,
             Response = http::Response<B>,
             Error = Infallible,
             Future: Send + 'static,
-        > + Clone
-        + Send
-        + Sync
-        + 'static
-{
+        > + Clone + Send + Sync + 'static
+    )
 }
 
 /// A service wrapper that records [`Activity`].

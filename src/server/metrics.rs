@@ -14,44 +14,25 @@ use prometheus_client::registry::Registry;
 /// Numbers each [`WebhookMetrics`] so that [`WebhookMetrics::count_decision`] tells them apart.
 static NEXT_INSTANCE: AtomicUsize = AtomicUsize::new(0);
 
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct WebhookLabels {
-    pub webhook: &'static str,
+/// Label sets whose every value is a `&'static str` (so that recording allocates nothing), each a
+/// struct with these derives.
+macro_rules! label_sets {
+    ($($vis:vis struct $name:ident { $($field_vis:vis $field:ident),+ })+) => {$(
+        #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+        $vis struct $name {
+            $($field_vis $field: &'static str),+
+        }
+    )+};
 }
 
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct WebhookCodeLabels {
-    pub webhook: &'static str,
-    pub code: &'static str,
-}
-
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct DecisionLabels {
-    pub webhook: &'static str,
-    pub operation: &'static str,
-    pub allowed: &'static str,
-    pub rule: &'static str,
-}
-
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct ListenerLabels {
-    pub(crate) listener: &'static str,
-}
-
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct RefusedLabels {
-    pub(crate) listener: &'static str,
-    pub reason: &'static str,
-}
-
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ReasonLabels {
-    pub reason: &'static str,
-}
-
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ResultLabels {
-    pub result: &'static str,
+label_sets! {
+    pub struct WebhookLabels { pub webhook }
+    pub struct WebhookCodeLabels { pub webhook, pub code }
+    pub struct DecisionLabels { pub webhook, pub operation, pub allowed, pub rule }
+    pub(crate) struct ListenerLabels { pub(crate) listener }
+    pub(crate) struct RefusedLabels { pub(crate) listener, pub reason }
+    pub struct ReasonLabels { pub reason }
+    pub struct ResultLabels { pub result }
 }
 
 /// `trainguard_log_lines_dropped_total`: log lines the log writer dropped because its buffer was

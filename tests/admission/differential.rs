@@ -18,7 +18,7 @@ use proptest::prelude::*;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
-use trainguard::cluster::{ChildJobState, ClusterView, GateFacts, JobSetFacts, JobSetState, StaticView};
+use trainguard::cluster::{ChildJobState, ClusterView, GateFacts, JobSetState, JobSetWithJobs, StaticView};
 use trainguard_core::admission::overrides;
 use trainguard_core::model::jobset::{BatchJobView, JobSetView};
 use trainguard_core::model::{KUEUE_QUEUE_LABEL, OPT_OUT_LABEL, OverridesField, ReviewEnvelope, TrainJobView};
@@ -269,7 +269,7 @@ fn static_view_matches_full_decodes() {
         let cluster = case.cluster();
         let got = cluster.gate_facts("ml-team", "llama");
         assert_eq!(got, expected.gate_facts("ml-team", "llama"), "{}", case.name);
-        assert!(matches!(got, GateFacts::Known(JobSetFacts { .. })));
+        assert!(matches!(got, GateFacts::Known(JobSetWithJobs { .. })));
     }
 }
 

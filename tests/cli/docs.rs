@@ -1,8 +1,10 @@
 //! Facts the docs state in more than one place, or about another file, kept true: a figure quoted
 //! in a summary is one its section measured, two docs quote the same measurement, and the README
 //! names where `make run` leaves the binary. Figures are compared as numbers (a summary may round
-//! them), never as sentences. CONTRIBUTING.md's list of crates and its recipes match the tree.
+//! them), never as sentences. CONTRIBUTING.md's list of crates and its recipes match the tree, and
+//! so does its layering: no two modules of a crate import each other, however indirectly.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 fn read(path: &str) -> String {
@@ -236,4 +238,71 @@ fn the_recipes_name_files_that_exist() {
             assert!(root.join(path).exists(), "{heading}: {path} does not exist");
         }
     }
+}
+
+/// The top-level modules of the crate whose source is `src` (relative to the repository), each
+/// with the modules its code names as `crate::<module>` (comments aside, so a doc link is no
+/// import).
+fn imports(src: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(src);
+    let module = |path: &Path| {
+        let first = path.strip_prefix(&root).unwrap().components().next().unwrap();
+        first.as_os_str().to_string_lossy().trim_end_matches(".rs").to_string()
+    };
+    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut dirs = vec![root.clone()];
+    while let Some(dir) = dirs.pop() {
+        for path in std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()) {
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let from = module(&path);
+            let text = std::fs::read_to_string(&path).unwrap();
+            let code = text.lines().filter(|l| !l.trim_start().starts_with("//"));
+            let names = code.flat_map(|l| l.split("crate::").skip(1).flat_map(modules_named).collect::<Vec<_>>());
+            let to: BTreeSet<String> = names.filter(|m| !m.is_empty() && *m != from).collect();
+            out.entry(from).or_default().extend(to);
+        }
+    }
+    out
+}
+
+/// The modules a path after `crate::` names: its first part, or each first part of a `{…}` list.
+fn modules_named(rest: &str) -> Vec<String> {
+    let ident =
+        |s: &str| s.trim_start().split(|c: char| !c.is_alphanumeric() && c != '_').next().unwrap_or("").to_string();
+    match rest.strip_prefix('{') {
+        Some(list) => list.split('}').next().unwrap_or("").split(',').map(ident).collect(),
+        None => vec![ident(rest)],
+    }
+}
+
+/// "`src/controller` imports it, never the reverse", and the core's "no arrows back up": in the
+/// binary and in the core, the modules' imports never come back to where they started.
+#[test]
+fn no_module_imports_itself_through_others() {
+    for src in ["src", "crates/core/src"] {
+        let imports = imports(src);
+        for start in imports.keys() {
+            // Every module `start` reaches, with the path it took.
+            let mut reached: BTreeMap<&str, Vec<&str>> = BTreeMap::from([(start.as_str(), vec![start.as_str()])]);
+            let mut todo = vec![start.as_str()];
+            while let Some(at) = todo.pop() {
+                for next in imports.get(at).into_iter().flatten() {
+                    let path = [reached[at].clone(), vec![next.as_str()]].concat();
+                    assert_ne!(next, start, "{src}: a loop of imports: {}", path.join(" -> "));
+                    if !reached.contains_key(next.as_str()) {
+                        reached.insert(next, path);
+                        todo.push(next);
+                    }
+                }
+            }
+        }
+    }
+    let binary = imports("src");
+    assert!(binary["controller"].contains("cluster"), "the controller reads the cluster index");
 }

@@ -1,7 +1,7 @@
 //! The cluster index's records: each watched JobSet and child Job compacted once, into what the
 //! admission gate reads (docs/webhook.md §4) and what the controller's planner reads, side by side.
 //! The binary's index (`src/cluster`) keeps one record per object and serves both from it; the
-//! gate's `JobSetFacts` and the planner's snapshot changes are read off the records. Pure: no I/O,
+//! gate's `JobSetWithJobs` and the planner's snapshot changes are read off the records. Pure: no I/O,
 //! no clock.
 
 use crate::model::jobset::{BatchJobView, JobSetView};

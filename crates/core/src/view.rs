@@ -11,11 +11,13 @@ pub enum GateFacts {
     /// A cache that should know does not (not yet synced, or its watch broke too long ago).
     Unknown { why: String },
     /// Fresh cache contents (a JobSet CRD that is not installed is `Known` with no JobSet).
-    Known(JobSetFacts),
+    Known(JobSetWithJobs),
 }
 
+/// A TrainJob's JobSet, when there is one, and its child Jobs: the gate's facts (the planner's
+/// facts of a JobSet are `planner::facts::JobSetFacts`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct JobSetFacts {
+pub struct JobSetWithJobs {
     pub jobset: Option<JobSetState>,
     /// Child `batch/v1` Jobs labelled `jobset.sigs.k8s.io/jobset-name=<name>`, ordered by name.
     pub jobs: Vec<ChildJobState>,
@@ -89,7 +91,7 @@ impl StaticView {
 impl ClusterView for StaticView {
     fn gate_facts(&self, namespace: &str, name: &str) -> GateFacts {
         let key = (namespace.to_string(), name.to_string());
-        GateFacts::Known(JobSetFacts {
+        GateFacts::Known(JobSetWithJobs {
             jobset: self.jobsets.get(&key).cloned(),
             jobs: self.jobs.get(&key).cloned().unwrap_or_default(),
         })

@@ -11,6 +11,7 @@ pub const TRAINJOB_UID: &str = "7d0f6a2e-5b7c-4e0a-9a51-3f2c1d9e8b44";
 pub const DEFAULT_MANAGED_BY: &str = "trainer.kubeflow.org/trainjob-controller";
 pub const KUEUE_QUEUE: &str = "team-a";
 
+use crate::fixtures::{ClusterMode, Expect};
 pub use trainguard_core::model::OverridesField;
 
 /// Trainer fills `status.jobsStatus` from v2.1 on; v2.0 (podSpecOverrides) leaves it out.
@@ -603,99 +604,6 @@ pub enum Cluster {
     Unknown,
 }
 
-/// The expected verdict of one fixture (`<case>.expect.json`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Expect {
-    pub endpoint: &'static str,
-    pub suspend_rule: Option<&'static str>,
-    pub http: u16,
-    pub allowed: bool,
-    pub code: u16,
-    pub rule: String,
-    pub message_contains: Vec<String>,
-    pub warnings: usize,
-    pub warnings_contain: Vec<String>,
-    pub patch: bool,
-}
-
-impl Expect {
-    pub fn allowed(rule: &str) -> Self {
-        Expect {
-            endpoint: "validate",
-            suspend_rule: None,
-            http: 200,
-            allowed: true,
-            code: 0,
-            rule: rule.to_string(),
-            message_contains: Vec::new(),
-            warnings: 0,
-            warnings_contain: Vec::new(),
-            patch: false,
-        }
-    }
-
-    pub fn denied(code: u16, rule: &str, message_contains: &[&str]) -> Self {
-        Expect {
-            allowed: false,
-            code,
-            message_contains: message_contains.iter().map(|s| s.to_string()).collect(),
-            ..Expect::allowed(rule)
-        }
-    }
-
-    /// An HTTP 400 protocol failure: no AdmissionReview comes back.
-    pub fn protocol_error(message_contains: &[&str]) -> Self {
-        Expect { http: 400, ..Expect::denied(400, "", message_contains) }
-    }
-
-    pub fn mutate(mut self) -> Self {
-        self.endpoint = "mutate";
-        self
-    }
-
-    pub fn with_patch(mut self) -> Self {
-        self.patch = true;
-        self
-    }
-
-    pub fn suspend_rule(mut self, rule: &'static str) -> Self {
-        self.suspend_rule = Some(rule);
-        self
-    }
-
-    pub fn warning(mut self, contains: &str) -> Self {
-        self.warnings += 1;
-        self.warnings_contain.push(contains.to_string());
-        self
-    }
-
-    pub fn to_value(&self, cluster: &Cluster) -> Value {
-        let cluster = match cluster {
-            Cluster::Offline => "offline",
-            Cluster::Known(_) => "known",
-            Cluster::Unknown => "unknown",
-        };
-        let mut v = json!({
-            "endpoint": self.endpoint,
-            "cluster": cluster,
-            "http": self.http,
-            "allowed": self.allowed,
-            "code": self.code,
-            "rule": self.rule,
-            "messageContains": self.message_contains,
-            "warnings": self.warnings,
-            "patch": self.patch,
-        });
-        if let Some(rule) = self.suspend_rule {
-            v["suspendRule"] = json!(rule);
-        }
-        if !self.warnings_contain.is_empty() {
-            v["warningsContain"] = json!(self.warnings_contain);
-        }
-        v
-    }
-}
-
 /// The request body of a case: a review to serialise, or raw bytes for protocol failures.
 #[derive(Debug, Clone)]
 pub enum Body {
@@ -738,11 +646,21 @@ impl Case {
         };
         let mut files = vec![
             FixtureFile { path: format!("{base}.review.json"), contents: review },
-            FixtureFile { path: format!("{base}.expect.json"), contents: pretty(&self.expect.to_value(&self.cluster)) },
+            FixtureFile { path: format!("{base}.expect.json"), contents: pretty(&self.expect_file()) },
         ];
         if let Cluster::Known(state) = &self.cluster {
             files.push(FixtureFile { path: format!("{base}.state.json"), contents: pretty(state) });
         }
         files
+    }
+
+    /// `<case>.expect.json`: the verdict, with the case's cluster.
+    fn expect_file(&self) -> Value {
+        let cluster = match self.cluster {
+            Cluster::Offline => ClusterMode::Offline,
+            Cluster::Known(_) => ClusterMode::Known,
+            Cluster::Unknown => ClusterMode::Unknown,
+        };
+        serde_json::to_value(Expect { cluster, ..self.expect.clone() }).expect("an Expect serialises")
     }
 }

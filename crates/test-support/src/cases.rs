@@ -4,6 +4,7 @@
 use serde_json::{Value, json};
 
 use crate::builders::*;
+use crate::fixtures::Expect;
 
 /// Every fixture file, in a stable order.
 pub fn all_files() -> Vec<FixtureFile> {

@@ -18,7 +18,7 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use trainguard_core::admission::{self, Endpoint, ProtocolError, Reviewed, RulesConfig, SuspendRule};
 use trainguard_core::view::{ClusterView, GateFacts, Offline, StaticView};
@@ -85,15 +85,17 @@ pub struct Case {
     pub state_path: Option<PathBuf>,
 }
 
-/// `<case>.expect.json`.
-#[derive(Debug, Clone, Deserialize)]
+/// `<case>.expect.json`: what the generator writes (`crate::cases`, built with the constructors
+/// below) and what the tests load.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Expect {
     /// `validate` or `mutate`.
     pub endpoint: String,
+    /// The cluster the case runs against; the generator writes its case's own.
     pub cluster: ClusterMode,
     /// `either` (default) or `new`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suspend_rule: Option<String>,
     /// 200 for every decodable AdmissionReview; 400 for protocol failures.
     pub http: u16,
@@ -106,13 +108,66 @@ pub struct Expect {
     pub message_contains: Vec<String>,
     pub warnings: usize,
     /// Substrings that some warning contains.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings_contain: Vec<String>,
     /// Whether the response carries a JSONPatch.
     pub patch: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+impl Expect {
+    pub fn allowed(rule: &str) -> Self {
+        Expect {
+            endpoint: "validate".to_string(),
+            cluster: ClusterMode::Offline,
+            suspend_rule: None,
+            http: 200,
+            allowed: true,
+            code: 0,
+            rule: rule.to_string(),
+            message_contains: Vec::new(),
+            warnings: 0,
+            warnings_contain: Vec::new(),
+            patch: false,
+        }
+    }
+
+    pub fn denied(code: u16, rule: &str, message_contains: &[&str]) -> Self {
+        Expect {
+            allowed: false,
+            code,
+            message_contains: message_contains.iter().map(|s| s.to_string()).collect(),
+            ..Expect::allowed(rule)
+        }
+    }
+
+    /// An HTTP 400 protocol failure: no AdmissionReview comes back.
+    pub fn protocol_error(message_contains: &[&str]) -> Self {
+        Expect { http: 400, ..Expect::denied(400, "", message_contains) }
+    }
+
+    pub fn mutate(mut self) -> Self {
+        self.endpoint = "mutate".to_string();
+        self
+    }
+
+    pub fn with_patch(mut self) -> Self {
+        self.patch = true;
+        self
+    }
+
+    pub fn suspend_rule(mut self, rule: &str) -> Self {
+        self.suspend_rule = Some(rule.to_string());
+        self
+    }
+
+    pub fn warning(mut self, contains: &str) -> Self {
+        self.warnings += 1;
+        self.warnings_contain.push(contains.to_string());
+        self
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ClusterMode {
     /// No cluster (`--offline`): only G4.

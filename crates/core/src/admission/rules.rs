@@ -11,7 +11,7 @@ use crate::model::trainjob_state::{self, ConditionsOnly};
 use crate::model::{
     DEFAULT_MANAGED_BY, DEFAULT_OPT_OUT_GROUPS, MULTIKUEUE_MANAGED_BY, OPT_OUT_LABEL, OverridesField, TrainJobView,
 };
-use crate::view::{ClusterView, GateFacts, JobSetFacts};
+use crate::view::{ClusterView, GateFacts, JobSetWithJobs};
 
 /// When a change of the overrides may come with `suspend: false` (docs/webhook.md §3, U4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -499,7 +499,7 @@ fn evaluate_gate(
     let forbidden = |rule, text| Finding { rule, kind: ErrorType::Forbidden, text, remedy: None };
     let mut findings = Vec::new();
 
-    if let GateFacts::Known(JobSetFacts { jobset, jobs }) = facts {
+    if let GateFacts::Known(JobSetWithJobs { jobset, jobs }) = facts {
         if let Some(js) = jobset {
             for (rj, active) in js.replicated_jobs.iter().filter(|(_, a)| *a > 0) {
                 findings.push(forbidden(
@@ -534,7 +534,7 @@ fn evaluate_gate(
             ),
         ));
     }
-    if strict && let GateFacts::Known(JobSetFacts { jobs, .. }) = facts {
+    if strict && let GateFacts::Known(JobSetWithJobs { jobs, .. }) = facts {
         for job in jobs {
             let text = match (job.terminating, job.deleting) {
                 (Some(n), _) if n > 0 => {

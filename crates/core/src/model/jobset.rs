@@ -3,7 +3,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube_core::DynamicResourceScope;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 pub(crate) const JOBSET_GROUP: &str = "jobset.x-k8s.io";
 pub(crate) const JOBSET_VERSION: &str = "v1alpha2";
@@ -12,39 +12,34 @@ pub(crate) const JOBSET_PLURAL: &str = "jobsets";
 /// Label JobSet puts on its child Jobs and their pods.
 pub const JOBSET_NAME_LABEL: &str = "jobset.sigs.k8s.io/jobset-name";
 
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 pub struct JobSetView {
     /// Without `managedFields` and the last-applied copy: see [`crate::model::watched_meta`].
-    #[serde(default, deserialize_with = "crate::model::watched_meta::deserialize")]
+    #[serde(deserialize_with = "crate::model::watched_meta::deserialize")]
     pub metadata: ObjectMeta,
     /// Only `suspend` (the companion controller's admitted-but-suspended check).
-    #[serde(default)]
     pub(crate) spec: Option<JobSetSpecView>,
-    #[serde(default)]
     pub(crate) status: Option<JobSetStatusView>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 pub(crate) struct JobSetSpecView {
-    #[serde(default)]
     pub(crate) suspend: Option<bool>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 pub(crate) struct JobSetStatusView {
-    #[serde(default)]
     pub(crate) replicated_jobs_status: Option<Vec<ReplicatedJobStatusView>>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(rename_all = "camelCase")]
+/// One replicated job's counts, in a JobSet's `replicatedJobsStatus` and a TrainJob's `jobsStatus`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 pub(crate) struct ReplicatedJobStatusView {
-    #[serde(default)]
     pub name: String,
-    #[serde(default)]
     pub active: Option<i32>,
 }
 
@@ -58,22 +53,19 @@ static_resource!(
 );
 
 /// A child `batch/v1` Job, reduced to what G3 and G5 read.
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 pub struct BatchJobView {
     /// Without `managedFields` and the last-applied copy: see [`crate::model::watched_meta`].
-    #[serde(default, deserialize_with = "crate::model::watched_meta::deserialize")]
+    #[serde(deserialize_with = "crate::model::watched_meta::deserialize")]
     pub metadata: ObjectMeta,
-    #[serde(default)]
     pub(crate) status: Option<BatchJobStatusView>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 pub(crate) struct BatchJobStatusView {
-    #[serde(default)]
     pub active: Option<i32>,
-    #[serde(default)]
     pub terminating: Option<i32>,
 }
 

@@ -5,9 +5,10 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use k8s_openapi::jiff::Timestamp;
 use kube_core::ApiResource;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
+
+use super::condition::ConditionView;
 
 pub(crate) const KUBEFLOW_GROUP: &str = "kubeflow.org";
 pub(crate) const KUBEFLOW_VERSION: &str = "v1";
@@ -75,48 +76,37 @@ impl TrainingKind {
     }
 }
 
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 pub struct TrainingJobView {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_version: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
     /// Without `managedFields` and the last-applied copy: see [`crate::model::watched_meta`].
-    #[serde(default, deserialize_with = "crate::model::watched_meta::deserialize")]
+    #[serde(deserialize_with = "crate::model::watched_meta::deserialize")]
     pub metadata: ObjectMeta,
-    #[serde(default)]
     pub spec: TrainingJobSpecView,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) status: Option<TrainingJobStatusView>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 pub struct TrainingJobSpecView {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) run_policy: Option<RunPolicyView>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 pub(crate) struct RunPolicyView {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suspend: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) ttl_seconds_after_finished: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub managed_by: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 pub(crate) struct TrainingJobStatusView {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) conditions: Option<Vec<JobConditionView>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) conditions: Option<Vec<ConditionView>>,
     pub completion_time: Option<Time>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) replica_statuses: Option<BTreeMap<String, ReplicaStatusView>>,
 }
 
@@ -136,33 +126,9 @@ impl FinishKind {
     }
 }
 
-/// `Some(lastTransitionTime)` when condition `type_` (the first of that type) is True.
-pub(crate) fn true_since(conditions: &[JobConditionView], type_: &str) -> Option<Option<Timestamp>> {
-    conditions
-        .iter()
-        .find(|c| c.type_ == type_)
-        .filter(|c| c.status == "True")
-        .map(|c| c.last_transition_time.as_ref().map(|t| t.0))
-}
-
-/// One `status.conditions[]` entry, the shape shared by v1 jobs, TrainJobs and Kueue Workloads.
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct JobConditionView {
-    #[serde(rename = "type", default)]
-    pub(crate) type_: String,
-    #[serde(default)]
-    pub(crate) status: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) last_transition_time: Option<Time>,
-}
-
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 pub(crate) struct ReplicaStatusView {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub active: Option<i64>,
 }
 
@@ -171,7 +137,7 @@ impl TrainingJobView {
         self.spec.run_policy.as_ref()
     }
 
-    pub(crate) fn conditions(&self) -> &[JobConditionView] {
+    pub(crate) fn conditions(&self) -> &[ConditionView] {
         self.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or(&[])
     }
 }

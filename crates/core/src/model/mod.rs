@@ -1,5 +1,7 @@
 //! Minimal serde views of the objects trainguard reads. Each view names only the fields a rule
-//! reads and skips the rest without building it; unknown fields are always tolerated.
+//! reads and skips the rest without building it; unknown fields are always tolerated. Views are
+//! only read, never written: `Deserialize` alone, and the watched objects' views are
+//! `#[serde(default)]` as a whole, since any of their fields may be absent.
 //! `tests/admission/differential.rs` pins these views to the full `kube` / `k8s-openapi` types.
 
 /// `kube::Resource` for a slim view of a kind known at compile time.
@@ -65,6 +67,7 @@ macro_rules! dynamic_resource {
 }
 
 pub(crate) mod borrowed_str;
+pub(crate) mod condition;
 pub mod jobset;
 pub mod kubeflow_v1;
 pub mod object_only;

@@ -4,57 +4,44 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube_core::DynamicResourceScope;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use k8s_openapi::jiff::Timestamp;
 
-use super::kubeflow_v1::{FinishKind, JobConditionView, true_since};
+use super::condition::{ConditionView, ConditionsStatus, true_since};
+use super::jobset::ReplicatedJobStatusView;
+use super::kubeflow_v1::FinishKind;
 use super::{TRAINJOB_GROUP, TRAINJOB_KIND, TRAINJOB_RESOURCE, TRAINJOB_VERSION};
 
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 pub struct TrainJobStateView {
     /// Without `managedFields` and the last-applied copy: see [`crate::model::watched_meta`].
-    #[serde(default, deserialize_with = "crate::model::watched_meta::deserialize")]
+    #[serde(deserialize_with = "crate::model::watched_meta::deserialize")]
     pub metadata: ObjectMeta,
-    #[serde(default)]
     pub spec: TrainJobStateSpec,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) status: Option<TrainJobStateStatus>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 pub struct TrainJobStateSpec {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suspend: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub managed_by: Option<String>,
     /// Not in any released Trainer (≤ v2.3.0); read so that the field wins once the CRD has it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) ttl_seconds_after_finished: Option<i64>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 pub(crate) struct TrainJobStateStatus {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) conditions: Option<Vec<JobConditionView>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) jobs_status: Option<Vec<TrainJobJobStatus>>,
-}
-
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct TrainJobJobStatus {
-    #[serde(default)]
-    pub name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub active: Option<i64>,
+    pub(crate) conditions: Option<Vec<ConditionView>>,
+    /// Trainer copies its JobSet's `replicatedJobsStatus` here.
+    pub(crate) jobs_status: Option<Vec<ReplicatedJobStatusView>>,
 }
 
 impl TrainJobStateView {
-    pub(crate) fn conditions(&self) -> &[JobConditionView] {
+    pub(crate) fn conditions(&self) -> &[ConditionView] {
         self.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or(&[])
     }
 }
@@ -62,7 +49,7 @@ impl TrainJobStateView {
 /// How a TrainJob finished: its `Complete` or `Failed` condition is True (`Complete` wins should
 /// both be), with that condition's `lastTransitionTime`. The one place "finished" is decided for a
 /// TrainJob: the planner's facts and `validate`'s offline U5 read it.
-pub(crate) fn finished(conditions: &[JobConditionView]) -> Option<(FinishKind, Option<Timestamp>)> {
+pub(crate) fn finished(conditions: &[ConditionView]) -> Option<(FinishKind, Option<Timestamp>)> {
     [("Complete", FinishKind::Succeeded), ("Failed", FinishKind::Failed)]
         .into_iter()
         .find_map(|(type_, kind)| true_since(conditions, type_).map(|t| (kind, t)))
@@ -70,20 +57,14 @@ pub(crate) fn finished(conditions: &[JobConditionView]) -> Option<(FinishKind, O
 
 /// Only the conditions of a TrainJob, from an object whose other parts need not decode.
 #[derive(Debug, Default, Deserialize)]
+#[serde(default)]
 pub(crate) struct ConditionsOnly {
-    #[serde(default)]
-    status: Option<ConditionsOnlyStatus>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct ConditionsOnlyStatus {
-    #[serde(default)]
-    conditions: Option<Vec<JobConditionView>>,
+    status: Option<ConditionsStatus>,
 }
 
 impl ConditionsOnly {
-    pub(crate) fn conditions(&self) -> &[JobConditionView] {
-        self.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or(&[])
+    pub(crate) fn conditions(&self) -> &[ConditionView] {
+        ConditionsStatus::of(self.status.as_ref())
     }
 }
 

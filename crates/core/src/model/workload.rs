@@ -3,9 +3,9 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube_core::ApiResource;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
-use super::kubeflow_v1::JobConditionView;
+use super::condition::{ConditionView, ConditionsStatus};
 
 pub(crate) const KUEUE_GROUP: &str = "kueue.x-k8s.io";
 pub(crate) const WORKLOAD_KIND: &str = "Workload";
@@ -13,26 +13,18 @@ pub(crate) const WORKLOAD_PLURAL: &str = "workloads";
 /// Served versions, newest first: the controller watches the first one the API server has.
 pub const WORKLOAD_VERSIONS: [&str; 2] = ["v1beta2", "v1beta1"];
 
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 pub struct WorkloadView {
     /// Without `managedFields` and the last-applied copy: see [`crate::model::watched_meta`].
-    #[serde(default, deserialize_with = "crate::model::watched_meta::deserialize")]
+    #[serde(deserialize_with = "crate::model::watched_meta::deserialize")]
     pub metadata: ObjectMeta,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) status: Option<WorkloadStatusView>,
-}
-
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct WorkloadStatusView {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) conditions: Option<Vec<JobConditionView>>,
+    pub(crate) status: Option<ConditionsStatus>,
 }
 
 impl WorkloadView {
-    pub(crate) fn conditions(&self) -> &[JobConditionView] {
-        self.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or(&[])
+    pub(crate) fn conditions(&self) -> &[ConditionView] {
+        ConditionsStatus::of(self.status.as_ref())
     }
 }
 

@@ -7,9 +7,10 @@ use std::sync::Arc;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::jiff::Timestamp;
 
+use crate::model::condition::true_since;
 use crate::model::jobset::{BatchJobView, JOBSET_GROUP, JOBSET_KIND, JOBSET_NAME_LABEL, JobSetView};
 use crate::model::kubeflow_v1::{
-    JOB_NAME_LABEL, KUBEFLOW_GROUP, TRAINING_OPERATOR_MANAGED_BY, TrainingJobView, TrainingKind, true_since,
+    JOB_NAME_LABEL, KUBEFLOW_GROUP, TRAINING_OPERATOR_MANAGED_BY, TrainingJobView, TrainingKind,
 };
 use crate::model::pod::{NodeView, PodView};
 use crate::model::trainjob_state::{self, TrainJobStateView};
@@ -428,7 +429,7 @@ impl TrainJobFacts {
                 .status
                 .as_ref()
                 .and_then(|s| s.jobs_status.as_ref())
-                .map(|j| j.iter().map(|s| s.active.unwrap_or(0).max(0)).sum())
+                .map(|j| j.iter().map(|s| i64::from(s.active.unwrap_or(0).max(0))).sum())
                 .unwrap_or(0),
         })
     }

@@ -214,6 +214,7 @@ mod tests {
             assert_eq!(types.trainer, generated.tag, "types/{}.json is another tag's", generated.tag);
             assert!(types.spec.field(version.overrides().json_name()).is_some(), "{version:?}");
             crd::parse(generated.crd).unwrap_or_else(|e| panic!("crd/{}.json: {e}", generated.tag));
+            assert!(crd::schema(version).properties.contains_key("spec"), "crd/{}.json has no spec", generated.tag);
         }
     }
 
