@@ -1427,17 +1427,22 @@ fn chart_without_cert_manager_renders_the_static_certs_objects_but_the_secret() 
         (json!({"source": "vault"}), "certificates.source \"vault\": use cert-manager (the default) or secret"),
     ];
     for (certificates, says) in refused {
-        let values = tempfile::NamedTempFile::new().unwrap();
-        let overrides = json!({"image": {"repository": CHART_TEST_IMAGE}, "certificates": certificates});
-        std::fs::write(values.path(), overrides.to_string()).unwrap();
-        let out = Command::new(tool("helm"))
-            .args(["template", "trainguard", CHART, "-n", NAMESPACE, "-f", values.path().to_str().unwrap()])
-            .current_dir(repo())
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success() && stderr.contains(says), "{certificates}: {stderr}");
+        let stderr = chart_refusal(json!({"image": {"repository": CHART_TEST_IMAGE}, "certificates": certificates}));
+        assert!(stderr.contains(says), "{certificates}: {stderr}");
     }
+}
+
+/// What `helm template` says when it refuses to render the chart with `values`.
+fn chart_refusal(values: Value) -> String {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), values.to_string()).unwrap();
+    let out = Command::new(tool("helm"))
+        .args(["template", "trainguard", CHART, "-n", NAMESPACE, "-f", file.path().to_str().unwrap()])
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "the chart renders with {values}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// The chart refuses the unpublished default image, as `make deploy` does, and renders the
@@ -1446,15 +1451,7 @@ fn chart_without_cert_manager_renders_the_static_certs_objects_but_the_secret() 
 /// refuses a cluster below the supported range.
 #[test]
 fn chart_refuses_the_default_image_and_gates_the_admission_policy() {
-    let values = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(values.path(), "{}").unwrap();
-    let out = Command::new(tool("helm"))
-        .args(["template", "trainguard", CHART, "-n", NAMESPACE, "-f", values.path().to_str().unwrap()])
-        .current_dir(repo())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "the default image renders");
+    let stderr = chart_refusal(json!({}));
     assert!(stderr.contains("image.repository \"trainguard\" names no registry"), "{stderr}");
 
     let policy = |r: &Rendered| r.objects.iter().any(|o| o["kind"] == "ValidatingAdmissionPolicy");

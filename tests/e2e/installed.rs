@@ -133,16 +133,44 @@ impl Drop for Takeover {
                 "scheduler.alpha.kubernetes.io/defaultTolerations-",
             ])
             .output();
-        let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/e2e/plane.sh"))
-            .arg("restore")
-            .env("TRAINGUARD_E2E_RUN", plane().run_dir())
-            .output();
-        if let Ok(out) = out
-            && !out.status.success()
-        {
-            eprintln!("plane.sh restore: {}", String::from_utf8_lossy(&out.stderr));
-        }
+        restore_the_planes_trainguard();
     }
+}
+
+/// `plane.sh restore`, from a drop: a failure is shown, not raised.
+fn restore_the_planes_trainguard() {
+    let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/e2e/plane.sh"))
+        .arg("restore")
+        .env("TRAINGUARD_E2E_RUN", plane().run_dir())
+        .output();
+    if let Ok(out) = out
+        && !out.status.success()
+    {
+        eprintln!("plane.sh restore: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+/// After an uninstall: none of `kinds` (in any namespace) carries `selector`.
+fn none_left(what: &str, kinds: &[&str], selector: &str) {
+    for kind in kinds {
+        let left = plane().kubectl().args(["get", kind, "-A", "-l", selector, "-o", "name"]).ok();
+        assert!(left.trim().is_empty(), "{what} left {kind}: {left}");
+    }
+}
+
+/// After an uninstall: the write trainguard denied before reaches the API server's own checks
+/// and is allowed; nothing answers "failed calling webhook".
+fn allowed_once_gone(ns: &str) {
+    let patch = runtime_patches(&[patch_entry("e2e.trainguard.io/user", "pool-b")]);
+    eventually("the denied write allowed once trainguard is gone", || {
+        let out = plane()
+            .kubectl()
+            .args(["-n", ns, "patch", "trainjob", "running", "--type=merge", "--dry-run=server", "-p", &patch])
+            .output();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("failed calling webhook"), "a write failed for the uninstalled webhook: {err}");
+        out.status.success().then_some(())
+    });
 }
 
 /// The installed webhook's pods: (name, uid, pod IP, restart count), each Ready.
@@ -716,33 +744,20 @@ fn uninstalling_as_documented_leaves_nothing_that_could_block_a_write() {
     let took = run_documented("the Uninstall commands of docs/operations.md", &documented_uninstall(), &installed.tree);
     eprintln!("uninstall as documented took {:.1} s", took.as_secs_f64());
     // No admission object of trainguard's is left for the API server to call or evaluate.
-    for kind in [
+    let kinds = [
         "validatingwebhookconfigurations",
         "mutatingwebhookconfigurations",
         "validatingadmissionpolicies",
         "validatingadmissionpolicybindings",
         "clusterroles",
         "clusterrolebindings",
-    ] {
-        let left = plane().kubectl().args(["get", kind, "-l", "app.kubernetes.io/name=trainguard", "-o", "name"]).ok();
-        assert!(left.trim().is_empty(), "the uninstall left {kind}: {left}");
-    }
+    ];
+    none_left("the uninstall", &kinds, "app.kubernetes.io/name=trainguard");
     let hooks = plane().kubectl().args(["get", "validatingwebhookconfigurations", "-o", "json"]).get_json().unwrap();
     let names: Vec<&str> =
         hooks["items"].as_array().unwrap().iter().filter_map(|h| h["metadata"]["name"].as_str()).collect();
     assert!(!names.contains(&WEBHOOK_CONFIG), "{names:?}");
-    // The write trainguard denied a moment ago now reaches the API server's own checks and is
-    // allowed: nothing answers "failed calling webhook".
-    let patch = runtime_patches(&[patch_entry("e2e.trainguard.io/user", "pool-b")]);
-    eventually("the denied write allowed once trainguard is gone", || {
-        let out = plane()
-            .kubectl()
-            .args(["-n", &ns.name, "patch", "trainjob", "running", "--type=merge", "--dry-run=server", "-p", &patch])
-            .output();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!err.contains("failed calling webhook"), "a write failed for the uninstalled webhook: {err}");
-        out.status.success().then_some(())
-    });
+    allowed_once_gone(&ns.name);
     eventually("the namespace trainguard-system gone", || {
         plane().kubectl().args(["get", "namespace", SYSTEM]).get_json().is_none().then_some(())
     });
@@ -768,15 +783,7 @@ impl Drop for HelmTakeover {
             .kubectl()
             .args(["delete", "namespace", HELM_NAMESPACE, "--ignore-not-found", "--timeout=120s"])
             .output();
-        let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/e2e/plane.sh"))
-            .arg("restore")
-            .env("TRAINGUARD_E2E_RUN", plane().run_dir())
-            .output();
-        if let Ok(out) = out
-            && !out.status.success()
-        {
-            eprintln!("plane.sh restore: {}", String::from_utf8_lossy(&out.stderr));
-        }
+        restore_the_planes_trainguard();
     }
 }
 
@@ -839,25 +846,13 @@ fn installed_by_helm_without_cert_manager_judges_and_uninstalls_as_documented() 
     let uninstall = format!("RELEASE={HELM_RELEASE} NAMESPACE={HELM_NAMESPACE}\n{uninstall}");
     let took = run_documented("the Helm Uninstall commands of docs/operations.md", &uninstall, &dir);
     eprintln!("helm uninstall as documented took {:.1} s", took.as_secs_f64());
-    for kind in [
+    let kinds = [
         "validatingwebhookconfigurations",
         "mutatingwebhookconfigurations",
         "validatingadmissionpolicies",
         "deployments",
-    ] {
-        let selector = format!("app.kubernetes.io/instance={HELM_RELEASE}");
-        let left = plane().kubectl().args(["get", kind, "-A", "-l", &selector, "-o", "name"]).ok();
-        assert!(left.trim().is_empty(), "helm uninstall left {kind}: {left}");
-    }
-    let patch = runtime_patches(&[patch_entry("e2e.trainguard.io/user", "pool-b")]);
-    eventually("the denied write allowed once the release is gone", || {
-        let out = plane()
-            .kubectl()
-            .args(["-n", &ns.name, "patch", "trainjob", "running", "--type=merge", "--dry-run=server", "-p", &patch])
-            .output();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!err.contains("failed calling webhook"), "a write failed for the uninstalled webhook: {err}");
-        out.status.success().then_some(())
-    });
+    ];
+    none_left("helm uninstall", &kinds, &format!("app.kubernetes.io/instance={HELM_RELEASE}"));
+    allowed_once_gone(&ns.name);
     drop(takeover);
 }
