@@ -364,7 +364,7 @@ fn install() -> Installed {
     // Its Lease writes carry its own projected token: the pod's name is bound into it.
     let name = controller["metadata"]["name"].as_str().unwrap().to_string();
     eventually("the installed controller's Lease writes in the audit log", || {
-        written_by_pod(&since, "leases", "update", &name).then_some(())
+        written_by_pod(&since, "leases", &["create", "update", "patch"], &name).then_some(())
     });
     assert_eq!(controller_mode(&controller).as_deref(), Some("report"));
     Installed { tree, image: image.to_string(), pods, _takeover: takeover }
@@ -392,13 +392,14 @@ fn controller_mode(pod: &Value) -> Option<String> {
         .and_then(|e| e["value"].as_str().map(str::to_string))
 }
 
-/// Whether the audit log since `since` holds a `verb` of `resource` made with the controller
-/// ServiceAccount's projected token of pod `pod` (the kubelet binds the pod's name into it).
-fn written_by_pod(since: &str, resource: &str, verb: &str, pod: &str) -> bool {
+/// Whether the audit log since `since` holds a write (one of `verbs`) of `resource` made with the
+/// controller ServiceAccount's projected token of pod `pod` (the kubelet binds the pod's name into
+/// it).
+fn written_by_pod(since: &str, resource: &str, verbs: &[&str], pod: &str) -> bool {
     audit_since(since).iter().any(|e| {
         e["user"]["username"] == "system:serviceaccount:trainguard-system:trainguard-controller"
             && e["objectRef"]["resource"] == resource
-            && e["verb"] == verb
+            && verbs.iter().any(|v| e["verb"] == *v)
             && e["user"]["extra"]["authentication.kubernetes.io/pod-name"][0] == pod
     })
 }
@@ -686,7 +687,7 @@ fn the_installed_controller_hands_its_lease_over_and_acts_after_the_documented_s
         k().args(["get", "trainjob", "finished"]).get_json().is_none().then_some(())
     });
     eventually("the TTL delete in the audit log, by the acting pod", || {
-        written_by_pod(&since, "trainjobs", "delete", &acting).then_some(())
+        written_by_pod(&since, "trainjobs", &["delete"], &acting).then_some(())
     });
     let kept = k().args(["get", "trainjob", "suspended"]).get_json();
     assert!(kept.is_some_and(|j| j["metadata"]["deletionTimestamp"].is_null()), "the suspended TrainJob was deleted");
