@@ -337,7 +337,12 @@ fn install() -> Installed {
     let ca = std::fs::read_to_string(tree.join("certs/ca.crt")).unwrap();
     let bundle = run(
         "base64 -d",
-        Command::new("sh").args(["-c", "printf %s \"$1\" | base64 -d", "sh", client["caBundle"].as_str().unwrap()]),
+        Command::new("sh").args([
+            "-c",
+            "printf %s \"$1\" | base64 -d",
+            "sh",
+            client["caBundle"].as_str().expect("the webhook configuration has no caBundle"),
+        ]),
     );
     assert_eq!(String::from_utf8_lossy(&bundle.stdout).trim(), ca.trim(), "caBundle is not certs/ca.crt");
     // The pods read the cluster with their own projected tokens, through the `kubernetes` Service
@@ -832,7 +837,12 @@ fn installed_by_helm_without_cert_manager_judges_and_uninstalls_as_documented() 
     let ca = std::fs::read_to_string(dir.join("certs/ca.crt")).unwrap();
     let bundle = run(
         "base64 -d",
-        Command::new("sh").args(["-c", "printf %s \"$1\" | base64 -d", "sh", client["caBundle"].as_str().unwrap()]),
+        Command::new("sh").args([
+            "-c",
+            "printf %s \"$1\" | base64 -d",
+            "sh",
+            client["caBundle"].as_str().expect("the webhook configuration has no caBundle"),
+        ]),
     );
     assert_eq!(String::from_utf8_lossy(&bundle.stdout).trim(), ca.trim(), "caBundle is not certs/ca.crt");
     // The release alone judges: a write it must deny is denied, and its pods count it.
