@@ -137,6 +137,14 @@ impl Drop for Takeover {
     }
 }
 
+/// The webhook's `clientConfig` trusts exactly the CA in `ca` (PEM).
+fn assert_bundle_is(client: &Value, ca: &Path) {
+    let bundle = client["caBundle"].as_str().expect("the webhook configuration has no caBundle");
+    let bundle = run("base64 -d", Command::new("sh").args(["-c", "printf %s \"$1\" | base64 -d", "sh", bundle]));
+    let pem = std::fs::read_to_string(ca).unwrap();
+    assert_eq!(String::from_utf8_lossy(&bundle.stdout).trim(), pem.trim(), "caBundle is not {}", ca.display());
+}
+
 /// `plane.sh restore`, from a drop: a failure is shown, not raised.
 fn restore_the_planes_trainguard() {
     let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/e2e/plane.sh"))
@@ -334,17 +342,7 @@ fn install() -> Installed {
     assert!(client["url"].is_null(), "{client}");
     assert_eq!(client["service"]["name"], "trainguard-webhook", "{client}");
     assert_eq!(client["service"]["namespace"], SYSTEM, "{client}");
-    let ca = std::fs::read_to_string(tree.join("certs/ca.crt")).unwrap();
-    let bundle = run(
-        "base64 -d",
-        Command::new("sh").args([
-            "-c",
-            "printf %s \"$1\" | base64 -d",
-            "sh",
-            client["caBundle"].as_str().expect("the webhook configuration has no caBundle"),
-        ]),
-    );
-    assert_eq!(String::from_utf8_lossy(&bundle.stdout).trim(), ca.trim(), "caBundle is not certs/ca.crt");
+    assert_bundle_is(client, &tree.join("certs/ca.crt"));
     // The pods read the cluster with their own projected tokens, through the `kubernetes` Service
     // (the only address of the API server their environment names): each filled its caches.
     for (name, ..) in &pods {
@@ -834,17 +832,7 @@ fn installed_by_helm_without_cert_manager_judges_and_uninstalls_as_documented() 
     let client = &config["webhooks"][0]["clientConfig"];
     assert_eq!(client["service"]["namespace"], HELM_NAMESPACE, "{client}");
     assert_eq!(client["service"]["name"], format!("{HELM_RELEASE}-webhook").as_str(), "{client}");
-    let ca = std::fs::read_to_string(dir.join("certs/ca.crt")).unwrap();
-    let bundle = run(
-        "base64 -d",
-        Command::new("sh").args([
-            "-c",
-            "printf %s \"$1\" | base64 -d",
-            "sh",
-            client["caBundle"].as_str().expect("the webhook configuration has no caBundle"),
-        ]),
-    );
-    assert_eq!(String::from_utf8_lossy(&bundle.stdout).trim(), ca.trim(), "caBundle is not certs/ca.crt");
+    assert_bundle_is(client, &dir.join("certs/ca.crt"));
     // The release alone judges: a write it must deny is denied, and its pods count it.
     let ns = running_job("e2e-helm-judged", false);
     let before = pods_denials(&pods);
