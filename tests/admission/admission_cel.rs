@@ -45,10 +45,14 @@ fn without_actions(line: &str) -> String {
 /// The matchConditions of the validating webhook in `path` (kustomize base or Helm template).
 fn match_conditions(path: &str) -> Vec<(String, String)> {
     let text = repo_file(path);
-    // The Helm template's actions are names inside values (replaced by a placeholder) and the
-    // `if`/`end` lines around it (dropped); the expressions themselves hold none.
-    let text: String =
-        text.lines().filter(|l| !l.starts_with("{{ ")).map(|l| format!("{}\n", without_actions(l))).collect();
+    // The Helm template's actions are names inside values (replaced by a placeholder) and lines
+    // of actions alone (`if`/`end`, the certificates' includes: dropped); the expressions
+    // themselves hold none.
+    let text: String = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("{{"))
+        .map(|l| format!("{}\n", without_actions(l)))
+        .collect();
     let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
     let validating = docs.iter().find(|d| d["kind"] == "ValidatingWebhookConfiguration").expect("validating");
     let conditions = validating["webhooks"][0]["matchConditions"].as_array().expect("matchConditions");
