@@ -368,6 +368,13 @@ restore_trainguard() {
   stop trainguard-webhook
   stop trainguard-controller
   wait_for "namespace trainguard-system not terminating" 180 namespace_usable trainguard-system
+  register_trainguard
+}
+
+# trainguard's objects, its processes, then its webhook configurations, last; and a wait until
+# the API server calls them, so that no test can meet a plane on which trainguard's verdicts are
+# not yet in force (the API server picks configurations up asynchronously).
+register_trainguard() {
   install_trainguard
   start_trainguard webhook
   start_trainguard controller
@@ -481,18 +488,12 @@ ENV
   create_nodes
   apply_upstream_manifests
   start_upstream_controllers
-  install_trainguard
-  start_trainguard webhook
-  start_trainguard controller
-  kctl apply -f "$run/trainguard-webhooks.yaml" >/dev/null
   # The tests' runtimes.
   kctl apply --server-side -f "$root/e2e/manifests/runtimes.yaml" >/dev/null
   # Trainer's own default runtime, which the manifests under tests/data name.
   kctl apply --server-side -f "$(grep '^TRAINER_MODULE_DIR=' "$run/env" | cut -d= -f2)/manifests/base/runtimes/torch_distributed.yaml" >/dev/null
-  # The API server picks webhook configurations up asynchronously: wait until it calls trainguard's
-  # (a server-side dry-run CREATE raises trainguard's request count), so no test can meet a plane
-  # on which trainguard's verdicts are not yet in force, and none needs to retry for it.
-  wait_for "the API server calling trainguard's webhooks" 60 webhook_called
+  # trainguard's probe (a server-side dry-run CREATE raising its request count) names a runtime.
+  register_trainguard
   echo "PLANE_UP_SECONDS=$((SECONDS - t0))" >>"$run/env"
   log "up in $((SECONDS - t0)) s: KUBECONFIG=$run/admin.kubeconfig (logs in $run/logs)"
   echo "$run"
