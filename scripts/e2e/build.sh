@@ -10,7 +10,8 @@
 # by that version, linked into the bin directory as training-operator-VERSION, so a change to
 # e2e/versions.env does not rebuild it). Default: all. Not in the default: node (the
 # real node: kubelet and kube-proxy from the same Kubernetes build, and containerd, its runc shim,
-# ctr, runc and the pause image, versions in e2e/node-versions.env; needs the packages
+# ctr, runc, the pause image, kube-network-policies and the tests' busybox client image, versions
+# in e2e/node-versions.env; needs the packages
 # scripts/e2e/install-deps.sh --node installs).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -133,7 +134,7 @@ install_training_operator() { # version
 # The real node's own programs live in a cache of their own, keyed by e2e/node-versions.env (so a
 # containerd or runc bump leaves the Kubernetes build alone), linked into $bin.
 node_versions="$root/e2e/node-versions.env"
-node_recipe=1
+node_recipe=2
 node_bin() {
   local k
   k="$( { go version; go env GOOS GOARCH; cat "$node_versions"; echo "kubernetes $KUBERNETES_VERSION"; gcc --version 2>/dev/null | head -n1; echo "recipe $node_recipe"; } | sha256sum | cut -c1-16)"
@@ -203,7 +204,84 @@ build_node() {
     mv "$nb/.pause.tmp" "$nb/pause.oci.tar"
     rm -rf "$work"
   fi
-  for b in containerd containerd-shim-runc-v2 ctr runc pause.oci.tar pause.tag; do ln -sfn "$nb/$b" "$bin/$b"; done
+  # NetworkPolicy: kube-network-policies, built as its Dockerfile builds it (its own module,
+  # static), with one expression replaced. It steers each new connection's first packet to its
+  # userspace with nftables' queue expression, which kernels built without CONFIG_NFT_QUEUE (this
+  # project's CI machines among them) refuse ("No such file or directory"). The same queue is
+  # reached through the xtables NFQUEUE target (nft_compat, xt_NFQUEUE), which such kernels have:
+  # same queue number, same fail-open flag, same packets. How policies are evaluated stays upstream's.
+  if [[ ! -x "$nb/kube-network-policies" ]]; then
+    local src="$cache/src/kube-network-policies-$KUBE_NETWORK_POLICIES_VERSION-xtqueue" dir
+    if [[ ! -f "$src/go.mod" ]]; then
+      dir="$(go mod download -json "sigs.k8s.io/kube-network-policies@$KUBE_NETWORK_POLICIES_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+      [[ -d "$dir" ]] || { log "the module proxy did not serve kube-network-policies $KUBE_NETWORK_POLICIES_VERSION"; exit 1; }
+      rm -rf "$src.tmp"; cp -r "$dir" "$src.tmp"; chmod -R u+w "$src.tmp"
+      python3 - "$src.tmp/pkg/networkpolicy" <<'PY'
+import pathlib, sys
+pkg = pathlib.Path(sys.argv[1])
+controller = pkg / "controller.go"
+text = controller.read_text()
+native = ("queue := &expr.Queue{Num: uint16(c.config.QueueID)}\n\tif c.config.FailOpen {\n"
+          "\t\tqueue.Flag = expr.QueueFlagBypass\n\t}\n")
+if text.count(native) != 2:
+    sys.exit("kube-network-policies: the queue expressions to replace are not where they were")
+controller.write_text(text.replace(native, "queue := xtQueue(uint16(c.config.QueueID), c.config.FailOpen)\n"))
+(pkg / "xt_queue.go").write_text("""package networkpolicy
+
+import (
+	"encoding/binary"
+
+	"github.com/google/nftables/expr"
+	"github.com/google/nftables/xt"
+)
+
+// xtQueue is the xtables NFQUEUE target, revision 3 (struct xt_NFQ_info_v3: queue number, one
+// queue, flags; padded to 8 bytes), through nft_compat: for kernels without nft_queue.
+func xtQueue(num uint16, bypass bool) expr.Any {
+	info := make([]byte, 8)
+	binary.NativeEndian.PutUint16(info[0:], num)
+	binary.NativeEndian.PutUint16(info[2:], 1)
+	if bypass {
+		binary.NativeEndian.PutUint16(info[4:], 1) // NFQ_FLAG_BYPASS
+	}
+	raw := xt.Unknown(info)
+	return &expr.Target{Name: "NFQUEUE", Rev: 3, Info: &raw}
+}
+""")
+PY
+      rm -rf "$src"; mv "$src.tmp" "$src"
+    fi
+    (cd "$src" && timed kube-network-policies env GOFLAGS="$GOFLAGS -mod=readonly" go build -ldflags "-s -w" \
+      -o "$nb/.kube-network-policies.tmp" ./cmd)
+    mv "$nb/.kube-network-policies.tmp" "$nb/kube-network-policies"
+  fi
+  # The tests' client pods: Debian's static busybox (wget, nc, timeout) in a one-layer image, its
+  # applets linked in /bin, keyed by the package's version.
+  local busybox_version
+  busybox_version="$(dpkg-query -W -f '${Version}' busybox-static 2>/dev/null | tr -c 'A-Za-z0-9.\n' '_')"
+  [[ -n $busybox_version && -x /bin/busybox ]] || { log "the client image needs busybox-static: scripts/e2e/install-deps.sh --node"; exit 1; }
+  if [[ ! -f "$nb/client.oci.tar" || "$(cat "$nb/client.tag" 2>/dev/null)" != "$busybox_version" ]]; then
+    local work
+    work="$(mktemp -d)"
+    umoci init --layout "$work/layout"
+    umoci new --image "$work/layout:$busybox_version"
+    umoci unpack --image "$work/layout:$busybox_version" "$work/bundle" >/dev/null
+    mkdir -p "$work/bundle/rootfs/bin" "$work/bundle/rootfs/tmp"
+    install -m 0755 /bin/busybox "$work/bundle/rootfs/bin/busybox"
+    local applet
+    for applet in sh sleep wget nc true cat timeout; do ln -s busybox "$work/bundle/rootfs/bin/$applet"; done
+    umoci repack --image "$work/layout:$busybox_version" --history.created_by "busybox-static $busybox_version" "$work/bundle"
+    umoci config --no-history --image "$work/layout:$busybox_version" --os linux --architecture "$(go env GOARCH)" \
+      --config.user 65534:65534 --config.entrypoint /bin/sleep --config.cmd infinity
+    umoci gc --layout "$work/layout"
+    tar -C "$work/layout" -cf "$nb/.client.tmp" .
+    echo "$busybox_version" >"$nb/client.tag"
+    mv "$nb/.client.tmp" "$nb/client.oci.tar"
+    rm -rf "$work"
+  fi
+  for b in containerd containerd-shim-runc-v2 ctr runc pause.oci.tar pause.tag kube-network-policies client.oci.tar client.tag; do
+    ln -sfn "$nb/$b" "$bin/$b"
+  done
 }
 
 for c in "${components[@]}"; do

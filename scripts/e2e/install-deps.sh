@@ -6,7 +6,8 @@
 # gcc and libc6-dev (the static pause program), libseccomp-dev and pkg-config (runc with seccomp),
 # umoci (the pause and trainguard images), the CNI plugins (bridge, host-local, loopback, portmap
 # in /usr/lib/cni), iproute2 (the node's bridge), util-linux (nsenter, findmnt), nftables (kube-proxy's
-# nftables mode) and socat (the API server's port relayed onto the node's bridge).
+# nftables mode) and socat (the API server's port relayed onto the node's bridge), and
+# busybox-static (the tests' client pods).
 set -euo pipefail
 node="${TRAINGUARD_E2E_NODE:-0}"
 [[ "${1:-}" == --node ]] && node=1
@@ -29,6 +30,8 @@ if [[ $node == 1 ]]; then
   command -v nft >/dev/null || missing+=(nftables)
   command -v socat >/dev/null || missing+=(socat)
   command -v findmnt >/dev/null || missing+=(util-linux)
+  # The tests' client pods: a static busybox in an image of its own (scripts/e2e/build.sh node).
+  dpkg-query -W -f '${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' || missing+=(busybox-static)
 fi
 if ((${#missing[@]})); then
   [[ $(id -u) -eq 0 ]] || fail "missing ${missing[*]}; install with: sudo apt-get install -y ${missing[*]}"

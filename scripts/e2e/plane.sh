@@ -23,8 +23,9 @@
 #                                             TFJob story's release)
 #   scripts/e2e/plane.sh node start|stop      a real node beside the kwok nodes: containerd, runc and a
 #                                             kubelet (root, cgroup v1 or v2, scripts/e2e/build.sh node),
-#                                             tainted, its pods on a bridge of its own; the trainguard
-#                                             image (make image) imported into its containerd
+#                                             tainted, its pods on a bridge of its own, NetworkPolicy
+#                                             enforced (kube-network-policies); the trainguard image
+#                                             (make image) and a busybox client image in its containerd
 #
 # The run directory ($TRAINGUARD_E2E_RUN, default /tmp/trainguard-e2e) holds env (sourced by the
 # tests: KUBECONFIG, ports, paths), certs/, logs/ and pids/. Every start and stop has a bounded
@@ -57,7 +58,7 @@ P_TRAINGUARD=$((base + 40)) P_TRAINGUARD_ADMIN=$((base + 41)) P_TRAINGUARD_CTRL_
 P_KUEUE_WH=$((base + 50)) P_KUEUE_METRICS=$((base + 51)) P_KUEUE_PROBE=$((base + 52))
 P_TO_WH=$((base + 60)) P_TO_METRICS=$((base + 61)) P_TO_PROBE=$((base + 62))
 P_KUBELET=$((base + 70)) P_KUBELET_HEALTHZ=$((base + 71))
-P_PROXY_HEALTHZ=$((base + 72)) P_PROXY_METRICS=$((base + 73)) P_NODE_KCM=$((base + 74))
+P_PROXY_HEALTHZ=$((base + 72)) P_PROXY_METRICS=$((base + 73)) P_NODE_KCM=$((base + 74)) P_NETPOL_METRICS=$((base + 75))
 # Services: the API server's --service-cluster-ip-range, and the `kubernetes` Service's address in it.
 SERVICE_CIDR=10.96.0.0/16 SERVICE_APISERVER_IP=10.96.0.1
 
@@ -733,8 +734,11 @@ stop_training_operator() {
 # the node creates (tg<base>, pod range 10.244.<base/1000>.0/24, the bridge holding .1), with no
 # gateway and no masquerading: they reach the host's bridge address and each other, nothing else,
 # and nothing routes off the machine. Everything lives under $run/node and is unmounted, deleted and
-# stopped by `node stop` (and by `down`). kube-proxy is built but not run: Services have no data
-# path on this node (iptables and nftables are not installed by the project's scripts).
+# stopped by `node stop` (and by `down`). Beside the kubelet: kube-proxy and what Services and
+# Deployments need (start_node_services), and kube-network-policies, which enforces NetworkPolicy
+# on the node's pods (start_network_policies). Pods reach only the Service range through the host:
+# the host does not forward (net.ipv4.ip_forward stays as it is, 0 here), so a pod reaches another
+# pod on the bridge directly, not through a Service.
 node_vars() {
   NODE_NAME="e2e-real-$base"
   NODE_DIR="$run/node"
@@ -818,6 +822,8 @@ TOML
   else
     log "no trainguard image at $image (make image): the node runs without it"
   fi
+  # The tests' client pods (busybox: wget, nc), for what the NetworkPolicy lets through.
+  nctr images import --base-name docker.io/local/client "$BIN/client.oci.tar" >/dev/null
 
   # The kubelet's identity: a client certificate for system:node:NAME in group system:nodes, with
   # the system:node role (the plane authorizes with RBAC only, no Node authorizer).
@@ -873,6 +879,7 @@ YAML
   wait_for "node $NODE_NAME Ready" 120 kctl wait --for condition=Ready --timeout=5s "node/$NODE_NAME" \
     || { log "--- last lines of $run/logs/node-kubelet.log ---"; tail -n 40 "$run/logs/node-kubelet.log" >&2; return 1; }
   start_node_services
+  start_network_policies
   sed -i '/^NODE_/d; /^TRAINGUARD_IMAGE_REF=/d' "$run/env"
   cat >>"$run/env" <<ENV
 NODE_NAME=$NODE_NAME
@@ -881,6 +888,7 @@ NODE_IP=$NODE_IP
 NODE_CONTAINERD_ADDRESS=$NODE_SOCK
 NODE_UP_SECONDS=$((SECONDS - t0))
 TRAINGUARD_IMAGE_REF=$image_ref
+NODE_CLIENT_IMAGE_REF=docker.io/local/client:$(cat "$BIN/client.tag")
 ENV
   log "node $NODE_NAME Ready in $((SECONDS - t0)) s (image ${image_ref:-none})"
 }
@@ -950,6 +958,60 @@ YAML
     || { log "--- last lines of $run/logs/node-kube-proxy.log ---"; tail -n 40 "$run/logs/node-kube-proxy.log" >&2; return 1; }
 }
 
+# NetworkPolicy on the node: kube-network-policies (its release's ClusterRole, binding and
+# ServiceAccount, applied from its module's install.yaml) as a host process, as its DaemonSet runs
+# it (host network, root), with a token of its ServiceAccount where in-cluster configuration looks
+# for one (/var/run/secrets/kubernetes.io/serviceaccount, a path only its own mount namespace has)
+# and the `kubernetes` Service as its API server address. It queues the first packet of each new
+# connection to or from a pod on this node in its nftables table (inet kube-network-policies) and
+# drops what the pod's policies do not allow; the node's own root processes (the kubelet's
+# probes, the API server calling a webhook) it lets through by design. Not NRI (disabled in the
+# node's containerd): pod addresses come from its pod informer. The bridge's traffic passes
+# through these hooks because the kernel calls them for bridged packets
+# (net.bridge.bridge-nf-call-iptables=1, checked, not set: it is the whole host's setting).
+start_network_policies() {
+  local sa="$NODE_DIR/network-policies/serviceaccount" dir secrets
+  # shellcheck source=../../e2e/node-versions.env
+  source "$root/e2e/node-versions.env"
+  [[ "$(cat /proc/sys/net/bridge/bridge-nf-call-iptables 2>/dev/null)" == 1 ]] \
+    || die "NetworkPolicy on the node's bridge needs net.bridge.bridge-nf-call-iptables=1 (br_netfilter): sysctl -w net.bridge.bridge-nf-call-iptables=1"
+  can_unshare || die "kube-network-policies reads its token from a fixed path that only a private mount namespace gives it (root and unshare)"
+  dir="$(cd "$run" && go mod download -json "sigs.k8s.io/kube-network-policies@$KUBE_NETWORK_POLICIES_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+  [[ -f "$dir/install.yaml" ]] || die "kube-network-policies' install.yaml not found in the module cache"
+  python3 -c '
+import sys, yaml
+for d in yaml.safe_load_all(sys.stdin):
+    if d and d["kind"] in ("ClusterRole", "ClusterRoleBinding", "ServiceAccount"):
+        print("---"); yaml.safe_dump(d, sys.stdout)' <"$dir/install.yaml" | kctl apply -f - >/dev/null
+  mkdir -p "$sa"
+  kctl -n kube-system create token kube-network-policies --duration=48h >"$sa/token"
+  cp "$run/certs/ca.crt" "$sa/ca.crt"
+  echo kube-system >"$sa/namespace"
+  # /var/run is /run on most systems: a tmpfs over it in the process's own mount namespace.
+  secrets="$(readlink -f /var/run)"
+  case "$run/ $BIN/" in "$secrets"/*|*" $secrets"/*) die "the run directory and binaries must not be under $secrets (hidden from kube-network-policies)" ;; esac
+  start node-network-policies env KUBERNETES_SERVICE_HOST="$SERVICE_APISERVER_IP" KUBERNETES_SERVICE_PORT=443 \
+    unshare -m --propagation private sh -c '
+      set -e
+      mount -t tmpfs -o size=1m tmpfs "$1"
+      mkdir -p "$1/secrets/kubernetes.io/serviceaccount"
+      mount --bind "$2" "$1/secrets/kubernetes.io/serviceaccount"
+      shift 2
+      exec "$@"' sh "$secrets" "$sa" \
+    "$BIN/kube-network-policies" --hostname-override "$NODE_NAME" --disable-nri \
+    --metrics-bind-address "127.0.0.1:$P_NETPOL_METRICS" --netfilter-bug-1766-fix=false --v 2
+  started node-network-policies "kube-network-policies' nftables table" 60 \
+    sh -c 'curl -sf --max-time 5 "http://127.0.0.1:$1/metrics" >/dev/null && nft list table inet kube-network-policies >/dev/null' \
+    sh "$P_NETPOL_METRICS"
+}
+
+stop_network_policies() {
+  stop node-network-policies
+  # It deletes its table when it stops; after a SIGKILL the table would stay and keep queueing
+  # pod traffic to nobody.
+  nft delete table inet kube-network-policies 2>/dev/null || true
+}
+
 stop_node_services() {
   stop node-kube-proxy
   # kube-proxy leaves its tables behind when stopped; they are its own (nftables mode), named so.
@@ -972,6 +1034,7 @@ stop_node() {
     kctl --request-timeout=15s delete pods --all-namespaces --field-selector "spec.nodeName=$NODE_NAME" --grace-period=1 --timeout=30s >/dev/null 2>&1 || true
   fi
   stop node-kubelet
+  stop_network_policies
   stop_node_services
   if [[ -n "$(ours "$run/pids/node-containerd" 2>/dev/null)" ]]; then
     local id
@@ -1002,6 +1065,8 @@ stop_node() {
   rmdir /run/containerd/s /run/containerd 2>/dev/null || true
   # The tests read the env file: no node there now.
   [[ -f "$run/env" ]] && sed -i '/^NODE_/d; /^TRAINGUARD_IMAGE_REF=/d' "$run/env"
+  kctl --request-timeout=15s -n kube-system delete --ignore-not-found serviceaccount/kube-network-policies >/dev/null 2>&1 || true
+  kctl --request-timeout=15s delete --ignore-not-found clusterrolebinding/kube-network-policies clusterrole/kube-network-policies >/dev/null 2>&1 || true
   return 0
 }
 

@@ -5,7 +5,9 @@
 //! the pods reach the API server through the `kubernetes` Service with their projected tokens.
 //! Then: `kubectl edit` denied through the Service and the static certificate rotated without a
 //! restart; a rolling upgrade under 25 judged writes a second refusing none; a `kubectl drain` of
-//! the node stopped by the PodDisruptionBudget at the last ready webhook pod.
+//! the node stopped by the PodDisruptionBudget at the last ready webhook pod; the shipped
+//! NetworkPolicy, enforced on the node, keeping pods outside the documented scrapers' namespaces
+//! from the admin port.
 //!
 //! The manifests fix the namespace (`trainguard-system`) and the webhook configurations' names,
 //! which the plane's own trainguard (local processes, loopback `url:`) also uses: the test takes
@@ -649,6 +651,93 @@ fn ready_webhook_pods_on(node: &str) -> Vec<String> {
         })
         .map(|p| p["metadata"]["name"].as_str().unwrap().to_string())
         .collect()
+}
+
+/// A client pod (busybox: wget, nc) on the real node in `ns`, Ready; from the node's client image.
+fn client_pod(ns: &str) {
+    let (node, image) = (plane().var("NODE_NAME"), plane().var("NODE_CLIENT_IMAGE_REF"));
+    plane().kubectl().args(["-n", ns]).apply(&format!(
+        "apiVersion: v1
+kind: Pod
+metadata: {{name: client}}
+spec:
+  nodeSelector: {{kubernetes.io/hostname: {node}}}
+  tolerations: [{{key: e2e.trainguard.io/real-node, operator: Exists, effect: NoSchedule}}]
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 1
+  containers: [{{name: client, image: \"{image}\", imagePullPolicy: Never}}]
+"
+    ));
+    plane().kubectl().args(["-n", ns, "wait", "--for=condition=Ready", "pod/client", "--timeout=90s"]).ok();
+}
+
+/// Runs busybox `args` in the client pod of `ns`: its output, or what it said on failure.
+fn in_client(ns: &str, args: &[&str]) -> Result<String, String> {
+    let out = plane().kubectl().args(["-n", ns, "exec", "client", "--"]).args(args).output();
+    let said = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    if out.status.success() {
+        Ok(said(&out.stdout))
+    } else {
+        Err(format!("{}{}", said(&out.stdout), said(&out.stderr)))
+    }
+}
+
+/// A TCP connection from the client pod in `ns` to `ip:port`, within 3 s (busybox nc, which runs
+/// `true` once connected); what nc said if there was none.
+fn client_connects(ns: &str, ip: &str, port: u16) -> Result<(), String> {
+    in_client(ns, &["nc", "-w", "3", ip, &port.to_string(), "-e", "/bin/true"]).map(drop)
+}
+
+#[test]
+#[ignore = "the real node is opt-in: TRAINGUARD_E2E_NODE=1 make e2e starts it and runs this test"]
+fn the_shipped_network_policy_lets_only_the_documented_scrapers_reach_the_admin_port() {
+    // The node enforces NetworkPolicy (kube-network-policies); the overlay ships the policy.
+    let installed = install();
+    kubectl_system().args(["get", "networkpolicy", "trainguard"]).ok();
+    // Who may scrape, as docs/operations.md ("Network policy") says: the namespace `monitoring`
+    // and any namespace labelled trainguard.io/scrape=true. Anyone else reaches the webhook port
+    // only.
+    let clients = [
+        ("monitoring", &[][..], true),
+        ("e2e-netpol-scraper", &[("trainguard.io/scrape", "true")][..], true),
+        ("e2e-netpol-stranger", &[][..], false),
+    ];
+    let namespaces: Vec<_> = clients.iter().map(|(name, labels, _)| plane().namespace(name, labels)).collect();
+    for ns in &namespaces {
+        client_pod(&ns.name);
+    }
+    for (name, _, ip, _) in &installed.pods {
+        for (ns, _, may_scrape) in &clients {
+            // The webhook port from anywhere (the API server is not a pod).
+            if let Err(said) = client_connects(ns, ip, 9443) {
+                panic!("a pod in {ns} cannot reach {name}'s webhook port: {said}");
+            }
+            if *may_scrape {
+                // The policy agent learns a new pod's address from its pod informer: a few tries.
+                eventually(&format!("a pod in {ns} connecting to {name}'s admin port"), || {
+                    client_connects(ns, ip, 8080).ok()
+                });
+                let metrics =
+                    in_client(ns, &["timeout", "10", "wget", "-q", "-O", "-", &format!("http://{ip}:8080/metrics")]);
+                let metrics = metrics.unwrap_or_else(|said| panic!("{ns} scraping {name}: {said}"));
+                assert!(metrics.contains("trainguard_build_info"), "{ns} got from {name}: {metrics}");
+            } else {
+                // Dropped, not refused: the connection times out.
+                let said = client_connects(ns, ip, 8080).expect_err(&format!(
+                    "a pod in {ns}, neither monitoring nor labelled, reached {name}'s admin port"
+                ));
+                assert!(said.contains("timed out"), "{ns} to {name}'s admin port: {said}");
+            }
+        }
+    }
+    // With the policy enforced the API server still reaches the webhook through its Service, and
+    // the kubelet's probes pass: the pods stayed Ready and never restarted.
+    let ns = running_job("e2e-installed-netpol", false);
+    judged_write(&ns.name);
+    let now = ready_webhook_pods().expect("the webhook pods Ready");
+    let same: Vec<_> = now.iter().map(|(n, u, _, r)| (n, u, *r)).collect();
+    let was: Vec<_> = installed.pods.iter().map(|(n, u, _, _)| (n, u, 0)).collect();
+    assert_eq!(same, was, "the webhook pods were replaced or restarted under the policy");
 }
 
 #[test]
