@@ -15,7 +15,7 @@ use crate::cluster::{eventually, plane};
 const NS: &str = "e2e-real-node";
 
 /// The container's main process on the host, through the node's containerd.
-fn host_pid(container_id: &str) -> u32 {
+pub(crate) fn host_pid(container_id: &str) -> u32 {
     let ctr = format!("{}/ctr", plane().var("E2E_BIN"));
     let out = Command::new(&ctr)
         .args(["--address", plane().var("NODE_CONTAINERD_ADDRESS"), "-n", "k8s.io", "tasks", "ls"])

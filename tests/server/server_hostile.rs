@@ -7,6 +7,7 @@
 
 use trainguard_binary_support::tls as support;
 use trainguard_fake_api::wait::eventually_async;
+use trainguard_test_support::payloads;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,29 +16,6 @@ use support::*;
 use tokio::io::AsyncWriteExt;
 
 const UID: &str = "0c6f8a8e-1d1b-4a7e-9a55-0000000000b1";
-
-/// A CREATE whose `podSpecOverrides` is `[1,1,…]` with `items` items: one shape error each.
-fn create_with_bad_items(items: usize) -> Vec<u8> {
-    let mut list = String::with_capacity(items * 2 + 2);
-    list.push('[');
-    for i in 0..items {
-        if i > 0 {
-            list.push(',');
-        }
-        list.push('1');
-    }
-    list.push(']');
-    format!(
-        r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"{UID}",
-        "kind":{{"group":"trainer.kubeflow.org","version":"v1alpha1","kind":"TrainJob"}},
-        "resource":{{"group":"trainer.kubeflow.org","version":"v1alpha1","resource":"trainjobs"}},
-        "name":"llama","namespace":"ml-team","operation":"CREATE","userInfo":{{"username":"mallory"}},
-        "object":{{"apiVersion":"trainer.kubeflow.org/v1alpha1","kind":"TrainJob",
-        "metadata":{{"name":"llama","namespace":"ml-team"}},
-        "spec":{{"runtimeRef":{{"name":"torch"}},"podSpecOverrides":{list}}}}}}}}}"#
-    )
-    .into_bytes()
-}
 
 /// `trainguard_open_connections{listener="webhook"}`, scraped.
 async fn open_webhook_connections(server: &TestServer) -> Option<u64> {
@@ -52,7 +30,7 @@ async fn open_webhook_connections(server: &TestServer) -> Option<u64> {
 async fn a_review_of_millions_of_bad_items_gets_a_small_answer() {
     // 3.5 M items in 7 MiB: one error and one cause per item was a 472 MB answer.
     let mut server = start(Options::from(ServerSettings { max_body_bytes: 7 << 20, ..defaults() })).await;
-    let body = create_with_bad_items(3_500_000);
+    let body = payloads::create_with_bad_items(3_500_000);
     assert!(body.len() < 7 << 20, "{} bytes", body.len());
     let started = Instant::now();
     let reply = post_json(&client(&server.ca_pem, false), &server.url(VALIDATE), &body).await;
@@ -95,7 +73,7 @@ async fn a_client_that_never_reads_its_answers_is_dropped() {
     // Pipelined reviews whose ~8 KB denials are never read: the socket buffers fill, the server's
     // write blocks, and without a write deadline the connection (and its answers) stays forever
     // (the idle timeout here is the default 120 s, and a closing connection waits for its write).
-    let body = create_with_bad_items(60);
+    let body = payloads::create_with_bad_items(60);
     let mut request = format!(
         "POST {VALIDATE} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
         body.len()
@@ -152,7 +130,7 @@ async fn an_http2_stream_whose_answer_is_never_read_does_not_hold_the_connection
         .body(())
         .unwrap();
     let (response, mut stream) = send.send_request(request, false).unwrap();
-    stream.send_data(create_with_bad_items(60).into(), true).unwrap();
+    stream.send_data(payloads::create_with_bad_items(60).into(), true).unwrap();
     let response = tokio::time::timeout(Duration::from_secs(5), response).await.unwrap().unwrap();
     assert_eq!(response.status(), 200);
     let _unread = response.into_body();

@@ -102,3 +102,27 @@ pub fn small_create() -> Vec<u8> {
 pub fn small_denied() -> Vec<u8> {
     edit_placement(&mut serde_json::from_slice(&small_update()).unwrap())
 }
+
+/// A CREATE whose `podSpecOverrides` is `[1,1,…]` with `items` items: one shape error each (the
+/// hostile client of `benches/hostile.py`: 3.5 M items fill the 7 MiB body limit).
+pub fn create_with_bad_items(items: usize) -> Vec<u8> {
+    let mut list = String::with_capacity(items * 2 + 2);
+    list.push('[');
+    for i in 0..items {
+        if i > 0 {
+            list.push(',');
+        }
+        list.push('1');
+    }
+    list.push(']');
+    format!(
+        r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"0c6f8a8e-1d1b-4a7e-9a55-0000000000b1",
+        "kind":{{"group":"trainer.kubeflow.org","version":"v1alpha1","kind":"TrainJob"}},
+        "resource":{{"group":"trainer.kubeflow.org","version":"v1alpha1","resource":"trainjobs"}},
+        "name":"llama","namespace":"ml-team","operation":"CREATE","userInfo":{{"username":"mallory"}},
+        "object":{{"apiVersion":"trainer.kubeflow.org/v1alpha1","kind":"TrainJob",
+        "metadata":{{"name":"llama","namespace":"ml-team"}},
+        "spec":{{"runtimeRef":{{"name":"torch"}},"podSpecOverrides":{list}}}}}}}}}"#
+    )
+    .into_bytes()
+}
