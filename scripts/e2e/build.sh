@@ -141,6 +141,24 @@ node_bin() {
   echo "$cache/node/$k"
 }
 
+# A one-layer OCI image archive at OUT: the files of ROOTFS, and the config's user, entrypoint and
+# (optional) command.
+one_layer_image() { # out tag rootfs created-by user entrypoint [cmd]
+  local out="$1" tag="$2" rootfs="$3" created_by="$4" user="$5" entrypoint="$6" cmd="${7:-}" work
+  work="$(mktemp -d)"
+  umoci init --layout "$work/layout"
+  umoci new --image "$work/layout:$tag"
+  umoci unpack --image "$work/layout:$tag" "$work/bundle" >/dev/null
+  cp -a "$rootfs/." "$work/bundle/rootfs/"
+  umoci repack --image "$work/layout:$tag" --history.created_by "$created_by" "$work/bundle"
+  umoci config --no-history --image "$work/layout:$tag" --os linux --architecture "$(go env GOARCH)" \
+    --config.user "$user" --config.entrypoint "$entrypoint" ${cmd:+--config.cmd "$cmd"}
+  umoci gc --layout "$work/layout"
+  tar -C "$work/layout" -cf "$out.tmp" .
+  mv "$out.tmp" "$out"
+  rm -rf "$work"
+}
+
 build_node() {
   # shellcheck source=../../e2e/node-versions.env
   source "$node_versions"
@@ -191,17 +209,9 @@ build_node() {
     [[ -n "$tag" && -f "$kube_dir/build/pause/linux/pause.c" ]] || { log "build/pause not found in k8s.io/kubernetes@$KUBERNETES_VERSION"; exit 1; }
     work="$(mktemp -d)"
     timed pause gcc -Os -Wall -Werror -static -DVERSION="v$tag-0" -o "$work/pause" "$kube_dir/build/pause/linux/pause.c"
-    umoci init --layout "$work/layout"
-    umoci new --image "$work/layout:$tag"
-    umoci unpack --image "$work/layout:$tag" "$work/bundle" >/dev/null
-    install -m 0755 "$work/pause" "$work/bundle/rootfs/pause"
-    umoci repack --image "$work/layout:$tag" --history.created_by "gcc -static build/pause/linux/pause.c" "$work/bundle"
-    umoci config --no-history --image "$work/layout:$tag" --os linux --architecture "$(go env GOARCH)" \
-      --config.user 65535:65535 --config.entrypoint /pause
-    umoci gc --layout "$work/layout"
-    tar -C "$work/layout" -cf "$nb/.pause.tmp" .
+    mkdir "$work/rootfs" && install -m 0755 "$work/pause" "$work/rootfs/pause"
     echo "$tag" >"$nb/pause.tag"
-    mv "$nb/.pause.tmp" "$nb/pause.oci.tar"
+    one_layer_image "$nb/pause.oci.tar" "$tag" "$work/rootfs" "gcc -static build/pause/linux/pause.c" 65535:65535 /pause
     rm -rf "$work"
   fi
   # NetworkPolicy: kube-network-policies, built as its Dockerfile builds it (its own module,
@@ -261,22 +271,14 @@ PY
   busybox_version="$(dpkg-query -W -f '${Version}' busybox-static 2>/dev/null | tr -c 'A-Za-z0-9.\n' '_')"
   [[ -n $busybox_version && -x /bin/busybox ]] || { log "the client image needs busybox-static: scripts/e2e/install-deps.sh --node"; exit 1; }
   if [[ ! -f "$nb/client.oci.tar" || "$(cat "$nb/client.tag" 2>/dev/null)" != "$busybox_version" ]]; then
-    local work
+    local work applet
     work="$(mktemp -d)"
-    umoci init --layout "$work/layout"
-    umoci new --image "$work/layout:$busybox_version"
-    umoci unpack --image "$work/layout:$busybox_version" "$work/bundle" >/dev/null
-    mkdir -p "$work/bundle/rootfs/bin" "$work/bundle/rootfs/tmp"
-    install -m 0755 /bin/busybox "$work/bundle/rootfs/bin/busybox"
-    local applet
-    for applet in sh sleep wget nc true cat timeout; do ln -s busybox "$work/bundle/rootfs/bin/$applet"; done
-    umoci repack --image "$work/layout:$busybox_version" --history.created_by "busybox-static $busybox_version" "$work/bundle"
-    umoci config --no-history --image "$work/layout:$busybox_version" --os linux --architecture "$(go env GOARCH)" \
-      --config.user 65534:65534 --config.entrypoint /bin/sleep --config.cmd infinity
-    umoci gc --layout "$work/layout"
-    tar -C "$work/layout" -cf "$nb/.client.tmp" .
+    mkdir -p "$work/rootfs/bin" "$work/rootfs/tmp"
+    install -m 0755 /bin/busybox "$work/rootfs/bin/busybox"
+    for applet in sh sleep wget nc true cat timeout; do ln -s busybox "$work/rootfs/bin/$applet"; done
     echo "$busybox_version" >"$nb/client.tag"
-    mv "$nb/.client.tmp" "$nb/client.oci.tar"
+    one_layer_image "$nb/client.oci.tar" "$busybox_version" "$work/rootfs" "busybox-static $busybox_version" \
+      65534:65534 /bin/sleep infinity
     rm -rf "$work"
   fi
   for b in containerd containerd-shim-runc-v2 ctr runc pause.oci.tar pause.tag kube-network-policies client.oci.tar client.tag; do

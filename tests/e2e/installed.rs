@@ -743,9 +743,6 @@ fn the_shipped_network_policy_lets_only_the_documented_scrapers_reach_the_admin_
     assert_same_pods_unrestarted(&installed.pods, "under the policy");
 }
 
-/// The path of the validating webhook, as the configuration calls it.
-const WEBHOOK_PATH: &str = "/validate-trainer-kubeflow-org-v1alpha1-trainjob";
-
 /// What the benchmark's load got back.
 #[derive(Default)]
 struct LoadTally {
@@ -781,7 +778,7 @@ fn benchmark_load(
     duration: Duration,
 ) -> LoadTally {
     use std::sync::Arc;
-    use trainguard_binary_support::tls::{client_tls, http1_post};
+    use trainguard_binary_support::tls::{VALIDATE, client_tls, http1_post};
     use trainguard_test_support::payloads;
 
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
@@ -829,7 +826,7 @@ fn benchmark_load(
                     let body = &bodies[n % bodies.len()];
                     n += 1;
                     let stream = conn.as_mut().unwrap();
-                    match http1_post(stream, WEBHOOK_PATH, body, Duration::from_secs(30)).await {
+                    match http1_post(stream, VALIDATE, body, Duration::from_secs(30)).await {
                         (200, _) => {
                             tally.answered += 1;
                             tally.big_answered += u64::from(is_big);
